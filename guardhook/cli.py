@@ -1,0 +1,173 @@
+"""The `guardhook` command line (design.md §4): serve, review, certs, and more as they land."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from guardhook import __version__
+from guardhook.app import Runtime
+from guardhook.certs import CertificateError, ca_bundle, ensure_certs, generate, service_dns_names
+from guardhook.codec import ReviewError, decode, encode
+from guardhook.config import ConfigError, load_config
+from guardhook.engine import Engine
+from guardhook.review import review_both
+from guardhook.server import ServeOptions, WebhookServer
+from guardhook.sources import Source, choose_source, in_cluster, in_cluster_namespace, static_view
+from guardhook.view.manifests import ManifestError
+from guardhook.view.store import ClusterView
+
+log = logging.getLogger("guardhook")
+
+EXIT_USAGE = 2
+
+
+def add_view_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags that choose the cluster view and configuration, shared by every command."""
+    parser.add_argument(
+        "--cluster-state",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="build the cluster view from YAML/JSON manifests or `kubectl get -o yaml` dumps (repeatable)",
+    )
+    parser.add_argument("--kubeconfig", help="watch the cluster of this kubeconfig")
+    parser.add_argument("--config", help="policy configuration (YAML)")
+    parser.add_argument(
+        "--enforcement",
+        choices=("deny", "audit"),
+        default="deny",
+        help="audit: turn every Deny into Audit, for a cluster-wide dry run",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="guardhook", description="Admission webhook that makes the LeaderWorkerSet group the unit."
+    )
+    parser.add_argument("--version", action="version", version=f"guardhook {__version__}")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="serve the webhook over HTTPS under gunicorn")
+    serve.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    serve.add_argument("--port", type=int, default=8443, help="port (default 8443)")
+    serve.add_argument("--threads", type=int, default=8, help="request threads (default 8)")
+    serve.add_argument(
+        "--cert-dir", default="certs", help="folder with ca.crt, tls.crt, tls.key (default certs/)"
+    )
+    serve.add_argument(
+        "--dns", action="append", default=[], metavar="NAME", help="extra SAN for a generated certificate"
+    )
+    serve.add_argument(
+        "--namespace",
+        help="namespace for guardhook's own objects (default: the pod's namespace, else guardhook-system)",
+    )
+    add_view_flags(serve)
+    serve.set_defaults(run=run_serve)
+
+    review = commands.add_parser("review", help="judge one AdmissionReview offline and print the response")
+    review.add_argument("file", nargs="?", default="-", help="review file, or - for standard input")
+    review.add_argument(
+        "--endpoint",
+        choices=("both", "validate", "mutate"),
+        default="both",
+        help="both (default): mutate, apply the patch, then validate, as the API server does",
+    )
+    add_view_flags(review)
+    review.set_defaults(run=run_review)
+
+    certs = commands.add_parser("certs", help="write a CA and serving certificate; print the caBundle")
+    certs.add_argument("--out", default="certs", help="folder to write ca.crt, tls.crt, tls.key into")
+    certs.add_argument("--service", default="guardhook", help="webhook Service name")
+    certs.add_argument("--namespace", default="guardhook-system", help="webhook Service namespace")
+    certs.add_argument("--dns", action="append", default=[], metavar="NAME", help="extra SAN")
+    certs.set_defaults(run=run_certs)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return int(args.run(args) or 0)
+    except (ConfigError, ManifestError, CertificateError, SourceError) as exc:
+        print(f"guardhook: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+class SourceError(RuntimeError):
+    """The configured cluster source cannot be used."""
+
+
+def open_view(source: Source, stale_after_seconds: float) -> ClusterView:
+    """The view for a non-live source; live sources are served by the live view."""
+    if source.live:
+        raise SourceError(f"live cluster view for {source.describe()} is not available in this build")
+    return static_view(source, stale_after_seconds)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    config = load_config(args.config, args.enforcement)
+    source = choose_source(args.cluster_state, args.kubeconfig)
+    certs = ensure_certs(args.cert_dir, args.dns, in_cluster=in_cluster())
+    namespace = args.namespace or in_cluster_namespace()
+    log.info(
+        "cluster view: %s; guardhook namespace %s; certificates in %s",
+        source.describe(),
+        namespace,
+        certs.folder,
+    )
+    if not source.live:
+        open_view(source, config.stale_after_seconds)  # fail fast on unreadable manifests
+
+    def make_runtime() -> Runtime:
+        view = open_view(source, config.stale_after_seconds)
+        return Runtime(Engine(view, config))
+
+    options = ServeOptions(host=args.host, port=args.port, threads=args.threads, certs=certs)
+    WebhookServer(options, make_runtime).run()
+    return 0
+
+
+def run_review(args: argparse.Namespace) -> int:
+    config = load_config(args.config, args.enforcement)
+    source = choose_source(args.cluster_state, args.kubeconfig)
+    view = open_view(source, config.stale_after_seconds)
+    body = sys.stdin.buffer.read() if args.file == "-" else _read_file(args.file)
+    try:
+        decoded = decode(body)
+    except ReviewError as exc:
+        print(f"guardhook: {args.file}: not an AdmissionReview: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    engine = Engine(view, config, record=False)
+    response = review_both(engine, decoded.request, args.endpoint)
+    print(json.dumps(encode(decoded.api_version, response), indent=2))
+    return 0
+
+
+def _read_file(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc}") from exc
+
+
+def run_certs(args: argparse.Namespace) -> int:
+    names = [*service_dns_names(args.service, args.namespace), *args.dns]
+    paths = generate(args.out, names)
+    print(f"wrote {paths.ca}, {paths.cert}, {paths.key} for {', '.join(names)}", file=sys.stderr)
+    print(ca_bundle(paths))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

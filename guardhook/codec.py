@@ -1,0 +1,84 @@
+"""Decode and encode AdmissionReview (admission.k8s.io/v1 and v1beta1).
+
+The API server treats any HTTP error from a webhook as a call failure and applies the webhook's
+failurePolicy, so every decodable review is answered HTTP 200 with an AdmissionReview in the
+request's apiVersion echoing the request's uid. Anything else is a `ReviewError`, which the HTTP
+layer answers with 400 and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from guardhook.wire import ADMISSION_VERSIONS, AdmissionRequest, AdmissionResponse, AdmissionReview
+
+MAX_BODY_BYTES = 6 * 1024 * 1024
+"""Cap on a review body: an object and its oldObject may each be up to etcd's 1.5 MiB, JSON-escaped."""
+
+_MAP_FIELDS = ("kind", "resource", "requestKind", "requestResource", "userInfo")
+_OBJECT_FIELDS = ("object", "oldObject", "options")
+_STRING_FIELDS = ("name", "namespace", "operation", "subResource", "requestSubResource")
+
+
+class ReviewError(ValueError):
+    """The body is not a usable AdmissionReview; the message is the reason sent back with 400."""
+
+
+@dataclass(frozen=True)
+class DecodedReview:
+    """A decoded review: the apiVersion to answer in, and the request."""
+
+    api_version: str
+    request: AdmissionRequest
+
+
+def decode(body: bytes) -> DecodedReview:
+    """Parse and check a review body. Raises ReviewError with the reason when it is not JSON, not
+    an AdmissionReview of a known version, has no request or uid, has mistyped request fields, or
+    is over MAX_BODY_BYTES."""
+    if len(body) > MAX_BODY_BYTES:
+        raise ReviewError(f"body of {len(body)} bytes is over the {MAX_BODY_BYTES}-byte cap")
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise ReviewError(f"body is not JSON: {str(exc)[:200]}") from None
+    if not isinstance(doc, dict):
+        raise ReviewError("body is not a JSON object")
+    if doc.get("kind") != "AdmissionReview":
+        raise ReviewError(f"kind is {doc.get('kind')!r}, expected 'AdmissionReview'")
+    version = doc.get("apiVersion")
+    if version not in ADMISSION_VERSIONS:
+        raise ReviewError(f"apiVersion {version!r} is not one of {', '.join(ADMISSION_VERSIONS)}")
+    request = doc.get("request")
+    if not isinstance(request, dict):
+        raise ReviewError("review has no request")
+    _check_request(request)
+    return DecodedReview(api_version=version, request=request)  # type: ignore[arg-type]
+
+
+def _check_request(request: dict[str, Any]) -> None:
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise ReviewError("request has no uid")
+    for name in _MAP_FIELDS:
+        if name in request and request[name] is not None and not isinstance(request[name], dict):
+            raise ReviewError(f"request.{name} must be an object")
+    for name in _OBJECT_FIELDS:
+        if request.get(name) is not None and not isinstance(request[name], dict):
+            raise ReviewError(f"request.{name} must be an object or null")
+    for name in _STRING_FIELDS:
+        if request.get(name) is not None and not isinstance(request[name], str):
+            raise ReviewError(f"request.{name} must be a string")
+    for name in ("kind", "resource", "requestKind", "requestResource"):
+        for key, value in (request.get(name) or {}).items():
+            if not isinstance(value, str):
+                raise ReviewError(f"request.{name}.{key} must be a string")
+    if "dryRun" in request and request["dryRun"] is not None and not isinstance(request["dryRun"], bool):
+        raise ReviewError("request.dryRun must be a boolean")
+
+
+def encode(api_version: str, response: AdmissionResponse) -> AdmissionReview:
+    """Wrap a response in an AdmissionReview of `api_version` (the request's version)."""
+    return {"apiVersion": api_version, "kind": "AdmissionReview", "response": response}

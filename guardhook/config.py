@@ -1,0 +1,206 @@
+"""guardhook's configuration (`--config FILE`, design.md §4): per-policy actions and parameters,
+exemptions, and cluster-view settings. Unknown keys are errors that name the key.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from guardhook.policies.base import ACTIONS, Action, Policy
+from guardhook.wire import UserInfo
+
+DEFAULT_EXEMPT_USERS: tuple[str, ...] = (
+    "system:serviceaccount:*:*lws-controller-manager",
+    "system:serviceaccount:kube-system:generic-garbage-collector",
+    "system:serviceaccount:kube-system:statefulset-controller",
+    "system:serviceaccount:kube-system:pod-garbage-collector",
+    "system:serviceaccount:kube-system:namespace-controller",
+    "system:serviceaccount:kube-system:node-controller",
+    # A kubelet deletes only pods bound to its own node (the NodeRestriction admission plugin).
+    "system:node:*",
+)
+LWS_CONTROLLER_PATTERN = "system:serviceaccount:*:*lws-controller-manager"
+DEFAULT_STALE_AFTER_SECONDS = 60.0
+ENFORCEMENT_MODES = ("deny", "audit")
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the offending key."""
+
+
+@dataclass(frozen=True)
+class PolicySettings:
+    """One policy's configured actions (empty = off) and parameters (defaults merged)."""
+
+    actions: tuple[Action, ...]
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Exemptions:
+    """Requests that no policy judges: by username (`*` wildcards), group, or namespace."""
+
+    users: tuple[str, ...] = DEFAULT_EXEMPT_USERS
+    groups: tuple[str, ...] = ()
+    namespaces: tuple[str, ...] = ()
+
+    def exempts(self, user: UserInfo, namespace: str) -> bool:
+        """Whether a request by `user` in `namespace` is exempt."""
+        if namespace and namespace in self.namespaces:
+            return True
+        username = str(user.get("username") or "")
+        if username and any(fnmatch.fnmatchcase(username, pattern) for pattern in self.users):
+            return True
+        groups = user.get("groups") or []
+        return any(isinstance(g, str) and g in self.groups for g in groups)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration. `policies` holds an entry for every registered policy."""
+
+    policies: Mapping[str, PolicySettings]
+    exemptions: Exemptions = field(default_factory=Exemptions)
+    stale_after_seconds: float = DEFAULT_STALE_AFTER_SECONDS
+
+    def settings(self, policy_id: str) -> PolicySettings:
+        return self.policies[policy_id]
+
+
+def default_config(policies: Iterable[Policy] | None = None) -> Config:
+    """The configuration with every policy at its defaults."""
+    return build_config({}, policies)
+
+
+def load_config(path: str | Path | None, enforcement: str = "deny") -> Config:
+    """Read and validate a YAML config file (None: defaults), then apply `--enforcement`.
+
+    Raises ConfigError naming the bad key or value, or the unreadable file.
+    """
+    raw: Any = {}
+    if path is not None:
+        try:
+            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read config {path}: {exc}") from exc
+    config = build_config(raw)
+    return apply_enforcement(config, enforcement)
+
+
+def apply_enforcement(config: Config, enforcement: str) -> Config:
+    """`audit` turns every Deny into Audit (a cluster-wide dry run); `deny` changes nothing."""
+    if enforcement not in ENFORCEMENT_MODES:
+        raise ConfigError(f"--enforcement must be one of {', '.join(ENFORCEMENT_MODES)}, not {enforcement!r}")
+    if enforcement == "deny":
+        return config
+    softened = {}
+    for policy_id, settings in config.policies.items():
+        actions = [a if a != "Deny" else "Audit" for a in settings.actions]
+        softened[policy_id] = PolicySettings(tuple(dict.fromkeys(actions)), settings.params)
+    return Config(softened, config.exemptions, config.stale_after_seconds)
+
+
+def build_config(raw: Any, policies: Iterable[Policy] | None = None) -> Config:
+    """Validate a decoded config document against the registered policies."""
+    if policies is None:
+        from guardhook.policies import REGISTRY
+
+        policies = REGISTRY
+    registry = {p.id: p for p in policies}
+    doc = _mapping(raw, "config")
+    _reject_unknown(doc, {"policies", "exemptions", "clusterView"}, "")
+    policy_docs = _mapping(doc.get("policies", {}), "policies")
+    _reject_unknown(policy_docs, set(registry), "policies.")
+    settings = {pid: _policy_settings(p, policy_docs.get(pid)) for pid, p in registry.items()}
+    return Config(
+        policies=settings,
+        exemptions=_exemptions(doc.get("exemptions")),
+        stale_after_seconds=_stale_after(doc.get("clusterView")),
+    )
+
+
+def _policy_settings(policy: Policy, raw: Any) -> PolicySettings:
+    where = f"policies.{policy.id}"
+    doc = _mapping(raw if raw is not None else {}, where)
+    _reject_unknown(doc, {"actions", *policy.params}, where + ".")
+    actions = _actions(policy, doc.get("actions", list(policy.default_actions)), where)
+    params = dict(policy.params)
+    for name, default in policy.params.items():
+        if name in doc:
+            params[name] = _same_type(doc[name], default, f"{where}.{name}")
+    return PolicySettings(actions, params)
+
+
+def _actions(policy: Policy, raw: Any, where: str) -> tuple[Action, ...]:
+    if not isinstance(raw, list):
+        raise ConfigError(f"{where}.actions must be a list of {', '.join(ACTIONS)}")
+    actions: list[Action] = []
+    for item in raw:
+        if item not in ACTIONS:
+            raise ConfigError(f"{where}.actions: unknown action {item!r} (one of {', '.join(ACTIONS)})")
+        if item == "Mutate" and not policy.can_mutate:
+            raise ConfigError(f"{where}.actions: {policy.id} cannot Mutate")
+        actions.append(item)
+    if "Deny" in actions and "Warn" in actions:
+        # As in ValidatingAdmissionPolicy: a denied request's warning is redundant.
+        raise ConfigError(f"{where}.actions: Deny and Warn together are not allowed")
+    return tuple(dict.fromkeys(actions))
+
+
+def _exemptions(raw: Any) -> Exemptions:
+    doc = _mapping(raw if raw is not None else {}, "exemptions")
+    _reject_unknown(doc, {"users", "groups", "namespaces"}, "exemptions.")
+    defaults = Exemptions()
+    return Exemptions(
+        users=_strings(doc.get("users", list(defaults.users)), "exemptions.users"),
+        groups=_strings(doc.get("groups", []), "exemptions.groups"),
+        namespaces=_strings(doc.get("namespaces", []), "exemptions.namespaces"),
+    )
+
+
+def _stale_after(raw: Any) -> float:
+    doc = _mapping(raw if raw is not None else {}, "clusterView")
+    _reject_unknown(doc, {"staleAfterSeconds"}, "clusterView.")
+    value = doc.get("staleAfterSeconds", DEFAULT_STALE_AFTER_SECONDS)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError("clusterView.staleAfterSeconds must be a positive number")
+    return float(value)
+
+
+def _mapping(raw: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where} must be a mapping")
+    return raw
+
+
+def _reject_unknown(doc: Mapping[str, Any], known: set[str], prefix: str) -> None:
+    for key in doc:
+        if key not in known:
+            choices = ", ".join(sorted(known)) or "none"
+            raise ConfigError(f"unknown key {prefix}{key} (known: {choices})")
+
+
+def _strings(raw: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not all(isinstance(s, str) for s in raw):
+        raise ConfigError(f"{where} must be a list of strings")
+    return tuple(raw)
+
+
+def _same_type(value: Any, default: Any, where: str) -> Any:
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    elif isinstance(default, float):
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+    else:
+        ok = isinstance(value, type(default))
+    if not ok:
+        raise ConfigError(f"{where} must be a {type(default).__name__} (non-negative), got {value!r}")
+    return value

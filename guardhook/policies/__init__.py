@@ -1,0 +1,19 @@
+"""The policy registry: one module per policy id, each exporting `POLICY`.
+
+Order is the order results appear in a combined response.
+"""
+
+from __future__ import annotations
+
+from guardhook.policies import worker_delete
+from guardhook.policies.base import Policy
+
+REGISTRY: tuple[Policy, ...] = (worker_delete.POLICY,)
+
+
+def by_id(policy_id: str) -> Policy:
+    """The registered policy with `policy_id`. Raises KeyError when there is none."""
+    for policy in REGISTRY:
+        if policy.id == policy_id:
+            return policy
+    raise KeyError(policy_id)

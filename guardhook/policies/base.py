@@ -1,0 +1,151 @@
+"""What a policy is: an id, the requests it sees, its default actions, and a pure `judge`.
+
+A policy's `judge(ctx)` reads the admission request, the cluster view and its parameters, and
+returns a `Judgement`. It never writes anything except through `ctx.ledger` (the eviction budget),
+and only when `ctx.may_record` is True. The engine turns judgements into an AdmissionResponse
+according to the configured actions (ValidatingAdmissionPolicy's Deny/Warn/Audit, plus Mutate).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from guardhook.view.store import ClusterView
+from guardhook.wire import AdmissionRequest, JSONPatchOp, KubeObject, UserInfo
+
+Action = Literal["Deny", "Warn", "Audit", "Mutate"]
+ACTIONS: tuple[Action, ...] = ("Deny", "Warn", "Audit", "Mutate")
+VALIDATING_ACTIONS: frozenset[Action] = frozenset({"Deny", "Warn", "Audit"})
+
+FORBIDDEN = 403
+TOO_MANY_REQUESTS = 429
+REASONS = {FORBIDDEN: "Forbidden", TOO_MANY_REQUESTS: "TooManyRequests"}
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A rule broken. `message` is without the `[policy id]` prefix (the engine adds it).
+
+    `code` is the HTTP status a Deny carries (403, or 429 for evictions so drains retry);
+    `patch` is the JSONPatch that fixes the object, for policies that can Mutate.
+    """
+
+    message: str
+    code: int = FORBIDDEN
+    patch: tuple[JSONPatchOp, ...] = ()
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A policy's verdict on one request: at most one violation, plus advisory warnings that the
+    /validate endpoint emits whatever the actions (e.g. a percentage PDB on one group)."""
+
+    violation: Violation | None = None
+    advisories: tuple[str, ...] = ()
+
+
+ALLOW = Judgement()
+
+
+@dataclass(frozen=True)
+class Target:
+    """Which requests a policy sees: API group, resource, subresource ("" for none), operations.
+    Dispatch is by exactly these four (the request's `resource`, not `requestResource`)."""
+
+    group: str
+    resource: str
+    subresource: str
+    operations: frozenset[str]
+
+    def matches(self, request: AdmissionRequest) -> bool:
+        resource: Mapping[str, Any] = request.get("resource") or {}
+        return (
+            resource.get("group", "") == self.group
+            and resource.get("resource", "") == self.resource
+            and (request.get("subResource") or "") == self.subresource
+            and request.get("operation", "") in self.operations
+        )
+
+
+def target(group: str, resource: str, subresource: str = "", *operations: str) -> Target:
+    """Shorthand for a Target; operations default to CREATE and UPDATE."""
+    return Target(group, resource, subresource, frozenset(operations or ("CREATE", "UPDATE")))
+
+
+@dataclass
+class PolicyContext:
+    """Everything a policy may read for one decision.
+
+    `params` are the policy's configured parameters (defaults merged); `ledger` is the eviction
+    disruption ledger (None where nothing may be recorded); `may_record` is False for dry runs,
+    `guardhook review` and `guardhook check`.
+    """
+
+    request: AdmissionRequest
+    view: ClusterView
+    params: Mapping[str, Any]
+    ledger: Any = None
+    may_record: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def namespace(self) -> str:
+        return str(self.request.get("namespace") or "")
+
+    @property
+    def operation(self) -> str:
+        return str(self.request.get("operation") or "")
+
+    @property
+    def object(self) -> KubeObject:
+        obj = self.request.get("object")
+        return obj if isinstance(obj, dict) else {}
+
+    @property
+    def old_object(self) -> KubeObject:
+        obj = self.request.get("oldObject")
+        return obj if isinstance(obj, dict) else {}
+
+    @property
+    def user(self) -> UserInfo:
+        user = self.request.get("userInfo")
+        return user if isinstance(user, dict) else {}
+
+
+class Policy(ABC):
+    """Base of every policy; each policy module exports one instance as `POLICY`.
+
+    `fail_closed`: when the view is stale (or the policy fails), deny with `stale_code` (True) or
+    allow with a warning (False). `params` holds the policy's configurable parameters and their
+    defaults (config keys besides `actions`).
+    """
+
+    id: ClassVar[str]
+    targets: ClassVar[tuple[Target, ...]]
+    default_actions: ClassVar[tuple[Action, ...]]
+    can_mutate: ClassVar[bool] = False
+    fail_closed: ClassVar[bool] = False
+    stale_code: ClassVar[int] = FORBIDDEN
+    params: ClassVar[Mapping[str, Any]] = {}
+
+    @abstractmethod
+    def judge(self, ctx: PolicyContext) -> Judgement:
+        """Judge one request; see the module docstring of the policy for its rule."""
+
+
+def stale_judgement(policy: Policy, view: ClusterView) -> Judgement:
+    """The documented failure mode when the cluster view cannot be trusted: fail closed policies
+    deny (so the caller retries later), fail open ones allow with a warning."""
+    age = view.stale_seconds()
+    why = "has never synced" if not view.synced else f"has not been refreshed for {age:.0f}s"
+    if policy.fail_closed:
+        return Judgement(
+            violation=Violation(
+                f"guardhook's cluster view {why}; cannot judge this request safely, retry shortly",
+                code=policy.stale_code,
+            )
+        )
+    return Judgement(advisories=(f"guardhook's cluster view {why}; this request was not checked",))

@@ -1,0 +1,62 @@
+"""Policy `worker-delete`: deleting one worker of a whole group breaks the replica.
+
+The LWS restarts a group by deleting its leader pod (the garbage collector then removes the worker
+StatefulSet and its pods), so deleting the leader is the group-level operation (design.md §1).
+Deleting a single worker of a whole group takes the replica down without restarting it. Allowed:
+leaders, pods already terminating (the kubelet's final delete), groups already broken, non-LWS
+pods. A DELETE carries the pod in `oldObject` only, and some carry no `request.name`.
+
+Fail mode: closed. With a stale view the group's state is unknown, so the delete is denied.
+"""
+
+from __future__ import annotations
+
+from guardhook.lws import group_health, member_of_object
+from guardhook.model import metadata
+from guardhook.policies.base import (
+    ALLOW,
+    Judgement,
+    Policy,
+    PolicyContext,
+    Violation,
+    stale_judgement,
+    target,
+)
+
+
+class WorkerDelete(Policy):
+    id = "worker-delete"
+    targets = (target("", "pods", "", "DELETE"),)
+    default_actions = ("Deny",)
+    fail_closed = True
+
+    def judge(self, ctx: PolicyContext) -> Judgement:
+        """Deny deleting a worker of a whole group; see the module docstring for what is allowed."""
+        pod = ctx.old_object
+        member = member_of_object(pod)
+        if member is None or member.is_leader:
+            return ALLOW
+        if metadata(pod).get("deletionTimestamp"):
+            return ALLOW
+        if ctx.view.is_stale():
+            return stale_judgement(self, ctx.view)
+        lws = ctx.view.lws(member.namespace, member.lws_name)
+        size = lws.size if lws is not None else member.size
+        if size is None:
+            return ALLOW  # neither the LWS nor the pod says how big the group is
+        pods = ctx.view.group_pods(member.namespace, member.lws_name, member.group_index)
+        health = group_health(member.group_index, size, pods)
+        if not health.whole:
+            return ALLOW
+        name = metadata(pod).get("name") or ctx.request.get("name") or "this pod"
+        return Judgement(
+            violation=Violation(
+                f"pod {member.namespace}/{name} is worker {member.worker_index} of group "
+                f"{member.group_index} of LeaderWorkerSet {member.lws_name}, which is whole; deleting "
+                f"one worker breaks the replica without restarting it. To restart the group, delete "
+                f"its leader instead: kubectl delete pod -n {member.namespace} {member.leader_pod_name}"
+            )
+        )
+
+
+POLICY = WorkerDelete()

@@ -1,0 +1,95 @@
+"""Pod resource requests counted the way kube-scheduler counts them.
+
+Units: `cpu` in millicores, every other resource in its base unit rounded up (memory and storage in
+bytes, `nvidia.com/gpu` and `pods` as counts). Rules (k8s.io/component-helpers resource.PodRequests):
+
+- a container's request for a resource defaults to its limit when only the limit is set (the API
+  server defaults this on pods, but not inside LWS templates, so we apply it ourselves);
+- regular containers and sidecar init containers (`restartPolicy: Always`) are summed;
+- a plain init container runs alone, beside the sidecars started before it: the pod needs the
+  maximum of that and the steady-state sum;
+- `spec.overhead` (set from the RuntimeClass at admission) is added on top.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kubernetes.utils import parse_quantity
+
+Resources = dict[str, int]
+"""Resource name -> amount (millicores for cpu, base units otherwise)."""
+
+CPU = "cpu"
+
+
+def quantity_to_units(resource: str, quantity: Any) -> int:
+    """Convert a Kubernetes quantity ("500m", "1500Gi", 8) to an int in this module's units.
+
+    Raises ValueError on a malformed quantity.
+    """
+    value = parse_quantity(quantity)
+    if resource == CPU:
+        return math.ceil(value * 1000)
+    return math.ceil(value)
+
+
+def parse_resource_list(raw: Mapping[str, Any] | None) -> Resources:
+    """Parse a ResourceList (`{"cpu": "2", "memory": "1Gi"}`); unparsable entries are skipped."""
+    parsed: Resources = {}
+    for name, quantity in (raw or {}).items():
+        try:
+            parsed[name] = quantity_to_units(name, quantity)
+        except (ValueError, ArithmeticError, TypeError):
+            continue
+    return parsed
+
+
+def container_requests(container: Mapping[str, Any]) -> Resources:
+    """Effective requests of one container: its requests, with limits standing in where unset."""
+    resources = container.get("resources") or {}
+    effective = parse_resource_list(resources.get("limits"))
+    effective.update(parse_resource_list(resources.get("requests")))
+    return effective
+
+
+def add_into(total: Resources, extra: Mapping[str, int]) -> None:
+    """Add `extra` into `total` in place."""
+    for name, amount in extra.items():
+        total[name] = total.get(name, 0) + amount
+
+
+def max_into(total: Resources, other: Mapping[str, int]) -> None:
+    """Raise each entry of `total` to at least the one in `other`, in place."""
+    for name, amount in other.items():
+        if amount > total.get(name, 0):
+            total[name] = amount
+
+
+def pod_requests(spec: Mapping[str, Any]) -> Resources:
+    """Total requests of a pod spec as the scheduler sees them (see module docstring)."""
+    steady: Resources = {}
+    for container in _containers(spec.get("containers")):
+        add_into(steady, container_requests(container))
+    sidecars: Resources = {}
+    init_peak: Resources = {}
+    for init in _containers(spec.get("initContainers")):
+        requests = container_requests(init)
+        if init.get("restartPolicy") == "Always":
+            add_into(sidecars, requests)
+            add_into(steady, requests)
+            continue
+        running = dict(sidecars)
+        add_into(running, requests)
+        max_into(init_peak, running)
+    max_into(steady, init_peak)
+    add_into(steady, parse_resource_list(spec.get("overhead")))
+    return steady
+
+
+def _containers(raw: Any) -> Iterable[Mapping[str, Any]]:
+    if not isinstance(raw, list):
+        return ()
+    return (c for c in raw if isinstance(c, Mapping))

@@ -1,0 +1,135 @@
+"""Shared test fixtures: the captured API-server traffic and a real `guardhook serve` on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(os.environ.get("GUARDHOOK_FIXTURES", REPO.parent / "shared" / "fixtures"))
+REVIEWS = FIXTURES / "reviews"
+
+
+def load_review(name: str) -> dict[str, Any]:
+    """One captured AdmissionReview body from ../shared/fixtures/reviews (name with or without .json)."""
+    if not name.endswith(".json"):
+        name += ".json"
+    return json.loads((REVIEWS / name).read_text())
+
+
+def expected_answers() -> dict[str, Any]:
+    return json.loads((FIXTURES / "expected.json").read_text())
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    """The environment for a server that must use the embedded fleet: no kubeconfig anywhere."""
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    env["HOME"] = str(home)
+    return env
+
+
+@dataclass
+class Server:
+    """A running `guardhook serve`: its base URL, CA file, process, and a verifying HTTPS session."""
+
+    url: str
+    ca: Path
+    cert_dir: Path
+    process: subprocess.Popen[bytes]
+    session: requests.Session
+    log: Path
+
+    def post(self, path: str, body: Any, **kwargs: Any) -> requests.Response:
+        data = body if isinstance(body, bytes | str) else json.dumps(body)
+        return self.session.post(self.url + path, data=data, timeout=10, **kwargs)
+
+    def review(self, path: str, name: str) -> dict[str, Any]:
+        """POST a captured review and return its `response` (asserting HTTP 200)."""
+        answer = self.post(path, load_review(name))
+        assert answer.status_code == 200, answer.text
+        return answer.json()["response"]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_server(
+    tmp: Path, *extra: str, env: dict[str, str] | None = None, wait_ready: bool = True
+) -> Server:
+    """Start `guardhook serve` on a free 127.0.0.1 port with certificates generated into tmp/certs."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    cert_dir = tmp / "certs"
+    log = tmp / "serve.log"
+    args = [sys.executable, "-m", "guardhook", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    args += ["--cert-dir", str(cert_dir), "--threads", "4", *extra]
+    with log.open("wb") as out:
+        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env or clean_env(tmp))
+    session = requests.Session()
+    session.trust_env = False  # REQUESTS_CA_BUNDLE in the environment would override session.verify
+    server = Server(f"https://127.0.0.1:{port}", cert_dir / "ca.crt", cert_dir, process, session, log)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"guardhook serve exited {process.returncode}:\n{log.read_text()}")
+        if server.ca.exists():
+            session.verify = str(server.ca)
+            try:
+                answer = session.get(server.url + "/healthz", timeout=2)
+                if answer.status_code == 200 and (not wait_ready or _ready(server)):
+                    return server
+            except requests.RequestException:
+                pass
+        time.sleep(0.1)
+    server.stop()
+    raise AssertionError(f"guardhook serve did not become ready:\n{log.read_text()}")
+
+
+def _ready(server: Server) -> bool:
+    return server.session.get(server.url + "/readyz", timeout=2).status_code == 200
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One guardhook server on the embedded sample fleet for the session (read-only tests)."""
+    running = start_server(tmp_path_factory.mktemp("server"))
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def fresh_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
+    """Start servers with extra flags; each is stopped after the test."""
+    started: list[Server] = []
+
+    def start(*extra: str, **kwargs: Any) -> Server:
+        running = start_server(tmp_path / f"s{len(started)}", *extra, **kwargs)
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.stop()
