@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import Server, load_review, start_server
 
 from guardhook.codec import MAX_BODY_BYTES
+
+from conftest import Server, load_review, start_server
 
 
 def test_generated_certificate_is_verified_against_its_ca(server: Server) -> None:

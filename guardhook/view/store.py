@@ -190,7 +190,14 @@ class ClusterView:
         if on_node is not None and on_node.pop(key, None) is not None:
             requested = self._node_requested[old.node_name]
             for name, amount in old.requests.items():
-                requested[name] = requested.get(name, 0) - amount
+                left = requested.get(name, 0) - amount
+                if left:
+                    requested[name] = left
+                else:
+                    requested.pop(name, None)
+            if not on_node:
+                del self._pods_by_node[old.node_name]
+                del self._node_requested[old.node_name]
 
     def _upsert_node(self, obj: KubeObject) -> None:
         node = NodeRecord.from_object(obj)

@@ -1,0 +1,97 @@
+"""The static cluster view: manifest loading, indexes, group health."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from guardhook.lws import group_health, member_of_pod
+from guardhook.view.manifests import ManifestError, load_paths
+from guardhook.view.static import embedded_fleet_view, view_from_paths
+from guardhook.view.store import PODS
+
+from helpers import find, fleet_view, set_ready
+
+GIB = 1024**3
+
+
+def test_embedded_fleet_matches_the_fixture_description() -> None:
+    view = embedded_fleet_view()
+    assert view.synced and not view.is_stale()
+    assert len(view.nodes()) == 22
+    assert len(view.all_pods()) == 16
+    lws = view.lws("serve", "llm-xl")
+    assert lws is not None and (lws.replicas, lws.size) == (4, 4)
+    assert view.statefulset("serve", "llm-xl-2") is not None
+
+
+def test_group_pods_and_health() -> None:
+    view = embedded_fleet_view()
+    pods = view.group_pods("serve", "llm-xl", 1)
+    assert sorted(p.name for p in pods) == ["llm-xl-1", "llm-xl-1-1", "llm-xl-1-2", "llm-xl-1-3"]
+    assert group_health(1, 4, pods).whole
+    leader = view.pod("serve", "llm-xl-1")
+    assert leader is not None
+    member = member_of_pod(leader)
+    assert member is not None and member.is_leader and member.size == 4
+
+
+def test_unready_pod_breaks_its_group_and_says_why() -> None:
+    view = fleet_view(lambda objs: set_ready(find(objs, "Pod", "llm-xl-2-3"), False))
+    health = group_health(2, 4, view.group_pods("serve", "llm-xl", 2))
+    assert not health.whole
+    assert health.problems == ("not Ready: llm-xl-2-3",)
+
+
+def test_node_requests_follow_pod_changes() -> None:
+    view = embedded_fleet_view()
+    assert view.node_requested("gpu-node-05") == {"cpu": 90_000, "memory": 1500 * GIB, "nvidia.com/gpu": 8}
+    assert view.node_requested("gpu-node-16") == {}
+    view.remove(PODS, ("serve", "llm-xl-1-1"))  # bound to gpu-node-05
+    assert view.node_requested("gpu-node-05") == {}
+    assert [p.name for p in view.group_pods("serve", "llm-xl", 1)].count("llm-xl-1-1") == 0
+
+
+def test_replace_kind_relists(tmp_path: Path) -> None:
+    view = embedded_fleet_view()
+    view.replace_kind(PODS, [])
+    assert view.all_pods() == [] and view.node_requested("gpu-node-05") == {}
+
+
+def test_manifests_from_folders_lists_multi_doc_and_json(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "multi.yaml").write_text(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n---\n"
+        "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Node, metadata: {name: n2}}\n---\n"
+    )
+    (tmp_path / "b.json").write_text(
+        json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n3"}})
+    )
+    (tmp_path / "notes.txt").write_text("ignored")
+    manifests = load_paths([tmp_path])
+    assert [m.obj["metadata"]["name"] for m in manifests] == ["n1", "n2", "n3"]
+    assert sorted(n.name for n in view_from_paths([tmp_path]).nodes()) == ["n1", "n2", "n3"]
+
+
+def test_unreadable_manifests_name_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: [unclosed")
+    with pytest.raises(ManifestError, match="bad.yaml"):
+        load_paths([bad])
+    with pytest.raises(ManifestError, match="no such file"):
+        load_paths([tmp_path / "missing"])
+
+
+def test_malformed_objects_do_not_break_the_view() -> None:
+    from guardhook.view.static import view_from_objects
+
+    view = view_from_objects(
+        [
+            {"kind": "Pod", "metadata": {"name": "p", "labels": {"a": 1}}, "spec": "oops", "status": None},
+            {"kind": "Node", "metadata": "x"},
+        ]
+    )
+    pod = view.pod("", "p")
+    assert pod is not None and pod.labels == {} and pod.requests == {}
