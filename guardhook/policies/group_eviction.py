@@ -179,7 +179,8 @@ def _budget_message(eviction: Eviction, broken: Mapping[int, str]) -> str:
     groups = "; ".join(f"group {index} ({why})" for index, why in sorted(broken.items()))
     return (
         f"evicting pod {pod.namespace}/{pod.name} would break group {eviction.group} of LeaderWorkerSet "
-        f"{lws.namespace}/{lws.name}, but {len(broken)} of its {lws.replicas} groups already are broken "
+        f"{lws.namespace}/{lws.name}, but {len(broken)} of its {lws.replicas} groups "
+        f"{'is' if len(broken) == 1 else 'are'} already broken "
         f"and at most {eviction.budget} may be at a time (annotation {BUDGET_ANNOTATION}): {groups}. "
         f"Retry once a broken group is whole again"
     )
