@@ -5,14 +5,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from conftest import load_review
-
 from guardhook.config import build_config
 from guardhook.engine import Engine
 from guardhook.ledger import Ledger, MemoryLedger
 from guardhook.lws import GROUP_INDEX_LABEL, GROUP_KEY_LABEL, NAME_LABEL, SIZE_ANNOTATION, WORKER_INDEX_LABEL
 from guardhook.view.static import embedded_fleet_objects, view_from_objects
 from guardhook.view.store import ClusterView
+
+from conftest import load_review
 
 
 def pod_object(lws: str, group: int, worker: int, size: int, ready: bool = True, ns: str = "serve") -> dict:

@@ -7,12 +7,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import Server, expected_answers, load_review
 from eviction_helpers import engine, eviction, find, fleet_objects, judge, lws_view, pod_object
 
 from guardhook.ledger import LedgerError, MemoryLedger
 from guardhook.view.static import embedded_fleet_view, view_from_objects
 from guardhook.view.store import PODDISRUPTIONBUDGETS, PODS
+
+from conftest import Server, expected_answers, load_review
 
 
 def check(answer: dict[str, Any], want: dict[str, Any]) -> None:
