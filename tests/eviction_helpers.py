@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from guardhook.config import build_config
@@ -104,3 +106,33 @@ def eviction(name: str, namespace: str = "serve", dry_run: bool = False, v1beta1
 
 def judge(eng: Engine, request: dict) -> dict:
     return dict(eng.judge(request, "validate").response)
+
+
+def run_together(calls: list[Callable[[], Any]]) -> list[Any]:
+    """Run `calls` on one thread each, released at once by a barrier; results in call order."""
+    barrier = threading.Barrier(len(calls))
+    results: list[Any] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        barrier.wait()
+        results[i] = calls[i]()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return results
+
+
+def evict_all(engines: list[Engine], pods: list[str]) -> list[bool]:
+    """Evict `pods` concurrently, the i-th through engines[i % len(engines)]; allowed flags."""
+    calls = [
+        lambda i=i, pod=pod: judge(engines[i % len(engines)], eviction(pod))["allowed"]
+        for i, pod in enumerate(pods)
+    ]
+    return run_together(calls)
+
+
+def group_of(pod: str) -> int:
+    return int(pod.split("-")[1])

@@ -4,51 +4,16 @@ KUBEBUILDER_ASSETS) a real kube-apiserver."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from typing import Any
-
 import pytest
-from eviction_helpers import engine, eviction, judge, lws_view
+from eviction_helpers import engine, evict_all, eviction, group_of, judge, lws_view, run_together
 from fake_leases import api_client_for, fake_lease_server
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guardhook.engine import Engine
 from guardhook.ledger import Disruption, Entries, LedgerError, MemoryLedger
 from guardhook.ledger.lease import ENTRIES_ANNOTATION, LeaseLedger, lease_name
 
 LWS = ("serve", "llm")
-
-
-def run_together(calls: list[Callable[[], Any]]) -> list[Any]:
-    """Run `calls` on one thread each, released at once by a barrier; results in call order."""
-    barrier = threading.Barrier(len(calls))
-    results: list[Any] = [None] * len(calls)
-
-    def run(i: int) -> None:
-        barrier.wait()
-        results[i] = calls[i]()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return results
-
-
-def evict_all(engines: list[Engine], pods: list[str]) -> list[bool]:
-    """Evict `pods` concurrently, the i-th through engines[i % len(engines)]; allowed flags."""
-    calls = [
-        lambda i=i, pod=pod: judge(engines[i % len(engines)], eviction(pod))["allowed"]
-        for i, pod in enumerate(pods)
-    ]
-    return run_together(calls)
-
-
-def group_of(pod: str) -> int:
-    return int(pod.split("-")[1])
 
 
 # ---- the property: any interleaving never breaks more than B whole groups ------------------------------
