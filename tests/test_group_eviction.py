@@ -185,7 +185,28 @@ def test_entry_stops_counting_once_the_view_shows_the_pod_going() -> None:
     evicted["metadata"]["uid"] = "recreated"
     view.upsert(PODS, evicted)  # the StatefulSet recreated it and it is Ready: group 0 whole again
     assert judge(eng, eviction("llm-xl-2-1"))["allowed"] is True
-    assert [e.pod for e in eng.ledger.entries(("serve", "llm-xl"))] == ["llm-xl-2-1"]
+    assert [e.pod for e in eng.ledger.entries(("serve", "llm-xl"))] == ["llm-xl-0-3", "llm-xl-2-1"]
+
+
+def test_a_replica_whose_view_lags_still_counts_entries_another_one_has_seen_through() -> None:
+    """Replica A's view already shows the evicted pod terminating; replica B's does not yet. The
+    shared ledger keeps the entry until its TTL, so B still counts it and the budget holds."""
+    shared = MemoryLedger()
+    objects = fleet_objects()
+    ahead, lagging = view_from_objects(objects), view_from_objects(objects)
+    for view in (ahead, lagging):
+        view.lws("serve", "llm-xl").obj["metadata"]["annotations"] = {
+            "guardhook.io/max-disrupted-groups": "2"
+        }
+    replica_a, replica_b = engine(ahead, ledger=shared), engine(lagging, ledger=shared)
+    assert judge(replica_a, eviction("llm-xl-0-3"))["allowed"] is True
+    evicted = find(objects, "Pod", "llm-xl-0-3")
+    evicted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    ahead.upsert(PODS, evicted)
+    assert judge(replica_a, eviction("llm-xl-2-1"))["allowed"] is True  # groups 0 and 2: the budget
+    denied = judge(replica_b, eviction("llm-xl-3-1"))
+    assert denied["status"]["code"] == 429
+    assert "group 0 (eviction of llm-xl-0-3" in denied["status"]["message"]
 
 
 # ---- PodDisruptionBudgets in the view ----------------------------------------------------------------

@@ -149,7 +149,9 @@ def _judge_budget(
         if len(broken) >= eviction.budget:
             return _deny(_budget_message(eviction, broken)), None
         record = Disruption(eviction.group, eviction.pod.name, eviction.pod.uid, time.time() + ttl)
-        return ALLOW, (*pending, record)
+        # Entries leave storage only by expiry: a replica whose view lags still counts them.
+        kept = tuple(e for e in entries if e.group < eviction.lws.replicas)
+        return ALLOW, (*kept, record)
 
     try:
         if ledger is None:
@@ -164,7 +166,8 @@ def _judge_budget(
 def _pending(view: ClusterView, lws: LeaderWorkerSet, entries: Entries) -> Entries:
     """Entries still to count: of a group below `spec.replicas`, whose pod the view still shows
     present (same uid) and not terminating. Once the view shows the pod going, the view itself
-    counts the group as broken, and the entry is dropped at the next write."""
+    counts the group as broken (and once the pod is back with a new uid, the group is judged by
+    the view alone)."""
     kept = []
     for entry in entries:
         pod = view.pod(lws.namespace, entry.pod)
@@ -176,7 +179,7 @@ def _pending(view: ClusterView, lws: LeaderWorkerSet, entries: Entries) -> Entri
 
 def _budget_message(eviction: Eviction, broken: Mapping[int, str]) -> str:
     lws, pod = eviction.lws, eviction.pod
-    groups = "; ".join(f"group {index} ({why})" for index, why in sorted(broken.items()))
+    groups = "; ".join(f"group {index} ({why})" for index, why in sorted(broken.items())) or "none"
     return (
         f"evicting pod {pod.namespace}/{pod.name} would break group {eviction.group} of LeaderWorkerSet "
         f"{lws.namespace}/{lws.name}, but {len(broken)} of its {lws.replicas} groups "
