@@ -1,17 +1,21 @@
 """The eviction ledger under concurrency: the in-memory ledger with real threads, the Lease ledger
-against an HTTP double that enforces resourceVersion, two replicas racing, and (with
-KUBEBUILDER_ASSETS) a real kube-apiserver."""
+against an HTTP double that enforces resourceVersion, two replicas racing (the same race against a
+real kube-apiserver is in test_eviction_envtest.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 from eviction_helpers import engine, evict_all, eviction, group_of, judge, lws_view, run_together
 from fake_leases import api_client_for, fake_lease_server
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guardhook.ledger import Disruption, Entries, LedgerError, MemoryLedger
+from guardhook.ledger import Disruption, Entries, LedgerError, MemoryLedger, open_ledger
 from guardhook.ledger.lease import ENTRIES_ANNOTATION, LeaseLedger, lease_name
+from guardhook.sources import EMBEDDED, KUBECONFIG, STATE, Source
 
 LWS = ("serve", "llm")
 
@@ -164,3 +168,26 @@ def test_long_lease_names_are_shortened_with_a_hash() -> None:
     long = ("ns", "x" * 300)
     assert len(lease_name(long)) == 253 and lease_name(long) != lease_name(("ns", "x" * 299))
     assert lease_name(("a-b", "c")) != lease_name(("a", "b-c"))
+
+
+def test_open_ledger_picks_memory_for_static_sources_and_leases_for_a_kubeconfig(tmp_path: Path) -> None:
+    assert isinstance(open_ledger(Source(EMBEDDED), "gh"), MemoryLedger)
+    assert isinstance(open_ledger(Source(STATE, ("fleet.yaml",)), "gh"), MemoryLedger)
+    with fake_lease_server() as (store, url):
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "c", "cluster": {"server": url}}],
+                    "users": [{"name": "u", "user": {"token": "t"}}],
+                    "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                    "current-context": "x",
+                }
+            )
+        )
+        ledger = open_ledger(Source(KUBECONFIG, (str(kubeconfig),)), "guardhook-ns")
+        assert isinstance(ledger, LeaseLedger)
+        ledger.update(LWS, lambda e: (None, (Disruption(0, "llm-0", "u", 4e9),)))
+        assert store.get("guardhook-ns", "guardhook-eviction.serve.llm") is not None
