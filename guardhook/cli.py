@@ -15,6 +15,7 @@ from guardhook.certs import CertificateError, ca_bundle, ensure_certs, generate,
 from guardhook.codec import ReviewError, decode, encode
 from guardhook.config import ConfigError, load_config
 from guardhook.engine import Engine
+from guardhook.ledger import open_ledger
 from guardhook.review import review_both
 from guardhook.server import ServeOptions, WebhookServer
 from guardhook.sources import Source, choose_source, in_cluster, in_cluster_namespace, static_view
@@ -131,7 +132,8 @@ def run_serve(args: argparse.Namespace) -> int:
 
     def make_runtime() -> Runtime:
         view = open_view(source, config.stale_after_seconds)
-        return Runtime(Engine(view, config))
+        # The eviction ledger: in memory for a static view, Leases in `namespace` for a live one.
+        return Runtime(Engine(view, config, ledger=open_ledger(source, namespace)))
 
     options = ServeOptions(host=args.host, port=args.port, threads=args.threads, certs=certs)
     WebhookServer(options, make_runtime).run()

@@ -1,0 +1,31 @@
+"""The eviction disruption ledger: group disruptions the group-eviction policy allowed and the
+cluster view may not show yet, recorded atomically so concurrent evictions cannot exceed a budget.
+
+This plays the part of a PodDisruptionBudget's `status.disruptedPods` (policy/v1): an allowed
+eviction is written down *before* the answer, and counts as a broken group until the view shows
+the pod going or the entry's expiry passes (so an eviction refused later by a PDB or another
+webhook does not hold budget for ever).
+
+Two implementations share the `Ledger` protocol: `MemoryLedger` (one process, static views) and
+`LeaseLedger` (one coordination.k8s.io/v1 Lease per LWS, shared by every guardhook replica).
+"""
+
+from __future__ import annotations
+
+from guardhook.ledger.base import Disruption, Entries, Ledger, LedgerError, LwsKey, Plan
+from guardhook.ledger.memory import MemoryLedger
+from guardhook.sources import Source
+
+
+def open_ledger(source: Source, namespace: str) -> Ledger:
+    """The ledger for a cluster source: a Lease ledger in `namespace` for a live source (built
+    from `guardhook.kube.api_client`), else an in-memory one. Raises what `api_client` raises."""
+    if not source.live:
+        return MemoryLedger()
+    from guardhook.kube import api_client
+    from guardhook.ledger.lease import LeaseLedger
+
+    return LeaseLedger(api_client(source), namespace)
+
+
+__all__ = ["Disruption", "Entries", "Ledger", "LedgerError", "LwsKey", "MemoryLedger", "Plan", "open_ledger"]

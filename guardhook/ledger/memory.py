@@ -1,0 +1,36 @@
+"""An in-memory ledger for one process (static cluster views): one lock makes check-and-record
+atomic across the server's request threads."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from guardhook.ledger.base import Entries, LwsKey, Plan, T
+
+
+class MemoryLedger:
+    """`Ledger` held in a dict, for static views and tests. `clock` returns Unix seconds."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._entries: dict[LwsKey, Entries] = {}
+
+    def entries(self, lws: LwsKey) -> Entries:
+        """The unexpired entries of `lws`."""
+        with self._lock:
+            return self._unexpired(lws)
+
+    def update(self, lws: LwsKey, plan: Plan[T]) -> T:
+        """Run `plan` and store its entries under the one lock (see `Ledger.update`)."""
+        with self._lock:
+            result, written = plan(self._unexpired(lws))
+            if written is not None:
+                self._entries[lws] = written
+            return result
+
+    def _unexpired(self, lws: LwsKey) -> Entries:
+        now = self.clock()
+        return tuple(e for e in self._entries.get(lws, ()) if e.expires > now)

@@ -1,0 +1,193 @@
+"""The eviction ledger under concurrency: the in-memory ledger with real threads, the Lease ledger
+against an HTTP double that enforces resourceVersion, two replicas racing (the same race against a
+real kube-apiserver is in test_eviction_envtest.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from eviction_helpers import engine, evict_all, eviction, group_of, judge, lws_view, run_together
+from fake_leases import api_client_for, fake_lease_server
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from guardhook.ledger import Disruption, Entries, LedgerError, MemoryLedger, open_ledger
+from guardhook.ledger.lease import ENTRIES_ANNOTATION, LeaseLedger, lease_name
+from guardhook.sources import EMBEDDED, KUBECONFIG, STATE, Source
+
+LWS = ("serve", "llm")
+
+
+# ---- the property: any interleaving never breaks more than B whole groups ------------------------------
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    groups=st.integers(min_value=1, max_value=6),
+    budget=st.integers(min_value=0, max_value=4),
+    data=st.data(),
+)
+def test_concurrent_evictions_never_break_more_than_budget_groups(
+    groups: int, budget: int, data: st.DataObject
+) -> None:
+    size = 2
+    broken = data.draw(st.sets(st.integers(0, groups - 1), max_size=groups), label="broken in view")
+    pods = data.draw(
+        st.lists(
+            st.builds(
+                lambda g, w: f"llm-{g}" if w == 0 else f"llm-{g}-{w}",
+                st.integers(0, groups - 1),
+                st.integers(0, size - 1),
+            ),
+            min_size=1,
+            max_size=12,
+        ),
+        label="evictions",
+    )
+    eng = engine(lws_view(groups, size, not_ready=broken, budget=budget))
+    allowed = evict_all([eng], pods)
+    newly_broken = {group_of(p) for p, ok in zip(pods, allowed, strict=True) if ok} - broken
+    assert len(newly_broken | broken) <= max(budget, len(broken))
+    # Liveness: exactly as many whole groups went as the budget left room for.
+    wanted = {group_of(p) for p in pods} - broken
+    assert len(newly_broken) == min(len(wanted), max(0, budget - len(broken)))
+    # Evictions from broken groups always go.
+    assert all(ok for p, ok in zip(pods, allowed, strict=True) if group_of(p) in broken | newly_broken)
+
+
+def test_memory_ledger_update_is_atomic_under_threads() -> None:
+    ledger = MemoryLedger()
+
+    def add_one(entries: Entries) -> tuple[int, Entries]:
+        return len(entries), (*entries, Disruption(len(entries), "p", "u", 4e9))
+
+    seen = run_together([lambda: ledger.update(LWS, add_one) for _ in range(16)])
+    assert sorted(seen) == list(range(16))
+    assert len(ledger.entries(LWS)) == 16
+
+
+# ---- the Lease ledger against the HTTP double -----------------------------------------------------
+
+
+def test_lease_ledger_creates_then_updates_one_lease_per_lws() -> None:
+    with fake_lease_server() as (store, url):
+        ledger = LeaseLedger(api_client_for(url), "guardhook-system")
+        entry = Disruption(1, "llm-1-1", "uid-llm-1-1", 4e9)
+        ledger.update(LWS, lambda entries: (None, (*entries, entry)))
+        ledger.update(LWS, lambda entries: (None, (*entries, Disruption(2, "llm-2", "u2", 4e9))))
+        assert ledger.entries(LWS)[0] == entry and len(ledger.entries(LWS)) == 2
+        stored = store.get("guardhook-system", "guardhook-eviction.serve.llm")
+        assert stored is not None and stored["metadata"]["resourceVersion"] == "2"
+        assert '"pod":"llm-1-1"' in stored["metadata"]["annotations"][ENTRIES_ANNOTATION]
+        assert ledger.entries(("serve", "other")) == ()
+        # A plan that writes nothing sends nothing.
+        assert ledger.update(LWS, lambda entries: (len(entries), None)) == 2 and store.writes == 2
+
+
+def test_lease_ledger_drops_expired_and_malformed_entries() -> None:
+    with fake_lease_server() as (store, url):
+        now = [1000.0]
+        ledger = LeaseLedger(api_client_for(url), "gh", clock=lambda: now[0])
+        ledger.update(LWS, lambda e: (None, (Disruption(0, "a", "", 1010.0), Disruption(1, "b", "", 1100.0))))
+        now[0] = 1050.0
+        assert [e.pod for e in ledger.entries(LWS)] == ["b"]
+        lease = store.leases[("gh", lease_name(LWS))]
+        lease["metadata"]["annotations"][ENTRIES_ANNOTATION] = (
+            '[{"group": "x"}, 7, {"group": 1, "expires": 2000}]'
+        )
+        assert [e.group for e in ledger.entries(LWS)] == [1]
+        lease["metadata"]["annotations"][ENTRIES_ANNOTATION] = "not json"
+        assert ledger.entries(LWS) == ()
+
+
+def test_stale_write_gets_409_and_is_replanned() -> None:
+    """Replica A reads, replica B writes, A's write carries the old resourceVersion: the double
+    answers 409, A re-reads, re-plans on B's entry and is refused by its own plan."""
+    with fake_lease_server() as (store, url):
+        first, second = (LeaseLedger(api_client_for(url), "gh") for _ in range(2))
+        first.update(LWS, lambda e: (None, ()))  # the Lease exists
+        calls: list[Entries] = []
+
+        def plan_a(entries: Entries) -> tuple[bool, Entries | None]:
+            calls.append(entries)
+            if len(calls) == 1:  # B sneaks in between A's read and A's write
+                second.update(LWS, lambda e: (True, (*e, Disruption(2, "llm-2", "u", 4e9))))
+            if entries:
+                return False, None  # budget 1 is taken
+            return True, (Disruption(1, "llm-1", "u", 4e9),)
+
+        assert first.update(LWS, plan_a) is False
+        assert store.conflicts == 1 and len(calls) == 2
+        assert [e.pod for e in first.entries(LWS)] == ["llm-2"]
+
+
+def test_racing_creates_of_a_new_lease_conflict_and_retry() -> None:
+    with fake_lease_server() as (store, url):
+        ledgers = [LeaseLedger(api_client_for(url), "gh") for _ in range(6)]
+
+        def add(ledger: LeaseLedger, i: int) -> None:
+            ledger.update(LWS, lambda e: (None, (*e, Disruption(i, f"p{i}", "u", 4e9))))
+
+        run_together([lambda i=i, led=led: add(led, i) for i, led in enumerate(ledgers)])
+        assert sorted(e.group for e in ledgers[0].entries(LWS)) == list(range(6))  # no write lost
+
+
+@pytest.mark.parametrize("budget", [1, 2])
+def test_two_replicas_racing_on_one_lws_stay_within_the_budget(budget: int) -> None:
+    """Two guardhook replicas (own view, own Lease ledger, own API client) get evictions of
+    every group at once; the Lease lets exactly `budget` groups go."""
+    with fake_lease_server() as (store, url):
+        replicas = [
+            engine(lws_view(6, 2, budget=budget), ledger=LeaseLedger(api_client_for(url), "gh"))
+            for _ in range(2)
+        ]
+        for _ in range(3):  # three rounds, a fresh Lease each
+            store.leases.clear()
+            pods = [f"llm-{g}-1" for g in range(6)] * 2
+            allowed = evict_all(replicas, pods)
+            assert len({group_of(p) for p, ok in zip(pods, allowed, strict=True) if ok}) == budget
+        assert store.conflicts > 0  # the race did happen and was settled by resourceVersion
+
+
+def test_api_server_errors_become_ledger_errors_and_429() -> None:
+    with fake_lease_server() as (store, url):
+        ledger = LeaseLedger(api_client_for(url), "gh")
+        store.fail_with = 500
+        with pytest.raises(LedgerError):
+            ledger.entries(LWS)
+        answer = judge(engine(lws_view(2, 2), ledger=ledger), eviction("llm-0-1"))
+        assert answer["status"]["code"] == 429 and "eviction ledger" in answer["status"]["message"]
+    unreachable = LeaseLedger(api_client_for(url), "gh")  # the double is stopped now
+    with pytest.raises(LedgerError):
+        unreachable.update(LWS, lambda e: (None, ()))
+
+
+def test_long_lease_names_are_shortened_with_a_hash() -> None:
+    long = ("ns", "x" * 300)
+    assert len(lease_name(long)) == 253 and lease_name(long) != lease_name(("ns", "x" * 299))
+    assert lease_name(("a-b", "c")) != lease_name(("a", "b-c"))
+
+
+def test_open_ledger_picks_memory_for_static_sources_and_leases_for_a_kubeconfig(tmp_path: Path) -> None:
+    assert isinstance(open_ledger(Source(EMBEDDED), "gh"), MemoryLedger)
+    assert isinstance(open_ledger(Source(STATE, ("fleet.yaml",)), "gh"), MemoryLedger)
+    with fake_lease_server() as (store, url):
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "c", "cluster": {"server": url}}],
+                    "users": [{"name": "u", "user": {"token": "t"}}],
+                    "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                    "current-context": "x",
+                }
+            )
+        )
+        ledger = open_ledger(Source(KUBECONFIG, (str(kubeconfig),)), "guardhook-ns")
+        assert isinstance(ledger, LeaseLedger)
+        ledger.update(LWS, lambda e: (None, (Disruption(0, "llm-0", "u", 4e9),)))
+        assert store.get("guardhook-ns", "guardhook-eviction.serve.llm") is not None

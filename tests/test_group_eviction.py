@@ -1,0 +1,272 @@
+"""Policy group-eviction: budget of broken groups per LWS, 429 denials, the ledger, dry runs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from eviction_helpers import engine, eviction, find, fleet_objects, judge, lws_view, pod_object
+
+from guardhook.ledger import LedgerError, MemoryLedger
+from guardhook.view.static import embedded_fleet_view, view_from_objects
+from guardhook.view.store import PODDISRUPTIONBUDGETS, PODS
+
+from conftest import Server, expected_answers, load_review
+
+
+def check(answer: dict[str, Any], want: dict[str, Any]) -> None:
+    """Compare a response with one expected.json entry."""
+    assert answer["allowed"] is want["allowed"], answer
+    if "code" in want:
+        assert answer["status"]["code"] == want["code"]
+        assert answer["status"]["reason"] == "TooManyRequests"
+    if "policy" in want:
+        assert answer["status"]["message"].startswith(f"[{want['policy']}]")
+
+
+# ---- the captured reviews against a real server -------------------------------------------------
+
+
+def test_fixture_sequence_on_one_fresh_server(fresh_server: Callable[..., Server]) -> None:
+    server = fresh_server()
+    for sequence in expected_answers()["sequence"]:
+        for step in sequence:
+            check(server.review(step["path"], step["review"]), step)
+    denied = server.review("/validate", "s08-eviction-other-group.validating")
+    assert "group 0" in denied["status"]["message"]  # names the group s07 broke
+    assert "llm-xl-0-3" in denied["status"]["message"]
+
+
+def test_dry_run_eviction_records_nothing_on_a_real_server(fresh_server: Callable[..., Server]) -> None:
+    server = fresh_server()
+    dry = load_review("s07-eviction-worker.validating")
+    dry["request"]["dryRun"] = True
+    assert server.post("/validate", dry).json()["response"]["allowed"] is True
+    # Nothing recorded: another group may still go, and then a dry run is judged like the real thing.
+    assert server.review("/validate", "s08-eviction-other-group.validating")["allowed"] is True
+    answer = server.post("/validate", dry).json()["response"]
+    assert answer["allowed"] is False and answer["status"]["code"] == 429
+
+
+@pytest.mark.parametrize("name", ["s07-eviction-worker", "s08-eviction-other-group", "s11-eviction-leader"])
+def test_each_captured_eviction_alone_is_allowed(name: str) -> None:
+    want = next(e for e in expected_answers()["single"] if e["review"] == f"{name}.validating.json")
+    check(judge(engine(embedded_fleet_view()), load_review(f"{name}.validating")["request"]), want)
+
+
+def test_the_mutating_copies_are_allowed_with_no_patch() -> None:
+    eng = engine(embedded_fleet_view())
+    for name in ("s07-eviction-worker", "s08-eviction-other-group", "s11-eviction-leader"):
+        answer = eng.judge(load_review(f"{name}.mutating")["request"], "mutate").response
+        assert answer["allowed"] is True and "patch" not in answer
+    assert eng.ledger.entries(("serve", "llm-xl")) == ()
+
+
+# ---- the rule ----------------------------------------------------------------------------------
+
+
+def test_leader_eviction_counts_against_the_budget() -> None:
+    eng = engine(embedded_fleet_view())
+    assert judge(eng, eviction("llm-xl-3"))["allowed"] is True
+    denied = judge(eng, eviction("llm-xl-0-1"))
+    assert denied["status"]["code"] == 429 and "group 3" in denied["status"]["message"]
+    assert judge(eng, eviction("llm-xl-3-2"))["allowed"] is True  # group 3 is already broken
+
+
+def test_policy_v1beta1_eviction_bodies_are_judged_the_same() -> None:
+    eng = engine(embedded_fleet_view())
+    assert judge(eng, eviction("llm-xl-0-3", v1beta1=True))["allowed"] is True
+    assert judge(eng, eviction("llm-xl-2-1", v1beta1=True))["status"]["code"] == 429
+
+
+def test_a_group_broken_in_the_view_drains_freely_and_holds_the_budget() -> None:
+    eng = engine(lws_view(replicas=4, size=3, not_ready={1}))
+    assert judge(eng, eviction("llm-1"))["allowed"] is True
+    assert judge(eng, eviction("llm-1-1"))["allowed"] is True
+    denied = judge(eng, eviction("llm-2-1"))
+    assert denied["allowed"] is False and denied["status"]["code"] == 429
+    assert "group 1 (not Ready: llm-1-2)" in denied["status"]["message"]
+    assert eng.ledger.entries(("serve", "llm")) == ()
+
+
+def test_a_group_index_with_no_pods_counts_as_broken() -> None:
+    view = lws_view(replicas=3, size=2)
+    for name in ("llm-2", "llm-2-1"):
+        view.remove(PODS, ("serve", name))
+    denied = judge(engine(view), eviction("llm-0-1"))
+    assert denied["status"]["code"] == 429 and "group 2 (0 of 2 pods exist)" in denied["status"]["message"]
+
+
+def test_budget_from_the_lws_annotation_overrides_the_config() -> None:
+    eng = engine(lws_view(replicas=4, size=2, budget=2), params={"maxDisruptedGroups": 1})
+    assert [judge(eng, eviction(f"llm-{g}-1"))["allowed"] for g in range(4)] == [True, True, False, False]
+
+
+def test_budget_from_the_config() -> None:
+    eng = engine(lws_view(replicas=4, size=2), params={"maxDisruptedGroups": 3})
+    assert [judge(eng, eviction(f"llm-{g}-1"))["allowed"] for g in range(4)] == [True, True, True, False]
+    assert (
+        judge(engine(lws_view(2, 2), params={"maxDisruptedGroups": 0}), eviction("llm-0"))["allowed"] is False
+    )
+
+
+def test_non_lws_and_unknown_pods_are_allowed_and_record_nothing() -> None:
+    objects = fleet_objects()
+    plain = pod_object("x", 0, 0, 1)
+    plain["metadata"] = {"name": "web", "namespace": "serve", "uid": "uid-web"}
+    eng = engine(view_from_objects([*objects, plain]))
+    assert judge(eng, eviction("web"))["allowed"] is True
+    assert judge(eng, eviction("llm-xl-9-9"))["allowed"] is True  # not in the view: gone or brand new
+    assert eng.ledger.entries(("serve", "llm-xl")) == ()
+    assert judge(eng, eviction("llm-xl-0-1"))["allowed"] is True
+
+
+def test_stale_view_answers_429() -> None:
+    view = embedded_fleet_view()
+    view.mark_broken(PODS, now=time.monotonic() - 3600)
+    answer = judge(engine(view), eviction("llm-xl-0-3"))
+    assert answer["allowed"] is False and answer["status"]["code"] == 429
+    assert answer["status"]["message"].startswith("[group-eviction]")
+
+
+def test_ledger_failure_answers_429() -> None:
+    class Broken(MemoryLedger):
+        def update(self, lws: Any, plan: Any) -> Any:
+            raise LedgerError("API server unreachable")
+
+    answer = judge(engine(embedded_fleet_view(), ledger=Broken()), eviction("llm-xl-0-3"))
+    assert answer["status"]["code"] == 429 and "API server unreachable" in answer["status"]["message"]
+
+
+# ---- the ledger: dry run, review, TTL, visibility ---------------------------------------------------
+
+
+def test_dry_run_is_judged_the_same_and_records_nothing() -> None:
+    eng = engine(embedded_fleet_view())
+    assert judge(eng, eviction("llm-xl-0-3", dry_run=True))["allowed"] is True
+    assert eng.ledger.entries(("serve", "llm-xl")) == ()
+    assert judge(eng, eviction("llm-xl-0-3"))["allowed"] is True
+    assert judge(eng, eviction("llm-xl-2-1", dry_run=True))["status"]["code"] == 429
+    assert [e.pod for e in eng.ledger.entries(("serve", "llm-xl"))] == ["llm-xl-0-3"]
+
+
+def test_offline_review_records_nothing() -> None:
+    ledger = MemoryLedger()
+    eng = engine(embedded_fleet_view(), ledger=ledger, record=False)
+    assert judge(eng, eviction("llm-xl-0-3"))["allowed"] is True
+    assert judge(eng, eviction("llm-xl-2-1"))["allowed"] is True
+    assert ledger.entries(("serve", "llm-xl")) == ()
+
+
+def test_recorded_disruption_expires_after_the_ttl() -> None:
+    now = [time.time()]
+    eng = engine(
+        embedded_fleet_view(), ledger=MemoryLedger(clock=lambda: now[0]), params={"ledgerTTLSeconds": 30}
+    )
+    assert judge(eng, eviction("llm-xl-0-3"))["allowed"] is True
+    now[0] += 29
+    assert judge(eng, eviction("llm-xl-2-1"))["allowed"] is False
+    now[0] += 2
+    assert judge(eng, eviction("llm-xl-2-1"))["allowed"] is True
+
+
+def test_entry_stops_counting_once_the_view_shows_the_pod_going() -> None:
+    objects = fleet_objects()
+    view = view_from_objects(objects)
+    eng = engine(view)
+    assert judge(eng, eviction("llm-xl-0-3"))["allowed"] is True
+    evicted = find(objects, "Pod", "llm-xl-0-3")
+    evicted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    view.upsert(PODS, evicted)  # the view now shows group 0 broken itself
+    assert "terminating: llm-xl-0-3" in judge(eng, eviction("llm-xl-2-1"))["status"]["message"]
+    del evicted["metadata"]["deletionTimestamp"]
+    evicted["metadata"]["uid"] = "recreated"
+    view.upsert(PODS, evicted)  # the StatefulSet recreated it and it is Ready: group 0 whole again
+    assert judge(eng, eviction("llm-xl-2-1"))["allowed"] is True
+    assert [e.pod for e in eng.ledger.entries(("serve", "llm-xl"))] == ["llm-xl-0-3", "llm-xl-2-1"]
+
+
+def test_a_replica_whose_view_lags_still_counts_entries_another_one_has_seen_through() -> None:
+    """Replica A's view already shows the evicted pod terminating; replica B's does not yet. The
+    shared ledger keeps the entry until its TTL, so B still counts it and the budget holds."""
+    shared = MemoryLedger()
+    objects = fleet_objects()
+    ahead, lagging = view_from_objects(objects), view_from_objects(objects)
+    for view in (ahead, lagging):
+        view.lws("serve", "llm-xl").obj["metadata"]["annotations"] = {
+            "guardhook.io/max-disrupted-groups": "2"
+        }
+    replica_a, replica_b = engine(ahead, ledger=shared), engine(lagging, ledger=shared)
+    assert judge(replica_a, eviction("llm-xl-0-3"))["allowed"] is True
+    evicted = find(objects, "Pod", "llm-xl-0-3")
+    evicted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    ahead.upsert(PODS, evicted)
+    assert judge(replica_a, eviction("llm-xl-2-1"))["allowed"] is True  # groups 0 and 2: the budget
+    denied = judge(replica_b, eviction("llm-xl-3-1"))
+    assert denied["status"]["code"] == 429
+    assert "group 0 (eviction of llm-xl-0-3" in denied["status"]["message"]
+
+
+# ---- PodDisruptionBudgets in the view ----------------------------------------------------------------
+
+
+def group_pdb(group: int, spec: dict[str, Any], status: dict[str, Any] | None = None) -> dict[str, Any]:
+    selector = {
+        "matchLabels": {
+            "leaderworkerset.sigs.k8s.io/name": "llm-xl",
+            "leaderworkerset.sigs.k8s.io/group-index": str(group),
+        }
+    }
+    pdb = {
+        "kind": "PodDisruptionBudget",
+        "apiVersion": "policy/v1",
+        "metadata": {"name": f"llm-xl-{group}", "namespace": "serve", "generation": 1},
+        "spec": {"selector": selector, **spec},
+    }
+    if status is not None:
+        pdb["status"] = status
+    return pdb
+
+
+@pytest.mark.parametrize(
+    "pdb",
+    [
+        group_pdb(
+            0,
+            {"maxUnavailable": 1},
+            {"disruptionsAllowed": 0, "observedGeneration": 1, "currentHealthy": 3, "desiredHealthy": 3},
+        ),
+        group_pdb(0, {"minAvailable": 4}),
+        group_pdb(0, {"minAvailable": "100%"}),
+        group_pdb(0, {"maxUnavailable": 1}, {"disruptionsAllowed": 1, "observedGeneration": 0}),
+    ],
+    ids=["status-no-room", "min-available-all", "min-available-percent", "not-observed"],
+)
+def test_an_eviction_the_group_pdb_refuses_is_429_and_records_nothing(pdb: dict[str, Any]) -> None:
+    view = embedded_fleet_view()
+    view.upsert(PODDISRUPTIONBUDGETS, pdb)
+    eng = engine(view)
+    denied = judge(eng, eviction("llm-xl-0-3"))
+    assert denied["status"]["code"] == 429 and "PodDisruptionBudget llm-xl-0" in denied["status"]["message"]
+    assert eng.ledger.entries(("serve", "llm-xl")) == ()
+    assert judge(eng, eviction("llm-xl-2-1"))["allowed"] is True  # the refused one held no budget
+
+
+@pytest.mark.parametrize(
+    "pdb",
+    [
+        group_pdb(0, {"maxUnavailable": 1}, {"disruptionsAllowed": 1, "observedGeneration": 1}),
+        group_pdb(0, {"maxUnavailable": 1}),
+        group_pdb(0, {"minAvailable": "75%"}),
+        group_pdb(1, {"minAvailable": 4}),
+    ],
+    ids=["status-room", "max-unavailable", "min-available-percent", "other-group"],
+)
+def test_an_eviction_the_pdb_allows_goes_on_to_the_budget(pdb: dict[str, Any]) -> None:
+    view = embedded_fleet_view()
+    view.upsert(PODDISRUPTIONBUDGETS, pdb)
+    eng = engine(view)
+    assert judge(eng, eviction("llm-xl-0-3"))["allowed"] is True
+    assert len(eng.ledger.entries(("serve", "llm-xl"))) == 1
