@@ -161,7 +161,22 @@ class ClusterView:
 
     def count(self, kind: str) -> int:
         """How many objects of `kind` are held."""
-        return len(self.keys(kind))
+        stores: dict[str, Any] = {
+            NODES: self._nodes,
+            PODS: self._pods,
+            LEADERWORKERSETS: self._lws,
+            STATEFULSETS: self._statefulsets,
+            SERVICES: self._services,
+            PODDISRUPTIONBUDGETS: self._pdbs,
+        }
+        return len(stores[kind])
+
+    def broken_seconds(self, kind: str, now: float | None = None) -> float:
+        """Seconds the watch of `kind` has been broken (0.0 while healthy)."""
+        since = self._broken_since.get(kind)
+        if since is None:
+            return 0.0
+        return max(0.0, (time.monotonic() if now is None else now) - since)
 
     def _upsert_pod(self, obj: KubeObject) -> None:
         pod = PodRecord.from_object(obj)
