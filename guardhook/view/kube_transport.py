@@ -138,12 +138,20 @@ def kube_transports(api_factory: Callable[[], client.ApiClient]) -> Callable[[],
     return lambda: KubeTransport(api_factory())
 
 
+def reflector_client(source: Source) -> client.ApiClient:
+    """`api_client(source)` without urllib3's own connection retries: the reflector backs off
+    itself, and a refused connection should reach it at once."""
+    configuration = api_client(source).configuration
+    configuration.retries = False
+    return client.ApiClient(configuration)
+
+
 def live_view(source: Source, stale_after_seconds: float) -> LiveView:
     """A LiveView (not started) for a live `source`. Raises kubernetes' ConfigException for an
     unusable kubeconfig or in-cluster config (checked before any connection is made)."""
     api_client(source)  # fail fast on a bad kubeconfig; each reflector gets its own client
     view = ClusterView(source=source.describe(), stale_after_seconds=stale_after_seconds)
-    return LiveView(view, kube_transports(lambda: api_client(source)))
+    return LiveView(view, kube_transports(lambda: reflector_client(source)))
 
 
 def snapshot_view(source: Source, stale_after_seconds: float) -> ClusterView:
@@ -151,7 +159,7 @@ def snapshot_view(source: Source, stale_after_seconds: float) -> ClusterView:
     ConfigException for bad config, WatchError or a connection error when the server cannot be
     listed."""
     view = ClusterView(source=source.describe(), stale_after_seconds=stale_after_seconds)
-    transport = KubeTransport(api_client(source))
+    transport = KubeTransport(reflector_client(source))
     try:
         return snapshot(view, transport)
     finally:

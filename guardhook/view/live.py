@@ -247,6 +247,9 @@ class Reflector:
         """One watch from the current resourceVersion until the server ends it (its timeout).
         A successful connect clears a broken mark. Raises like `apply` and on connection errors."""
         events = self.transport.watch(self.kind, self.resource_version or "", self.watch_timeout_seconds)
+        outage = self.view.broken_seconds(self.kind)
+        if outage:
+            log.info("%s: watch restored after %.1fs", self.kind, outage)
         self.view.mark_synced(self.kind)
         self._heard()
         self.backoff.reset()
@@ -275,11 +278,17 @@ class Reflector:
             except Exception as exc:  # any broken connection: mark, back off, retry
                 if self._stopped.is_set():
                     return
-                self.view.mark_broken(self.kind)
-                self.stats.restarts += 1
-                delay = self.backoff.next()
-                log.warning("%s: watch failed (%s); retrying in %.1fs", self.kind, _describe(exc), delay)
-                self._stopped.wait(delay)
+                self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        first = self.view.broken_seconds(self.kind) == 0.0
+        self.view.mark_broken(self.kind)
+        self.stats.restarts += 1
+        delay = self.backoff.next()
+        # One warning per outage; the retries of the same outage only at debug level.
+        level = logging.WARNING if first else logging.DEBUG
+        log.log(level, "%s: list/watch failed (%s); retrying with backoff", self.kind, _describe(exc))
+        self._stopped.wait(delay)
 
     def _not_served(self) -> None:
         if self.stats.served:  # log once per transition, not on every probe
@@ -302,7 +311,7 @@ class Reflector:
 
 def _describe(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
 
 
 @dataclass
