@@ -199,8 +199,9 @@ def _create_fleet(api: Any) -> None:
                 uid = core.create_namespaced_pod(ns, body).metadata.uid
                 core.patch_namespaced_pod_status(name, ns, {"status": obj["status"]})
             else:
-                body["spec"].pop("clusterIP", None)
-                body["spec"].pop("clusterIPs", None)
+                if body["spec"].get("clusterIP") != "None":  # keep a headless Service headless
+                    body["spec"].pop("clusterIP", None)
+                    body["spec"].pop("clusterIPs", None)
                 uid = core.create_namespaced_service(ns, body).metadata.uid
             uids[obj["metadata"]["uid"]] = uid
 

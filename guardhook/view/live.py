@@ -178,36 +178,45 @@ class Reflector:
     # ---- protocol steps --------------------------------------------------------------------
 
     def relist(self) -> None:
-        """List every object of the kind (all pages) and replace the kind in the view.
+        """List every object of the kind (all pages) into the view, drop what the list no longer
+        holds, and mark the kind synced: the same result as `ClusterView.replace_kind`, but applied
+        page by page so only one page of decoded JSON is held at a time.
 
         A continue token that expires mid-list (410) restarts the list once from the first page.
         Raises NotServed (404), Gone, or WatchError / connection errors.
         """
         for attempt in range(2):
             try:
-                items, version = self._list_all()
+                versions, version = self._list_into_view()
                 break
             except Gone:
                 if attempt == 1:
                     raise
                 log.info("%s: list continue token expired, listing again from the start", self.kind)
-        self.view.replace_kind(self.kind, (trimmed(self.kind, obj) for obj in items))
-        self.versions = {object_key(obj): resource_version(obj) for obj in items}
+        with self.view.lock:
+            for key in self.view.keys(self.kind):
+                if key not in versions:
+                    self.view.remove(self.kind, key)
+            self.view.mark_synced(self.kind)
+        self.versions = versions
         self.resource_version = version
         self._heard()
         self.stats.served = True
-        log.info("%s: listed %d objects at resourceVersion %s", self.kind, len(items), version)
+        log.info("%s: listed %d objects at resourceVersion %s", self.kind, len(versions), version)
 
-    def _list_all(self) -> tuple[list[KubeObject], str]:
-        items: list[KubeObject] = []
+    def _list_into_view(self) -> tuple[dict[Key, str], str]:
+        versions: dict[Key, str] = {}
         token: str | None = None
         while True:
             page = self.transport.list_page(self.kind, token, self.page_size)
-            items.extend(obj for obj in page.get("items") or [] if isinstance(obj, dict))
+            for obj in page.get("items") or []:
+                if isinstance(obj, dict):
+                    versions[object_key(obj)] = resource_version(obj)
+                    self.view.upsert(self.kind, trimmed(self.kind, obj))
             meta = metadata(page)
             token = str(meta.get("continue") or "") or None
             if token is None:
-                return items, str(meta.get("resourceVersion") or "")
+                return versions, str(meta.get("resourceVersion") or "")
 
     def apply(self, event: dict[str, Any]) -> None:
         """Apply one watch event. Events older than what the view holds for the object are ignored,
