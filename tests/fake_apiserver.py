@@ -1,6 +1,6 @@
 """An in-process fake of the kube-apiserver's list/watch API on 127.0.0.1, driven by the test.
 
-It serves cluster-wide list (with `limit`/`continue`, capped at `max_page` items per page so
+It serves a single-pod GET, cluster-wide list (with `limit`/`continue`, capped at `max_page` items per page so
 pagination is exercised) and streaming watch (chunked JSON lines, `resourceVersion`,
 `allowWatchBookmarks`, `timeoutSeconds`) for the six kinds the cluster view holds. The test adds,
 modifies and deletes objects, sends bookmarks, compacts history (a watch from an older
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import threading
 import time
 from collections.abc import Iterable
@@ -49,6 +50,7 @@ class FakeApiServer:
 
     def __init__(self, serve_lws: bool = True, max_page: int = 5) -> None:
         self.serve_lws = serve_lws
+        self.get_delay = 0.0  # seconds a single-pod GET waits before answering
         self.max_page = max_page
         self.port = 0
         self.rv = 100
@@ -66,7 +68,7 @@ class FakeApiServer:
     def start(self) -> FakeApiServer:
         """Listen (on the previous port when restarting) and serve in a daemon thread."""
         handler = type("Handler", (_Handler,), {"fake": self})
-        httpd = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        httpd = _QuietServer(("127.0.0.1", self.port), handler)
         httpd.daemon_threads = True
         self.port = httpd.server_address[1]
         with self.cond:
@@ -179,6 +181,11 @@ def kubeconfig_text(server: str) -> str:
     )
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # clients hanging up mid-stream is what outage tests do
+
+
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeApiServer
     protocol_version = "HTTP/1.1"
@@ -191,6 +198,10 @@ class _Handler(BaseHTTPRequestHandler):
         fake.requests.append(self.path)
         url = urlparse(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        single = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)", url.path)
+        if single:
+            self._get_pod(*single.groups())
+            return
         resource = PATHS.get(url.path)
         if resource is None or (resource == "leaderworkersets" and not fake.serve_lws):
             self._json(404, {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404})
@@ -200,6 +211,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._watch(resource, since, int(query.get("timeoutSeconds") or 60))
             return
         self._json(200, fake.list_page(resource, query.get("continue", ""), int(query.get("limit") or 0)))
+
+    def _get_pod(self, namespace: str, name: str) -> None:
+        time.sleep(self.fake.get_delay)
+        with self.fake.cond:
+            obj = self.fake.objects["pods"].get((namespace, name))
+        if obj is None:
+            self._json(404, {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404})
+        else:
+            self._json(200, obj)
 
     def _json(self, code: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
