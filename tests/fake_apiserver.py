@@ -141,9 +141,10 @@ class FakeApiServer:
             self.cond.notify_all()
 
     def compact(self) -> None:
-        """Forget the event history: watches from an older resourceVersion get 410 Gone, and
-        open watches are ended so they reconnect."""
+        """Forget the event history and move the resourceVersion on: every watch resumed from
+        before this point gets 410 Gone, and open watches are ended so they reconnect."""
         with self.cond:
+            self.rv += 1
             self.compacted = self.rv
             self.events.clear()
             self._compactions += 1

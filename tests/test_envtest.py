@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from conftest import FIXTURES, Server, free_port
 
 ASSETS = os.environ.get("KUBEBUILDER_ASSETS", "")

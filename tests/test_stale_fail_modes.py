@@ -12,13 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REVIEWS
 
 from guardhook.engine import Engine
 from guardhook.policies import REGISTRY
 from guardhook.policies.base import FORBIDDEN, TOO_MANY_REQUESTS, Policy, stale_judgement
 from guardhook.view.static import embedded_fleet_view
 from guardhook.view.store import PODS, ClusterView
+
+from conftest import REVIEWS
 
 FAIL_CLOSED = {"worker-delete": FORBIDDEN, "group-eviction": TOO_MANY_REQUESTS}
 IDS = [policy.id for policy in REGISTRY]

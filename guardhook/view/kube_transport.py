@@ -16,6 +16,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
+from urllib3.exceptions import ReadTimeoutError
 
 from guardhook.kube import api_client
 from guardhook.lws import LWS_API_GROUP
@@ -44,8 +45,9 @@ log = logging.getLogger(__name__)
 # A direct GET sits on the request path: the webhook's whole budget is a few hundred milliseconds.
 FETCH_TIMEOUT_SECONDS = 0.25
 
-# Slack beyond the server-side watch timeout before a silent stream counts as a dead connection.
-WATCH_READ_GRACE_SECONDS = 30
+# A watch silent this long is closed and resumed from its resourceVersion: a dead connection (a
+# vanished server sends no FIN) then shows as a failed reconnect well within the stale bound.
+WATCH_IDLE_SECONDS = 20.0
 
 
 def list_function(api: client.ApiClient, kind: str) -> Callable[..., Any]:
@@ -75,8 +77,9 @@ class KubeTransport:
     """A Transport over one `kubernetes.client.ApiClient` (one per reflector: `close()` aborts
     this reflector's open watch)."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, idle_seconds: float = WATCH_IDLE_SECONDS) -> None:
         self.api = api
+        self.idle_seconds = idle_seconds
         self._lock = threading.Lock()
         self._open: Any = None
 
@@ -98,7 +101,7 @@ class KubeTransport:
     def watch(self, kind: str, resource_version: str, timeout_seconds: int) -> Iterator[dict[str, Any]]:
         response = self._call(
             kind,
-            (CONNECT_TIMEOUT_SECONDS, timeout_seconds + WATCH_READ_GRACE_SECONDS),
+            (CONNECT_TIMEOUT_SECONDS, self.idle_seconds),
             watch=True,
             resource_version=resource_version,
             allow_watch_bookmarks=True,
@@ -114,6 +117,8 @@ class KubeTransport:
                 event = json.loads(line)
                 if isinstance(event, dict):
                     yield event
+        except ReadTimeoutError:
+            return  # idle: end this watch; the reflector resumes it from its resourceVersion
         finally:
             with self._lock:
                 self._open = None
