@@ -143,3 +143,13 @@ def test_review_against_an_unreachable_server_fails_without_fallback(tmp_path: P
     assert done.returncode == 2
     assert "cannot list the cluster" in done.stderr
     assert done.stdout == ""
+
+
+def test_serve_with_an_unusable_kubeconfig_exits_with_the_reason(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("clusters: [\n")
+    args = [sys.executable, "-m", "guardhook", "serve", "--kubeconfig", str(kubeconfig)]
+    args += ["--cert-dir", str(tmp_path / "certs"), "--port", str(free_port()), "--host", "127.0.0.1"]
+    done = subprocess.run(args, capture_output=True, text=True, env=clean_env(tmp_path), timeout=60)
+    assert done.returncode == 2
+    assert f"cannot use kubeconfig {kubeconfig}" in done.stderr
