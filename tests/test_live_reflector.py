@@ -6,6 +6,7 @@ import copy
 import functools
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
@@ -301,18 +302,53 @@ def test_snapshot_lists_every_kind_once_and_tolerates_a_missing_crd() -> None:
     assert view.count(LEADERWORKERSETS) == 0
 
 
-def test_live_view_threads_stop_when_asked() -> None:
-    transports: list[Scripted] = []
+class Blocking(Scripted):
+    """Lists one empty page; its watch blocks until `close()` (as an open stream does)."""
 
-    def make() -> Scripted:
-        transport = Scripted(pages=[page([], "1")] * 3, watches=[[]] * 1000)
-        transports.append(transport)
-        return transport
+    def __init__(self) -> None:
+        super().__init__(pages=[page([], "1")])
+        self.closed = threading.Event()
 
-    live = LiveView(ClusterView("test"), make)
-    for kind, transport in zip(KINDS, transports, strict=True):
-        transport.reflector = live.reflectors[kind]
-    live.start()
+    def watch(self, kind: str, resource_version: str, timeout_seconds: int) -> Iterator[dict[str, Any]]:
+        def stream() -> Iterator[dict[str, Any]]:
+            self.closed.wait()
+            raise ConnectionResetError("closed")
+            yield {}  # pragma: no cover - makes this a generator
+
+        return stream()
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+def test_live_view_syncs_every_kind_and_stop_ends_its_threads() -> None:
+    live = LiveView(ClusterView("test"), Blocking).start()
+    deadline = time.monotonic() + 10
+    while not live.view.synced:
+        assert time.monotonic() < deadline, "the live view never synced"
+        time.sleep(0.01)
+    assert all(thread.is_alive() for thread in live.threads)  # blocked in their watches
     live.stop(timeout=5)
-    assert live.view.synced
     assert not any(thread.is_alive() for thread in live.threads)
+    assert live.view.broken_seconds(PODS) == 0.0  # a stop is not an outage
+
+
+def test_collect_reports_per_kind_metrics_and_counts_restarts_once() -> None:
+    from types import SimpleNamespace
+
+    from guardhook.metrics import Metrics
+
+    live = LiveView(ClusterView("test", stale_after_seconds=60), Blocking)
+    pods = live.reflectors[PODS]
+    pods.transport = Scripted(pages=[page(fleet(PODS), "100")])
+    pods.relist()
+    pods.stats.restarts = 3
+    runtime = SimpleNamespace(metrics=Metrics())
+    live.collect(runtime)
+    live.collect(runtime)  # a second scrape must not count the same restarts again
+    value = runtime.metrics.registry.get_sample_value
+    assert value("guardhook_cluster_view_objects", {"kind": "pods"}) == 16
+    assert value("guardhook_cluster_view_watch_restarts_total", {"kind": "pods"}) == 3
+    assert 0 <= value("guardhook_cluster_view_last_sync_age_seconds", {"kind": "pods"}) < 60
+    assert value("guardhook_cluster_view_last_sync_age_seconds", {"kind": "nodes"}) == -1
+    assert value("guardhook_cluster_view_stale") == 1  # the other kinds never synced
