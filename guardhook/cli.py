@@ -19,6 +19,8 @@ from guardhook.ledger import open_ledger
 from guardhook.review import review_both
 from guardhook.server import ServeOptions, WebhookServer
 from guardhook.sources import Source, choose_source, in_cluster, in_cluster_namespace, static_view
+from guardhook.view.kube_transport import live_view, snapshot_view
+from guardhook.view.live import LiveView
 from guardhook.view.manifests import ManifestError
 from guardhook.view.store import ClusterView
 
@@ -110,10 +112,23 @@ class SourceError(RuntimeError):
 
 
 def open_view(source: Source, stale_after_seconds: float) -> ClusterView:
-    """The view for a non-live source; live sources are served by the live view."""
-    if source.live:
-        raise SourceError(f"live cluster view for {source.describe()} is not available in this build")
-    return static_view(source, stale_after_seconds)
+    """The view for one-shot commands: manifests or the sample fleet as they are; a live source is
+    listed once (every kind, paginated, no watches). Raises SourceError when the API server cannot
+    be listed — it never falls back to the sample fleet."""
+    if not source.live:
+        return static_view(source, stale_after_seconds)
+    try:
+        return snapshot_view(source, stale_after_seconds)
+    except Exception as exc:  # bad kubeconfig, unreachable server, HTTP errors
+        raise SourceError(f"cannot list the cluster of {source.describe()}: {exc}") from exc
+
+
+def open_live_view(source: Source, stale_after_seconds: float) -> LiveView:
+    """The (not yet started) watched view of a live source. Raises SourceError for unusable config."""
+    try:
+        return live_view(source, stale_after_seconds)
+    except Exception as exc:  # kubernetes' ConfigException and file errors
+        raise SourceError(f"cannot use {source.describe()}: {exc}") from exc
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -127,13 +142,21 @@ def run_serve(args: argparse.Namespace) -> int:
         namespace,
         certs.folder,
     )
-    if not source.live:
+    if source.live:
+        open_live_view(source, config.stale_after_seconds)  # fail fast on an unusable kubeconfig
+    else:
         open_view(source, config.stale_after_seconds)  # fail fast on unreadable manifests
 
     def make_runtime() -> Runtime:
-        view = open_view(source, config.stale_after_seconds)
+        # Runs in the gunicorn worker after fork, so the watch threads live there.
         # The eviction ledger: in memory for a static view, Leases in `namespace` for a live one.
-        return Runtime(Engine(view, config, ledger=open_ledger(source, namespace)))
+        ledger = open_ledger(source, namespace)
+        if not source.live:
+            return Runtime(Engine(open_view(source, config.stale_after_seconds), config, ledger=ledger))
+        live = open_live_view(source, config.stale_after_seconds).start()
+        runtime = Runtime(Engine(live.view, config, ledger=ledger))
+        runtime.collectors.append(live.collect)
+        return runtime
 
     options = ServeOptions(host=args.host, port=args.port, threads=args.threads, certs=certs)
     WebhookServer(options, make_runtime).run()

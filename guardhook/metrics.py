@@ -50,6 +50,32 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.view_stale = Gauge(
+            "guardhook_cluster_view_stale",
+            "1 while decisions follow the stale-view failure mode (never synced, or a watch broken "
+            "longer than clusterView.staleAfterSeconds).",
+            registry=self.registry,
+        )
+        self.view_objects = Gauge(
+            "guardhook_cluster_view_objects",
+            "Objects the cluster view holds, by kind (resource name).",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.view_last_sync_age = Gauge(
+            "guardhook_cluster_view_last_sync_age_seconds",
+            "Seconds since the API server last confirmed a kind current (list, watch connect, event or "
+            "bookmark); -1 before the first.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.view_watch_restarts = Counter(
+            "guardhook_cluster_view_watch_restarts",
+            "Watches restarted, by kind: server timeouts, broken connections and 410 Gone relists.",
+            ["kind"],
+            registry=self.registry,
+        )
+
     def observe(self, endpoint: str, verdict: Verdict) -> None:
         """Count the decisions of one judged request."""
         for decision in verdict.decisions:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from guardhook.lws import LeaderWorkerSet, member_of_pod
@@ -71,6 +71,8 @@ class ClusterView:
         self._services: dict[Key, KubeObject] = {}
         self._pdbs: dict[Key, KubeObject] = {}
         self._pdbs_by_namespace: dict[str, dict[str, KubeObject]] = defaultdict(dict)
+        # Set by a live source: a bounded direct GET for a pod the watch has not delivered yet.
+        self.pod_fetcher: Callable[[str, str], PodRecord | None] | None = None
 
     # ---- freshness -------------------------------------------------------------------------
 
@@ -161,7 +163,22 @@ class ClusterView:
 
     def count(self, kind: str) -> int:
         """How many objects of `kind` are held."""
-        return len(self.keys(kind))
+        stores: dict[str, Any] = {
+            NODES: self._nodes,
+            PODS: self._pods,
+            LEADERWORKERSETS: self._lws,
+            STATEFULSETS: self._statefulsets,
+            SERVICES: self._services,
+            PODDISRUPTIONBUDGETS: self._pdbs,
+        }
+        return len(stores[kind])
+
+    def broken_seconds(self, kind: str, now: float | None = None) -> float:
+        """Seconds the watch of `kind` has been broken (0.0 while healthy)."""
+        since = self._broken_since.get(kind)
+        if since is None:
+            return 0.0
+        return max(0.0, (time.monotonic() if now is None else now) - since)
 
     def _upsert_pod(self, obj: KubeObject) -> None:
         pod = PodRecord.from_object(obj)
@@ -224,6 +241,16 @@ class ClusterView:
 
     def pod(self, namespace: str, name: str) -> PodRecord | None:
         return self._pods.get((namespace, name))
+
+    def pod_or_fetch(self, namespace: str, name: str) -> PodRecord | None:
+        """The pod from the view; when the view does not hold it and `pod_fetcher` is set (live
+        sources), the pod from a direct GET bounded by a short timeout — for a pod created a moment
+        ago whose watch event has not arrived. The fetched pod is not stored (the watch is the
+        only writer). None when neither knows it; never raises."""
+        held = self.pod(namespace, name)
+        if held is not None or self.pod_fetcher is None:
+            return held
+        return self.pod_fetcher(namespace, name)
 
     def group_pods(self, namespace: str, lws_name: str, group_index: int) -> list[PodRecord]:
         """The pods of one group (terminal ones included; see lws.group_health)."""

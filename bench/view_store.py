@@ -1,0 +1,274 @@
+"""Benchmark the cluster view at cluster scale (printed figures, not a test).
+
+A synthetic cluster (default: 5,000 nodes, 500 LeaderWorkerSets of various sizes, 150,000 pods of
+which most belong to LWS groups) is fed through the reflectors' list path (`Reflector.relist`, pages
+of 500 decoded objects, as from the API server) into one ClusterView. Printed: time to apply the
+initial list per kind, process RSS after it (target: at most 500 MB), and p50/p99 of the lookups a
+decision makes: pod by name, the pods of a group, the LWS, a node's summed requests.
+
+Run: python bench/view_store.py [--scale 0.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from guardhook.view.live import Reflector
+from guardhook.view.store import LEADERWORKERSETS, NODES, PODS, STATEFULSETS, ClusterView
+
+PREFIX = "leaderworkerset.sigs.k8s.io/"
+SIZES = (1, 2, 4, 8, 16, 32)
+NAMESPACES = 50
+
+
+def rss_mb() -> tuple[float, float]:
+    """(current RSS, peak RSS) of this process in MB, from /proc/self/status."""
+    fields = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            fields[name] = value.strip()
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def node(index: int) -> dict[str, Any]:
+    return {
+        "kind": "Node",
+        "metadata": {
+            "name": f"node-{index:05d}",
+            "resourceVersion": str(index + 1),
+            "labels": {
+                "kubernetes.io/hostname": f"node-{index:05d}",
+                "topology.kubernetes.io/zone": f"zone-{index % 3}",
+                "example.com/nvlink-domain": f"nvl-{index // 4}",
+                "node.kubernetes.io/instance-type": "gpu-8x",
+            },
+        },
+        "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}] if index % 2 else []},
+        "status": {
+            "allocatable": {"cpu": "192", "memory": "2000Gi", "nvidia.com/gpu": "8", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def lws_layout(count: int, pod_budget: int) -> list[tuple[str, str, int, int]]:
+    """(namespace, name, replicas, size) for `count` LWS sharing about `pod_budget` pods."""
+    layout = []
+    per_lws = pod_budget // count
+    for index in range(count):
+        size = SIZES[index % len(SIZES)]
+        replicas = max(1, per_lws // size)
+        layout.append((f"ns-{index % NAMESPACES}", f"lws-{index:03d}", replicas, size))
+    return layout
+
+
+def lws(namespace: str, name: str, replicas: int, size: int) -> dict[str, Any]:
+    container = {
+        "name": "main",
+        "resources": {"requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"}},
+    }
+    return {
+        "kind": "LeaderWorkerSet",
+        "metadata": {
+            "namespace": namespace,
+            "name": name,
+            "resourceVersion": "1",
+            "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {"f:replicas": {}}}}],
+        },
+        "spec": {
+            "replicas": replicas,
+            "leaderWorkerTemplate": {
+                "size": size,
+                "workerTemplate": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [container]},
+                },
+            },
+        },
+    }
+
+
+def pod(namespace: str, lws_name: str, group: int, worker: int, size: int, node_name: str) -> dict[str, Any]:
+    leader = f"{lws_name}-{group}"
+    name = leader if worker == 0 else f"{leader}-{worker}"
+    owner = lws_name if worker == 0 else leader
+    labels = {
+        "app": lws_name,
+        PREFIX + "name": lws_name,
+        PREFIX + "group-index": str(group),
+        PREFIX + "worker-index": str(worker),
+        PREFIX + "group-key": f"{hash((namespace, lws_name, group)) & (2**160 - 1):040x}",
+        PREFIX + "template-revision-hash": "5b9d7c6f84",
+        "statefulset.kubernetes.io/pod-name": name,
+        "controller-revision-hash": f"{owner}-7b5c8f9d46",
+    }
+    annotations = {PREFIX + "size": str(size)}
+    if worker:
+        annotations[PREFIX + "leader-name"] = leader
+    return _pod(namespace, name, labels, annotations, owner, node_name)
+
+
+def _pod(
+    namespace: str, name: str, labels: dict[str, str], annotations: dict[str, str], owner: str, node_name: str
+) -> dict[str, Any]:
+    return {
+        "kind": "Pod",
+        "metadata": {
+            "namespace": namespace,
+            "name": name,
+            "uid": f"uid-{namespace}-{name}",
+            "resourceVersion": "1",
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "StatefulSet",
+                    "name": owner,
+                    "uid": f"uid-{owner}",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "nodeName": node_name,
+            "containers": [
+                {
+                    "name": "main",
+                    "resources": {"requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"}},
+                }
+            ],
+        },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+class Synthetic:
+    """A Transport whose list pages are generated on demand (as a real list streams them)."""
+
+    def __init__(self, generators: dict[str, Callable[[], Iterator[dict[str, Any]]]]) -> None:
+        self.generators = generators
+        self.open: dict[str, Iterator[dict[str, Any]]] = {}
+
+    def list_page(self, kind: str, continue_token: str | None, limit: int) -> dict[str, Any]:
+        if continue_token is None:
+            self.open[kind] = self.generators[kind]()
+        items = [obj for _, obj in zip(range(limit), self.open[kind], strict=False)]
+        more = len(items) == limit
+        meta = {"resourceVersion": "1000", **({"continue": "more"} if more else {})}
+        return {"kind": "List", "metadata": meta, "items": items}
+
+    def watch(self, kind: str, resource_version: str, timeout_seconds: int) -> Iterator[dict[str, Any]]:
+        return iter(())
+
+    def close(self) -> None:
+        pass
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def timed(call: Callable[[], object], repeat: int) -> tuple[float, float]:
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter_ns()
+        call()
+        samples.append((time.perf_counter_ns() - started) / 1000)
+    return statistics.median(samples), percentile(samples, 0.99)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of the default cluster size")
+    args = parser.parse_args()
+    nodes, lws_count, pods = int(5000 * args.scale), max(1, int(500 * args.scale)), int(150_000 * args.scale)
+    layout = lws_layout(lws_count, int(pods * 0.8))
+    lws_pods = sum(r * s for _, _, r, s in layout)
+    plain = pods - lws_pods
+
+    def gen_pods() -> Iterator[dict[str, Any]]:
+        slot = 0
+        for namespace, name, replicas, size in layout:
+            for group in range(replicas):
+                for worker in range(size):
+                    yield pod(namespace, name, group, worker, size, f"node-{slot % nodes:05d}")
+                    slot += 1
+        for index in range(plain):
+            labels = {"app": f"web-{index % 200}", "pod-template-hash": "6d4b75cb6d"}
+            namespace = f"ns-{index % NAMESPACES}"
+            yield _pod(
+                namespace, f"web-{index}", labels, {}, f"web-{index % 200}", f"node-{index % nodes:05d}"
+            )
+
+    transport = Synthetic(
+        {
+            NODES: lambda: (node(i) for i in range(nodes)),
+            LEADERWORKERSETS: lambda: (lws(*entry) for entry in layout),
+            STATEFULSETS: lambda: iter(()),
+            PODS: gen_pods,
+        }
+    )
+    started = time.perf_counter()
+    generated = sum(1 for _ in gen_pods())
+    generation = time.perf_counter() - started
+    before, _ = rss_mb()
+    view = ClusterView("bench")
+    print(f"cluster: {nodes} nodes, {lws_count} LWS ({lws_pods} group pods), {plain} other pods")
+    total = 0.0
+    for kind in (NODES, LEADERWORKERSETS, PODS):
+        started = time.perf_counter()
+        Reflector(kind, view, transport).relist()
+        elapsed = time.perf_counter() - started
+        total += elapsed
+        print(f"initial list applied: {kind:17s} {view.count(kind):7d} objects in {elapsed:6.2f} s")
+    gc.collect()
+    current, peak = rss_mb()
+    print(f"initial list applied: total {total:.2f} s (of which ~{generation:.2f} s only generates the")
+    print(f"  {generated} synthetic pod dicts, measured alone; JSON decoding is not included)")
+    print(f"process RSS: {current:.0f} MB after apply (peak {peak:.0f} MB; {before:.0f} MB before)")
+
+    rng = random.Random(7)
+    groups = [(ns, name, rng.randrange(replicas), size) for ns, name, replicas, size in layout]
+    samples = 20_000
+
+    def pick_group() -> tuple[str, str, int, int]:
+        return groups[rng.randrange(len(groups))]
+
+    def pod_lookup() -> object:
+        ns, name, group, size = pick_group()
+        worker = rng.randrange(size)
+        return view.pod(ns, f"{name}-{group}" if worker == 0 else f"{name}-{group}-{worker}")
+
+    def group_lookup() -> object:
+        ns, name, group, _ = pick_group()
+        return view.group_pods(ns, name, group)
+
+    def lws_lookup() -> object:
+        ns, name, _, _ = pick_group()
+        return view.lws(ns, name).size  # type: ignore[union-attr]
+
+    def node_lookup() -> object:
+        return view.node_requested(f"node-{rng.randrange(nodes):05d}")
+
+    print(f"lookups ({samples} random each, microseconds, including the random pick):")
+    for label, call in (
+        ("pod by name", pod_lookup),
+        ("pods of a group", group_lookup),
+        ("LWS by name (+ size)", lws_lookup),
+        ("node summed requests", node_lookup),
+    ):
+        p50, p99 = timed(call, samples)
+        print(f"  {label:22s} p50 {p50:6.2f} us   p99 {p99:6.2f} us")
+
+
+if __name__ == "__main__":
+    main()
