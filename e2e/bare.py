@@ -49,6 +49,8 @@ def missing_assets(env: dict[str, str] | os._Environ[str] = os.environ) -> str |
         return f"KUBEBUILDER_ASSETS={folder} has no executable {' or '.join(absent)}"
     if shutil.which("kubectl") is None:
         return "kubectl is not on PATH"
+    if not (FIXTURES / "fleet").is_dir() or not (FIXTURES / "crds").is_dir():
+        return f"no fleet/ and crds/ in {FIXTURES} (set GUARDHOOK_FIXTURES)"
     return None
 
 
