@@ -4,6 +4,7 @@ matchConditions evaluated as CEL against captured requests, and the self-managed
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 import shutil
@@ -253,13 +254,17 @@ def test_every_policy_request_reaches_exactly_one_webhook(webhooks: list[Object]
         assert len(reaching) == 1, (request, reaching)
 
 
+@functools.cache
+def _program(expression: str) -> Any:
+    env = celpy.Environment()
+    return env.program(env.compile(expression))
+
+
 def _called(hook: Object, review: Object) -> bool:
     """Whether the API server would call `hook` for this review, by its matchConditions (CEL)."""
-    env = celpy.Environment()
     activation = {"request": celpy.json_to_cel(review["request"])}
     return all(
-        bool(env.program(env.compile(condition["expression"])).evaluate(activation))
-        for condition in hook["matchConditions"]
+        bool(_program(condition["expression"]).evaluate(activation)) for condition in hook["matchConditions"]
     )
 
 
