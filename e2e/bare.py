@@ -27,9 +27,10 @@ from typing import Any
 import requests
 import urllib3
 import yaml
-from cluster import REPO, Cluster, eventually, webhooks_answering
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+
+from cluster import REPO, Cluster, eventually, webhooks_answering
 
 FIXTURES = Path(os.environ.get("GUARDHOOK_FIXTURES", REPO.parent / "shared" / "fixtures"))
 BINARIES = ("etcd", "kube-apiserver")

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+
 from cluster import LWS_NAME_LABEL, Cluster
 
 GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"

@@ -12,10 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Server, load_review, start_server
 from cryptography import x509
 
 from guardhook.certs import CA_FILE, CERT_FILE, KEY_FILE, generate
+
+from conftest import Server, load_review, start_server
 
 NAMES = ["localhost", "127.0.0.1"]
 

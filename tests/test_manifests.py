@@ -17,11 +17,12 @@ import celpy
 import kubernetes
 import pytest
 import yaml
-from conftest import REPO, load_review
 from cryptography import x509
-from kustomize_lite import render
 
 from guardhook.config import DEFAULT_EXEMPT_USERS
+
+from conftest import REPO, load_review
+from kustomize_lite import render
 
 MANIFESTS = REPO / "manifests"
 OWN_NAMESPACE = "guardhook-system"
