@@ -17,7 +17,7 @@ from kustomize_lite import render
 
 sys.path.insert(0, str(REPO / "e2e"))
 
-from bare import missing_assets, url_client_configs  # noqa: E402
+from bare import _collection, _strip, fleet_objects, missing_assets, url_client_configs  # noqa: E402
 
 
 def test_e2e_suite_skips_every_test_with_the_reason_when_no_cluster_is_configured(tmp_path: Path) -> None:
@@ -71,3 +71,23 @@ def test_bare_mode_registers_the_manifests_webhooks_by_url() -> None:
             assert {k: v for k, v in new.items() if k != "clientConfig"} == {
                 k: v for k, v in old.items() if k != "clientConfig"
             }
+
+
+def test_bare_mode_creates_the_sample_fleet_at_the_right_rest_paths() -> None:
+    paths = {}
+    for captured in fleet_objects():
+        stripped = _strip(captured)
+        assert not {"uid", "resourceVersion", "creationTimestamp", "managedFields"} & set(
+            stripped["metadata"]
+        )
+        assert stripped["metadata"]["name"] == captured["metadata"]["name"]
+        paths[captured["kind"]] = _collection(captured)
+    assert paths == {
+        "Node": "/api/v1/nodes",
+        "LeaderWorkerSet": "/apis/leaderworkerset.x-k8s.io/v1/namespaces/serve/leaderworkersets",
+        "StatefulSet": "/apis/apps/v1/namespaces/serve/statefulsets",
+        "Pod": "/api/v1/namespaces/serve/pods",
+        "Service": "/api/v1/namespaces/serve/services",
+    }
+    kinds = [captured["kind"] for captured in fleet_objects()]
+    assert kinds.index("Node") < kinds.index("LeaderWorkerSet") < kinds.index("Pod")  # pods need their nodes
