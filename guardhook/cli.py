@@ -11,7 +11,15 @@ from pathlib import Path
 
 from guardhook import __version__
 from guardhook.app import Runtime
-from guardhook.certs import CertificateError, ca_bundle, ensure_certs, generate, service_dns_names
+from guardhook.cabundle import ManifestsError, base_webhook_configurations, self_managed_certs, write_patches
+from guardhook.certs import (
+    CertificateError,
+    CertPaths,
+    ca_bundle,
+    ensure_certs,
+    generate,
+    service_dns_names,
+)
 from guardhook.codec import ReviewError, decode, encode
 from guardhook.config import ConfigError, load_config
 from guardhook.engine import Engine
@@ -85,10 +93,19 @@ def build_parser() -> argparse.ArgumentParser:
     review.set_defaults(run=run_review)
 
     certs = commands.add_parser("certs", help="write a CA and serving certificate; print the caBundle")
-    certs.add_argument("--out", default="certs", help="folder to write ca.crt, tls.crt, tls.key into")
+    certs.add_argument(
+        "--out",
+        help="folder to write ca.crt, tls.crt, tls.key into (default certs/, or the self-managed overlay's "
+        "certs/ with --patch-manifests)",
+    )
     certs.add_argument("--service", default="guardhook", help="webhook Service name")
     certs.add_argument("--namespace", default="guardhook-system", help="webhook Service namespace")
     certs.add_argument("--dns", action="append", default=[], metavar="NAME", help="extra SAN")
+    certs.add_argument(
+        "--patch-manifests",
+        metavar="DIR",
+        help="also write the caBundle patches of the self-managed overlay of the manifests folder DIR",
+    )
     certs.set_defaults(run=run_certs)
     return parser
 
@@ -102,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return int(args.run(args) or 0)
-    except (ConfigError, ManifestError, CertificateError, SourceError) as exc:
+    except (ConfigError, ManifestError, CertificateError, SourceError, ManifestsError) as exc:
         print(f"guardhook: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
@@ -188,8 +205,17 @@ def _read_file(path: str) -> bytes:
 
 def run_certs(args: argparse.Namespace) -> int:
     names = [*service_dns_names(args.service, args.namespace), *args.dns]
-    paths = generate(args.out, names)
+    manifests = Path(args.patch_manifests) if args.patch_manifests else None
+    if manifests is not None:
+        base_webhook_configurations(manifests)  # fail before writing anything
+    out = args.out or (self_managed_certs(manifests) if manifests is not None else "certs")
+    previous = CertPaths(Path(out)).ca
+    previous_ca = previous.read_bytes() if previous.is_file() else None
+    paths = generate(out, names)
     print(f"wrote {paths.ca}, {paths.cert}, {paths.key} for {', '.join(names)}", file=sys.stderr)
+    if manifests is not None:
+        for patch in write_patches(manifests, paths, previous_ca):
+            print(f"wrote {patch}", file=sys.stderr)
     print(ca_bundle(paths))
     return 0
 

@@ -1,0 +1,90 @@
+"""What the e2e tests run against: a kubeconfig, the LWS fleet in it, and kubectl.
+
+Two ways to get one (see conftest.py): an existing cluster with guardhook installed
+(`GUARDHOOK_E2E_KUBECONFIG`, e.g. kind via e2e/run.sh), or a bare kube-apiserver + etcd from
+`KUBEBUILDER_ASSETS` with `guardhook serve` on the host (bare.py).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+E2E = Path(__file__).resolve().parent
+REPO = E2E.parent
+EVICTION_OPT_IN_LABEL = "guardhook.io/guard-evictions=true"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+
+
+class KubectlError(RuntimeError):
+    """kubectl failed where the harness needed it to succeed."""
+
+
+@dataclass
+class Cluster:
+    """A cluster with guardhook's webhooks registered and one whole LWS fleet.
+
+    `lws` has `groups` groups of `size` pods, all Ready, in `namespace` (opted in to eviction
+    guarding); its worker pods carry `worker_labels` from the worker template. `restore` puts the
+    fleet back after a test that broke a group."""
+
+    kubeconfig: Path
+    mode: str
+    namespace: str
+    lws: str
+    groups: int
+    size: int
+    worker_labels: dict[str, str]
+    restore: Callable[[], None] = field(default=lambda: None)
+
+    def kubectl(
+        self, *args: str, stdin: str | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this cluster; returns the finished process (never raises on exit code)."""
+        return subprocess.run(
+            ["kubectl", f"--kubeconfig={self.kubeconfig}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def must(self, *args: str, stdin: str | None = None, timeout: float = 60) -> str:
+        """kubectl that must succeed; returns stdout."""
+        done = self.kubectl(*args, stdin=stdin, timeout=timeout)
+        if done.returncode != 0:
+            raise KubectlError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
+        return done.stdout
+
+    def dry_run_create(self, obj: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        """`kubectl create --dry-run=server -o json` of one object in the fleet's namespace."""
+        return self.kubectl(
+            "create", "-n", self.namespace, "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(obj)
+        )
+
+    def leader(self, group: int) -> str:
+        return f"{self.lws}-{group}"
+
+    def worker(self, group: int, index: int = 1) -> str:
+        return f"{self.lws}-{group}-{index}"
+
+
+def eventually(check: Callable[[], bool], timeout: float, what: str, interval: float = 1.0) -> None:
+    """Poll `check` until it returns True; raise TimeoutError naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def webhooks_answering(cluster: Cluster) -> bool:
+    """Whether guardhook answers through the API server: a dry-run worker delete is denied."""
+    done = cluster.kubectl("delete", "pod", cluster.worker(0), "-n", cluster.namespace, "--dry-run=server")
+    return done.returncode != 0 and "[worker-delete]" in done.stderr

@@ -1,0 +1,99 @@
+"""Where the e2e suite runs, chosen once per session:
+
+1. `GUARDHOOK_E2E_KUBECONFIG=FILE`: a cluster where guardhook is installed from manifests/ and the
+   LWS controller runs (e2e/run.sh sets one up on kind). The suite creates e2e/fleet.yaml there.
+2. `KUBEBUILDER_ASSETS=DIR` holding `kube-apiserver` and `etcd`: bare API server mode (bare.py).
+3. Neither: every test is skipped, with the reason, before anything slow happens.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bare import bare_cluster, missing_assets  # noqa: E402
+from cluster import E2E, LWS_NAME_LABEL, Cluster, eventually, webhooks_answering  # noqa: E402
+
+KUBECONFIG_ENV = "GUARDHOOK_E2E_KUBECONFIG"
+FLEET = E2E / "fleet.yaml"
+
+
+def no_cluster_reason() -> str | None:
+    """Why the suite must skip, or None when a cluster (or bare mode) is configured."""
+    if os.environ.get(KUBECONFIG_ENV):
+        if shutil.which("kubectl") is None:
+            return "kubectl is not on PATH"
+        return None
+    bare = missing_assets()
+    if bare is None:
+        return None
+    return (
+        f"no cluster: set {KUBECONFIG_ENV} (see e2e/run.sh) or KUBEBUILDER_ASSETS for bare API server "
+        f"mode ({bare})"
+    )
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    reason = no_cluster_reason()
+    if reason:
+        pytest.skip(reason)
+    if os.environ.get(KUBECONFIG_ENV):
+        yield from _existing_cluster(Path(os.environ[KUBECONFIG_ENV]))
+    else:
+        with bare_cluster() as running:
+            yield running
+
+
+def _existing_cluster(kubeconfig: Path) -> Iterator[Cluster]:
+    cluster = Cluster(
+        kubeconfig=kubeconfig,
+        mode="cluster",
+        namespace="guardhook-e2e",
+        lws="e2e",
+        groups=2,
+        size=2,
+        worker_labels={"app": "e2e"},
+    )
+    if cluster.kubectl("get", "crd", "leaderworkersets.leaderworkerset.x-k8s.io").returncode != 0:
+        pytest.skip("the cluster has no LeaderWorkerSet CRD (e2e/run.sh installs it)")
+    cluster.restore = lambda: _wait_whole(cluster)
+    cluster.must("apply", "-f", str(FLEET))
+    _wait_whole(cluster)
+    eventually(lambda: webhooks_answering(cluster), 120, "guardhook to answer through the API server")
+    yield cluster
+    cluster.kubectl("delete", "-f", str(FLEET), "--wait=false")
+
+
+def _wait_whole(cluster: Cluster) -> None:
+    """Wait until the LWS controller has every pod of every group Ready."""
+    selector = f"{LWS_NAME_LABEL}={cluster.lws}"
+
+    def whole() -> bool:
+        done = cluster.kubectl(
+            "get",
+            "pods",
+            "-n",
+            cluster.namespace,
+            "-l",
+            selector,
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.deletionTimestamp}|"
+            "{.status.conditions[?(@.type=='Ready')].status}{'\\n'}{end}",
+        )
+        rows = [row for row in done.stdout.splitlines() if row]
+        return len(rows) == cluster.groups * cluster.size and all(row == "|True" for row in rows)
+
+    eventually(whole, 300, f"{cluster.groups} whole groups of LWS {cluster.lws}", interval=2)
+
+
+def pytest_report_header() -> list[str]:
+    reason = no_cluster_reason()
+    return [f"guardhook e2e: {reason or 'cluster configured'}"]

@@ -1,0 +1,52 @@
+"""`guardhook certs` and the caBundle patches, in-process (the subprocess runs are in test_manifests)."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from cryptography import x509
+
+from guardhook.cabundle import bundle_with_previous, ca_bundle_ops
+from guardhook.certs import generate
+from guardhook.cli import main
+
+from conftest import REPO
+
+
+def test_certs_without_flags_writes_certs_folder_and_prints_the_bundle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["certs"]) == 0
+    ca = (tmp_path / "certs" / "ca.crt").read_bytes()
+    assert capsys.readouterr().out.strip() == base64.b64encode(ca).decode()
+    assert not (tmp_path / "overlays").exists()
+
+
+def test_patch_manifests_honours_an_explicit_out_folder(tmp_path: Path) -> None:
+    manifests = tmp_path / "manifests"
+    shutil.copytree(REPO / "manifests", manifests, ignore=shutil.ignore_patterns("certs", "ca-bundle.*.yaml"))
+    out = tmp_path / "elsewhere"
+    assert main(["certs", "--patch-manifests", str(manifests), "--out", str(out), "--namespace", "gh"]) == 0
+    ca = x509.load_pem_x509_certificate((out / "ca.crt").read_bytes())
+    assert not (manifests / "overlays" / "self-managed" / "certs").exists()
+    ops = yaml.safe_load((manifests / "overlays" / "self-managed" / "ca-bundle.mutating.yaml").read_text())
+    assert ops == ca_bundle_ops((out / "ca.crt").read_bytes(), 1)
+    assert x509.load_pem_x509_certificates(base64.b64decode(ops[0]["value"])) == [ca]
+    serving = x509.load_pem_x509_certificate((out / "tls.crt").read_bytes())
+    sans = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "guardhook.gh.svc" in sans.get_values_for_type(x509.DNSName)
+
+
+def test_bundle_keeps_only_the_newest_previous_ca(tmp_path: Path) -> None:
+    cas = [generate(tmp_path / str(i), ["x"]).ca.read_bytes() for i in range(3)]
+    assert bundle_with_previous(cas[0], None) == cas[0]
+    assert bundle_with_previous(cas[0], cas[0]) == cas[0]
+    two = bundle_with_previous(cas[1], cas[0])
+    three = bundle_with_previous(cas[2], two)  # the bundle grows by one CA, never more
+    loaded = x509.load_pem_x509_certificates(three)
+    assert loaded == [x509.load_pem_x509_certificate(cas[2]), x509.load_pem_x509_certificate(cas[1])]

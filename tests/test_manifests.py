@@ -1,0 +1,488 @@
+"""`manifests/` renders (kustomize) to a safe install: field assertions on every object, the
+matchConditions evaluated as CEL against captured requests, and the self-managed caBundle patch."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import celpy
+import kubernetes
+import pytest
+import yaml
+from cryptography import x509
+
+from guardhook.config import DEFAULT_EXEMPT_USERS
+
+from conftest import REPO, load_review
+from kustomize_lite import render
+
+MANIFESTS = REPO / "manifests"
+OWN_NAMESPACE = "guardhook-system"
+EXCLUDED_NAMESPACES = {"kube-system", "kube-node-lease", OWN_NAMESPACE}
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection", "escalate", "bind", "impersonate"}
+EVICTION_OPT_IN = ("guardhook.io/guard-evictions", "true")
+
+Object = dict[str, Any]
+
+
+def by_kind(objects: list[Object], kind: str) -> list[Object]:
+    return [obj for obj in objects if obj["kind"] == kind]
+
+
+def one(objects: list[Object], kind: str, name: str | None = None) -> Object:
+    found = [obj for obj in by_kind(objects, kind) if name is None or obj["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def default_install() -> list[Object]:
+    return render(MANIFESTS)
+
+
+@pytest.fixture(scope="module")
+def webhooks(default_install: list[Object]) -> list[Object]:
+    hooks = []
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        for config in by_kind(default_install, kind):
+            hooks += [{**hook, "_kind": kind} for hook in config["webhooks"]]
+    return hooks
+
+
+def canonical(objects: list[Any]) -> list[str]:
+    """Objects as sorted JSON, Secret data decoded (kustomize wraps base64 at 76 columns)."""
+    out = []
+    for obj in objects:
+        if obj and obj["kind"] == "Secret":
+            obj = {**obj, "data": {k: base64.b64decode(v).decode() for k, v in obj["data"].items()}}
+        if obj:
+            out.append(json.dumps(obj, sort_keys=True))
+    return sorted(out)
+
+
+def rules_of(hook: Object) -> set[tuple[str, str, str, str]]:
+    """(group, version, resource, operation) for every rule of a webhook."""
+    return {
+        (group, version, resource, operation)
+        for rule in hook["rules"]
+        for group in rule["apiGroups"]
+        for version in rule["apiVersions"]
+        for resource in rule["resources"]
+        for operation in rule["operations"]
+    }
+
+
+# kubectl kustomize, when kubectl is installed, must agree with the subset renderer.
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@pytest.mark.parametrize("folder", [".", "base", "overlays/cert-manager"])
+def test_kubectl_kustomize_renders_the_same_objects(folder: str) -> None:
+    printed = subprocess.run(
+        ["kubectl", "kustomize", str(MANIFESTS / folder)], capture_output=True, text=True, timeout=60
+    )
+    assert printed.returncode == 0, printed.stderr
+    assert canonical(render(MANIFESTS / folder)) == canonical(list(yaml.safe_load_all(printed.stdout)))
+
+
+class _Body:
+    """What ApiClient.deserialize reads before kubernetes 37: a response with JSON `data`."""
+
+    def __init__(self, obj: Object) -> None:
+        self.data = json.dumps(obj)
+
+
+def to_model(api: kubernetes.client.ApiClient, obj: Object, model: str) -> Any:
+    """`obj` as the kubernetes client's model class `model` (e.g. "V1Service")."""
+    try:
+        return api.deserialize(json.dumps(obj), model, "application/json")
+    except (AttributeError, TypeError):
+        return api.deserialize(_Body(obj), model)
+
+
+def test_built_in_objects_match_the_kubernetes_api_schema(default_install: list[Object]) -> None:
+    # Deserialising into the kubernetes client's models checks types and required fields; a field
+    # the API does not know (a typo) is dropped, so the round trip would differ.
+    api = kubernetes.client.ApiClient()
+    checked = 0
+    for obj in default_install:
+        if obj["apiVersion"].startswith("cert-manager.io/"):
+            continue
+        model = to_model(api, obj, "V1" + obj["kind"])
+        assert api.sanitize_for_serialization(model) == obj, obj["kind"]
+        checked += 1
+    assert checked >= 11
+    typo = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}, "spec": {"selektor": {}}}
+    assert api.sanitize_for_serialization(to_model(api, typo, "V1Service")) != typo
+
+
+def test_default_install_holds_every_piece(default_install: list[Object]) -> None:
+    kinds = {obj["kind"] for obj in default_install}
+    assert {
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+        "PodDisruptionBudget",
+        "Service",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+        "Certificate",
+        "Issuer",
+    } <= kinds
+    for obj in default_install:
+        assert obj["apiVersion"] and obj["metadata"]["name"]
+        if (
+            obj["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding")
+            and "Webhook" not in obj["kind"]
+        ):
+            assert obj["metadata"]["namespace"] == OWN_NAMESPACE, obj["metadata"]
+
+
+def test_every_webhook_has_its_own_failure_policy_timeout_and_side_effects(webhooks: list[Object]) -> None:
+    assert len(webhooks) >= 8
+    assert len({hook["name"] for hook in webhooks}) == len(webhooks)
+    for hook in webhooks:
+        assert hook["failurePolicy"] in ("Fail", "Ignore"), hook["name"]
+        assert 1 <= hook["timeoutSeconds"] <= 30, hook["name"]
+        assert hook["sideEffects"] in ("None", "NoneOnDryRun"), hook["name"]
+        assert hook["matchPolicy"] == "Equivalent", hook["name"]
+        assert "v1" in hook["admissionReviewVersions"]
+        service = hook["clientConfig"]["service"]
+        assert (service["name"], service["namespace"], service["port"]) == ("guardhook", OWN_NAMESPACE, 443)
+        expected_path = "/mutate" if hook["_kind"].startswith("Mutating") else "/validate"
+        assert service["path"] == expected_path
+
+
+def test_every_webhook_entry_documents_why_its_failure_policy(default_install: list[Object]) -> None:
+    for file in ("validating-webhook.yaml", "mutating-webhook.yaml"):
+        lines = (MANIFESTS / "base" / file).read_text().splitlines()
+        entries = [i for i, line in enumerate(lines) if re.match(r"  - name: ", line)]
+        assert entries
+        for index in entries:
+            comment = []
+            back = index - 1
+            while lines[back].lstrip().startswith("#"):
+                comment.append(lines[back])
+                back -= 1
+            assert "Down:" in " ".join(comment), f"{file}: {lines[index]} lacks a why-comment"
+
+
+def test_namespace_selector_excludes_system_and_own_namespaces(webhooks: list[Object]) -> None:
+    for hook in webhooks:
+        expressions = hook["namespaceSelector"]["matchExpressions"]
+        excluded = next(
+            set(e["values"])
+            for e in expressions
+            if e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "NotIn"
+        )
+        assert excluded >= EXCLUDED_NAMESPACES, hook["name"]
+
+
+def test_eviction_webhook_is_opt_in_by_namespace_label_and_records_only_off_dry_run(
+    webhooks: list[Object],
+) -> None:
+    evictions = [hook for hook in webhooks if ("", "v1", "pods/eviction", "CREATE") in rules_of(hook)]
+    assert len(evictions) == 1
+    hook = evictions[0]
+    key, value = EVICTION_OPT_IN
+    assert {"key": key, "operator": "In", "values": [value]} in hook["namespaceSelector"]["matchExpressions"]
+    assert hook["sideEffects"] == "NoneOnDryRun"
+    assert hook["failurePolicy"] == "Fail"
+    others = [h for h in webhooks if h is not hook]
+    assert all(h["sideEffects"] == "None" for h in others)
+    assert all(h["failurePolicy"] == "Ignore" for h in others)  # only the opt-in scope fails closed
+
+
+def test_no_object_selector_on_subresource_rules(webhooks: list[Object]) -> None:
+    for hook in webhooks:
+        if any("/" in resource for _, _, resource, _ in rules_of(hook)):
+            assert "objectSelector" not in hook, hook["name"]
+    selected = {hook["name"] for hook in webhooks if "objectSelector" in hook}
+    assert selected == {"worker-delete.guardhook.io", "pod-counted-scaler-statefulsets.guardhook.io"}
+
+
+def test_services_are_mutated_with_reinvocation_if_needed(webhooks: list[Object]) -> None:
+    services = [hook for hook in webhooks if any(r[2] == "services" for r in rules_of(hook))]
+    assert len(services) == 1
+    assert services[0]["_kind"] == "MutatingWebhookConfiguration"
+    assert services[0]["reinvocationPolicy"] == "IfNeeded"
+    assert rules_of(services[0]) == {("", "v1", "services", "CREATE"), ("", "v1", "services", "UPDATE")}
+
+
+def test_hpa_is_registered_as_autoscaling_v2_only(webhooks: list[Object]) -> None:
+    hpa = {rule for hook in webhooks for rule in rules_of(hook) if rule[2] == "horizontalpodautoscalers"}
+    assert hpa == {
+        ("autoscaling", "v2", "horizontalpodautoscalers", "CREATE"),
+        ("autoscaling", "v2", "horizontalpodautoscalers", "UPDATE"),
+    }
+
+
+# design.md §2: the requests each policy sees, each reaching exactly one webhook entry (a request
+# reaching two entries would be judged twice by /validate).
+POLICY_REQUESTS = {
+    "worker-delete": [("", "v1", "pods", "DELETE")],
+    "group-eviction": [("", "v1", "pods/eviction", "CREATE")],
+    "leader-service": [("", "v1", "services", "CREATE"), ("", "v1", "services", "UPDATE")],
+    "group-pdb": [("policy", "v1", "poddisruptionbudgets", op) for op in ("CREATE", "UPDATE")],
+    "pod-counted-scaler": [
+        ("autoscaling", "v2", "horizontalpodautoscalers", "CREATE"),
+        ("keda.sh", "v1alpha1", "scaledobjects", "CREATE"),
+        ("apps", "v1", "statefulsets", "UPDATE"),
+        ("apps", "v1", "statefulsets/scale", "UPDATE"),
+    ],
+    "group-capacity": [
+        ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "CREATE"),
+        ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "UPDATE"),
+        ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets/scale", "UPDATE"),
+    ],
+}
+
+
+@pytest.mark.parametrize("policy", sorted(POLICY_REQUESTS))
+def test_every_policy_request_reaches_exactly_one_webhook(webhooks: list[Object], policy: str) -> None:
+    for request in POLICY_REQUESTS[policy]:
+        reaching = [hook["name"] for hook in webhooks if request in rules_of(hook)]
+        assert len(reaching) == 1, (request, reaching)
+
+
+@functools.cache
+def _program(expression: str) -> Any:
+    env = celpy.Environment()
+    return env.program(env.compile(expression))
+
+
+def _called(hook: Object, review: Object) -> bool:
+    """Whether the API server would call `hook` for this review, by its matchConditions (CEL)."""
+    activation = {"request": celpy.json_to_cel(review["request"])}
+    return all(
+        bool(_program(condition["expression"]).evaluate(activation)) for condition in hook["matchConditions"]
+    )
+
+
+def _as_user(username: str) -> Object:
+    review = load_review("s01-worker-delete.validating")
+    review["request"]["userInfo"] = {"username": username, "groups": ["system:authenticated"]}
+    return review
+
+
+@pytest.mark.parametrize(
+    ("review", "called"),
+    [
+        ("s01-worker-delete.validating", True),  # kubernetes-admin
+        ("s03-worker-delete-gc.validating", False),  # the garbage collector
+        ("s04-worker-delete-lws-controller.validating", False),  # the LWS controller
+    ],
+)
+def test_match_conditions_skip_exempt_identities_of_captured_requests(
+    webhooks: list[Object], review: str, called: bool
+) -> None:
+    for hook in webhooks:
+        assert _called(hook, load_review(review)) is called, hook["name"]
+
+
+def test_match_conditions_skip_every_default_exempt_user(webhooks: list[Object]) -> None:
+    samples = [pattern.replace("*", "any-x") for pattern in DEFAULT_EXEMPT_USERS]
+    samples += ["system:serviceaccount:lws:lws-release-lws-controller-manager", "system:node:gpu-node-03"]
+    non_exempt = [
+        "kubernetes-admin",
+        "system:serviceaccount:kube-system:deployment-controller",
+        "system:serviceaccount:team:lws-controller-manager-helper",
+        "system:nodes",
+    ]
+    for hook in webhooks:
+        assert not any(_called(hook, _as_user(user)) for user in samples), hook["name"]
+        assert all(_called(hook, _as_user(user)) for user in non_exempt), hook["name"]
+
+
+def test_base_cluster_role_only_reads_what_the_view_needs(default_install: list[Object]) -> None:
+    role = one(default_install, "ClusterRole")
+    granted = set()
+    for rule in role["rules"]:
+        assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
+        assert set(rule["verbs"]) == {"get", "list", "watch"}
+        granted |= {(group, resource) for group in rule["apiGroups"] for resource in rule["resources"]}
+    assert granted == {
+        ("", "pods"),
+        ("", "nodes"),
+        ("", "services"),
+        ("apps", "statefulsets"),
+        ("policy", "poddisruptionbudgets"),
+        ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+    }
+    binding = one(default_install, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "guardhook", "namespace": OWN_NAMESPACE}
+    ]
+
+
+def test_lease_writes_are_confined_to_its_own_namespace(default_install: list[Object]) -> None:
+    role = one(default_install, "Role")
+    assert role["metadata"]["namespace"] == OWN_NAMESPACE
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}
+    ]
+    assert one(default_install, "RoleBinding")["metadata"]["namespace"] == OWN_NAMESPACE
+
+
+def test_deployment_is_replicated_spread_probed_and_locked_down(default_install: list[Object]) -> None:
+    deployment = one(default_install, "Deployment")
+    assert deployment["spec"]["replicas"] >= 2
+    pod = deployment["spec"]["template"]["spec"]
+    anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert anti[0]["topologyKey"] == "kubernetes.io/hostname"
+    assert anti[0]["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    assert pod["priorityClassName"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (container,) = pod["containers"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["lifecycle"]["preStop"]["exec"]["command"][0] == "sleep"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["args"][0] == "serve" and "--cert-dir=/certs" in container["args"]
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/certs")
+    assert "subPath" not in mount  # a subPath mount never sees a rotated secret
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == "guardhook-tls"
+    assert pod["terminationGracePeriodSeconds"] > int(container["lifecycle"]["preStop"]["exec"]["command"][1])
+
+
+def test_own_pdb_and_service_select_the_deployment_pods(default_install: list[Object]) -> None:
+    labels = one(default_install, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    pdb = one(default_install, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    service = one(default_install, "Service")
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert service["spec"]["ports"] == [
+        {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}
+    ]
+
+
+def test_cert_manager_overlay_injects_the_ca_and_issues_the_mounted_secret(
+    default_install: list[Object],
+) -> None:
+    serving = one(default_install, "Certificate", "guardhook-serving")
+    assert serving["spec"]["secretName"] == "guardhook-tls"
+    assert "guardhook.guardhook-system.svc" in serving["spec"]["dnsNames"]
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        annotations = one(default_install, kind)["metadata"]["annotations"]
+        assert annotations["cert-manager.io/inject-ca-from"] == "guardhook-system/guardhook-serving"
+
+
+def test_pdb_sync_component_adds_writes_and_the_flag_only(tmp_path: Path) -> None:
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [str(MANIFESTS / "overlays" / "cert-manager")],
+                "components": [str(MANIFESTS / "components" / "pdb-sync")],
+            }
+        )
+    )
+    objects = render(overlay)
+    writer = one(objects, "ClusterRole", "guardhook-pdb-sync")
+    assert writer["rules"] == [
+        {
+            "apiGroups": ["policy"],
+            "resources": ["poddisruptionbudgets"],
+            "verbs": ["create", "update", "delete"],
+        }
+    ]
+    election = one(objects, "Role", "guardhook-pdb-sync-leader-election")
+    assert election["metadata"]["namespace"] == OWN_NAMESPACE
+    assert (
+        "--sync-group-pdbs" in one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    )
+    assert not any(obj["metadata"]["name"] == "guardhook-pdb-sync" for obj in render(MANIFESTS))
+
+
+def _certs(manifests: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "guardhook", "certs", "--patch-manifests", str(manifests), *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _bundle_certs(bundle_b64: str) -> list[x509.Certificate]:
+    return x509.load_pem_x509_certificates(base64.b64decode(bundle_b64))
+
+
+def test_self_managed_overlay_gets_secret_and_ca_bundle_from_guardhook_certs(tmp_path: Path) -> None:
+    manifests = tmp_path / "manifests"
+    shutil.copytree(MANIFESTS, manifests, ignore=shutil.ignore_patterns("certs", "ca-bundle.*.yaml"))
+    done = _certs(manifests)
+    assert done.returncode == 0, done.stderr
+    certs = manifests / "overlays" / "self-managed" / "certs"
+    ca_pem = (certs / "ca.crt").read_bytes()
+    assert done.stdout.strip() == base64.b64encode(ca_pem).decode()
+
+    objects = render(manifests / "overlays" / "self-managed")
+    secret = one(objects, "Secret", "guardhook-tls")
+    assert secret["type"] == "kubernetes.io/tls"
+    assert base64.b64decode(secret["data"]["tls.crt"]) == (certs / "tls.crt").read_bytes()
+    assert set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key"}
+    serving = x509.load_pem_x509_certificate((certs / "tls.crt").read_bytes())
+    sans = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "guardhook.guardhook-system.svc" in sans.get_values_for_type(x509.DNSName)
+    ca = x509.load_pem_x509_certificate(ca_pem)
+    hooks = [
+        h
+        for kind in ("Validating", "Mutating")
+        for h in one(objects, kind + "WebhookConfiguration")["webhooks"]
+    ]
+    assert len(hooks) >= 8
+    for hook in hooks:
+        assert _bundle_certs(hook["clientConfig"]["caBundle"]) == [ca]
+        serving.verify_directly_issued_by(ca)
+    assert not by_kind(objects, "Certificate")
+
+    if shutil.which("kubectl"):
+        printed = subprocess.run(
+            ["kubectl", "kustomize", str(manifests / "overlays" / "self-managed")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert printed.returncode == 0, printed.stderr
+        assert canonical(list(yaml.safe_load_all(printed.stdout))) == canonical(objects)
+
+
+def test_rotating_self_managed_certs_trusts_old_and_new_ca_during_the_switch(tmp_path: Path) -> None:
+    manifests = tmp_path / "manifests"
+    shutil.copytree(MANIFESTS, manifests, ignore=shutil.ignore_patterns("certs", "ca-bundle.*.yaml"))
+    assert _certs(manifests).returncode == 0
+    certs = manifests / "overlays" / "self-managed" / "certs"
+    old_ca = x509.load_pem_x509_certificate((certs / "ca.crt").read_bytes())
+    assert _certs(manifests).returncode == 0
+    new_ca = x509.load_pem_x509_certificate((certs / "ca.crt").read_bytes())
+    assert new_ca != old_ca
+    patch = yaml.safe_load(
+        (manifests / "overlays" / "self-managed" / "ca-bundle.validating.yaml").read_text()
+    )
+    assert {op["path"] for op in patch} == {f"/webhooks/{i}/clientConfig/caBundle" for i in range(len(patch))}
+    assert all(_bundle_certs(op["value"]) == [new_ca, old_ca] for op in patch)
+
+
+def test_patch_manifests_refuses_a_folder_without_webhook_configurations(tmp_path: Path) -> None:
+    done = _certs(tmp_path)
+    assert done.returncode == 2
+    assert "no webhook configurations" in done.stderr
+    assert not (tmp_path / "overlays").exists()  # nothing written
