@@ -127,12 +127,12 @@ def _startup(lws: LeaderWorkerSet, weight_load_seconds: int) -> list[str]:
     findings: list[str] = []
     templates = [("leader", lws.leader_template), ("worker", lws.worker_template)]
     if lws.template.get("leaderTemplate") is None:
-        templates = [("pod", lws.worker_template)]
+        templates = [("leader and worker", lws.worker_template)]
     for role, template in templates:
         for container in _containers(template):
             if container.get("startupProbe"):
                 continue
-            for kind, effect in (("livenessProbe", "restarts it"), ("readinessProbe", "fails it")):
+            for kind, effect in (("livenessProbe", "restarting it"), ("readinessProbe", "marking it unready")):
                 probe = as_dict(container.get(kind))
                 if not probe:
                     continue
@@ -140,7 +140,7 @@ def _startup(lws: LeaderWorkerSet, weight_load_seconds: int) -> list[str]:
                 if window < weight_load_seconds:
                     findings.append(
                         f"{role} container {container.get('name', '?')} has a {kind} and no startupProbe: "
-                        f"it {effect} after {window}s, before a multi-minute weight load is done "
+                        f"it gives up after {window}s ({effect}), less than a multi-minute weight load "
                         f"(weightLoadSeconds {weight_load_seconds}); add a startupProbe"
                     )
                     break
