@@ -30,6 +30,8 @@ from guardhook.model import as_dict, as_list
 from guardhook.policies.base import ALLOW, Judgement, Policy, PolicyContext, Violation, target
 
 DEFAULT_WEIGHT_LOAD_SECONDS = 300
+# What a probe that gives up does to a container that is still loading weights.
+PROBE_EFFECTS = (("livenessProbe", "restarting it"), ("readinessProbe", "marking it unready"))
 
 
 class GroupSpec(Policy):
@@ -132,7 +134,7 @@ def _startup(lws: LeaderWorkerSet, weight_load_seconds: int) -> list[str]:
         for container in _containers(template):
             if container.get("startupProbe"):
                 continue
-            for kind, effect in (("livenessProbe", "restarting it"), ("readinessProbe", "marking it unready")):
+            for kind, effect in PROBE_EFFECTS:
                 probe = as_dict(container.get(kind))
                 if not probe:
                     continue
