@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import Server, expected_answers, load_review
 
 from guardhook.config import build_config
 from guardhook.engine import Engine
@@ -20,6 +19,8 @@ from guardhook.policies import REGISTRY
 from guardhook.policies.base import ALLOW, Judgement, Policy, PolicyContext, Violation, target
 from guardhook.view.static import embedded_fleet_view
 from guardhook.wire import AdmissionResponse
+
+from conftest import Server, expected_answers, load_review
 
 VALIDATING = ("Deny", "Warn", "Audit")
 EXPECTED = expected_answers()

@@ -14,7 +14,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
-from conftest import FIXTURES
 
 from guardhook import listing
 from guardhook.audit import audit, policy_reports
@@ -22,6 +21,8 @@ from guardhook.cli import main
 from guardhook.config import default_config
 from guardhook.scan import Located
 from guardhook.view.manifests import load_paths
+
+from conftest import FIXTURES
 
 LINT_LWS = Path(__file__).parent / "manifests" / "lint" / "lws.yaml"
 

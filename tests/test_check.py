@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO
 
 from guardhook.check import check
 from guardhook.cli import main
@@ -19,6 +18,8 @@ from guardhook.config import default_config
 from guardhook.policies import REGISTRY
 from guardhook.policies.base import Judgement, Policy, PolicyContext, Violation, target
 from guardhook.policies.group_spec import POLICY as GROUP_SPEC
+
+from conftest import FIXTURES, REPO
 
 MANIFESTS = "tests/manifests"
 HAS_GROUP_PDB = any(p.id == "group-pdb" for p in REGISTRY)
@@ -69,6 +70,10 @@ def test_lws_with_per_group_integer_pdbs_exits_0_with_nothing_printed(
     code, lines, err = run(capsys, f"{MANIFESTS}/per-group-pdb")
     assert (code, lines) == (0, [])
     assert "4 objects, 0 findings, 0 denied" in err
+    with_nodes = run(
+        capsys, "--cluster-state", str(FIXTURES / "fleet" / "nodes.yaml"), f"{MANIFESTS}/per-group-pdb"
+    )
+    assert with_nodes[:2] == (0, [])  # three 4x8-GPU groups fit on 20 empty GPU nodes
 
 
 def test_lint_findings_are_printed_but_do_not_fail(capsys: pytest.CaptureFixture[str]) -> None:

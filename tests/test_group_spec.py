@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import load_review
 
 from guardhook.engine import Engine
 from guardhook.lws import LeaderWorkerSet
 from guardhook.policies.group_spec import lint, scaled
 from guardhook.view.static import embedded_fleet_view
+
+from conftest import load_review
 
 CLEAN = yaml.safe_load((Path(__file__).parent / "manifests" / "per-group-pdb" / "lws.yaml").read_text())
 

@@ -7,9 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import yaml
-from conftest import Server
 from prometheus_client.parser import text_string_to_metric_families
 from test_audit import degraded_fleet
+
+from conftest import Server
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
