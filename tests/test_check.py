@@ -196,3 +196,29 @@ def test_skip_note_is_printed_once(capsys: pytest.CaptureFixture[str]) -> None:
         pytest.skip("policy group-capacity is not registered in this build")
     code, _, err = run(capsys, f"{MANIFESTS}/lint", f"{MANIFESTS}/per-group-pdb")
     assert err.count("group-capacity skipped") == 1
+
+
+def test_enforcement_audit_passes_what_deny_would_fail(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "deny.yaml"
+    config.write_text("policies: {group-spec: {actions: [Deny]}}\n")
+    code, lines, _ = run(capsys, "--config", str(config), "--enforcement", "audit", f"{MANIFESTS}/lint")
+    assert code == 0
+    assert [line.split(" [")[0] for line in lines] == [
+        f"{MANIFESTS}/lint/lws.yaml: LeaderWorkerSet default/lax: Audit"
+    ]
+
+
+@pytest.mark.skipif(
+    not any(p.id == "leader-service" for p in REGISTRY),
+    reason="policy leader-service is not registered in this build",
+)
+def test_a_mutation_is_reported_and_the_patched_object_is_validated(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, lines, _ = run(capsys, f"{MANIFESTS}/service")
+    assert code == 0
+    assert [line.split(" [")[0] for line in lines] == [
+        f"{MANIFESTS}/service/service.yaml: Service serve/llm: Mutate"
+    ]
