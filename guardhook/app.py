@@ -15,7 +15,7 @@ from flask import Flask, Response, request
 
 from guardhook.codec import MAX_BODY_BYTES, ReviewError, decode, encode
 from guardhook.engine import Endpoint, Engine
-from guardhook.metrics import CONTENT_TYPE, Metrics
+from guardhook.metrics import CONTENT_TYPE, GroupCollector, Metrics
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +28,7 @@ class Runtime:
         self.engine = engine
         self.metrics = metrics or Metrics()
         self.collectors: list[Callable[[Runtime], None]] = []
+        self.metrics.registry.register(GroupCollector(lambda: self.engine.view))
 
     @property
     def ready(self) -> bool:

@@ -9,6 +9,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import urllib3
+import yaml
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config import ConfigException
+
 from guardhook import __version__
 from guardhook.app import Runtime
 from guardhook.cabundle import ManifestsError, base_webhook_configurations, self_managed_certs, write_patches
@@ -23,13 +29,17 @@ from guardhook.certs import (
 from guardhook.codec import ReviewError, decode, encode
 from guardhook.config import ConfigError, load_config
 from guardhook.engine import Engine
+from guardhook.kube import api_client
 from guardhook.ledger import open_ledger
+from guardhook.listing import list_cluster
 from guardhook.review import review_both
+from guardhook.scan import Located
 from guardhook.server import ServeOptions, WebhookServer
-from guardhook.sources import Source, choose_source, in_cluster, in_cluster_namespace, static_view
+from guardhook.sources import EMBEDDED, Source, choose_source, in_cluster, in_cluster_namespace, static_view
 from guardhook.view.kube_transport import live_view, snapshot_view
 from guardhook.view.live import LiveView
-from guardhook.view.manifests import ManifestError
+from guardhook.view.manifests import ManifestError, load_paths
+from guardhook.view.static import embedded_fleet_objects
 from guardhook.view.store import ClusterView
 
 log = logging.getLogger("guardhook")
@@ -92,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_view_flags(review)
     review.set_defaults(run=run_review)
 
+    add_check_parser(commands)
+    add_audit_parser(commands)
+
     certs = commands.add_parser("certs", help="write a CA and serving certificate; print the caBundle")
     certs.add_argument(
         "--out",
@@ -108,6 +121,98 @@ def build_parser() -> argparse.ArgumentParser:
     )
     certs.set_defaults(run=run_certs)
     return parser
+
+
+def add_check_parser(commands: argparse._SubParsersAction) -> None:
+    check = commands.add_parser("check", help="offline CI check of manifests (judged as CREATEs)")
+    check.add_argument("paths", nargs="+", metavar="PATH", help="manifest files or folders, - for stdin")
+    check.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    check.add_argument(
+        "--cluster-state",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="extra objects for the view, e.g. Nodes (enables group-capacity) (repeatable)",
+    )
+    check.add_argument("--config", help="policy configuration (YAML)")
+    check.add_argument(
+        "--enforcement", choices=("deny", "audit"), default="deny", help="audit: turn every Deny into Audit"
+    )
+    check.set_defaults(run=run_check)
+
+
+def add_audit_parser(commands: argparse._SubParsersAction) -> None:
+    audit = commands.add_parser("audit", help="judge a cluster's existing objects; report groups per LWS")
+    audit.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    audit.add_argument(
+        "--write-reports", action="store_true", help="write wgpolicyk8s.io PolicyReports into the cluster"
+    )
+    audit.add_argument("--reports-file", metavar="PATH", help="write the PolicyReports as YAML to PATH")
+    add_view_flags(audit)
+    audit.set_defaults(run=run_audit)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from guardhook import check
+
+    config = load_config(args.config, args.enforcement)
+    result = check.check(args.paths, config, args.cluster_state)
+    if args.format == "json":
+        check.render_json(result, sys.stdout)
+    else:
+        check.render_text(result, sys.stdout, sys.stderr)
+    return result.exit_code
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    from guardhook import audit
+
+    config = load_config(args.config, args.enforcement)
+    source = choose_source(args.cluster_state, args.kubeconfig)
+    objects, notes = _audit_objects(source)
+    result = audit.audit(objects, config, notes=notes)
+    if args.format == "json":
+        audit.render_json(result, sys.stdout)
+    else:
+        audit.render_text(result, sys.stdout)
+    reports = audit.policy_reports(result)
+    if args.reports_file:
+        _write_text(args.reports_file, yaml.safe_dump_all(reports, sort_keys=False))
+    if args.write_reports:
+        if not source.live:
+            raise SourceError("--write-reports needs a live cluster; use --reports-file PATH offline")
+        try:
+            audit.write_reports(_live_client(source), reports)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise SourceError(f"cannot write PolicyReports to {source.describe()}: {exc}") from exc
+    return 0
+
+
+def _audit_objects(source: Source) -> tuple[list[Located], list[str]]:
+    if not source.live:
+        if source.kind == EMBEDDED:
+            log.warning("no cluster configured: auditing the bundled sample fleet")
+            return [Located("sample fleet", obj) for obj in embedded_fleet_objects()], []
+        return [Located(m.source, m.obj) for m in load_paths(source.paths)], []
+    try:
+        listed = list_cluster(_live_client(source))
+    except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+        raise SourceError(f"cannot list objects from {source.describe()}: {exc}") from exc
+    return [Located("cluster", obj) for obj in listed.objects], listed.notes
+
+
+def _live_client(source: Source) -> ApiClient:
+    try:
+        return api_client(source)
+    except (ConfigException, OSError, ValueError) as exc:
+        raise SourceError(f"cannot use {source.describe()}: {exc}") from exc
+
+
+def _write_text(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise SourceError(f"cannot write {path}: {exc}") from exc
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -115,7 +115,7 @@ def build_config(raw: Any, policies: Iterable[Policy] | None = None) -> Config:
     registry = {p.id: p for p in policies}
     doc = _mapping(raw, "config")
     _reject_unknown(doc, {"policies", "exemptions", "clusterView"}, "")
-    policy_docs = _mapping(doc.get("policies", {}), "policies")
+    policy_docs = _mapping(doc.get("policies") or {}, "policies")
     _reject_unknown(policy_docs, set(registry), "policies.")
     settings = {pid: _policy_settings(p, policy_docs.get(pid)) for pid, p in registry.items()}
     return Config(

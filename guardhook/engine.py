@@ -36,12 +36,14 @@ Endpoint = Literal["validate", "mutate"]
 class Decision:
     """What one policy did to one request, for metrics and reports.
 
-    `outcome` is "allowed" (no violation), "denied", "warned", "audited", "mutated" or "error".
+    `outcome` is "allowed" (no violation), "denied", "warned", "audited", "mutated" or "error";
+    `action` is the enforcement action taken (Deny, Warn, Audit, Mutate), "" when none was.
     """
 
     policy: str
     outcome: str
     message: str = ""
+    action: str = ""
 
 
 @dataclass
@@ -130,16 +132,16 @@ class Engine:
         for action in actions:
             if action == "Deny":
                 _deny(response, violation, text)
-                verdict.decisions.append(Decision(policy.id, "denied", violation.message))
+                verdict.decisions.append(Decision(policy.id, "denied", violation.message, "Deny"))
             elif action == "Warn":
                 _add_warning(response, text)
-                verdict.decisions.append(Decision(policy.id, "warned", violation.message))
+                verdict.decisions.append(Decision(policy.id, "warned", violation.message, "Warn"))
             elif action == "Audit":
                 response.setdefault("auditAnnotations", {})[policy.id] = violation.message
-                verdict.decisions.append(Decision(policy.id, "audited", violation.message))
+                verdict.decisions.append(Decision(policy.id, "audited", violation.message, "Audit"))
             elif action == "Mutate" and violation.patch:
                 _add_patch(response, violation.patch)
-                verdict.decisions.append(Decision(policy.id, "mutated", violation.message))
+                verdict.decisions.append(Decision(policy.id, "mutated", violation.message, "Mutate"))
 
 
 def _add_warning(response: AdmissionResponse, text: str) -> None:

@@ -6,10 +6,16 @@ collide. Latency buckets are fine enough to tell 1 ms from 5 ms.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
 
 from guardhook.engine import Verdict
+from guardhook.group_count import all_groups
+from guardhook.view.store import ClusterView
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -36,7 +42,7 @@ class Metrics:
         self.decisions = Counter(
             "guardhook_decisions",
             "Policy decisions, by policy, the enforcement action taken and outcome.",
-            ["policy", "outcome"],
+            ["policy", "action", "outcome"],
             registry=self.registry,
         )
         self.view_synced = Gauge(
@@ -79,8 +85,48 @@ class Metrics:
     def observe(self, endpoint: str, verdict: Verdict) -> None:
         """Count the decisions of one judged request."""
         for decision in verdict.decisions:
-            self.decisions.labels(decision.policy, decision.outcome).inc()
+            self.decisions.labels(decision.policy, decision.action or "none", decision.outcome).inc()
 
     def render(self) -> bytes:
         """The registry in the Prometheus text format."""
         return generate_latest(self.registry)
+
+
+class GroupCollector(Collector):
+    """Per-LWS group gauges computed from the cluster view at scrape time (so an LWS that is gone
+    leaves no stale series): `guardhook_lws_groups_desired`, `guardhook_lws_groups_whole`,
+    `guardhook_lws_leader_ready_group_incomplete`, labelled by namespace and name.
+
+    `view` is called on every scrape and returns the current view.
+    """
+
+    def __init__(self, view: Callable[[], ClusterView]) -> None:
+        self.view = view
+
+    def collect(self) -> Iterator[Metric]:
+        families = {
+            "desired": GaugeMetricFamily(
+                "guardhook_lws_groups_desired",
+                "Groups a LeaderWorkerSet asks for (spec.replicas).",
+                labels=["namespace", "name"],
+            ),
+            "whole": GaugeMetricFamily(
+                "guardhook_lws_groups_whole",
+                "Groups with every pod present, none terminating, all Ready.",
+                labels=["namespace", "name"],
+            ),
+            "leader_ready_group_incomplete": GaugeMetricFamily(
+                "guardhook_lws_leader_ready_group_incomplete",
+                "Groups whose leader is Ready (so it takes traffic) while the group is not whole.",
+                labels=["namespace", "name"],
+            ),
+        }
+        for groups in all_groups(self.view()):
+            labels = [groups.namespace, groups.name]
+            families["desired"].add_metric(labels, groups.desired)
+            families["whole"].add_metric(labels, groups.whole)
+            families["leader_ready_group_incomplete"].add_metric(labels, groups.leader_ready_group_incomplete)
+        yield from families.values()
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())

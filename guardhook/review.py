@@ -9,7 +9,7 @@ import json
 
 import jsonpatch
 
-from guardhook.engine import Engine
+from guardhook.engine import Engine, Verdict
 from guardhook.wire import AdmissionRequest, AdmissionResponse
 
 
@@ -19,9 +19,17 @@ def review_both(engine: Engine, request: AdmissionRequest, endpoint: str = "both
     of the mutating phase, the decision and warnings of both)."""
     if endpoint in ("mutate", "validate"):
         return engine.judge(request, endpoint).response  # type: ignore[arg-type]
-    mutated = engine.judge(request, "mutate").response
+    return verdict_both(engine, request).response
+
+
+def verdict_both(engine: Engine, request: AdmissionRequest) -> Verdict:
+    """Mutate, apply the patch, validate: the merged response plus the decisions of both phases
+    (what `check` and `audit` report)."""
+    mutating = engine.judge(request, "mutate")
+    mutated = mutating.response
     patched = _apply_patch(request, mutated)
-    validated = engine.judge(patched, "validate").response
+    validating = engine.judge(patched, "validate")
+    validated = validating.response
     merged: AdmissionResponse = dict(validated)  # type: ignore[assignment]
     if mutated.get("patch"):
         merged["patch"] = mutated["patch"]
@@ -29,7 +37,7 @@ def review_both(engine: Engine, request: AdmissionRequest, endpoint: str = "both
     warnings = [*mutated.get("warnings", []), *validated.get("warnings", [])]
     if warnings:
         merged["warnings"] = warnings
-    return merged
+    return Verdict(merged, [*mutating.decisions, *validating.decisions])
 
 
 def _apply_patch(request: AdmissionRequest, response: AdmissionResponse) -> AdmissionRequest:

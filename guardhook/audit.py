@@ -1,0 +1,196 @@
+"""`guardhook audit`: judge a cluster's existing objects with the one Engine and report capacity in
+groups per LeaderWorkerSet (design.md §4).
+
+Objects come from a live cluster (listed once through guardhook.kube.api_client) or, offline,
+from `--cluster-state` manifests. Each object is judged as a CREATE (guardhook.scan), except by
+`group-capacity`: an existing LWS judged as new would be counted twice against free capacity, so
+capacity is reported as group counts instead (guardhook.group_count).
+
+`--write-reports` writes the results as `wgpolicyk8s.io/v1alpha2` PolicyReport objects, one per
+namespace, the format of the Policy Report API (kubernetes-sigs/wg-policy-prototypes) that
+Kyverno and policy-reporter read.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from guardhook.config import Config
+from guardhook.group_count import LwsGroups, all_groups
+from guardhook.policies import REGISTRY
+from guardhook.policies.base import Policy
+from guardhook.scan import NODE_POLICIES, Finding, Located, scan, usable_policies
+from guardhook.view.static import view_from_objects
+from guardhook.wire import KubeObject
+
+AUDIT_USER = "guardhook:audit"
+REPORT_GROUP = "wgpolicyk8s.io"
+REPORT_VERSION = "v1alpha2"
+REPORT_PLURAL = "policyreports"
+REPORT_NAME = "guardhook"
+REPORT_SOURCE = "guardhook"
+# Policy Report result values: pass, fail, warn, error, skip.
+RESULT_OF_OUTCOME = {
+    "allowed": "pass",
+    "denied": "fail",
+    "audited": "fail",
+    "warned": "warn",
+    "error": "error",
+}
+
+
+@dataclass
+class AuditResult:
+    """Every finding (passes included), group counts per LWS, and notes (skipped policies/lists)."""
+
+    findings: list[Finding]
+    groups: list[LwsGroups]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def violations(self) -> list[Finding]:
+        return [f for f in self.findings if f.violated]
+
+
+def audit(
+    objects: Sequence[Located],
+    config: Config,
+    policies: Sequence[Policy] = REGISTRY,
+    notes: Sequence[str] = (),
+) -> AuditResult:
+    """Judge `objects` (an existing cluster's) and count their groups."""
+    view = view_from_objects([o.obj for o in objects], source="audit")
+    usable = usable_policies(policies, view, skip=NODE_POLICIES)
+    all_notes = list(notes)
+    for policy in policies:
+        if policy not in usable:
+            all_notes.append(f"{policy.id} skipped: existing groups are counted below instead")
+    findings = scan(view, config, usable, objects, username=AUDIT_USER)
+    return AuditResult(findings, all_groups(view), all_notes)
+
+
+def render_text(result: AuditResult, out: TextIO) -> None:
+    """Violations, one line each, then a table of groups per LWS, then the notes."""
+    print(f"Violations ({len(result.violations)}):", file=out)
+    for finding in result.violations:
+        print("  " + finding.line(), file=out)
+    print("Groups per LeaderWorkerSet:", file=out)
+    header = ("NAMESPACE", "NAME", "DESIRED", "WHOLE", "BROKEN", "LEADER-READY-INCOMPLETE")
+    rows = [header] + [
+        (
+            g.namespace,
+            g.name,
+            str(g.desired),
+            str(g.whole),
+            str(g.broken),
+            str(g.leader_ready_group_incomplete),
+        )
+        for g in result.groups
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        print(
+            "  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip(),
+            file=out,
+        )
+    for note in result.notes:
+        print(f"Note: {note}", file=out)
+
+
+def render_json(result: AuditResult, out: TextIO) -> None:
+    """`{"violations": [Finding…], "groups": [LwsGroups…], "notes": […]}` on `out`."""
+    document = {
+        "violations": [f.as_dict() for f in result.violations],
+        "groups": [g.as_dict() for g in result.groups],
+        "notes": result.notes,
+    }
+    json.dump(document, out, indent=2)
+    out.write("\n")
+
+
+def policy_reports(result: AuditResult, now: float | None = None) -> list[KubeObject]:
+    """One `wgpolicyk8s.io/v1alpha2` PolicyReport per namespace holding a judged object, with a
+    result per (object, policy, action) and the summary counts. Cluster-scoped objects are left
+    out (they would need a ClusterPolicyReport; guardhook judges none)."""
+    seconds = int(time.time() if now is None else now)
+    by_namespace: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for finding in result.findings:
+        if finding.namespace:
+            by_namespace[finding.namespace].append(_report_result(finding, seconds))
+    reports = []
+    for namespace in sorted(by_namespace):
+        results = by_namespace[namespace]
+        summary = {key: 0 for key in ("pass", "fail", "warn", "error", "skip")}
+        for entry in results:
+            summary[entry["result"]] += 1
+        reports.append(
+            {
+                "apiVersion": f"{REPORT_GROUP}/{REPORT_VERSION}",
+                "kind": "PolicyReport",
+                "metadata": {
+                    "name": REPORT_NAME,
+                    "namespace": namespace,
+                    "labels": {"app.kubernetes.io/managed-by": "guardhook"},
+                },
+                "summary": summary,
+                "results": results,
+            }
+        )
+    return reports
+
+
+def _report_result(finding: Finding, seconds: int) -> dict[str, Any]:
+    resource = {
+        "apiVersion": finding.api_version,
+        "kind": finding.kind,
+        "name": finding.name,
+        "namespace": finding.namespace,
+    }
+    if finding.uid:
+        resource["uid"] = finding.uid
+    entry: dict[str, Any] = {
+        "source": REPORT_SOURCE,
+        "policy": finding.policy,
+        "rule": finding.policy,
+        "result": RESULT_OF_OUTCOME.get(finding.outcome, "warn"),
+        "resources": [resource],
+        "timestamp": {"seconds": seconds, "nanos": 0},
+    }
+    if finding.message:
+        entry["message"] = finding.message
+    if finding.action:
+        entry["properties"] = {"action": finding.action}
+    return entry
+
+
+def write_reports(api: client.ApiClient, reports: Sequence[KubeObject]) -> None:
+    """Create each PolicyReport, or replace the one already there (keeping its resourceVersion).
+    Raises ApiException on any API error (e.g. the PolicyReport CRD is not installed: 404)."""
+    custom = client.CustomObjectsApi(api)
+    for report in reports:
+        namespace = report["metadata"]["namespace"]
+        try:
+            existing = custom.get_namespaced_custom_object(
+                REPORT_GROUP, REPORT_VERSION, namespace, REPORT_PLURAL, REPORT_NAME
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            custom.create_namespaced_custom_object(
+                REPORT_GROUP, REPORT_VERSION, namespace, REPORT_PLURAL, report
+            )
+            continue
+        body = dict(report)
+        version = existing.get("metadata", {}).get("resourceVersion") if isinstance(existing, dict) else None
+        body["metadata"] = {**report["metadata"], "resourceVersion": version}
+        custom.replace_namespaced_custom_object(
+            REPORT_GROUP, REPORT_VERSION, namespace, REPORT_PLURAL, REPORT_NAME, body
+        )

@@ -1,0 +1,224 @@
+"""`guardhook check PATH…` over folders of good and bad manifests (tests/manifests): the lines it
+prints, its exit codes (0 clean or advisory, 1 Deny violated, 2 unreadable), stdin, JSON, and the
+group-capacity skip when no Nodes are given."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from guardhook.check import check
+from guardhook.cli import main
+from guardhook.config import default_config
+from guardhook.policies import REGISTRY
+from guardhook.policies.base import Judgement, Policy, PolicyContext, Violation, target
+from guardhook.policies.group_spec import POLICY as GROUP_SPEC
+
+from conftest import FIXTURES, REPO
+
+MANIFESTS = "tests/manifests"
+HAS_GROUP_PDB = any(p.id == "group-pdb" for p in REGISTRY)
+needs_group_pdb = pytest.mark.skipif(
+    not HAS_GROUP_PDB, reason="policy group-pdb is not registered in this build"
+)
+
+
+@pytest.fixture(autouse=True)
+def in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)  # printed paths are the paths as given
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str], str]:
+    code = main(["check", *args])
+    captured = capsys.readouterr()
+    return code, captured.out.splitlines(), captured.err
+
+
+@needs_group_pdb
+def test_lws_with_an_lws_wide_pdb_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    code, lines, _ = run(capsys, f"{MANIFESTS}/lws-wide-pdb")
+    assert code == 1
+    prefix = f"{MANIFESTS}/lws-wide-pdb/pdb.yaml: PodDisruptionBudget serve/llm: Deny [group-pdb] "
+    assert [line for line in lines if "[group-pdb]" in line] == [
+        line for line in lines if line.startswith(prefix)
+    ]
+    assert any(line.startswith(prefix) for line in lines)
+
+
+@needs_group_pdb
+def test_enforcement_audit_turns_the_pdb_denial_into_an_audit_finding(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, lines, _ = run(capsys, "--enforcement", "audit", f"{MANIFESTS}/lws-wide-pdb")
+    assert code == 0
+    assert any(
+        line.startswith(
+            f"{MANIFESTS}/lws-wide-pdb/pdb.yaml: PodDisruptionBudget serve/llm: Audit [group-pdb] "
+        )
+        for line in lines
+    )
+
+
+def test_lws_with_per_group_integer_pdbs_exits_0_with_nothing_printed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, lines, err = run(capsys, f"{MANIFESTS}/per-group-pdb")
+    assert (code, lines) == (0, [])
+    assert "4 objects, 0 findings, 0 denied" in err
+    with_nodes = run(
+        capsys, "--cluster-state", str(FIXTURES / "fleet" / "nodes.yaml"), f"{MANIFESTS}/per-group-pdb"
+    )
+    assert with_nodes[:2] == (0, [])  # three 4x8-GPU groups fit on 20 empty GPU nodes
+
+
+def test_lint_findings_are_printed_but_do_not_fail(capsys: pytest.CaptureFixture[str]) -> None:
+    code, lines, _ = run(capsys, f"{MANIFESTS}/lint")
+    assert code == 0
+    [line] = lines
+    assert line.startswith(f"{MANIFESTS}/lint/lws.yaml: LeaderWorkerSet default/lax: Warn [group-spec] ")
+    for finding in (
+        "restartPolicy None",
+        "rollout takes up to 1 of 2",
+        "only checks a TCP socket",
+        "no startupProbe",
+    ):
+        assert finding in line
+
+
+def test_a_policy_configured_to_deny_fails_the_check(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "deny.yaml"
+    config.write_text("policies: {group-spec: {actions: [Deny]}}\n")
+    code, lines, _ = run(capsys, "--config", str(config), f"{MANIFESTS}/lint", f"{MANIFESTS}/per-group-pdb")
+    assert code == 1
+    assert [line.split(" [")[0] for line in lines] == [
+        f"{MANIFESTS}/lint/lws.yaml: LeaderWorkerSet default/lax: Deny"
+    ]
+
+
+def test_json_format(capsys: pytest.CaptureFixture[str]) -> None:
+    code, lines, _ = run(capsys, "--format", "json", f"{MANIFESTS}/lint")
+    document = json.loads("\n".join(lines))
+    assert code == 0 and document["exitCode"] == 0 and document["objects"] == 1
+    [violation] = document["violations"]
+    assert violation["source"] == f"{MANIFESTS}/lint/lws.yaml"
+    assert (violation["kind"], violation["namespace"], violation["name"]) == (
+        "LeaderWorkerSet",
+        "default",
+        "lax",
+    )
+    assert (violation["policy"], violation["action"], violation["outcome"]) == (
+        "group-spec",
+        "Warn",
+        "warned",
+    )
+
+
+@pytest.mark.parametrize("path", [f"{MANIFESTS}/unreadable", f"{MANIFESTS}/missing"])
+def test_unreadable_input_exits_2_naming_it(capsys: pytest.CaptureFixture[str], path: str) -> None:
+    code, lines, err = run(capsys, path)
+    assert code == 2 and lines == []
+    assert path in err
+
+
+def test_bad_config_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("policies: {group-spec: {actionz: [Deny]}}\n")
+    code, _, err = run(capsys, "--config", str(config), f"{MANIFESTS}/lint")
+    assert code == 2 and "policies.group-spec.actionz" in err
+
+
+def test_stdin_like_kustomize_output(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream = "---\n".join(p.read_text() for p in sorted((REPO / MANIFESTS / "lint").glob("*.yaml")))
+    stream += "---\n" + (REPO / MANIFESTS / "per-group-pdb" / "pdbs.yaml").read_text()
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stream))
+    code, lines, err = run(capsys, "-")
+    assert code == 0
+    [line] = lines
+    assert line.startswith("-: LeaderWorkerSet default/lax: Warn [group-spec] ")
+    assert "4 objects" in err
+
+
+def test_the_installed_command_reads_stdin_and_sets_the_exit_code(tmp_path: Path) -> None:
+    config = tmp_path / "deny.yaml"
+    config.write_text("policies: {group-spec: {actions: [Deny]}}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "guardhook", "check", "--config", str(config), "-"],
+        input=(REPO / MANIFESTS / "lint" / "lws.yaml").read_text(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.startswith("-: LeaderWorkerSet default/lax: Deny [group-spec] ")
+
+
+class NoRoom(Policy):
+    """A test double standing in for group-capacity: violates every LWS CREATE."""
+
+    id = "group-capacity"
+    targets = (target("leaderworkerset.x-k8s.io", "leaderworkersets", "", "CREATE"),)
+    default_actions = ("Deny",)
+
+    def judge(self, ctx: PolicyContext) -> Judgement:
+        return Judgement(violation=Violation("no room"))
+
+
+def test_group_capacity_is_skipped_once_without_nodes_and_runs_with_them() -> None:
+    policies = [GROUP_SPEC, NoRoom()]
+    config = default_config(policies)
+    paths = [f"{MANIFESTS}/lint", f"{MANIFESTS}/per-group-pdb"]
+    without = check(paths, config, policies=policies)
+    assert without.skipped == {"group-capacity": "no Nodes in the manifests or --cluster-state"}
+    assert not any(f.policy == "group-capacity" for f in without.findings)
+    with_nodes = check(
+        paths, config, cluster_state=[str(FIXTURES / "fleet" / "nodes.yaml")], policies=policies
+    )
+    assert with_nodes.skipped == {}
+    assert {(f.name, f.outcome) for f in with_nodes.findings if f.policy == "group-capacity"} == {
+        ("lax", "denied"),
+        ("llm", "denied"),
+    }
+    assert with_nodes.exit_code == 1
+
+
+def test_skip_note_is_printed_once(capsys: pytest.CaptureFixture[str]) -> None:
+    if not any(p.id == "group-capacity" for p in REGISTRY):
+        pytest.skip("policy group-capacity is not registered in this build")
+    code, _, err = run(capsys, f"{MANIFESTS}/lint", f"{MANIFESTS}/per-group-pdb")
+    assert err.count("group-capacity skipped") == 1
+
+
+def test_enforcement_audit_passes_what_deny_would_fail(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "deny.yaml"
+    config.write_text("policies: {group-spec: {actions: [Deny]}}\n")
+    code, lines, _ = run(capsys, "--config", str(config), "--enforcement", "audit", f"{MANIFESTS}/lint")
+    assert code == 0
+    assert [line.split(" [")[0] for line in lines] == [
+        f"{MANIFESTS}/lint/lws.yaml: LeaderWorkerSet default/lax: Audit"
+    ]
+
+
+@pytest.mark.skipif(
+    not any(p.id == "leader-service" for p in REGISTRY),
+    reason="policy leader-service is not registered in this build",
+)
+def test_a_mutation_is_reported_and_the_patched_object_is_validated(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, lines, _ = run(capsys, f"{MANIFESTS}/service")
+    assert code == 0
+    assert [line.split(" [")[0] for line in lines] == [
+        f"{MANIFESTS}/service/service.yaml: Service serve/llm: Mutate"
+    ]

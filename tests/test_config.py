@@ -1,0 +1,117 @@
+"""`--config` validation (design.md §4): unknown keys are errors naming the key, Deny with Warn is an
+error, parameters keep their types, exemptions match with `*` wildcards, `--enforcement audit`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from guardhook.config import ConfigError, Exemptions, apply_enforcement, build_config, load_config
+from guardhook.policies import REGISTRY
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("polices: {}\n", "polices"),
+        ("policies: {worker-delet: {actions: [Deny]}}\n", "policies.worker-delet"),
+        ("policies: {worker-delete: {action: [Deny]}}\n", "policies.worker-delete.action"),
+        ("policies: {group-spec: {weightLoadSecs: 10}}\n", "policies.group-spec.weightLoadSecs"),
+        ("exemptions: {user: []}\n", "exemptions.user"),
+        ("clusterView: {staleAfter: 5}\n", "clusterView.staleAfter"),
+    ],
+)
+def test_unknown_key_fails_naming_it(tmp_path: Path, text: str, named: str) -> None:
+    with pytest.raises(ConfigError, match=f"unknown key {named} "):
+        load_config(write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("policies: {worker-delete: {actions: [Deny, Warn]}}\n", "Deny and Warn together"),
+        ("policies: {worker-delete: {actions: [Block]}}\n", "unknown action 'Block'"),
+        ("policies: {worker-delete: {actions: Deny}}\n", "must be a list"),
+        ("policies: {worker-delete: {actions: [Mutate]}}\n", "cannot Mutate"),
+        (
+            "policies: {group-spec: {weightLoadSeconds: ten}}\n",
+            "policies.group-spec.weightLoadSeconds must be",
+        ),
+        ("policies: {group-spec: {weightLoadSeconds: -1}}\n", "weightLoadSeconds must be"),
+        ("exemptions: {users: system:node:*}\n", "exemptions.users must be a list"),
+        ("clusterView: {staleAfterSeconds: 0}\n", "staleAfterSeconds must be a positive"),
+        ("- a list\n", "config must be a mapping"),
+        ("policies: [worker-delete]\n", "policies must be a mapping"),
+    ],
+)
+def test_invalid_values_fail_with_a_clear_error(tmp_path: Path, text: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        load_config(write(tmp_path, text))
+
+
+def test_unreadable_file_and_bad_yaml_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(write(tmp_path, "policies: {worker-delete: [\n"))
+
+
+def test_defaults_cover_every_registered_policy() -> None:
+    config = load_config(None)
+    assert set(config.policies) == {p.id for p in REGISTRY}
+    for policy in REGISTRY:
+        assert config.settings(policy.id).actions == policy.default_actions
+        assert dict(config.settings(policy.id).params) == dict(policy.params)
+
+
+def test_actions_and_parameters_are_read(tmp_path: Path) -> None:
+    text = (
+        "policies:\n"
+        "  worker-delete: {actions: [Warn, Audit]}\n"
+        "  group-spec: {actions: [], weightLoadSeconds: 900}\n"
+        "clusterView: {staleAfterSeconds: 15}\n"
+    )
+    config = load_config(write(tmp_path, text))
+    assert config.settings("worker-delete").actions == ("Warn", "Audit")
+    assert config.settings("group-spec").actions == ()
+    assert config.settings("group-spec").params["weightLoadSeconds"] == 900
+    assert config.stale_after_seconds == 15.0
+
+
+def test_enforcement_audit_turns_every_deny_into_audit() -> None:
+    raw = {"policies": {"worker-delete": {"actions": ["Deny", "Audit"]}, "group-spec": {"actions": ["Warn"]}}}
+    config = apply_enforcement(build_config(raw), "audit")
+    assert config.settings("worker-delete").actions == ("Audit",)
+    assert config.settings("group-spec").actions == ("Warn",)
+    assert apply_enforcement(build_config(raw), "deny").settings("worker-delete").actions == ("Deny", "Audit")
+    with pytest.raises(ConfigError, match="--enforcement"):
+        apply_enforcement(build_config(raw), "warn")
+
+
+def test_exemptions_match_users_with_wildcards_groups_and_namespaces() -> None:
+    exemptions = build_config(
+        {
+            "exemptions": {
+                "users": ["system:serviceaccount:*:*lws-controller-manager"],
+                "groups": ["ops"],
+                "namespaces": ["kube-system"],
+            }
+        }
+    ).exemptions
+    assert exemptions.exempts({"username": "system:serviceaccount:lws:my-lws-controller-manager"}, "serve")
+    assert not exemptions.exempts({"username": "system:serviceaccount:lws:other"}, "serve")
+    assert exemptions.exempts({"username": "alice", "groups": ["ops"]}, "serve")
+    assert exemptions.exempts({"username": "alice"}, "kube-system")
+    assert not exemptions.exempts({"username": "alice", "groups": ["dev"]}, "serve")
+    # The defaults exempt kubelets (`system:node:*`) and the garbage collector.
+    assert Exemptions().exempts({"username": "system:node:gpu-node-03"}, "serve")
+    assert Exemptions().exempts(
+        {"username": "system:serviceaccount:kube-system:generic-garbage-collector"}, "x"
+    )

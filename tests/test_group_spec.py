@@ -1,0 +1,125 @@
+"""Policy group-spec: each lint rule fires on its own, a clean spec passes, s35 is warned."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from guardhook.engine import Engine
+from guardhook.lws import LeaderWorkerSet
+from guardhook.policies.group_spec import lint, scaled
+from guardhook.view.static import embedded_fleet_view
+
+from conftest import load_review
+
+CLEAN = yaml.safe_load((Path(__file__).parent / "manifests" / "per-group-pdb" / "lws.yaml").read_text())
+
+
+def with_changes(**changes: Any) -> LeaderWorkerSet:
+    obj = copy.deepcopy(CLEAN)
+    spec = obj["spec"]
+    leader = spec["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
+    for key, value in changes.items():
+        if key == "restartPolicy":
+            spec["leaderWorkerTemplate"]["restartPolicy"] = value
+        elif key == "rollout":
+            spec["rolloutStrategy"] = value
+        elif key == "replicas":
+            spec["replicas"] = value
+        elif key == "leader":
+            leader.clear()
+            leader.update(value)
+    return LeaderWorkerSet(obj)
+
+
+def test_clean_spec_has_no_findings() -> None:
+    assert lint(LeaderWorkerSet(CLEAN), 300) == []
+
+
+def test_restart_policy_none() -> None:
+    [finding] = lint(with_changes(restartPolicy="None"), 300)
+    assert "restartPolicy None" in finding
+
+
+@pytest.mark.parametrize(
+    ("rollout", "replicas", "flagged"),
+    [
+        (None, 3, True),  # LWS defaults: maxUnavailable 1, maxSurge 0
+        ({"rollingUpdateConfiguration": {"maxUnavailable": 2, "maxSurge": 0}}, 3, True),
+        ({"rollingUpdateConfiguration": {"maxUnavailable": "50%"}}, 4, True),
+        ({"rollingUpdateConfiguration": {"maxUnavailable": 0, "maxSurge": 0}}, 3, True),
+        ({"rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 1}}, 3, False),
+        ({"rollingUpdateConfiguration": {"maxUnavailable": 0, "maxSurge": "25%"}}, 3, False),
+        (None, 1, False),  # one replica: nothing else would be serving anyway
+    ],
+)
+def test_rollout_that_takes_serving_groups_down(rollout: Any, replicas: int, flagged: bool) -> None:
+    findings = lint(with_changes(rollout=rollout, replicas=replicas), 300)
+    assert any("rollout takes" in f for f in findings) is flagged
+
+
+def test_percentages_round_like_the_lws_controller() -> None:
+    assert scaled("50%", 3, False, 1) == 1
+    assert scaled("10%", 3, True, 0) == 1
+    assert scaled(None, 3, True, 0) == 0
+    assert scaled("2", 3, True, 0) == 2
+
+
+HTTP_READY = {"httpGet": {"path": "/ready", "port": 8000}, "periodSeconds": 5}
+LONG_STARTUP = {"httpGet": {"path": "/ready", "port": 8000}, "failureThreshold": 120, "periodSeconds": 10}
+
+
+@pytest.mark.parametrize(
+    ("leader", "expected"),
+    [
+        ({"name": "s", "startupProbe": LONG_STARTUP}, "leader has no readinessProbe"),
+        (
+            {"name": "s", "readinessProbe": {"tcpSocket": {"port": 8000}}, "startupProbe": LONG_STARTUP},
+            "only checks a TCP socket",
+        ),
+        (
+            {"name": "s", "readinessProbe": HTTP_READY},
+            "leader container s has a readinessProbe and no startupProbe",
+        ),
+        (
+            {
+                "name": "s",
+                "readinessProbe": HTTP_READY,
+                "startupProbe": LONG_STARTUP,
+                "livenessProbe": HTTP_READY,
+            },
+            None,
+        ),
+        (
+            {"name": "s", "readinessProbe": {**HTTP_READY, "initialDelaySeconds": 600}},
+            None,  # the probe itself waits out the load
+        ),
+    ],
+)
+def test_leader_probes(leader: dict[str, Any], expected: str | None) -> None:
+    findings = lint(with_changes(leader=leader), 300)
+    if expected is None:
+        assert findings == []
+    else:
+        assert len(findings) == 1 and expected in findings[0], findings
+
+
+def test_liveness_without_startup_probe_on_a_worker() -> None:
+    obj = copy.deepcopy(CLEAN)
+    worker = obj["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    worker["livenessProbe"] = {"httpGet": {"path": "/live", "port": 8000}}
+    [finding] = lint(LeaderWorkerSet(obj), 300)
+    assert "worker container shard has a livenessProbe" in finding and "after 30s" in finding
+    assert lint(LeaderWorkerSet(obj), 30) == []  # within weightLoadSeconds
+
+
+def test_s35_is_allowed_with_group_spec_warnings() -> None:
+    request = load_review("s35-lws-restart-none.validating")["request"]
+    response = Engine(embedded_fleet_view(), record=False).judge(request).response
+    assert response["allowed"] is True
+    [warning] = [w for w in response["warnings"] if w.startswith("[group-spec]")]
+    assert "restartPolicy None" in warning and "no readinessProbe" in warning
