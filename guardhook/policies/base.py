@@ -130,6 +130,8 @@ class Policy(ABC):
     fail_closed: ClassVar[bool] = False
     stale_code: ClassVar[int] = FORBIDDEN
     params: ClassVar[Mapping[str, Any]] = {}
+    reads_view: ClassVar[bool] = True
+    """False for a policy that judges the object alone (a lint): a stale view cannot change it."""
 
     @abstractmethod
     def judge(self, ctx: PolicyContext) -> Judgement:

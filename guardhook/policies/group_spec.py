@@ -39,6 +39,7 @@ class GroupSpec(Policy):
     targets = (target("leaderworkerset.x-k8s.io", "leaderworkersets", "", "CREATE", "UPDATE"),)
     default_actions = ("Warn",)
     params = {"weightLoadSeconds": DEFAULT_WEIGHT_LOAD_SECONDS}
+    reads_view = False
 
     def judge(self, ctx: PolicyContext) -> Judgement:
         """One violation listing every finding (joined by "; "), or ALLOW when the spec is clean."""
