@@ -1,0 +1,150 @@
+"""Running the per-group PDB reconciler: `guardhook pdb-sync` and `guardhook serve --sync-group-pdbs`.
+
+Each round lists LWSs, LWS pods and PDBs (`guardhook.view.snapshot`), plans
+(`guardhook.pdb_sync.plan`) and applies (`guardhook.pdb_apply`). With several replicas only the
+holder of the Lease `guardhook-pdb-sync` in guardhook's namespace reconciles
+(`kubernetes.leaderelection` with its LeaseLock); a replica that loses the Lease stops at once
+and campaigns again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from kubernetes.leaderelection import electionconfig, leaderelection
+from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+from urllib3.exceptions import HTTPError
+
+from guardhook.kube import api_client
+from guardhook.pdb_apply import Outcome, apply_plan
+from guardhook.pdb_sync import Plan, plan
+from guardhook.sources import choose_source, in_cluster_namespace, static_view
+from guardhook.view.snapshot import snapshot_view
+
+log = logging.getLogger(__name__)
+
+LEASE_NAME = "guardhook-pdb-sync"
+DEFAULT_INTERVAL_SECONDS = 30.0
+LEASE_DURATION_SECONDS = 15
+RENEW_DEADLINE_SECONDS = 10
+RETRY_PERIOD_SECONDS = 2
+
+
+def sync_once(api: client.ApiClient) -> Outcome:
+    """One round against the API server. Never raises: a failed list is reported in `errors`."""
+    try:
+        view = snapshot_view(api)
+    except (ApiException, HTTPError, OSError) as exc:
+        outcome = Outcome()
+        outcome.errors.append(f"cannot list LeaderWorkerSets, pods or PodDisruptionBudgets: {exc}")
+        log.warning("pdb-sync: %s", outcome.errors[-1])
+        return outcome
+    return apply_plan(client.PolicyV1Api(api), plan(view))
+
+
+def reconcile_until(api: client.ApiClient, stop: threading.Event, interval: float) -> None:
+    """Run a round every `interval` seconds until `stop` is set."""
+    while not stop.is_set():
+        sync_once(api)
+        stop.wait(interval)
+
+
+def run_elected(
+    api: client.ApiClient, namespace: str, work: Callable[[threading.Event], None], identity: str = ""
+) -> None:
+    """Campaign for the Lease forever; while holding it run `work(stop)`, setting `stop` when the
+    Lease is lost. Blocks: run it on a daemon thread."""
+    identity = identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+    while True:
+        lock = LeaseLock(LEASE_NAME, namespace, identity)
+        lock.api_instance = client.CoordinationV1Api(api)
+        term = threading.Event()
+        config = electionconfig.Config(
+            lock,
+            lease_duration=LEASE_DURATION_SECONDS,
+            renew_deadline=RENEW_DEADLINE_SECONDS,
+            retry_period=RETRY_PERIOD_SECONDS,
+            onstarted_leading=lambda t=term: work(t),
+            onstopped_leading=term.set,
+        )
+        leaderelection.LeaderElection(config).run()
+        term.set()
+        log.warning("pdb-sync: lost the Lease %s/%s; campaigning again", namespace, LEASE_NAME)
+
+
+def start_background_sync(
+    api: client.ApiClient, namespace: str, interval: float = DEFAULT_INTERVAL_SECONDS, elect: bool = True
+) -> threading.Thread:
+    """Start the reconciler on a daemon thread (for `guardhook serve --sync-group-pdbs`)."""
+
+    def work(stop: threading.Event) -> None:
+        reconcile_until(api, stop, interval)
+
+    target: Callable[[], None] = (
+        (lambda: run_elected(api, namespace, work)) if elect else (lambda: work(threading.Event()))
+    )
+    thread = threading.Thread(target=target, name="pdb-sync", daemon=True)
+    thread.start()
+    return thread
+
+
+def add_pdb_sync_command(commands: Any) -> None:
+    """Register `guardhook pdb-sync` on the CLI's subparsers."""
+    sync = commands.add_parser("pdb-sync", help="keep one PodDisruptionBudget per group of opted-in LWSs")
+    sync.add_argument(
+        "--cluster-state", action="append", default=[], metavar="PATH", help="plan only, from manifests"
+    )
+    sync.add_argument("--kubeconfig", help="the cluster to reconcile (default: in-cluster, then $KUBECONFIG)")
+    sync.add_argument(
+        "--namespace", help="namespace of the election Lease (default: the pod's, else guardhook-system)"
+    )
+    sync.add_argument(
+        "--interval", type=float, default=DEFAULT_INTERVAL_SECONDS, help="seconds between rounds"
+    )
+    sync.add_argument("--once", action="store_true", help="one round, print what changed as JSON, exit")
+    sync.add_argument("--dry-run", action="store_true", help="print the plan as JSON and change nothing")
+    sync.add_argument(
+        "--no-leader-elect", dest="elect", action="store_false", help="reconcile without holding the Lease"
+    )
+    sync.set_defaults(run=run_pdb_sync)
+
+
+def plan_document(planned: Plan) -> dict[str, Any]:
+    """A plan as printed by `--dry-run`: full objects to create/update, names to delete."""
+    return {
+        "create": planned.create,
+        "update": planned.update,
+        "delete": [f"{ns}/{name}" for ns, name in planned.delete],
+        "warnings": planned.warnings,
+    }
+
+
+def run_pdb_sync(args: argparse.Namespace) -> int:
+    """`guardhook pdb-sync`: exit 0, or 1 when a `--once` round had errors."""
+    source = choose_source(args.cluster_state, args.kubeconfig)
+    if not source.live:
+        print(json.dumps(plan_document(plan(static_view(source))), indent=2))
+        return 0
+    api = api_client(source)
+    if args.dry_run:
+        print(json.dumps(plan_document(plan(snapshot_view(api))), indent=2))
+        return 0
+    if args.once:
+        outcome = sync_once(api)
+        print(json.dumps(outcome.as_dict(), indent=2))
+        return 1 if outcome.errors else 0
+    namespace = args.namespace or in_cluster_namespace()
+    if args.elect:
+        run_elected(api, namespace, lambda stop: reconcile_until(api, stop, args.interval))
+    else:
+        reconcile_until(api, threading.Event(), args.interval)
+    return 0
