@@ -12,13 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import clean_env
+import urllib3
+import yaml
+from conftest import FIXTURES, clean_env
+from envtest import ApiServer, api_server, assets_or_skip
 from fake_pdbs import FakeApi, running_fake
 from kubernetes import client, config
 
 from guardhook.engine import Engine
 from guardhook.pdb_apply import apply_plan
 from guardhook.pdb_sync import MANAGED_BY_LABEL, plan
+from guardhook.pdb_sync_run import sync_once
 from guardhook.view.static import embedded_fleet_objects, view_from_objects
 from guardhook.view.store import ClusterView
 
@@ -300,12 +304,85 @@ def test_two_replicas_elect_one_reconciler(tmp_path: Path) -> None:
         assert len(leaders) == 1, outputs
 
 
-@pytest.mark.envtest
-def test_against_a_real_api_server_needs_kubebuilder_assets() -> None:
-    pytest.importorskip("kubernetes")
-    import os
+LWS_PATH = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/serve/leaderworkersets"
+PDB_PATH = "/apis/policy/v1/namespaces/serve/poddisruptionbudgets"
 
-    assets = os.environ.get("KUBEBUILDER_ASSETS", "")
-    if not (assets and Path(assets, "kube-apiserver").exists() and Path(assets, "etcd").exists()):
-        pytest.skip("KUBEBUILDER_ASSETS does not name a folder with kube-apiserver and etcd")
-    pytest.skip("envtest bootstrap (etcd + kube-apiserver) for pdb-sync is not written yet")
+
+def _create_when_established(api: ApiServer, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    deadline = time.monotonic() + 30
+    while True:
+        answer = api.session.post(api.url + path, json=body, timeout=30)
+        if answer.status_code in (200, 201) or time.monotonic() > deadline:
+            assert answer.status_code in (200, 201), answer.text
+            return answer.json()
+        time.sleep(0.25)  # the CRD is not served yet
+
+
+def _ready_pod(api: ApiServer, group: int, worker: int) -> None:
+    name = f"small-{group}" if worker == 0 else f"small-{group}-{worker}"
+    labels = {P + "name": "small", P + "group-index": str(group), P + "worker-index": str(worker)}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "serve", "labels": labels, "annotations": {P + "size": "2"}},
+        "spec": {"containers": [{"name": "c", "image": "example.com/c:1"}]},
+    }
+    api.create("/api/v1/namespaces/serve/pods", pod)
+    status = {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    api.merge_patch(f"/api/v1/namespaces/serve/pods/{name}/status", status)
+
+
+def _budgets(api: ApiServer) -> dict[str, int]:
+    return {p["metadata"]["name"]: p["spec"]["minAvailable"] for p in api.get(PDB_PATH)["items"]}
+
+
+@pytest.mark.envtest
+def test_budgets_appear_follow_scale_and_disappear_on_a_real_api_server(tmp_path: Path) -> None:
+    assets_or_skip()
+    urllib3.disable_warnings()
+    with api_server(tmp_path) as api:
+        crd = yaml.safe_load(
+            (FIXTURES / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml").read_text()
+        )
+        api.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        api.create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "serve"}}
+        )
+        lws = {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
+            "metadata": {
+                "name": "small",
+                "namespace": "serve",
+                "annotations": {"guardhook.io/group-pdbs": "true"},
+            },
+            "spec": {
+                "replicas": 2,
+                "leaderWorkerTemplate": {
+                    "size": 2,
+                    "workerTemplate": {"spec": {"containers": [{"name": "c", "image": "example.com/c:1"}]}},
+                },
+            },
+        }
+        uid = _create_when_established(api, LWS_PATH, lws)["metadata"]["uid"]
+        for group in (0, 1):
+            for worker in (0, 1):
+                _ready_pod(api, group, worker)
+        kube = config.new_client_from_config(config_file=str(api.kubeconfig))
+
+        assert sync_once(kube).errors == []
+        assert _budgets(api) == {"small-group-0": 2, "small-group-1": 2}
+        owner = api.get(PDB_PATH + "/small-group-0")["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["uid"]) == ("LeaderWorkerSet", uid)
+
+        api.merge_patch(LWS_PATH + "/small", {"spec": {"replicas": 3}})
+        sync_once(kube)
+        assert _budgets(api) == {"small-group-0": 2, "small-group-1": 2, "small-group-2": 0}
+
+        api.merge_patch(LWS_PATH + "/small", {"spec": {"replicas": 1}})
+        sync_once(kube)
+        assert _budgets(api) == {"small-group-0": 2}
+
+        api.merge_patch(LWS_PATH + "/small", {"metadata": {"annotations": {"guardhook.io/group-pdbs": None}}})
+        sync_once(kube)
+        assert _budgets(api) == {}
