@@ -7,11 +7,12 @@ import copy
 from typing import Any
 
 import pytest
-from conftest import Server, expected_answers, load_review
 
 from guardhook.config import build_config
 from guardhook.engine import Engine
 from guardhook.view.static import embedded_fleet_objects, view_from_objects
+
+from conftest import Server, expected_answers, load_review
 
 P = "leaderworkerset.sigs.k8s.io/"
 PDB_REVIEWS = [e for e in expected_answers()["single"] if e["review"].startswith(("s18", "s19"))]

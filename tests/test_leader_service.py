@@ -12,11 +12,12 @@ from typing import Any
 import jsonpatch
 import pytest
 import yaml
-from conftest import Server, expected_answers, load_review
 
 from guardhook.config import build_config
 from guardhook.engine import Engine
 from guardhook.view.static import embedded_fleet_view
+
+from conftest import Server, expected_answers, load_review
 
 WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 SERVICE_REVIEWS = [

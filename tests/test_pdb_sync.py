@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 import urllib3
 import yaml
-from conftest import FIXTURES, clean_env
 from envtest import ApiServer, api_server, assets_or_skip
 from fake_pdbs import FakeApi, running_fake
 from kubernetes import client, config
@@ -25,6 +24,8 @@ from guardhook.pdb_sync import MANAGED_BY_LABEL, plan
 from guardhook.pdb_sync_run import sync_once
 from guardhook.view.static import embedded_fleet_objects, view_from_objects
 from guardhook.view.store import ClusterView
+
+from conftest import FIXTURES, clean_env
 
 P = "leaderworkerset.sigs.k8s.io/"
 LWS_UID = "0210c3a2-ee71-453c-abc5-3914f5531483"
