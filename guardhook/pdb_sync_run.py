@@ -13,6 +13,7 @@ import argparse
 import json
 import logging
 import socket
+import sys
 import threading
 import uuid
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from kubernetes.config.config_exception import ConfigException
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 from urllib3.exceptions import HTTPError
@@ -37,6 +39,7 @@ DEFAULT_INTERVAL_SECONDS = 30.0
 LEASE_DURATION_SECONDS = 15
 RENEW_DEADLINE_SECONDS = 10
 RETRY_PERIOD_SECONDS = 2
+EXIT_USAGE = 2
 
 
 def sync_once(api: client.ApiClient) -> Outcome:
@@ -82,15 +85,21 @@ def run_elected(
 
 
 def start_background_sync(
-    api: client.ApiClient, namespace: str, interval: float = DEFAULT_INTERVAL_SECONDS, elect: bool = True
+    api: client.ApiClient,
+    namespace: str,
+    interval: float = DEFAULT_INTERVAL_SECONDS,
+    elect: bool = True,
+    stop: threading.Event | None = None,
 ) -> threading.Thread:
-    """Start the reconciler on a daemon thread (for `guardhook serve --sync-group-pdbs`)."""
+    """Start the reconciler on a daemon thread (for `guardhook serve --sync-group-pdbs`). Without
+    election, setting `stop` ends it; an elected one runs for the life of the process."""
 
-    def work(stop: threading.Event) -> None:
-        reconcile_until(api, stop, interval)
+    def work(term: threading.Event) -> None:
+        reconcile_until(api, term, interval)
 
+    unelected = stop or threading.Event()
     target: Callable[[], None] = (
-        (lambda: run_elected(api, namespace, work)) if elect else (lambda: work(threading.Event()))
+        (lambda: run_elected(api, namespace, work)) if elect else (lambda: work(unelected))
     )
     thread = threading.Thread(target=target, name="pdb-sync", daemon=True)
     thread.start()
@@ -134,9 +143,18 @@ def run_pdb_sync(args: argparse.Namespace) -> int:
     if not source.live:
         print(json.dumps(plan_document(plan(static_view(source))), indent=2))
         return 0
-    api = api_client(source)
+    try:
+        api = api_client(source)
+    except ConfigException as exc:
+        print(f"guardhook: {source.describe()}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if args.dry_run:
-        print(json.dumps(plan_document(plan(snapshot_view(api))), indent=2))
+        try:
+            view = snapshot_view(api)
+        except (ApiException, HTTPError, OSError) as exc:
+            print(f"guardhook: cannot list from {source.describe()}: {exc}", file=sys.stderr)
+            return 1
+        print(json.dumps(plan_document(plan(view)), indent=2))
         return 0
     if args.once:
         outcome = sync_once(api)

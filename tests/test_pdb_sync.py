@@ -7,6 +7,7 @@ import copy
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from kubernetes import client, config
 from guardhook.engine import Engine
 from guardhook.pdb_apply import apply_plan
 from guardhook.pdb_sync import MANAGED_BY_LABEL, plan
-from guardhook.pdb_sync_run import sync_once
+from guardhook.pdb_sync_run import start_background_sync, sync_once
 from guardhook.view.static import embedded_fleet_objects, view_from_objects
 from guardhook.view.store import ClusterView
 
@@ -257,6 +258,34 @@ def test_pdb_sync_once_reports_an_unreachable_api_server(tmp_path: Path) -> None
     failed = pdb_sync(kubeconfig, "--once")  # the fake is gone
     assert failed.returncode == 1
     assert "cannot list" in json.loads(failed.stdout)["errors"][0]
+
+
+def test_background_sync_keeps_budgets_until_stopped(tmp_path: Path) -> None:
+    with running_fake() as fake:
+        load_fleet_into(fake)
+        api = config.new_client_from_config(config_file=str(fake.kubeconfig(tmp_path)))
+        stop = threading.Event()
+        thread = start_background_sync(api, "guardhook-system", interval=0.1, elect=False, stop=stop)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(fake.names("poddisruptionbudgets")) < 4:
+            time.sleep(0.05)
+        assert len(fake.names("poddisruptionbudgets")) == 4
+        fake.objects.pop(("poddisruptionbudgets", "serve", "llm-xl-group-1"))  # someone deletes one
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(fake.names("poddisruptionbudgets")) < 4:
+            time.sleep(0.05)
+        assert "llm-xl-group-1" in fake.names("poddisruptionbudgets")  # put back by a later round
+        stop.set()
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+
+
+def test_pdb_sync_rejects_an_unusable_kubeconfig(tmp_path: Path) -> None:
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
+    done = pdb_sync(broken, "--once")
+    assert done.returncode == 2
+    assert done.stderr.startswith("guardhook: kubeconfig")
 
 
 def test_pdb_sync_plans_offline_from_manifests(tmp_path: Path) -> None:
