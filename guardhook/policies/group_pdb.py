@@ -119,10 +119,9 @@ class GroupPdb(Policy):
             shared = overlapping(selector, other, lws_list)
             if shared:
                 found.append(
-                    f"PodDisruptionBudget {ctx.namespace}/{name} overlaps PodDisruptionBudget "
-                    f"{other_name} on pods of LeaderWorkerSet {', '.join(sorted(shared))}: a pod covered "
-                    f"by two budgets cannot be evicted at all (the eviction API answers 500), so drains "
-                    f"stall on it"
+                    f"PDB {ctx.namespace}/{name} overlaps PDB {other_name} on pods of LeaderWorkerSet "
+                    f"{', '.join(sorted(shared))}: a pod under two PDBs cannot be evicted (the eviction "
+                    f"API answers 500), so drains stall on it"
                 )
         return found
 
@@ -143,14 +142,14 @@ def _spanning_message(namespace: str, name: str, spanning: list[tuple[LeaderWork
 
 
 def _scale_counting_advice(namespace: str, name: str, lws: LeaderWorkerSet, reached: Reach) -> str:
-    group = "" if reached.group_indexes is None else " " + ",".join(map(str, sorted(reached.group_indexes)))
+    # Kept under 256 characters: the API server may truncate longer warnings.
+    scale = f"{lws.replicas} leaders" if reached.leaders else ""
+    if reached.workers:
+        scale += (" + " if scale else "") + f"{lws.size - 1} workers"
     return (
-        f"PodDisruptionBudget {namespace}/{name} budgets group{group} of LeaderWorkerSet {lws.name} "
-        f"with a percentage or maxUnavailable: the disruption controller then counts expected pods "
-        f"from the scale of the pods' controllers (leader StatefulSet {lws.name}: {lws.replicas}, "
-        f"worker StatefulSet: {lws.size - 1}), i.e. {expected_pods(lws, reached)} pods, not the "
-        f"{lws.size} of the group, so the budget is not what it looks like. An integer minAvailable "
-        f"(e.g. {lws.size}) counts the matched pods themselves"
+        f"PDB {namespace}/{name} on one group of {lws.name} uses a percentage or maxUnavailable: expected "
+        f"pods then come from StatefulSet scale ({scale} = {expected_pods(lws, reached)} pods), not "
+        f"the group's {lws.size}; use an integer minAvailable"
     )
 
 

@@ -83,9 +83,8 @@ class LeaderService(Policy):
         if WORKER_INDEX_LABEL in selector:
             return Judgement(
                 advisories=(
-                    f"Service {name} selects {WORKER_INDEX_LABEL}={selector[WORKER_INDEX_LABEL]}, i.e. "
-                    f"workers of LeaderWorkerSet {lws_names}; workers do not serve requests, only the "
-                    f'leader (worker-index "0") does',
+                    f"Service {name} selects {WORKER_INDEX_LABEL}={selector[WORKER_INDEX_LABEL]}: workers of "
+                    f'LeaderWorkerSet {lws_names} do not serve requests, only leaders (worker-index "0") do',
                 )
             )
         patch: JSONPatchOp = {"op": "add", "path": LEADER_PATCH_PATH, "value": "0"}
