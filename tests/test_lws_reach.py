@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from guardhook.lws import LeaderWorkerSet
 from guardhook.lws_reach import reach
+from guardhook.policies.leader_service import workers_reached
 from guardhook.selectors import Requirement, from_label_selector, from_map, matches
 
 NAME = "llm"
@@ -153,3 +154,28 @@ def test_fleet_selectors() -> None:
         {"matchExpressions": [{"key": P + "group-key", "operator": "In", "values": ["a", "b"]}]}
     )
     assert reach(keyed, lws).groups == 2
+
+
+service_selectors = st.dictionaries(
+    st.sampled_from(
+        ["app", "role", "tier", P + "name", P + "group-index", "statefulset.kubernetes.io/pod-name"]
+    ),
+    st.sampled_from(["llm", "web", "leader", "gpu", NAME, "0", "1", "llm-0-1", "llm-1"]),
+    min_size=1,
+    max_size=3,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(lws_objects(), service_selectors)
+def test_leader_service_patch_is_idempotent_and_keeps_leaders(lws: LeaderWorkerSet, selector: dict) -> None:
+    """Whatever selector the policy patches, the patched one reaches no worker (so a reinvocation
+    adds nothing) and still reaches every leader group the original reached."""
+    if not workers_reached(selector, [lws]):
+        return
+    patched = {**selector, P + "worker-index": "0"}
+    assert workers_reached(patched, [lws]) == []
+    before, after = reach(from_map(selector), lws), reach(from_map(patched), lws)
+    assert after.leaders == before.leaders
+    if before.group_indexes is not None and after.group_indexes is not None:
+        assert after.group_indexes <= before.group_indexes
