@@ -15,6 +15,7 @@ import logging
 import socket
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -79,9 +80,14 @@ def run_elected(
             onstarted_leading=lambda t=term: work(t),
             onstopped_leading=term.set,
         )
-        leaderelection.LeaderElection(config).run()
-        term.set()
-        log.warning("pdb-sync: lost the Lease %s/%s; campaigning again", namespace, LEASE_NAME)
+        try:
+            leaderelection.LeaderElection(config).run()
+        except (HTTPError, OSError) as exc:  # the lock lets connection errors through
+            log.warning("pdb-sync: election against the API server failed: %s", exc)
+        finally:
+            term.set()
+        log.warning("pdb-sync: not holding the Lease %s/%s; campaigning again", namespace, LEASE_NAME)
+        time.sleep(RETRY_PERIOD_SECONDS)
 
 
 def start_background_sync(

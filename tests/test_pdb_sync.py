@@ -416,3 +416,19 @@ def test_budgets_appear_follow_scale_and_disappear_on_a_real_api_server(tmp_path
         api.merge_patch(LWS_PATH + "/small", {"metadata": {"annotations": {"guardhook.io/group-pdbs": None}}})
         sync_once(kube)
         assert _budgets(api) == {}
+
+
+def test_an_elected_reconciler_survives_an_unreachable_api_server(tmp_path: Path) -> None:
+    with running_fake() as fake:
+        kubeconfig = fake.kubeconfig(tmp_path)
+    command = [sys.executable, "-m", "guardhook", "pdb-sync", "--kubeconfig", str(kubeconfig)]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=clean_env(tmp_path)
+    )
+    try:
+        time.sleep(4)
+        assert process.poll() is None  # still campaigning
+    finally:
+        process.terminate()
+        output = process.communicate(timeout=30)[0].decode()
+    assert "election against the API server failed" in output
