@@ -280,14 +280,14 @@ def run_serve(args: argparse.Namespace) -> int:
 
     def make_runtime() -> Runtime:
         # Runs in the gunicorn worker after fork, so the watch threads live there.
-        if args.sync_group_pdbs:  # live sources only (checked above)
-            start_background_sync(api_client(source), namespace)
         # The eviction ledger: in memory for a static view, Leases in `namespace` for a live one.
         ledger = open_ledger(source, namespace)
         if not source.live:
             return Runtime(Engine(open_view(source, config.stale_after_seconds), config, ledger=ledger))
         live = open_live_view(source, config.stale_after_seconds).start()
         runtime = Runtime(Engine(live.view, config, ledger=ledger))
+        if args.sync_group_pdbs:  # plans from this same live view
+            start_background_sync(api_client(source), namespace, lambda: live.view)
         runtime.collectors.append(live.collect)
         return runtime
 

@@ -1,10 +1,11 @@
 """Running the per-group PDB reconciler: `guardhook pdb-sync` and `guardhook serve --sync-group-pdbs`.
 
-Each round lists LWSs, LWS pods and PDBs (`guardhook.view.snapshot`), plans
-(`guardhook.pdb_sync.plan`) and applies (`guardhook.pdb_apply`). With several replicas only the
-holder of the Lease `guardhook-pdb-sync` in guardhook's namespace reconciles
-(`kubernetes.leaderelection` with its LeaseLock); a replica that loses the Lease stops at once
-and campaigns again.
+Each round plans from the current cluster view (`guardhook.pdb_sync.plan`) and applies the plan
+(`guardhook.pdb_apply`). `serve --sync-group-pdbs` plans from the webhook's own live view; a
+separate `pdb-sync` process keeps its own live view (`guardhook.view.live`), and `--once` /
+`--dry-run` list the cluster once. With several replicas only the holder of the Lease
+`guardhook-pdb-sync` in guardhook's namespace reconciles (`kubernetes.leaderelection` with its
+LeaseLock); a replica that loses the Lease stops at once and campaigns again.
 """
 
 from __future__ import annotations
@@ -21,17 +22,17 @@ from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.rest import ApiException
-from kubernetes.config.config_exception import ConfigException
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 from urllib3.exceptions import HTTPError
 
+from guardhook.config import DEFAULT_STALE_AFTER_SECONDS
 from guardhook.kube import api_client
 from guardhook.pdb_apply import Outcome, apply_plan
 from guardhook.pdb_sync import Plan, plan
-from guardhook.sources import choose_source, in_cluster_namespace, static_view
-from guardhook.view.snapshot import snapshot_view
+from guardhook.sources import Source, choose_source, in_cluster_namespace, static_view
+from guardhook.view.kube_transport import live_view, snapshot_view
+from guardhook.view.store import ClusterView
 
 log = logging.getLogger(__name__)
 
@@ -41,24 +42,28 @@ LEASE_DURATION_SECONDS = 15
 RENEW_DEADLINE_SECONDS = 10
 RETRY_PERIOD_SECONDS = 2
 EXIT_USAGE = 2
+SYNC_WAIT_SECONDS = 1.0
+
+ViewSource = Callable[[], ClusterView]
+"""Returns the view a round plans from (the live view, or a fresh snapshot)."""
 
 
-def sync_once(api: client.ApiClient) -> Outcome:
-    """One round against the API server. Never raises: a failed list is reported in `errors`."""
-    try:
-        view = snapshot_view(api)
-    except (ApiException, HTTPError, OSError) as exc:
-        outcome = Outcome()
-        outcome.errors.append(f"cannot list LeaderWorkerSets, pods or PodDisruptionBudgets: {exc}")
-        log.warning("pdb-sync: %s", outcome.errors[-1])
-        return outcome
+def sync_once(api: client.ApiClient, view: ClusterView) -> Outcome:
+    """One round: plan from `view`, apply through the API. Never raises for an API error."""
     return apply_plan(client.PolicyV1Api(api), plan(view))
 
 
-def reconcile_until(api: client.ApiClient, stop: threading.Event, interval: float) -> None:
-    """Run a round every `interval` seconds until `stop` is set."""
+def reconcile_until(
+    api: client.ApiClient, current_view: ViewSource, stop: threading.Event, interval: float
+) -> None:
+    """Run a round every `interval` seconds until `stop` is set; until the view has synced for the
+    first time, check again every SYNC_WAIT_SECONDS instead."""
     while not stop.is_set():
-        sync_once(api)
+        view = current_view()
+        if not view.synced:
+            stop.wait(min(interval, SYNC_WAIT_SECONDS))
+            continue
+        sync_once(api, view)
         stop.wait(interval)
 
 
@@ -93,6 +98,7 @@ def run_elected(
 def start_background_sync(
     api: client.ApiClient,
     namespace: str,
+    current_view: ViewSource,
     interval: float = DEFAULT_INTERVAL_SECONDS,
     elect: bool = True,
     stop: threading.Event | None = None,
@@ -101,7 +107,7 @@ def start_background_sync(
     election, setting `stop` ends it; an elected one runs for the life of the process."""
 
     def work(term: threading.Event) -> None:
-        reconcile_until(api, term, interval)
+        reconcile_until(api, current_view, term, interval)
 
     unelected = stop or threading.Event()
     target: Callable[[], None] = (
@@ -144,31 +150,42 @@ def plan_document(planned: Plan) -> dict[str, Any]:
 
 
 def run_pdb_sync(args: argparse.Namespace) -> int:
-    """`guardhook pdb-sync`: exit 0, or 1 when a `--once` round had errors."""
+    """`guardhook pdb-sync`: exit 0; 1 when a `--once`/`--dry-run` round cannot list or had
+    errors; 2 for an unusable kubeconfig."""
     source = choose_source(args.cluster_state, args.kubeconfig)
     if not source.live:
         print(json.dumps(plan_document(plan(static_view(source))), indent=2))
         return 0
     try:
         api = api_client(source)
-    except ConfigException as exc:
-        print(f"guardhook: {source.describe()}: {exc}", file=sys.stderr)
+    except Exception as exc:  # kubernetes' ConfigException and file errors
+        print(f"guardhook: cannot use {source.describe()}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if args.dry_run or args.once:
+        return _one_round(args, source, api)
+    live = live_view(source, DEFAULT_STALE_AFTER_SECONDS).start()
+    namespace = args.namespace or in_cluster_namespace()
+
+    def work(stop: threading.Event) -> None:
+        reconcile_until(api, lambda: live.view, stop, args.interval)
+
+    if args.elect:
+        run_elected(api, namespace, work)
+    else:
+        work(threading.Event())
+    return 0
+
+
+def _one_round(args: argparse.Namespace, source: Source, api: client.ApiClient) -> int:
+    try:
+        view = snapshot_view(source, DEFAULT_STALE_AFTER_SECONDS)
+    except Exception as exc:  # WatchError, connection errors: report, exit 1
+        outcome = Outcome(errors=[f"cannot list the cluster: {exc}"])
+        print(json.dumps(outcome.as_dict(), indent=2))
+        return 1
     if args.dry_run:
-        try:
-            view = snapshot_view(api)
-        except (ApiException, HTTPError, OSError) as exc:
-            print(f"guardhook: cannot list from {source.describe()}: {exc}", file=sys.stderr)
-            return 1
         print(json.dumps(plan_document(plan(view)), indent=2))
         return 0
-    if args.once:
-        outcome = sync_once(api)
-        print(json.dumps(outcome.as_dict(), indent=2))
-        return 1 if outcome.errors else 0
-    namespace = args.namespace or in_cluster_namespace()
-    if args.elect:
-        run_elected(api, namespace, lambda stop: reconcile_until(api, stop, args.interval))
-    else:
-        reconcile_until(api, threading.Event(), args.interval)
-    return 0
+    outcome = sync_once(api, view)
+    print(json.dumps(outcome.as_dict(), indent=2))
+    return 1 if outcome.errors else 0

@@ -2,17 +2,21 @@
 
 It serves, over plain HTTP on 127.0.0.1, namespaced collections under `/api/v1/...` and
 `/apis/<group>/<version>/...`: list (namespaced and across namespaces, with `labelSelector`),
-get, create (409 AlreadyExists), replace (409 Conflict on a stale resourceVersion, 404 when
-missing) and delete (404 when missing). That covers PodDisruptionBudgets, Pods, LeaderWorkerSets
-and Leases, so the real `kubernetes` client and leader election run against it unchanged.
-Every write is logged in `writes` as (method, namespace, resource, name).
+watch (`watch=true` from a resourceVersion: the events since, then new ones, for at most
+WATCH_SECONDS), get, create (409 AlreadyExists), replace (409 Conflict on a stale
+resourceVersion, 404 when missing) and delete (404 when missing). That covers
+PodDisruptionBudgets, Pods, LeaderWorkerSets and Leases, so the real `kubernetes` client, the live
+cluster view and leader election run against it unchanged. Every write through HTTP is logged in
+`writes` as (method, namespace, resource, name).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +27,7 @@ from urllib.parse import parse_qs, urlparse
 
 from guardhook.selectors import matches, parse
 
+WATCH_SECONDS = 1.0
 ROUTE = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)(?:/namespaces/([^/]+))?/([^/]+)(?:/([^/]+))?$")
 
 
@@ -32,15 +37,22 @@ class FakeApi:
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.writes: list[tuple[str, str, str, str]] = []
+        self.events: list[tuple[int, str, str, dict[str, Any]]] = []  # (version, type, resource, object)
         self.version = 0
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def put(self, resource: str, obj: dict[str, Any]) -> None:
-        """Store `obj` directly (test set-up; not logged as a write)."""
+        """Store `obj` directly, as another client would (not logged in `writes`; watchers see it)."""
         with self.lock:
-            self._store(resource, obj)
+            self._store(resource, copy.deepcopy(obj))
+
+    def remove(self, resource: str, namespace: str, name: str) -> None:
+        """Delete an object directly, as another client would (watchers see it)."""
+        with self.lock:
+            self._drop(resource, namespace, name)
 
     def get(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.objects.get((resource, namespace, name))
@@ -70,8 +82,25 @@ class FakeApi:
         meta = obj.setdefault("metadata", {})
         meta.setdefault("uid", str(uuid.uuid4()))
         meta["resourceVersion"] = str(self.version)
-        self.objects[(resource, meta.get("namespace", ""), meta["name"])] = obj
+        key = (resource, meta.get("namespace", ""), meta["name"])
+        kind = "MODIFIED" if key in self.objects else "ADDED"
+        self.objects[key] = obj
+        self.events.append((self.version, kind, resource, copy.deepcopy(obj)))
         return obj
+
+    def _drop(self, resource: str, namespace: str, name: str) -> bool:
+        obj = self.objects.pop((resource, namespace, name), None)
+        if obj is None:
+            return False
+        self.version += 1
+        gone = copy.deepcopy(obj)
+        gone["metadata"]["resourceVersion"] = str(self.version)
+        self.events.append((self.version, "DELETED", resource, gone))
+        return True
+
+    def _since(self, resource: str, version: int) -> list[tuple[int, str, str, dict[str, Any]]]:
+        with self.lock:
+            return [e for e in self.events if e[0] > version and e[2] == resource]
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
@@ -118,6 +147,9 @@ class FakeApi:
                 if route is None:
                     return
                 resource, namespace, name, query = route
+                if query.get("watch", [""])[0] in ("true", "1"):
+                    self._watch(resource, int(query.get("resourceVersion", ["0"])[0] or 0))
+                    return
                 with fake.lock:
                     if name is not None:
                         obj = fake.objects.get((resource, namespace, name))
@@ -133,6 +165,19 @@ class FakeApi:
                     ]
                     listed = {"metadata": {"resourceVersion": str(fake.version)}, "items": items}
                 self._send(200, {"apiVersion": "v1", "kind": "List", **listed})
+
+            def _watch(self, resource: str, version: int) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()  # no length: the stream ends when the connection closes
+                deadline = time.monotonic() + WATCH_SECONDS
+                while time.monotonic() < deadline:
+                    for number, kind, _, obj in fake._since(resource, version):
+                        self.wfile.write(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
+                        self.wfile.flush()
+                        version = number
+                    time.sleep(0.02)
+                self.close_connection = True
 
             def do_POST(self) -> None:
                 route = self._route()
@@ -175,7 +220,7 @@ class FakeApi:
                     return
                 resource, namespace, name, _ = route
                 with fake.lock:
-                    if fake.objects.pop((resource, namespace, name), None) is None:
+                    if not fake._drop(resource, namespace, name):
                         self._status(404, "NotFound")
                         return
                     fake.writes.append(("DELETE", namespace, resource, name))

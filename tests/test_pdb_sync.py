@@ -22,11 +22,14 @@ from kubernetes import client, config
 from guardhook.engine import Engine
 from guardhook.pdb_apply import apply_plan
 from guardhook.pdb_sync import MANAGED_BY_LABEL, plan
-from guardhook.pdb_sync_run import start_background_sync, sync_once
+from guardhook.pdb_sync_run import start_background_sync
+from guardhook.pdb_sync_run import sync_once as sync_round
+from guardhook.sources import KUBECONFIG, Source
+from guardhook.view.kube_transport import live_view, snapshot_view
 from guardhook.view.static import embedded_fleet_objects, view_from_objects
 from guardhook.view.store import ClusterView
 
-from conftest import FIXTURES, clean_env
+from conftest import FIXTURES, clean_env, start_server
 
 P = "leaderworkerset.sigs.k8s.io/"
 LWS_UID = "0210c3a2-ee71-453c-abc5-3914f5531483"
@@ -208,7 +211,7 @@ def test_applier_reports_conflicts_and_missing_objects_and_carries_on(tmp_path: 
         stale[0]["metadata"]["resourceVersion"] = "999"  # not what the fake holds: 409
         planned = plan(view(*stale, replicas=3))
         assert names(planned.update) == ["llm-xl-group-0"]
-        fake.objects.pop(("poddisruptionbudgets", "serve", "llm-xl-group-3"))  # already gone: 404
+        fake.remove("poddisruptionbudgets", "serve", "llm-xl-group-3")  # already gone: 404
         outcome = apply_plan(api, planned)
         assert outcome.updated == []
         assert outcome.errors and "409" in outcome.errors[0]
@@ -246,7 +249,7 @@ def test_pdb_sync_once_follows_scale(tmp_path: Path) -> None:
         assert len(json.loads(first.stdout)["created"]) == 4
         lws = fake.get("leaderworkersets", "serve", "llm-xl")
         assert lws is not None
-        lws["spec"]["replicas"] = 2
+        fake.put("leaderworkersets", {**lws, "spec": {**lws["spec"], "replicas": 2}})
         second = pdb_sync(kubeconfig, "--once")
         assert json.loads(second.stdout)["deleted"] == ["serve/llm-xl-group-2", "serve/llm-xl-group-3"]
         assert fake.names("poddisruptionbudgets") == ["llm-xl-group-0", "llm-xl-group-1"]
@@ -263,21 +266,38 @@ def test_pdb_sync_once_reports_an_unreachable_api_server(tmp_path: Path) -> None
 def test_background_sync_keeps_budgets_until_stopped(tmp_path: Path) -> None:
     with running_fake() as fake:
         load_fleet_into(fake)
-        api = config.new_client_from_config(config_file=str(fake.kubeconfig(tmp_path)))
+        kubeconfig = fake.kubeconfig(tmp_path)
+        api = config.new_client_from_config(config_file=str(kubeconfig))
+        live = live_view(Source(KUBECONFIG, (str(kubeconfig),)), 60.0).start()
         stop = threading.Event()
-        thread = start_background_sync(api, "guardhook-system", interval=0.1, elect=False, stop=stop)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and len(fake.names("poddisruptionbudgets")) < 4:
-            time.sleep(0.05)
-        assert len(fake.names("poddisruptionbudgets")) == 4
-        fake.objects.pop(("poddisruptionbudgets", "serve", "llm-xl-group-1"))  # someone deletes one
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and len(fake.names("poddisruptionbudgets")) < 4:
-            time.sleep(0.05)
-        assert "llm-xl-group-1" in fake.names("poddisruptionbudgets")  # put back by a later round
-        stop.set()
-        thread.join(timeout=10)
-        assert not thread.is_alive()
+        try:
+            thread = start_background_sync(
+                api, "guardhook-system", lambda: live.view, 0.1, elect=False, stop=stop
+            )
+            assert wait_for(lambda: len(fake.names("poddisruptionbudgets")) == 4)
+            fake.remove("poddisruptionbudgets", "serve", "llm-xl-group-1")  # someone deletes one
+            assert wait_for(lambda: "llm-xl-group-1" in fake.names("poddisruptionbudgets"))  # put back
+            lws = fake.get("leaderworkersets", "serve", "llm-xl")
+            assert lws is not None
+            fake.put("leaderworkersets", {**lws, "spec": {**lws["spec"], "replicas": 3}})
+            assert wait_for(
+                lambda: "llm-xl-group-3" not in fake.names("poddisruptionbudgets")
+            )  # follows scale
+            stop.set()
+            thread.join(timeout=10)
+            assert not thread.is_alive()
+        finally:
+            stop.set()
+            live.stop()
+
+
+def wait_for(condition: Any, seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
 
 
 def test_pdb_sync_rejects_an_unusable_kubeconfig(tmp_path: Path) -> None:
@@ -285,7 +305,7 @@ def test_pdb_sync_rejects_an_unusable_kubeconfig(tmp_path: Path) -> None:
     broken.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
     done = pdb_sync(broken, "--once")
     assert done.returncode == 2
-    assert done.stderr.startswith("guardhook: kubeconfig")
+    assert done.stderr.startswith("guardhook: cannot use kubeconfig")
 
 
 def test_pdb_sync_plans_offline_from_manifests(tmp_path: Path) -> None:
@@ -302,6 +322,20 @@ def test_serve_refuses_sync_group_pdbs_without_a_cluster(tmp_path: Path) -> None
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=clean_env(tmp_path))
     assert done.returncode == 2
     assert "--sync-group-pdbs needs a live cluster" in done.stderr
+
+
+def test_serve_sync_group_pdbs_plans_from_its_live_view(tmp_path: Path) -> None:
+    with running_fake() as fake:
+        load_fleet_into(fake)
+        kubeconfig = fake.kubeconfig(tmp_path)
+        running = start_server(tmp_path / "serve", "--kubeconfig", str(kubeconfig), "--sync-group-pdbs")
+        try:
+            assert wait_for(lambda: len(fake.names("poddisruptionbudgets")) == 4)
+            assert fake.get("leases", "guardhook-system", "guardhook-pdb-sync") is not None
+            denied = running.review("/validate", "s18-pdb-lws-wide.validating")  # the same view judges
+            assert denied["allowed"] is False
+        finally:
+            running.stop()
 
 
 def test_two_replicas_elect_one_reconciler(tmp_path: Path) -> None:
@@ -399,6 +433,10 @@ def test_budgets_appear_follow_scale_and_disappear_on_a_real_api_server(tmp_path
             for worker in (0, 1):
                 _ready_pod(api, group, worker)
         kube = config.new_client_from_config(config_file=str(api.kubeconfig))
+        source = Source(KUBECONFIG, (str(api.kubeconfig),))
+
+        def sync_once(kube: Any) -> Any:
+            return sync_round(kube, snapshot_view(source, 60.0))
 
         assert sync_once(kube).errors == []
         assert _budgets(api) == {"small-group-0": 2, "small-group-1": 2}
