@@ -4,6 +4,9 @@ the scale-counting advisory, overlaps, and the other actions."""
 from __future__ import annotations
 
 import copy
+import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -12,7 +15,7 @@ from guardhook.config import build_config
 from guardhook.engine import Engine
 from guardhook.view.static import embedded_fleet_objects, view_from_objects
 
-from conftest import Server, expected_answers, load_review
+from conftest import Server, clean_env, expected_answers, load_review
 
 P = "leaderworkerset.sigs.k8s.io/"
 PDB_REVIEWS = [e for e in expected_answers()["single"] if e["review"].startswith(("s18", "s19"))]
@@ -172,3 +175,18 @@ def test_a_stale_view_allows_with_a_warning() -> None:
     response = stale.judge(pdb_request(labels()), "validate").response
     assert response["allowed"] is True
     assert any("not checked" in w for w in group_pdb_warnings(response))
+
+
+def test_check_flags_a_pdb_manifest_before_any_pod_exists(tmp_path: Any) -> None:
+    """`guardhook check` on manifests (an LWS and PDBs, no pods): judged from the templates."""
+    lws = next(o for o in embedded_fleet_objects() if o["kind"] == "LeaderWorkerSet")
+    wide = pdb_request(labels())["object"]
+    per_group = pdb_request(labels(group_index="0"), name="group-0")["object"]
+    manifest = tmp_path / "app.json"
+    manifest.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": [lws, wide, per_group]}))
+    command = [sys.executable, "-m", "guardhook", "check", str(manifest)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=clean_env(tmp_path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "[group-pdb]" in done.stdout
+    assert "serve/budget" in done.stdout
+    assert "group-0 can match" not in done.stdout
