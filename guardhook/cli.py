@@ -32,6 +32,7 @@ from guardhook.engine import Engine
 from guardhook.kube import api_client
 from guardhook.ledger import open_ledger
 from guardhook.listing import list_cluster
+from guardhook.pdb_sync_run import add_pdb_sync_command, start_background_sync
 from guardhook.review import review_both
 from guardhook.scan import Located
 from guardhook.server import ServeOptions, WebhookServer
@@ -88,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--namespace",
         help="namespace for guardhook's own objects (default: the pod's namespace, else guardhook-system)",
     )
+    serve.add_argument(
+        "--sync-group-pdbs",
+        action="store_true",
+        help="also keep one PodDisruptionBudget per group of LWSs annotated guardhook.io/group-pdbs",
+    )
     add_view_flags(serve)
     serve.set_defaults(run=run_serve)
 
@@ -120,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also write the caBundle patches of the self-managed overlay of the manifests folder DIR",
     )
     certs.set_defaults(run=run_certs)
+    add_pdb_sync_command(commands)
     return parser
 
 
@@ -256,6 +263,8 @@ def open_live_view(source: Source, stale_after_seconds: float) -> LiveView:
 def run_serve(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.enforcement)
     source = choose_source(args.cluster_state, args.kubeconfig)
+    if args.sync_group_pdbs and not source.live:
+        raise SourceError("--sync-group-pdbs needs a live cluster (--kubeconfig or in-cluster config)")
     certs = ensure_certs(args.cert_dir, args.dns, in_cluster=in_cluster())
     namespace = args.namespace or in_cluster_namespace()
     log.info(
@@ -277,6 +286,8 @@ def run_serve(args: argparse.Namespace) -> int:
             return Runtime(Engine(open_view(source, config.stale_after_seconds), config, ledger=ledger))
         live = open_live_view(source, config.stale_after_seconds).start()
         runtime = Runtime(Engine(live.view, config, ledger=ledger))
+        if args.sync_group_pdbs:  # plans from this same live view
+            start_background_sync(api_client(source), namespace, lambda: live.view)
         runtime.collectors.append(live.collect)
         return runtime
 

@@ -121,7 +121,8 @@ class Engine:
         errored: bool,
     ) -> None:
         response = verdict.response
-        if endpoint == "validate":
+        # Advisories go out on /validate, or on /mutate for a policy that runs there only.
+        if endpoint == "validate" or not self._actions_at(policy, "validate"):
             for advisory in judgement.advisories:
                 _add_warning(response, f"[{policy.id}] {advisory}")
         violation = judgement.violation

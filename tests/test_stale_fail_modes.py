@@ -68,6 +68,8 @@ def test_a_stale_view_reaches_the_answer_of_a_captured_request(policy: Policy) -
     if not requests:
         pytest.skip(f"no captured review reaches {policy.id}")
     engine = Engine(stale_view(), policies=[policy], record=False)
+    # A mutate-only policy (leader-service) runs on /mutate only.
+    endpoint = "validate" if set(policy.default_actions) - {"Mutate"} else "mutate"
     if not policy.reads_view:
         fresh = Engine(embedded_fleet_view(), policies=[policy], record=False)
         for request in requests:
@@ -75,7 +77,7 @@ def test_a_stale_view_reaches_the_answer_of_a_captured_request(policy: Policy) -
         return
     followed = 0
     for request in requests:
-        response = engine.judge(request).response
+        response = engine.judge(request, endpoint).response
         texts = [response.get("status", {}).get("message", ""), *response.get("warnings", [])]
         if not any("cluster view has not been refreshed" in text for text in texts):
             continue  # the policy decided without the view (e.g. a leader delete)

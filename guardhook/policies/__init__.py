@@ -5,10 +5,16 @@ Order is the order results appear in a combined response.
 
 from __future__ import annotations
 
-from guardhook.policies import group_eviction, group_spec, worker_delete
+from guardhook.policies import group_eviction, group_pdb, group_spec, leader_service, worker_delete
 from guardhook.policies.base import Policy
 
-REGISTRY: tuple[Policy, ...] = (worker_delete.POLICY, group_eviction.POLICY, group_spec.POLICY)
+REGISTRY: tuple[Policy, ...] = (
+    worker_delete.POLICY,
+    group_eviction.POLICY,
+    leader_service.POLICY,
+    group_pdb.POLICY,
+    group_spec.POLICY,
+)
 
 
 def by_id(policy_id: str) -> Policy:
