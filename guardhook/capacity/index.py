@@ -57,7 +57,7 @@ class CapacityIndex:
         self._label_columns: dict[str, np.ndarray] = {}
         self._label_values: dict[str, dict[str, int]] = {}
         self._pending: dict[tuple[str, str], PodRecord] = {}
-        self._group_pods: dict[str, dict[int, int]] = {}
+        self._group_pods: dict[str, np.ndarray] = {}
 
     # ---- building and feeding ----------------------------------------------------------------
 
@@ -102,10 +102,10 @@ class CapacityIndex:
                 self._used[row, column] += sign * amount
         self._used[row, 0] += sign
         if GROUP_KEY_LABEL in pod.labels:
-            counts = self._group_pods.setdefault(pod.namespace, {})
-            counts[row] = counts.get(row, 0) + sign
-            if counts[row] <= 0:
-                del counts[row]
+            counts = self._group_pods.get(pod.namespace)
+            if counts is None:
+                counts = self._group_pods[pod.namespace] = np.zeros(len(self._alive), dtype=np.int32)
+            counts[row] += sign
 
     def _set_node(self, node: NodeRecord) -> None:
         row = self._row(node.name)
@@ -155,6 +155,8 @@ class CapacityIndex:
         self._taint_class = np.concatenate([self._taint_class, np.zeros(extra, dtype=np.int32)])
         for key, column in self._label_columns.items():
             self._label_columns[key] = np.concatenate([column, np.full(extra, ABSENT, dtype=np.int32)])
+        for namespace, counts in self._group_pods.items():
+            self._group_pods[namespace] = np.concatenate([counts, np.zeros(extra, dtype=np.int32)])
 
     def _column(self, resource: str) -> int:
         column = self._columns.get(resource)
@@ -239,9 +241,13 @@ class CapacityIndex:
         self.label_column(key)
         return len(self._label_values.get(key, {}))
 
-    def rows_holding_groups(self, namespace: str) -> list[int]:
-        """Rows with a bound, non-terminal pod of an LWS group (label group-key) in `namespace`."""
-        return list(self._group_pods.get(namespace, {}))
+    def holding_groups(self, namespace: str) -> np.ndarray:
+        """Bool per row: holds a bound, non-terminal pod of an LWS group (label group-key) in
+        `namespace`."""
+        counts = self._group_pods.get(namespace)
+        if counts is None:
+            return np.zeros(self.rows, dtype=bool)
+        return counts[: self.rows] > 0
 
     def _requirement_mask(self, requirement: NodeRequirement) -> np.ndarray:
         n = self.rows

@@ -119,13 +119,42 @@ def max_groups(
         shape, ok = (leader, leader_ok) if size == 1 else (worker, worker_ok)
         total = int(pod_caps(free, shape)[ok].sum())
         return min(wanted, total // size)
-    y0, losses = worker_losses(free, leader, worker, leader_ok, worker_ok, wanted)
+    lower, upper = group_bounds(free, leader, worker, leader_ok, worker_ok, size, wanted)
+    if lower >= upper:
+        return lower
+    y0, losses = worker_losses(free, leader, worker, leader_ok, worker_ok, upper)
     total_workers = float(y0.sum())
-    best = least_losses(losses, wanted)
-    for k in range(wanted, 0, -1):
+    best = least_losses(losses, upper)
+    for k in range(upper, lower, -1):
         if total_workers - best[k] >= k * (size - 1):
             return k
-    return 0
+    return lower
+
+
+def group_bounds(
+    free: np.ndarray,
+    leader: np.ndarray,
+    worker: np.ndarray,
+    leader_ok: np.ndarray,
+    worker_ok: np.ndarray,
+    size: int,
+    wanted: int,
+) -> tuple[int, int]:
+    """Cheap bounds on max_groups for mixed shapes, so the exact search runs only between them.
+
+    Lower: a real placement — at most one leader per row, on the rows that lose the fewest
+    workers. Upper: leaders and workers counted apart (each must fit on its own)."""
+    y0 = np.where(worker_ok, pod_caps(free, worker), 0)
+    total_workers = int(y0.sum())
+    leader_rows = leader_ok & (pod_caps(free, leader) >= 1)
+    upper = min(wanted, int(pod_caps(free, leader)[leader_ok].sum()), total_workers // (size - 1))
+    if upper <= 0:
+        return 0, 0
+    y1 = np.where(worker_ok, pod_caps(np.maximum(free - leader, 0), worker), 0)
+    cheapest = np.sort((y0 - y1)[leader_rows])[:upper]
+    counts = np.arange(1, len(cheapest) + 1)
+    lower = int((total_workers - np.cumsum(cheapest) >= counts * (size - 1)).sum())
+    return min(lower, upper), upper
 
 
 def domains_that_fit(
@@ -204,7 +233,7 @@ def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
         worker_ok = leader_ok if demand.leader.constraints == demand.worker.constraints else None
         if worker_ok is None:
             worker_ok = index.eligible(demand.worker)
-        taken_rows = set(index.rows_holding_groups(demand.namespace))
+        taken_rows = index.holding_groups(demand.namespace)
         taken_rows |= _place_pending(index, free, resources, pending, demand.namespace)
         base = Fit(
             demand=demand,
@@ -231,7 +260,7 @@ def _fit_exclusive(
     worker: np.ndarray,
     leader_ok: np.ndarray,
     worker_ok: np.ndarray,
-    taken_rows: set[int],
+    taken_rows: np.ndarray,
 ) -> Fit:
     key = demand.exclusive_key or ""
     domain = index.label_column(key)
@@ -240,9 +269,7 @@ def _fit_exclusive(
     live_rows = index.usable()
     live[domain[live_rows & (domain != ABSENT)]] = True
     taken = np.zeros(count, dtype=bool)
-    for row in taken_rows:
-        if domain[row] != ABSENT:
-            taken[domain[row]] = True
+    taken[domain[taken_rows & (domain != ABSENT)]] = True
     fitting = domains_that_fit(free, leader, worker, leader_ok, worker_ok, demand.size, domain, count)
     free_fitting = int((fitting & ~taken).sum())
     return _with(
@@ -256,10 +283,10 @@ def _fit_exclusive(
 
 def _place_pending(
     index: CapacityIndex, free: np.ndarray, resources: list[str], pending: list[PodRecord], namespace: str
-) -> set[int]:
-    """Place pending pods on `free` in place (largest first, tightest fit); return the rows that
-    received a pod of an LWS group in `namespace` (they take their exclusive-topology domain)."""
-    taken: set[int] = set()
+) -> np.ndarray:
+    """Place pending pods on `free` in place (largest first, tightest fit); return a bool per row:
+    received a pod of an LWS group in `namespace` (it takes its exclusive-topology domain)."""
+    taken = np.zeros(len(free), dtype=bool)
     if not pending:
         return taken
     usable = index.usable()
@@ -273,7 +300,7 @@ def _place_pending(
         row = int(candidates[np.argmin(caps[candidates])])
         free[row] -= request
         if GROUP_KEY_LABEL in pod.labels and pod.namespace == namespace:
-            taken.add(row)
+            taken[row] = True
     return taken
 
 
