@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from conftest import Server, expected_answers
 
 SCALING = ("s21", "s23", "s24", "s25", "s26", "s27", "s29", "s30", "s31", "s32", "s33", "s34")

@@ -8,13 +8,14 @@ import logging
 from typing import Any
 
 import pytest
-from conftest import load_review
 
 from guardhook.config import build_config, default_config
 from guardhook.engine import Engine
 from guardhook.policies.pod_counted_scaler import lws_controller_exemption_warning, startup_checks
 from guardhook.view.static import embedded_fleet_objects, view_from_objects
 from guardhook.view.store import ClusterView
+
+from conftest import load_review
 
 _FLEET = embedded_fleet_objects()  # parsed once: YAML parsing dominates a test's time
 
@@ -230,3 +231,13 @@ def test_stale_view_allows_with_a_warning() -> None:
     response = judge(request_of("s34-lws-create-too-big.validating"), view)
     assert response["allowed"] is True
     assert any(w.startswith("[group-capacity]") for w in response["warnings"])
+
+
+def test_stale_view_pod_counted_scaler_fails_open_unless_the_object_shows_ownership() -> None:
+    view = embedded_fleet_view()
+    view.mark_broken("pods", now=0.0)
+    response = judge(request_of("s21-hpa-worker-sts.validating"), view)
+    assert response["allowed"] is True
+    assert any("not checked" in w for w in response["warnings"])
+    assert judge(request_of("s27-sts-update-worker.validating"), view)["allowed"] is False
+    assert judge(request_of("s23-hpa-lws.validating"), view)["allowed"] is True

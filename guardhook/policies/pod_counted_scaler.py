@@ -17,8 +17,8 @@ name label (from the request object or the view); for one the view has not seen,
 convention `L` / `L-<g>` of an LWS in the view. The LWS controller and `statefulset-controller` are
 exempt identities (guardhook.config), so their own writes are never judged.
 
-Fail mode: open. A stale view still answers for StatefulSets it knows (ownership does not change);
-otherwise the request is allowed with a warning.
+Fail mode: open. With a stale view, a request whose own StatefulSet shows LWS ownership is still
+denied (no view needed); any other request aimed at a StatefulSet is allowed with a warning.
 """
 
 from __future__ import annotations
@@ -96,9 +96,9 @@ class PodCountedScaler(Policy):
         name = str(ref.get("name") or "")
         if kind != "StatefulSet" or api_version.split("/")[0] != "apps" or not name:
             return ALLOW
-        owned = lws_owned_statefulset(ctx.view, ctx.namespace, name, None)
-        if owned is None:
-            return self._unknown(ctx)
+        owned = self._owner(ctx, name, None)
+        if not isinstance(owned, OwnedStatefulSet):
+            return owned
         scaler = "KEDA ScaledObject" if keda else "HorizontalPodAutoscaler"
         scaler_name = metadata(ctx.object).get("name") or ctx.request.get("name") or ""
         return _deny(
@@ -110,16 +110,28 @@ class PodCountedScaler(Policy):
         if new == old:
             return ALLOW
         name = str(ctx.request.get("name") or metadata(ctx.object).get("name") or "")
-        owned = lws_owned_statefulset(ctx.view, ctx.namespace, name, None if scale else ctx.object)
-        if owned is None:
-            return self._unknown(ctx)
+        owned = self._owner(ctx, name, None if scale else ctx.object)
+        if not isinstance(owned, OwnedStatefulSet):
+            return owned
         how = "scaling" if scale else "changing spec.replicas of"
         return _deny(
             f"{how} {owned.describe(ctx.namespace, name)} from {old} to {new} counts pods, not groups", owned
         )
 
-    def _unknown(self, ctx: PolicyContext) -> Judgement:
-        return stale_judgement(self, ctx.view) if ctx.view.is_stale() else ALLOW
+    def _owner(
+        self, ctx: PolicyContext, name: str, obj: dict[str, Any] | None
+    ) -> OwnedStatefulSet | Judgement:
+        """The LWS owning StatefulSet `name`, or the judgement when there is none: allow, or the
+        stale-view answer when the view would have to say (the request's own StatefulSet, when it
+        carries one, needs no view)."""
+        if obj:
+            meta = metadata(obj)
+            found = _from_markers(name, OwnerRef.parse_all(meta), str_map(meta.get("labels")))
+            if found is not None:
+                return found
+        if ctx.view.is_stale():
+            return stale_judgement(self, ctx.view)
+        return lws_owned_statefulset(ctx.view, ctx.namespace, name, None) or ALLOW
 
 
 def _replicas(obj: dict[str, Any]) -> int | None:
