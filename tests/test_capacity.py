@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from guardhook.capacity import CapacityIndex, GroupDemand, fit_groups, index_for, shape_of_template
 from guardhook.capacity.index import ABSENT
 from guardhook.capacity.shapes import PODS
-from guardhook.capacity.solver import domains_that_fit, group_bounds, max_groups
+from guardhook.capacity.solver import domains_that_fit, group_bounds, max_groups, place_pending, pod_caps
 from guardhook.view.static import view_from_objects
 from guardhook.view.store import NODES, ClusterView
 from guardhook.view.store import PODS as POD_KIND
@@ -408,3 +408,72 @@ def test_exclusive_domains_equal_brute_force(c: dict[str, Any]) -> None:
         c["free"], c["leader"], c["worker"], c["leader_ok"], c["worker_ok"], c["size"], c["domain"], 2
     )
     assert min(c["wanted"], int(fitting.sum())) == brute_force_groups(c, exclusive=True)
+
+
+def one_at_a_time(free: np.ndarray, usable: np.ndarray, requests: list[np.ndarray]) -> list[int]:
+    """The reference: each pod alone, largest first, on the tightest usable row."""
+    order = sorted(
+        range(len(requests)),
+        key=lambda i: (sorted(requests[i].tolist(), reverse=True), requests[i].tolist()),
+        reverse=True,
+    )
+    # pods with equal requests keep their given order (sorted() is stable, reverse keeps it too)
+    placed = [-1] * len(requests)
+    for i in order:
+        caps = np.where(usable, pod_caps(free, requests[i]), 0)
+        rows = np.flatnonzero(caps >= 1)
+        if len(rows):
+            row = int(rows[np.argmin(caps[rows])])
+            free[row] -= requests[i]
+            placed[i] = row
+    return placed
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_bulk_pending_placement_equals_one_at_a_time(data: st.DataObject) -> None:
+    rows = data.draw(st.integers(1, 5))
+    free = np.array(
+        [
+            [data.draw(st.integers(0, 9)) for _ in range(2)] + [data.draw(st.integers(0, 5))]
+            for _ in range(rows)
+        ],
+        dtype=np.int64,
+    )
+    usable = np.array([data.draw(st.booleans()) for _ in range(rows)])
+    shapes = [np.array([data.draw(st.integers(0, 3)), data.draw(st.integers(0, 3)), 1]) for _ in range(2)]
+    requests = [shapes[data.draw(st.integers(0, 1))] for _ in range(data.draw(st.integers(0, 8)))]
+    reference_free = free.copy()
+    expected = one_at_a_time(reference_free, usable, requests)
+    assert place_pending(free, usable, requests) == expected
+    assert (free == reference_free).all()
+
+
+def test_many_pending_pods_of_one_shape_fill_the_tightest_nodes_first() -> None:
+    view = view_from_objects(
+        [node("roomy", cpu="16"), node("tight", cpu="4"), *[pod(f"w{i}", cpu="2") for i in range(5)]]
+    )
+    # 2 pods fill "tight", 3 go to "roomy" (10 of 16 cpu left there)
+    assert groups_that_fit(view, template(cpu="5"), count=5) == 2
+    assert groups_that_fit(view, template(cpu="6"), count=5) == 1
+
+
+def test_a_relist_keeps_the_index_in_step() -> None:
+    view = view_from_objects([node("a", cpu="8"), pod("p", "a", cpu="6")])
+    assert groups_that_fit(view, template(cpu="4"), count=5) == 0
+    view.replace_kind(POD_KIND, [pod("q", "a", cpu="2")])  # a 410 relist: p is gone, q arrived
+    assert groups_that_fit(view, template(cpu="4"), count=5) == 1
+    view.replace_kind(NODES, [node("b", cpu="12")])  # node a gone, b new
+    assert groups_that_fit(view, template(cpu="4"), count=5) == 3
+
+
+def test_view_listeners_see_old_and_new_records() -> None:
+    view = view_from_objects([])
+    seen: list[tuple[str, str | None, str | None]] = []
+    view.subscribe(lambda kind, old, new: seen.append((kind, old and old.phase, new and new.phase)))
+    view.upsert(POD_KIND, pod("p", "a", phase="Pending"))
+    view.upsert(POD_KIND, pod("p", "a", phase="Running"))
+    view.remove(POD_KIND, ("default", "p"))
+    view.remove(POD_KIND, ("default", "p"))  # already gone: no call
+    view.upsert("services", {"kind": "Service", "metadata": {"name": "s", "namespace": "default"}})
+    assert seen == [("pods", None, "Pending"), ("pods", "Pending", "Running"), ("pods", "Running", None)]

@@ -284,24 +284,46 @@ def _fit_exclusive(
 def _place_pending(
     index: CapacityIndex, free: np.ndarray, resources: list[str], pending: list[PodRecord], namespace: str
 ) -> np.ndarray:
-    """Place pending pods on `free` in place (largest first, tightest fit); return a bool per row:
-    received a pod of an LWS group in `namespace` (it takes its exclusive-topology domain)."""
+    """Place pending pods on `free` in place (see place_pending); return a bool per row: received
+    a pod of an LWS group in `namespace` (it takes its exclusive-topology domain)."""
     taken = np.zeros(len(free), dtype=bool)
     if not pending:
         return taken
-    usable = index.usable()
-    order = sorted(pending, key=lambda p: (sorted(p.requests.values(), reverse=True), p.key), reverse=True)
-    for pod in order:
-        request = _vector({**pod.requests, PODS: 1}, resources)
-        caps = np.where(usable, pod_caps(free, request), 0)
-        candidates = np.flatnonzero(caps >= 1)
-        if len(candidates) == 0:
-            continue  # it fits nowhere: it claims nothing
-        row = int(candidates[np.argmin(caps[candidates])])
-        free[row] -= request
-        if GROUP_KEY_LABEL in pod.labels and pod.namespace == namespace:
+    requests = [_vector({**pod.requests, PODS: 1}, resources) for pod in pending]
+    rows = place_pending(free, index.usable(), requests)
+    for pod, row in zip(pending, rows, strict=True):
+        if row >= 0 and GROUP_KEY_LABEL in pod.labels and pod.namespace == namespace:
             taken[row] = True
     return taken
+
+
+def place_pending(free: np.ndarray, usable: np.ndarray, requests: list[np.ndarray]) -> list[int]:
+    """Place pods one at a time, largest first, each on the usable row where it fits most tightly
+    (fewest such pods left; lowest row on ties), subtracting from `free` in place. Returns the row
+    of each pod, in the order given (-1: fits nowhere, claims nothing).
+
+    Pods with identical requests are placed together: placing one lowers its row's count by exactly
+    one, so the tightest row stays tightest until full, and the one-at-a-time result is filling
+    rows in (count, row) order — one vector pass per distinct request, not per pod."""
+    placed = [-1] * len(requests)
+    runs: dict[tuple[int, ...], list[int]] = {}
+    for i, request in enumerate(requests):
+        runs.setdefault(tuple(int(v) for v in request), []).append(i)
+    for vector in sorted(runs, key=lambda v: (sorted(v, reverse=True), v), reverse=True):
+        members = runs[vector]
+        request = np.array(vector, dtype=np.int64)
+        caps = np.where(usable, pod_caps(free, request), 0)
+        rows = np.flatnonzero(caps >= 1)
+        fill = rows[np.lexsort((rows, caps[rows]))]
+        per_row = np.minimum(
+            caps[fill], np.maximum(len(members) - np.concatenate(([0], np.cumsum(caps[fill])[:-1])), 0)
+        )
+        used = per_row > 0
+        fill, per_row = fill[used], per_row[used]
+        free[fill] -= per_row[:, None] * request
+        for member, row in zip(members, np.repeat(fill, per_row), strict=False):
+            placed[member] = int(row)
+    return placed
 
 
 def _limiting(free: np.ndarray, request: np.ndarray, ok: np.ndarray, resources: list[str]) -> str:
