@@ -2,9 +2,9 @@
 
 Builds a ClusterView with N GPU nodes (8 GPUs, 192 cpu, 2000Gi, 110 pods; four nodes per
 `example.com/nvlink-domain`) and 30 pods per node — 29 small pods plus one 8-GPU pod of an
-existing LWS group on 95% of the nodes — then judges `leaderworkersets/scale` scale-ups through
-the engine, as the webhook does. Between decisions a few pods change, so the capacity index is
-exercised incrementally. Prints p50/p99 per scenario:
+existing LWS group on 95% of the nodes — and 20 pending pods of two shapes per 1,000 nodes, then judges
+`leaderworkersets/scale` scale-ups through the engine, as the webhook does. Between decisions a
+pod changes, so the capacity index is exercised incrementally. Prints p50/p99 per scenario:
 
 - same shape: leader and workers alike (8 GPUs each), size 4, +2 groups;
 - mixed shape: a cpu-only leader and 8-GPU workers, size 5, +2 groups;
@@ -33,6 +33,7 @@ from guardhook.view.store import LEADERWORKERSETS, NODES, PODS, ClusterView
 
 GPU = "nvidia.com/gpu"
 PODS_PER_NODE = 30
+PENDING_PODS_PER_1000_NODES = 20
 NAMESPACE = "bench"
 DOMAIN_LABEL = "example.com/nvlink-domain"
 
@@ -81,6 +82,16 @@ def gpu_pod(i: int) -> dict[str, Any]:
             ],
         },
         "status": {"phase": "Running"},
+    }
+
+
+def pending_pod(k: int) -> dict[str, Any]:
+    requests = {"cpu": "4", "memory": "16Gi"} if k % 2 else {"cpu": "8", "memory": "64Gi", GPU: "1"}
+    return {
+        "kind": "Pod",
+        "metadata": {"name": f"pending-{k}", "namespace": "batch"},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]},
+        "status": {"phase": "Pending"},
     }
 
 
@@ -141,6 +152,8 @@ def build(nodes: int, rng: random.Random) -> tuple[ClusterView, float, float]:
         for j in range(PODS_PER_NODE - 1):
             view.upsert(PODS, small_pod(i, j))
         view.upsert(PODS, gpu_pod(i) if i in busy else small_pod(i, PODS_PER_NODE))
+    for k in range(nodes * PENDING_PODS_PER_1000_NODES // 1000):  # a backlog the scheduler has not placed: claimed before new groups
+        view.upsert(PODS, pending_pod(k))
     view.upsert(LEADERWORKERSETS, lws("same", 4, template("8", 8)))
     view.upsert(LEADERWORKERSETS, lws("mixed", 5, template("16", 0)))
     view.upsert(LEADERWORKERSETS, lws("exclusive", 4, template("8", 8), exclusive=True))

@@ -445,7 +445,16 @@ def test_bulk_pending_placement_equals_one_at_a_time(data: st.DataObject) -> Non
     requests = [shapes[data.draw(st.integers(0, 1))] for _ in range(data.draw(st.integers(0, 8)))]
     reference_free = free.copy()
     expected = one_at_a_time(reference_free, usable, requests)
-    assert place_pending(free, usable, requests) == expected
+    classes: dict[tuple[int, ...], list[int]] = {}  # distinct requests -> their pods, in order
+    for i, request in enumerate(requests):
+        classes.setdefault(tuple(request.tolist()), []).append(i)
+    vectors = [np.array(v) for v in classes]
+    placed = place_pending(free, usable, vectors, [len(members) for members in classes.values()])
+    got = [-1] * len(requests)
+    for members, rows in zip(classes.values(), placed, strict=True):
+        for member, row in zip(members, rows.tolist(), strict=False):
+            got[member] = row
+    assert got == expected
     assert (free == reference_free).all()
 
 
@@ -477,3 +486,12 @@ def test_view_listeners_see_old_and_new_records() -> None:
     view.remove(POD_KIND, ("default", "p"))  # already gone: no call
     view.upsert("services", {"kind": "Service", "metadata": {"name": "s", "namespace": "default"}})
     assert seen == [("pods", None, "Pending"), ("pods", "Pending", "Running"), ("pods", "Running", None)]
+
+
+def test_a_pending_group_pod_takes_the_domain_it_will_land_in() -> None:
+    nodes = [node(f"n{d}", gpu=8, labels={"rack": f"r{d}"}) for d in range(2)]
+    waiting = pod("g-0", gpu=8, labels={"leaderworkerset.sigs.k8s.io/group-key": "k"})
+    view = view_from_objects([*nodes, waiting])
+    assert groups_that_fit(view, template(cpu="1"), size=1, count=2, exclusive="rack") == 1
+    view.remove(POD_KIND, ("default", "g-0"))
+    assert groups_that_fit(view, template(cpu="1"), size=1, count=2, exclusive="rack") == 2

@@ -18,6 +18,7 @@ import math
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,17 @@ from guardhook.lws import GROUP_KEY_LABEL
 from guardhook.model import NodeRecord, PodRecord, Taint
 from guardhook.view.store import NODES, ClusterView
 from guardhook.view.store import PODS as POD_KIND
+
+
+@dataclass
+class PendingClass:
+    """Pending pods with identical `requests` (pods slot included): how many, and how many of them
+    belong to an LWS group (label group-key), per namespace."""
+
+    requests: dict[str, int]
+    count: int = 0
+    group_pods: dict[str, int] = field(default_factory=dict)
+
 
 ABSENT = -1
 """Label column value of a node without that label."""
@@ -56,7 +68,7 @@ class CapacityIndex:
         self._taint_sets: dict[tuple[Taint, ...], int] = {(): 0}
         self._label_columns: dict[str, np.ndarray] = {}
         self._label_values: dict[str, dict[str, int]] = {}
-        self._pending: dict[tuple[str, str], PodRecord] = {}
+        self._pending: dict[tuple[tuple[str, int], ...], PendingClass] = {}
         self._group_pods: dict[str, np.ndarray] = {}
 
     # ---- building and feeding ----------------------------------------------------------------
@@ -90,10 +102,7 @@ class CapacityIndex:
         if pod.terminal:
             return
         if not pod.node_name:
-            if sign > 0:
-                self._pending[pod.key] = pod
-            else:
-                self._pending.pop(pod.key, None)
+            self._count_pending(pod, sign)
             return
         row = self._row(pod.node_name)
         for name, amount in pod.requests.items():
@@ -106,6 +115,18 @@ class CapacityIndex:
             if counts is None:
                 counts = self._group_pods[pod.namespace] = np.zeros(len(self._alive), dtype=np.int32)
             counts[row] += sign
+
+    def _count_pending(self, pod: PodRecord, sign: int) -> None:
+        requests = {**pod.requests, PODS: 1}
+        key = tuple(sorted(requests.items()))
+        entry = self._pending.get(key)
+        if entry is None:
+            entry = self._pending[key] = PendingClass(requests)
+        entry.count += sign
+        if GROUP_KEY_LABEL in pod.labels:
+            entry.group_pods[pod.namespace] = entry.group_pods.get(pod.namespace, 0) + sign
+        if entry.count <= 0:
+            del self._pending[key]
 
     def _set_node(self, node: NodeRecord) -> None:
         row = self._row(node.name)
@@ -201,8 +222,9 @@ class CapacityIndex:
         """Bool per row: a Ready, schedulable node in the view."""
         return self._usable[: self.rows].copy()
 
-    def pending_pods(self) -> list[PodRecord]:
-        """Non-terminal pods bound to no node (they claim capacity before any new group)."""
+    def pending(self) -> list[PendingClass]:
+        """Non-terminal pods bound to no node, counted per distinct request (they claim capacity
+        before any new group)."""
         return list(self._pending.values())
 
     def eligible(self, shape: PodShape) -> np.ndarray:

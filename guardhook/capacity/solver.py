@@ -35,10 +35,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from guardhook.capacity.index import ABSENT, CapacityIndex
+from guardhook.capacity.index import ABSENT, CapacityIndex, PendingClass
 from guardhook.capacity.shapes import PODS, PodShape
-from guardhook.lws import GROUP_KEY_LABEL
-from guardhook.model import PodRecord
 
 INF = float("inf")
 
@@ -200,8 +198,8 @@ class Fit:
 
     Diagnostics for messages: `nodes` (in the view), `eligible_leader` / `eligible_worker` (nodes
     each template may use), `pod_slots` (pods of the worker shape that still fit on eligible nodes,
-    same-shape groups only, else -1), `limiting` (the resource that most often runs out on
-    eligible nodes), `domains` / `domains_taken` / `domains_free_fitting` (exclusive topology).
+    same-shape groups only, else -1), `limiting` (the resources too scarce for one worker on
+    the most eligible nodes), `domains` / `domains_taken` / `domains_free_fitting` (exclusive topology).
     """
 
     demand: GroupDemand
@@ -224,7 +222,7 @@ def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
     """Decide how many of `demand.count` groups fit on the index's current free capacity, after
     placing pending pods. Takes the index's lock; reads only."""
     with index.lock:
-        pending = index.pending_pods()
+        pending = index.pending()
         resources = _resource_names([demand.leader, demand.worker], pending)
         free = index.free(resources)
         leader = _vector(demand.leader.request_map, resources)
@@ -282,48 +280,51 @@ def _fit_exclusive(
 
 
 def _place_pending(
-    index: CapacityIndex, free: np.ndarray, resources: list[str], pending: list[PodRecord], namespace: str
+    index: CapacityIndex, free: np.ndarray, resources: list[str], pending: list[PendingClass], namespace: str
 ) -> np.ndarray:
     """Place pending pods on `free` in place (see place_pending); return a bool per row: received
-    a pod of an LWS group in `namespace` (it takes its exclusive-topology domain)."""
+    a pod of an LWS group in `namespace` (it takes its exclusive-topology domain). Within pods of
+    equal requests, the group pods are taken to be placed first."""
     taken = np.zeros(len(free), dtype=bool)
     if not pending:
         return taken
-    requests = [_vector({**pod.requests, PODS: 1}, resources) for pod in pending]
-    rows = place_pending(free, index.usable(), requests)
-    for pod, row in zip(pending, rows, strict=True):
-        if row >= 0 and GROUP_KEY_LABEL in pod.labels and pod.namespace == namespace:
-            taken[row] = True
+    requests = [_vector(entry.requests, resources) for entry in pending]
+    placed = place_pending(free, index.usable(), requests, [entry.count for entry in pending])
+    for entry, rows in zip(pending, placed, strict=True):
+        taken[rows[: entry.group_pods.get(namespace, 0)]] = True
     return taken
 
 
-def place_pending(free: np.ndarray, usable: np.ndarray, requests: list[np.ndarray]) -> list[int]:
-    """Place pods one at a time, largest first, each on the usable row where it fits most tightly
-    (fewest such pods left; lowest row on ties), subtracting from `free` in place. Returns the row
-    of each pod, in the order given (-1: fits nowhere, claims nothing).
+def place_pending(
+    free: np.ndarray, usable: np.ndarray, requests: list[np.ndarray], counts: list[int]
+) -> list[np.ndarray]:
+    """Place `counts[i]` pods of `requests[i]` (distinct vectors) one at a time, largest first, each
+    on the usable row where it fits most tightly (fewest such pods left; lowest row on ties),
+    subtracting from `free` in place. Returns, per request, the rows of its pods in placement order
+    (shorter when some fit nowhere: those claim nothing).
 
-    Pods with identical requests are placed together: placing one lowers its row's count by exactly
-    one, so the tightest row stays tightest until full, and the one-at-a-time result is filling
-    rows in (count, row) order — one vector pass per distinct request, not per pod."""
-    placed = [-1] * len(requests)
-    runs: dict[tuple[int, ...], list[int]] = {}
-    for i, request in enumerate(requests):
-        runs.setdefault(tuple(int(v) for v in request), []).append(i)
-    for vector in sorted(runs, key=lambda v: (sorted(v, reverse=True), v), reverse=True):
-        members = runs[vector]
-        request = np.array(vector, dtype=np.int64)
+    One vector pass per request, not per pod: placing a pod lowers its row's count by exactly one,
+    so the tightest row stays tightest until full, and one-at-a-time placement is the same as
+    filling rows in (count, row) order."""
+    placed: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(requests)
+    order = sorted(range(len(requests)), key=lambda i: _size_key(requests[i]), reverse=True)
+    for i in order:
+        request = requests[i]
         caps = np.where(usable, pod_caps(free, request), 0)
         rows = np.flatnonzero(caps >= 1)
         fill = rows[np.lexsort((rows, caps[rows]))]
-        per_row = np.minimum(
-            caps[fill], np.maximum(len(members) - np.concatenate(([0], np.cumsum(caps[fill])[:-1])), 0)
-        )
+        before = np.concatenate(([0], np.cumsum(caps[fill])[:-1]))
+        per_row = np.minimum(caps[fill], np.maximum(counts[i] - before, 0))
         used = per_row > 0
         fill, per_row = fill[used], per_row[used]
         free[fill] -= per_row[:, None] * request
-        for member, row in zip(members, np.repeat(fill, per_row), strict=False):
-            placed[member] = int(row)
+        placed[i] = np.repeat(fill, per_row)
     return placed
+
+
+def _size_key(request: np.ndarray) -> tuple[list[int], list[int]]:
+    values = request.tolist()
+    return sorted(values, reverse=True), values
 
 
 def _limiting(free: np.ndarray, request: np.ndarray, ok: np.ndarray, resources: list[str]) -> str:
@@ -337,12 +338,12 @@ def _limiting(free: np.ndarray, request: np.ndarray, ok: np.ndarray, resources: 
     return ", ".join(resources[i] for i in np.flatnonzero(short == short.max()))
 
 
-def _resource_names(shapes: Iterable[PodShape], pending: Iterable[PodRecord]) -> list[str]:
+def _resource_names(shapes: Iterable[PodShape], pending: Iterable[PendingClass]) -> list[str]:
     names = {PODS}
     for shape in shapes:
         names.update(name for name, _ in shape.requests)
-    for pod in pending:
-        names.update(pod.requests)
+    for entry in pending:
+        names.update(entry.requests)
     return sorted(names)
 
 
