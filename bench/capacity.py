@@ -152,7 +152,8 @@ def build(nodes: int, rng: random.Random) -> tuple[ClusterView, float, float]:
         for j in range(PODS_PER_NODE - 1):
             view.upsert(PODS, small_pod(i, j))
         view.upsert(PODS, gpu_pod(i) if i in busy else small_pod(i, PODS_PER_NODE))
-    for k in range(nodes * PENDING_PODS_PER_1000_NODES // 1000):  # a backlog the scheduler has not placed: claimed before new groups
+    # a backlog the scheduler has not placed: claimed before new groups
+    for k in range(nodes * PENDING_PODS_PER_1000_NODES // 1000):
         view.upsert(PODS, pending_pod(k))
     view.upsert(LEADERWORKERSETS, lws("same", 4, template("8", 8)))
     view.upsert(LEADERWORKERSETS, lws("mixed", 5, template("16", 0)))
