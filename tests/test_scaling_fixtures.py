@@ -3,6 +3,8 @@ checked against ../shared/fixtures/expected.json."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,3 +49,17 @@ def test_group_capacity_says_what_is_short(server: Server) -> None:
     assert "the second needs 4 pods" in message
     assert "nvidia.com/gpu 8" in message
     assert "room for 0 more" in message
+
+
+def test_serve_warns_at_start_when_the_lws_controller_is_not_exempt(
+    fresh_server: Callable[..., Server], tmp_path: Path
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "exemptions:\n  users: ['system:serviceaccount:kube-system:generic-garbage-collector']\n"
+    )
+    running = fresh_server("--config", str(config))
+    assert "no exempt user covers the LWS controller" in running.log.read_text()
+    # and with the default exemptions it says nothing of the kind
+    default = fresh_server()
+    assert "LWS controller" not in default.log.read_text()

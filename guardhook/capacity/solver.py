@@ -312,7 +312,11 @@ def place_pending(
         request = requests[i]
         caps = np.where(usable, pod_caps(free, request), 0)
         rows = np.flatnonzero(caps >= 1)
-        fill = rows[np.lexsort((rows, caps[rows]))]
+        order_key = caps[rows] * len(free) + rows  # (count, row) as one sortable number
+        if len(rows) > counts[i] > 0:  # every row holds at least one: the tightest counts[i] suffice
+            keep = np.argpartition(order_key, counts[i] - 1)[: counts[i]]
+            rows, order_key = rows[keep], order_key[keep]
+        fill = rows[np.argsort(order_key)]
         before = np.concatenate(([0], np.cumsum(caps[fill])[:-1]))
         per_row = np.minimum(caps[fill], np.maximum(counts[i] - before, 0))
         used = per_row > 0
