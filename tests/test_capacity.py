@@ -495,3 +495,15 @@ def test_a_pending_group_pod_takes_the_domain_it_will_land_in() -> None:
     assert groups_that_fit(view, template(cpu="1"), size=1, count=2, exclusive="rack") == 1
     view.remove(POD_KIND, ("default", "g-0"))
     assert groups_that_fit(view, template(cpu="1"), size=1, count=2, exclusive="rack") == 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(-(2**50), 2**52), min_size=1, max_size=6),
+    st.integers(1, 2**45),
+)
+def test_pod_caps_is_exact_floor_division_for_large_amounts(amounts: list[int], size: int) -> None:
+    free = np.array([[a, 110] for a in amounts], dtype=np.int64)
+    request = np.array([size, 1], dtype=np.int64)
+    expected = [max(0, min(a // size, 110)) for a in amounts]
+    assert pod_caps(free, request).tolist() == expected

@@ -60,8 +60,9 @@ class CapacityIndex:
         self._labels: list[dict[str, str]] = []
         self._columns: dict[str, int] = {PODS: 0}
         size = _INITIAL_ROWS
-        self._alloc = np.zeros((size, 1), dtype=np.int64)
-        self._used = np.zeros((size, 1), dtype=np.int64)
+        # Column-major: a decision reads whole resource columns.
+        self._alloc = np.zeros((size, 1), dtype=np.int64, order="F")
+        self._used = np.zeros((size, 1), dtype=np.int64, order="F")
         self._alive = np.zeros(size, dtype=bool)
         self._usable = np.zeros(size, dtype=bool)
         self._taint_class = np.zeros(size, dtype=np.int32)
@@ -169,8 +170,8 @@ class CapacityIndex:
 
     def _grow_rows(self) -> None:
         extra = len(self._alive)
-        self._alloc = np.vstack([self._alloc, np.zeros_like(self._alloc[:extra])])
-        self._used = np.vstack([self._used, np.zeros_like(self._used[:extra])])
+        self._alloc = np.asfortranarray(np.vstack([self._alloc, np.zeros_like(self._alloc[:extra])]))
+        self._used = np.asfortranarray(np.vstack([self._used, np.zeros_like(self._used[:extra])]))
         self._alive = np.concatenate([self._alive, np.zeros(extra, dtype=bool)])
         self._usable = np.concatenate([self._usable, np.zeros(extra, dtype=bool)])
         self._taint_class = np.concatenate([self._taint_class, np.zeros(extra, dtype=np.int32)])
@@ -186,8 +187,8 @@ class CapacityIndex:
         column = len(self._columns)
         self._columns[resource] = column
         pad = np.zeros((len(self._alive), 1), dtype=np.int64)
-        self._alloc = np.hstack([self._alloc, pad])
-        self._used = np.hstack([self._used, pad.copy()])
+        self._alloc = np.asfortranarray(np.hstack([self._alloc, pad]))
+        self._used = np.asfortranarray(np.hstack([self._used, pad]))
         return column
 
     def _value_id(self, key: str, value: str | None) -> int:
@@ -211,7 +212,7 @@ class CapacityIndex:
         """A fresh (rows × len(resources)) int64 matrix of allocatable minus requested; a resource
         no node offers is 0 everywhere. Dead rows are 0 allocatable (so never fit)."""
         n = self.rows
-        out = np.zeros((n, len(resources)), dtype=np.int64)
+        out = np.zeros((n, len(resources)), dtype=np.int64, order="F")  # column reads are the hot path
         for i, name in enumerate(resources):
             column = self._columns.get(name)
             if column is not None:

@@ -46,9 +46,12 @@ INF = float("inf")
 
 def pod_caps(free: np.ndarray, request: np.ndarray) -> np.ndarray:
     """How many pods of `request` (vector over free's columns, pods slot > 0) each row holds."""
-    positive = request > 0
-    quotients = free[:, positive] // request[positive]
-    return np.clip(quotients.min(axis=1), 0, None)
+    caps: np.ndarray | None = None
+    for column in np.flatnonzero(request > 0):  # column by column: contiguous in an F-order matrix
+        quotients = free[:, column] // request[column]
+        caps = quotients if caps is None else np.minimum(caps, quotients, out=caps)
+    assert caps is not None, "every request holds a pods slot"
+    return np.maximum(caps, 0, out=caps)
 
 
 def worker_losses(
@@ -239,14 +242,17 @@ def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
             nodes=index.node_count,
             eligible_leader=int(leader_ok.sum()),
             eligible_worker=int(worker_ok.sum()),
-            limiting=_limiting(free, worker, worker_ok, resources),
         )
         if demand.exclusive_key:
-            return _fit_exclusive(index, demand, base, free, leader, worker, leader_ok, worker_ok, taken_rows)
-        same = demand.leader.requests == demand.worker.requests and leader_ok is worker_ok
-        fits = max_groups(free, leader, worker, leader_ok, worker_ok, demand.size, demand.count, same)
-        slots = int(pod_caps(free, worker)[worker_ok].sum()) - fits * demand.size if same else -1
-        return _with(base, fits=fits, pod_slots=slots)
+            fit = _fit_exclusive(index, demand, base, free, leader, worker, leader_ok, worker_ok, taken_rows)
+        else:
+            same = demand.leader.requests == demand.worker.requests and leader_ok is worker_ok
+            fits = max_groups(free, leader, worker, leader_ok, worker_ok, demand.size, demand.count, same)
+            slots = int(pod_caps(free, worker)[worker_ok].sum()) - fits * demand.size if same else -1
+            fit = replace(base, fits=fits, pod_slots=slots)
+        if fit.all_fit:
+            return fit
+        return replace(fit, limiting=_limiting(free, worker, worker_ok, resources))  # for the message
 
 
 def _fit_exclusive(
@@ -270,7 +276,7 @@ def _fit_exclusive(
     taken[domain[taken_rows & (domain != ABSENT)]] = True
     fitting = domains_that_fit(free, leader, worker, leader_ok, worker_ok, demand.size, domain, count)
     free_fitting = int((fitting & ~taken).sum())
-    return _with(
+    return replace(
         base,
         fits=min(demand.count, free_fitting),
         domains=int(live.sum()),
@@ -336,7 +342,7 @@ def _limiting(free: np.ndarray, request: np.ndarray, ok: np.ndarray, resources: 
     messages; ties are all named)."""
     if not ok.any():
         return ""
-    short = (free[ok] < request).sum(axis=0) * (request > 0)
+    short = ((free < request) & ok[:, None]).sum(axis=0) * (request > 0)
     if short.max() == 0:
         return ""
     return ", ".join(resources[i] for i in np.flatnonzero(short == short.max()))
@@ -353,7 +359,3 @@ def _resource_names(shapes: Iterable[PodShape], pending: Iterable[PendingClass])
 
 def _vector(requests: dict[str, int], resources: list[str]) -> np.ndarray:
     return np.array([requests.get(name, 0) for name in resources], dtype=np.int64)
-
-
-def _with(fit: Fit, **changes: int) -> Fit:
-    return replace(fit, **changes)  # type: ignore[arg-type]
