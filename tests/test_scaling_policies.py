@@ -241,3 +241,13 @@ def test_stale_view_pod_counted_scaler_fails_open_unless_the_object_shows_owners
     assert any("not checked" in w for w in response["warnings"])
     assert judge(request_of("s27-sts-update-worker.validating"), view)["allowed"] is False
     assert judge(request_of("s23-hpa-lws.validating"), view)["allowed"] is True
+
+
+def test_naming_fallback_prefers_an_lws_of_that_exact_name() -> None:
+    objects = [o for o in fleet_objects() if o["kind"] != "StatefulSet"]
+    other = copy.deepcopy(next(o for o in objects if o["kind"] == "LeaderWorkerSet"))
+    other["metadata"]["name"] = "llm-xl-3"
+    request = request_of("s21-hpa-worker-sts.validating")
+    request["object"]["spec"]["scaleTargetRef"]["name"] = "llm-xl-3"
+    message = judge(request, view_from_objects([*objects, other]))["status"]["message"]
+    assert "leader StatefulSet of LeaderWorkerSet llm-xl-3" in message

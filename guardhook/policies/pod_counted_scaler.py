@@ -188,9 +188,10 @@ def _group_of(lws_name: str, name: str) -> int | None:
 
 
 def _from_naming(view: ClusterView, namespace: str, name: str) -> OwnedStatefulSet | None:
-    for lws in view.lws_in_namespace(namespace):
-        if name == lws.name:
-            return OwnedStatefulSet(lws.name, None)
+    candidates = view.lws_in_namespace(namespace)
+    if any(lws.name == name for lws in candidates):  # `L` itself before `L'-<g>` of another LWS
+        return OwnedStatefulSet(name, None)
+    for lws in candidates:
         group = _group_of(lws.name, name)
         if group is not None:
             return OwnedStatefulSet(lws.name, group)
