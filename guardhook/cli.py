@@ -6,6 +6,8 @@ import argparse
 import json
 import logging
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,12 +29,14 @@ from guardhook.certs import (
     service_dns_names,
 )
 from guardhook.codec import ReviewError, decode, encode
-from guardhook.config import ConfigError, load_config
+from guardhook.config import Config, ConfigError, load_config
 from guardhook.engine import Engine
 from guardhook.kube import api_client
 from guardhook.ledger import open_ledger
 from guardhook.listing import list_cluster
 from guardhook.pdb_sync_run import add_pdb_sync_command, start_background_sync
+from guardhook.policies.group_capacity import warm_capacity_index
+from guardhook.policies.pod_counted_scaler import startup_checks
 from guardhook.review import review_both
 from guardhook.scan import Located
 from guardhook.server import ServeOptions, WebhookServer
@@ -283,8 +287,12 @@ def run_serve(args: argparse.Namespace) -> int:
         # The eviction ledger: in memory for a static view, Leases in `namespace` for a live one.
         ledger = open_ledger(source, namespace)
         if not source.live:
-            return Runtime(Engine(open_view(source, config.stale_after_seconds), config, ledger=ledger))
-        live = open_live_view(source, config.stale_after_seconds).start()
+            view = open_view(source, config.stale_after_seconds)
+            scaling_startup(view, config)
+            return Runtime(Engine(view, config, ledger=ledger))
+        live = open_live_view(source, config.stale_after_seconds)
+        scaling_startup(live.view, config)  # the capacity index follows the watches from the start
+        live.start()
         runtime = Runtime(Engine(live.view, config, ledger=ledger))
         if args.sync_group_pdbs:  # plans from this same live view
             start_background_sync(api_client(source), namespace, lambda: live.view)
@@ -294,6 +302,23 @@ def run_serve(args: argparse.Namespace) -> int:
     options = ServeOptions(host=args.host, port=args.port, threads=args.threads, certs=certs)
     WebhookServer(options, make_runtime).run()
     return 0
+
+
+def scaling_startup(view: ClusterView, config: Config) -> None:
+    """At start: build the capacity index now rather than on the first scale-up (on a live view it
+    then follows the watches), and warn about a missing LWS controller exemption once the view
+    holds what the cluster holds (a live view syncs in the background)."""
+    warm_capacity_index(view)
+    if view.synced:
+        startup_checks(view, config)
+        return
+
+    def check_when_synced() -> None:
+        while not view.synced:
+            time.sleep(1.0)
+        startup_checks(view, config)
+
+    threading.Thread(target=check_when_synced, name="guardhook-startup-checks", daemon=True).start()
 
 
 def run_review(args: argparse.Namespace) -> int:

@@ -5,7 +5,15 @@ Order is the order results appear in a combined response.
 
 from __future__ import annotations
 
-from guardhook.policies import group_eviction, group_pdb, group_spec, leader_service, worker_delete
+from guardhook.policies import (
+    group_capacity,
+    group_eviction,
+    group_pdb,
+    group_spec,
+    leader_service,
+    pod_counted_scaler,
+    worker_delete,
+)
 from guardhook.policies.base import Policy
 
 REGISTRY: tuple[Policy, ...] = (
@@ -13,6 +21,8 @@ REGISTRY: tuple[Policy, ...] = (
     group_eviction.POLICY,
     leader_service.POLICY,
     group_pdb.POLICY,
+    pod_counted_scaler.POLICY,
+    group_capacity.POLICY,
     group_spec.POLICY,
 )
 

@@ -41,6 +41,11 @@ GroupKey = tuple[str, str, int]
 """(namespace, LWS name, group index)."""
 
 
+Listener = Callable[[str, Any, Any], None]
+"""Called as `listener(kind, old_record, new_record)` after a pod or node changes in the view
+(old None on insert, new None on removal); records are PodRecord / NodeRecord."""
+
+
 def object_key(obj: KubeObject) -> Key:
     meta = metadata(obj)
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
@@ -73,6 +78,28 @@ class ClusterView:
         self._pdbs_by_namespace: dict[str, dict[str, KubeObject]] = defaultdict(dict)
         # Set by a live source: a bounded direct GET for a pod the watch has not delivered yet.
         self.pod_fetcher: Callable[[str, str], PodRecord | None] | None = None
+        self._listeners: list[Listener] = []
+
+    # ---- change notification ---------------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> None:
+        """Call `listener` after every pod or node change, under the view's lock (so derived
+        indexes such as guardhook.capacity stay in step). It must be quick and must not raise."""
+        with self.lock:
+            self._listeners.append(listener)
+
+    def _record(self, kind: str, key: Key) -> Any:
+        if kind == PODS:
+            return self._pods.get(key)
+        if kind == NODES:
+            return self._nodes.get(key[1])
+        return None
+
+    def _notify(self, kind: str, old: Any, new: Any) -> None:
+        if old is None and new is None:
+            return
+        for listener in self._listeners:
+            listener(kind, old, new)
 
     # ---- freshness -------------------------------------------------------------------------
 
@@ -111,6 +138,9 @@ class ClusterView:
     def upsert(self, kind: str, obj: KubeObject) -> None:
         """Insert or replace one object of `kind` (a resource name from KINDS)."""
         with self.lock:
+            watched = self._listeners and kind in (PODS, NODES)
+            key = object_key(obj)
+            old = self._record(kind, key) if watched else None
             {
                 PODS: self._upsert_pod,
                 NODES: self._upsert_node,
@@ -119,10 +149,13 @@ class ClusterView:
                 SERVICES: self._upsert_service,
                 PODDISRUPTIONBUDGETS: self._upsert_pdb,
             }[kind](obj)
+            if watched:
+                self._notify(kind, old, self._record(kind, key))
 
     def remove(self, kind: str, key: Key) -> None:
         """Remove one object of `kind` by (namespace, name); cluster-scoped use namespace ""."""
         with self.lock:
+            old = self._record(kind, key) if self._listeners else None
             if kind == PODS:
                 self._remove_pod(key)
             elif kind == NODES:
@@ -137,6 +170,8 @@ class ClusterView:
             elif kind == PODDISRUPTIONBUDGETS:
                 self._pdbs.pop(key, None)
                 self._pdbs_by_namespace[key[0]].pop(key[1], None)
+            if old is not None:
+                self._notify(kind, old, None)
 
     def replace_kind(self, kind: str, objects: Iterable[KubeObject]) -> None:
         """Replace everything of `kind` with `objects` (a relist) and mark the kind synced."""

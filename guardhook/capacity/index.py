@@ -1,0 +1,332 @@
+"""An incrementally updated index of node capacity, kept beside the cluster view.
+
+The index holds, per node row, allocatable and requested amounts as numpy columns (one per
+resource name, `pods` counting bound pods), Ready/schedulable flags, label value columns built on
+first use, and taint-set classes. It subscribes to the view's pod and node changes, so a decision
+reads arrays instead of rescanning the cluster: every per-request step is a vector operation.
+
+Counted as the scheduler counts (NodeResourcesFit): a pod holds its requests on its node while it
+is bound and not terminal (Succeeded/Failed). Unbound, non-terminal pods are kept as *pending*.
+Rows are never reused: a removed node's row stays, dead, so pods still naming it keep their place.
+
+Reads must hold `lock` (the view's lock), since the view calls the listener under it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from guardhook.capacity.shapes import NODE_NAME_FIELD, PODS, NodeRequirement, PodShape
+from guardhook.lws import GROUP_KEY_LABEL
+from guardhook.model import NodeRecord, PodRecord, Taint
+from guardhook.view.store import NODES, ClusterView
+from guardhook.view.store import PODS as POD_KIND
+
+
+@dataclass
+class PendingClass:
+    """Pending pods with identical `requests` (pods slot included): how many, and how many of them
+    belong to an LWS group (label group-key), per namespace."""
+
+    requests: dict[str, int]
+    count: int = 0
+    group_pods: dict[str, int] = field(default_factory=dict)
+
+
+ABSENT = -1
+"""Label column value of a node without that label."""
+
+_INITIAL_ROWS = 64
+
+
+class CapacityIndex:
+    """Per-node capacity as arrays, fed by ClusterView change notifications.
+
+    Units: guardhook.resources (cpu millicores, memory bytes, counts), `pods` as a count.
+    """
+
+    def __init__(self, lock: Any = None) -> None:
+        self.lock = lock if lock is not None else threading.RLock()
+        self.rows = 0
+        self._row_of: dict[str, int] = {}
+        self._names: list[str] = []
+        self._labels: list[dict[str, str]] = []
+        self._columns: dict[str, int] = {PODS: 0}
+        size = _INITIAL_ROWS
+        # Column-major: a decision reads whole resource columns.
+        self._alloc = np.zeros((size, 1), dtype=np.int64, order="F")
+        self._used = np.zeros((size, 1), dtype=np.int64, order="F")
+        self._alive = np.zeros(size, dtype=bool)
+        self._usable = np.zeros(size, dtype=bool)
+        self._taint_class = np.zeros(size, dtype=np.int32)
+        self._taint_sets: dict[tuple[Taint, ...], int] = {(): 0}
+        self._label_columns: dict[str, np.ndarray] = {}
+        self._label_values: dict[str, dict[str, int]] = {}
+        self._pending: dict[tuple[tuple[str, int], ...], PendingClass] = {}
+        self._group_pods: dict[str, np.ndarray] = {}
+
+    # ---- building and feeding ----------------------------------------------------------------
+
+    @classmethod
+    def of_view(cls, view: ClusterView) -> CapacityIndex:
+        """Build an index from everything in `view` and subscribe it to the view's changes."""
+        with view.lock:
+            index = cls(view.lock)
+            for node in view.nodes():
+                index.on_change(NODES, None, node)
+            for pod in view.all_pods():
+                index.on_change(POD_KIND, None, pod)
+            view.subscribe(index.on_change)
+            return index
+
+    def on_change(self, kind: str, old: Any, new: Any) -> None:
+        """ClusterView listener: apply one pod or node change (see store.Listener)."""
+        if kind == POD_KIND:
+            if old is not None:
+                self._apply_pod(old, -1)
+            if new is not None:
+                self._apply_pod(new, +1)
+        elif kind == NODES:
+            if new is not None:
+                self._set_node(new)
+            elif old is not None:
+                self._drop_node(old.name)
+
+    def _apply_pod(self, pod: PodRecord, sign: int) -> None:
+        if pod.terminal:
+            return
+        if not pod.node_name:
+            self._count_pending(pod, sign)
+            return
+        row = self._row(pod.node_name)
+        for name, amount in pod.requests.items():
+            if name != PODS:
+                column = self._column(name)  # may widen the arrays: index them after
+                self._used[row, column] += sign * amount
+        self._used[row, 0] += sign
+        if GROUP_KEY_LABEL in pod.labels:
+            counts = self._group_pods.get(pod.namespace)
+            if counts is None:
+                counts = self._group_pods[pod.namespace] = np.zeros(len(self._alive), dtype=np.int32)
+            counts[row] += sign
+
+    def _count_pending(self, pod: PodRecord, sign: int) -> None:
+        requests = {**pod.requests, PODS: 1}
+        key = tuple(sorted(requests.items()))
+        entry = self._pending.get(key)
+        if entry is None:
+            entry = self._pending[key] = PendingClass(requests)
+        entry.count += sign
+        if GROUP_KEY_LABEL in pod.labels:
+            entry.group_pods[pod.namespace] = entry.group_pods.get(pod.namespace, 0) + sign
+        if entry.count <= 0:
+            del self._pending[key]
+
+    def _set_node(self, node: NodeRecord) -> None:
+        row = self._row(node.name)
+        self._alloc[row, :] = 0
+        for name, amount in node.allocatable.items():
+            column = self._column(name)  # may widen the arrays: index them after
+            self._alloc[row, column] = amount
+        self._alive[row] = True
+        self._usable[row] = node.ready and not node.unschedulable
+        self._taint_class[row] = self._taint_sets.setdefault(node.taints, len(self._taint_sets))
+        self._labels[row] = dict(node.labels)
+        for key, labels in self._label_columns.items():
+            labels[row] = self._value_id(key, node.labels.get(key))
+
+    def _drop_node(self, name: str) -> None:
+        row = self._row_of.get(name)
+        if row is None:
+            return
+        self._alive[row] = False
+        self._usable[row] = False
+        self._alloc[row, :] = 0
+        self._labels[row] = {}
+        for column in self._label_columns.values():
+            column[row] = ABSENT
+
+    def _row(self, name: str) -> int:
+        row = self._row_of.get(name)
+        if row is not None:
+            return row
+        row = self.rows
+        if row == len(self._alive):
+            self._grow_rows()
+        self._row_of[name] = row
+        self._names.append(name)
+        self._labels.append({})
+        for column in self._label_columns.values():
+            column[row] = ABSENT
+        self.rows += 1
+        return row
+
+    def _grow_rows(self) -> None:
+        extra = len(self._alive)
+        self._alloc = np.asfortranarray(np.vstack([self._alloc, np.zeros_like(self._alloc[:extra])]))
+        self._used = np.asfortranarray(np.vstack([self._used, np.zeros_like(self._used[:extra])]))
+        self._alive = np.concatenate([self._alive, np.zeros(extra, dtype=bool)])
+        self._usable = np.concatenate([self._usable, np.zeros(extra, dtype=bool)])
+        self._taint_class = np.concatenate([self._taint_class, np.zeros(extra, dtype=np.int32)])
+        for key, column in self._label_columns.items():
+            self._label_columns[key] = np.concatenate([column, np.full(extra, ABSENT, dtype=np.int32)])
+        for namespace, counts in self._group_pods.items():
+            self._group_pods[namespace] = np.concatenate([counts, np.zeros(extra, dtype=np.int32)])
+
+    def _column(self, resource: str) -> int:
+        column = self._columns.get(resource)
+        if column is not None:
+            return column
+        column = len(self._columns)
+        self._columns[resource] = column
+        pad = np.zeros((len(self._alive), 1), dtype=np.int64)
+        self._alloc = np.asfortranarray(np.hstack([self._alloc, pad]))
+        self._used = np.asfortranarray(np.hstack([self._used, pad]))
+        return column
+
+    def _value_id(self, key: str, value: str | None) -> int:
+        if value is None:
+            return ABSENT
+        values = self._label_values.setdefault(key, {})
+        return values.setdefault(value, len(values))
+
+    # ---- reads (hold `lock`) -----------------------------------------------------------------
+
+    @property
+    def node_count(self) -> int:
+        """Nodes present in the view (dead rows excluded)."""
+        return int(self._alive[: self.rows].sum())
+
+    def usable_count(self) -> int:
+        """Ready, schedulable nodes."""
+        return int(self._usable[: self.rows].sum())
+
+    def free(self, resources: Sequence[str]) -> np.ndarray:
+        """A fresh (rows × len(resources)) int64 matrix of allocatable minus requested; a resource
+        no node offers is 0 everywhere. Dead rows are 0 allocatable (so never fit)."""
+        n = self.rows
+        out = np.zeros((n, len(resources)), dtype=np.int64, order="F")  # column reads are the hot path
+        for i, name in enumerate(resources):
+            column = self._columns.get(name)
+            if column is not None:
+                out[:, i] = self._alloc[:n, column] - self._used[:n, column]
+        return out
+
+    def usable(self) -> np.ndarray:
+        """Bool per row: a Ready, schedulable node in the view."""
+        return self._usable[: self.rows].copy()
+
+    def pending(self) -> list[PendingClass]:
+        """Non-terminal pods bound to no node, counted per distinct request (they claim capacity
+        before any new group)."""
+        return list(self._pending.values())
+
+    def eligible(self, shape: PodShape) -> np.ndarray:
+        """Bool per row: Ready, schedulable, every filtering taint tolerated, nodeSelector and
+        required node affinity (ORed terms of ANDed requirements) matched."""
+        n = self.rows
+        mask = self._usable[:n].copy()
+        for key, value in shape.node_selector:
+            mask &= self.label_column(key) == self._label_values.get(key, {}).get(value, -2)
+        if shape.affinity_terms is not None:
+            any_term = np.zeros(n, dtype=bool)
+            for term in shape.affinity_terms:
+                if not term:
+                    continue  # an empty term matches no node
+                this = np.ones(n, dtype=bool)
+                for requirement in term:
+                    this &= self._requirement_mask(requirement)
+                any_term |= this
+            mask &= any_term
+        tolerated = np.array([shape.tolerates_all(t) for t in self._taint_sets], dtype=bool)
+        mask &= tolerated[self._taint_class[:n]]
+        return mask
+
+    def label_column(self, key: str) -> np.ndarray:
+        """Value ids of label `key` per row (ABSENT where unset), built on first use."""
+        column = self._label_columns.get(key)
+        if column is None:
+            column = np.full(len(self._alive), ABSENT, dtype=np.int32)
+            for row, labels in enumerate(self._labels):
+                column[row] = self._value_id(key, labels.get(key))
+            self._label_columns[key] = column
+        return column[: self.rows]
+
+    def label_value_count(self, key: str) -> int:
+        """How many distinct values of label `key` have been seen (domain ids are below it)."""
+        self.label_column(key)
+        return len(self._label_values.get(key, {}))
+
+    def holding_groups(self, namespace: str) -> np.ndarray:
+        """Bool per row: holds a bound, non-terminal pod of an LWS group (label group-key) in
+        `namespace`."""
+        counts = self._group_pods.get(namespace)
+        if counts is None:
+            return np.zeros(self.rows, dtype=bool)
+        return counts[: self.rows] > 0
+
+    def _requirement_mask(self, requirement: NodeRequirement) -> np.ndarray:
+        n = self.rows
+        if requirement.field:
+            return self._field_mask(requirement)
+        column = self.label_column(requirement.key)
+        values = self._label_values.get(requirement.key, {})
+        op = requirement.operator
+        if op in ("In", "NotIn"):
+            ids = [values[v] for v in requirement.values if v in values]
+            hit = np.isin(column, ids)
+            return hit if op == "In" else ~hit
+        if op == "Exists":
+            return column != ABSENT
+        if op == "DoesNotExist":
+            return column == ABSENT
+        if op in ("Gt", "Lt") and len(requirement.values) == 1 and _is_int(requirement.values[0]):
+            bound = int(requirement.values[0])
+            numbers = np.full(len(values) + 1, math.nan)
+            for value, vid in values.items():
+                if _is_int(value):
+                    numbers[vid] = int(value)
+            as_numbers = numbers[np.where(column == ABSENT, len(values), column)]
+            with np.errstate(invalid="ignore"):
+                return as_numbers > bound if op == "Gt" else as_numbers < bound
+        return np.zeros(n, dtype=bool)  # unknown operator or malformed Gt/Lt: matches nothing
+
+    def _field_mask(self, requirement: NodeRequirement) -> np.ndarray:
+        n = self.rows
+        hit = np.zeros(n, dtype=bool)
+        if requirement.key != NODE_NAME_FIELD or requirement.operator not in ("In", "NotIn"):
+            return hit
+        for name in requirement.values:
+            row = self._row_of.get(name)
+            if row is not None:
+                hit[row] = True
+        return hit if requirement.operator == "In" else ~hit
+
+    def names(self, rows: Iterable[int]) -> list[str]:
+        """Node names of `rows`."""
+        return [self._names[r] for r in rows]
+
+
+def _is_int(text: str) -> bool:
+    return text.lstrip("-").isdigit()
+
+
+_INDEXES: weakref.WeakKeyDictionary[ClusterView, CapacityIndex] = weakref.WeakKeyDictionary()
+_INDEXES_LOCK = threading.Lock()
+
+
+def index_for(view: ClusterView) -> CapacityIndex:
+    """The capacity index of `view`, built and subscribed on first use (later calls are O(1))."""
+    with _INDEXES_LOCK:
+        index = _INDEXES.get(view)
+        if index is None:
+            index = CapacityIndex.of_view(view)
+            _INDEXES[view] = index
+        return index

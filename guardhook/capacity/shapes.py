@@ -1,0 +1,156 @@
+"""What a pod template asks of a node: its requests and its node constraints.
+
+A `PodShape` is read from a pod template (`{metadata, spec}`) the way kube-scheduler's filter
+plugins read a pod: NodeResourcesFit (requests, see guardhook.resources, plus one `pods` slot),
+TaintToleration (NoSchedule / NoExecute taints must be tolerated; PreferNoSchedule is a score, not
+a filter), NodeAffinity (`spec.nodeSelector` and `requiredDuringSchedulingIgnoredDuringExecution`).
+Pod affinity, anti-affinity and topology spread constraints are not read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from guardhook.model import Taint, as_dict, as_list
+from guardhook.resources import pod_requests
+
+PODS = "pods"
+"""Every pod takes one slot of the node's `pods` allocatable (the scheduler counts it so)."""
+
+FILTERING_EFFECTS = ("NoSchedule", "NoExecute")
+NODE_NAME_FIELD = "metadata.name"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """One `spec.tolerations` entry (k8s.io/api core/v1 Toleration)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        """core/v1 `Toleration.ToleratesTaint`: an empty effect matches every effect, an empty key
+        with Exists matches every key, Equal compares values."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.operator in ("Equal", "") and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRequirement:
+    """One node selector requirement: label `key` (or the node name for `metadata.name`)
+    `operator` (In, NotIn, Exists, DoesNotExist, Gt, Lt) `values`."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+    field: bool = False
+
+
+Term = tuple[NodeRequirement, ...]
+"""A nodeSelectorTerm: every requirement must hold."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodShape:
+    """The scheduling-relevant part of a pod template.
+
+    `requests`: sorted (resource, amount) in guardhook.resources units, always with `pods` 1.
+    `node_selector`: sorted (label, value) pairs that must all match.
+    `affinity_terms`: required node affinity as ORed terms; None when the template has none.
+    `tolerations`: the template's tolerations.
+    """
+
+    requests: tuple[tuple[str, int], ...]
+    node_selector: tuple[tuple[str, str], ...] = ()
+    affinity_terms: tuple[Term, ...] | None = None
+    tolerations: tuple[Toleration, ...] = ()
+
+    @property
+    def request_map(self) -> dict[str, int]:
+        return dict(self.requests)
+
+    @property
+    def constraints(self) -> tuple[Any, ...]:
+        """Everything but the requests: two shapes with equal constraints see the same nodes."""
+        return (self.node_selector, self.affinity_terms, self.tolerations)
+
+    def tolerates_all(self, taints: tuple[Taint, ...]) -> bool:
+        """Whether every NoSchedule / NoExecute taint is tolerated (TaintToleration filter)."""
+        return all(
+            any(t.tolerates(taint) for t in self.tolerations)
+            for taint in taints
+            if taint.effect in FILTERING_EFFECTS
+        )
+
+    def describe_requests(self) -> str:
+        """`cpu 90, memory 1500Gi, nvidia.com/gpu 8` (the pods slot left out)."""
+        return ", ".join(
+            f"{name} {format_amount(name, amount)}" for name, amount in self.requests if name != PODS
+        )
+
+
+def shape_of_template(template: Mapping[str, Any]) -> PodShape:
+    """Read a pod template (`{metadata, spec}`) into a PodShape. Malformed parts are ignored,
+    as the API server would have rejected them before a template reaches a webhook."""
+    spec = as_dict(template.get("spec"))
+    requests = {name: amount for name, amount in pod_requests(spec).items() if amount > 0}
+    requests[PODS] = 1
+    selector = as_dict(spec.get("nodeSelector"))
+    return PodShape(
+        requests=tuple(sorted(requests.items())),
+        node_selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
+        affinity_terms=_required_affinity(spec),
+        tolerations=tuple(_toleration(as_dict(t)) for t in as_list(spec.get("tolerations"))),
+    )
+
+
+def _toleration(raw: Mapping[str, Any]) -> Toleration:
+    return Toleration(
+        key=str(raw.get("key") or ""),
+        operator=str(raw.get("operator") or "Equal"),
+        value=str(raw.get("value") or ""),
+        effect=str(raw.get("effect") or ""),
+    )
+
+
+def _required_affinity(spec: Mapping[str, Any]) -> tuple[Term, ...] | None:
+    node_affinity = as_dict(as_dict(spec.get("affinity")).get("nodeAffinity"))
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not isinstance(required, dict):
+        return None
+    terms: list[Term] = []
+    for raw_term in as_list(required.get("nodeSelectorTerms")):
+        term = as_dict(raw_term)
+        expressions = [_requirement(as_dict(e), False) for e in as_list(term.get("matchExpressions"))]
+        fields = [_requirement(as_dict(e), True) for e in as_list(term.get("matchFields"))]
+        terms.append(tuple(expressions + fields))
+    return tuple(terms)
+
+
+def _requirement(raw: Mapping[str, Any], field: bool) -> NodeRequirement:
+    values = tuple(str(v) for v in as_list(raw.get("values")))
+    return NodeRequirement(str(raw.get("key") or ""), str(raw.get("operator") or ""), values, field)
+
+
+_BINARY_UNITS = (("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10))
+
+
+def format_amount(resource: str, amount: int) -> str:
+    """A resource amount in Kubernetes quantity notation: cpu from millicores, memory-like
+    amounts in the largest exact binary unit."""
+    if resource == "cpu":
+        return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
+    if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
+        for suffix, factor in _BINARY_UNITS:
+            if amount >= factor and amount % factor == 0:
+                return f"{amount // factor}{suffix}"
+    return str(amount)

@@ -1,0 +1,361 @@
+"""Exact feasibility of whole LWS groups on free node capacity.
+
+A group is 1 leader (shape L) and size−1 workers (shape W). Within the model below the answer —
+the largest k ≤ wanted such that k whole groups can be placed at once — is exact, not a heuristic:
+
+- Capacity per node is a vector (free = allocatable − requests of bound, non-terminal pods, with
+  the pod count as one more dimension); a set of pods fits on a node iff their summed requests fit
+  in every dimension (kube-scheduler NodeResourcesFit). Eligibility per pod shape is a node mask
+  (guardhook.capacity.index.CapacityIndex.eligible).
+- Identical leader and worker shapes: a node holds cap_n = min_r ⌊free_r / req_r⌋ pods, and k
+  groups fit iff Σ cap_n ≥ k·size (over eligible nodes; per domain for exclusive topology). This is
+  how Kueue's topology-aware scheduling counts pods of one shape.
+- Mixed shapes: with x leaders on node n, the node still holds y_n(x) = min_r ⌊(free_r − x·L_r) /
+  W_r⌋ workers. k groups fit iff leader counts x_n with Σ x_n = k exist such that
+  Σ y_n(x_n) ≥ k·(size−1), i.e. iff the least total worker loss Σ (y_n(0) − y_n(x_n)) leaves enough.
+  An optimal choice uses at most k nodes, and for each count j only the k nodes with the smallest
+  loss at j can matter (exchange argument: some of those k is unused, and swapping to it costs no
+  more), so a small dynamic programme over at most k² candidate nodes is exact.
+- Exclusive topology (`leaderworkerset.sigs.k8s.io/exclusive-topology: KEY`): a group lives in one
+  domain of label KEY and each domain holds at most one group; domains already holding a group
+  are taken. A domain hosts a group iff some leader-eligible node n in it leaves Σ_d y(0) − loss_n(1)
+  ≥ size−1 workers; the answer is the number of such free domains.
+- Pending pods (bound to no node) claim capacity first: each is placed on the eligible node where
+  it fits most tightly, largest first. Their own node constraints are not in the view's compact pod
+  records, so they are placed by resources and pod count alone.
+
+Not modelled (documented in the README): pod affinity/anti-affinity other than exclusive topology,
+topology spread constraints, volume and port conflicts, preemption, DaemonSet pods still to come.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from guardhook.capacity.index import ABSENT, CapacityIndex, PendingClass
+from guardhook.capacity.shapes import PODS, PodShape
+
+INF = float("inf")
+
+
+# ---- the pure core (arrays in, counts out) ---------------------------------------------------
+
+
+def pod_caps(free: np.ndarray, request: np.ndarray) -> np.ndarray:
+    """How many pods of `request` (vector over free's columns, pods slot > 0) each row holds."""
+    caps: np.ndarray | None = None
+    for column in np.flatnonzero(request > 0):  # column by column: contiguous in an F-order matrix
+        quotients = free[:, column] // request[column]
+        caps = quotients if caps is None else np.minimum(caps, quotients, out=caps)
+    assert caps is not None, "every request holds a pods slot"
+    return np.maximum(caps, 0, out=caps)
+
+
+def worker_losses(
+    free: np.ndarray,
+    leader: np.ndarray,
+    worker: np.ndarray,
+    leader_ok: np.ndarray,
+    worker_ok: np.ndarray,
+    k: int,
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """y(0) per row (workers a row holds with no leader) and, for j = 1..k, the workers lost by
+    putting j leaders on the row (inf where j leaders do not fit or leaders are not eligible)."""
+    y0 = np.where(worker_ok, pod_caps(free, worker), 0)
+    losses: list[np.ndarray] = []
+    for j in range(1, k + 1):
+        after = free - j * leader
+        fits = leader_ok & (after >= 0).all(axis=1)
+        if not fits.any():
+            break
+        yj = np.where(worker_ok, pod_caps(np.maximum(after, 0), worker), 0)
+        losses.append(np.where(fits, (y0 - yj).astype(float), INF))
+    return y0, losses
+
+
+def least_losses(losses: list[np.ndarray], k: int) -> np.ndarray:
+    """best[c] = least total worker loss of placing c leaders (c = 0..k), inf when impossible.
+
+    Exact by the exchange argument in the module docstring: candidates are, for each leader count
+    j, the k rows with the smallest loss at j."""
+    best = np.full(k + 1, INF)
+    best[0] = 0.0
+    if not losses:
+        return best
+    candidates: set[int] = set()
+    for loss in losses:
+        finite = np.flatnonzero(np.isfinite(loss))
+        if len(finite) > k:
+            finite = finite[np.argpartition(loss[finite], k - 1)[:k]]
+        candidates.update(int(r) for r in finite)
+    for row in sorted(candidates):
+        row_loss = [loss[row] for loss in losses]
+        nxt = best.copy()
+        for j, cost in enumerate(row_loss, start=1):
+            if cost == INF:
+                continue
+            nxt[j:] = np.minimum(nxt[j:], best[: k + 1 - j] + cost)
+        best = nxt
+    return best
+
+
+def max_groups(
+    free: np.ndarray,
+    leader: np.ndarray,
+    worker: np.ndarray,
+    leader_ok: np.ndarray,
+    worker_ok: np.ndarray,
+    size: int,
+    wanted: int,
+    same_shape: bool = False,
+) -> int:
+    """The largest k ≤ wanted such that k groups (1 leader + size−1 workers each) fit at once,
+    anywhere (no topology constraint). `same_shape` asserts leader == worker and equal masks."""
+    if wanted <= 0:
+        return 0
+    if size == 1 or same_shape:
+        shape, ok = (leader, leader_ok) if size == 1 else (worker, worker_ok)
+        total = int(pod_caps(free, shape)[ok].sum())
+        return min(wanted, total // size)
+    lower, upper = group_bounds(free, leader, worker, leader_ok, worker_ok, size, wanted)
+    if lower >= upper:
+        return lower
+    y0, losses = worker_losses(free, leader, worker, leader_ok, worker_ok, upper)
+    total_workers = float(y0.sum())
+    best = least_losses(losses, upper)
+    for k in range(upper, lower, -1):
+        if total_workers - best[k] >= k * (size - 1):
+            return k
+    return lower
+
+
+def group_bounds(
+    free: np.ndarray,
+    leader: np.ndarray,
+    worker: np.ndarray,
+    leader_ok: np.ndarray,
+    worker_ok: np.ndarray,
+    size: int,
+    wanted: int,
+) -> tuple[int, int]:
+    """Cheap bounds on max_groups for mixed shapes, so the exact search runs only between them.
+
+    Lower: a real placement — at most one leader per row, on the rows that lose the fewest
+    workers. Upper: leaders and workers counted apart (each must fit on its own)."""
+    y0 = np.where(worker_ok, pod_caps(free, worker), 0)
+    total_workers = int(y0.sum())
+    leader_rows = leader_ok & (pod_caps(free, leader) >= 1)
+    upper = min(wanted, int(pod_caps(free, leader)[leader_ok].sum()), total_workers // (size - 1))
+    if upper <= 0:
+        return 0, 0
+    y1 = np.where(worker_ok, pod_caps(np.maximum(free - leader, 0), worker), 0)
+    cheapest = np.sort((y0 - y1)[leader_rows])[:upper]
+    counts = np.arange(1, len(cheapest) + 1)
+    lower = int((total_workers - np.cumsum(cheapest) >= counts * (size - 1)).sum())
+    return min(lower, upper), upper
+
+
+def domains_that_fit(
+    free: np.ndarray,
+    leader: np.ndarray,
+    worker: np.ndarray,
+    leader_ok: np.ndarray,
+    worker_ok: np.ndarray,
+    size: int,
+    domain: np.ndarray,
+    domain_count: int,
+) -> np.ndarray:
+    """Bool per domain id: can one whole group be placed inside it? `domain` is the domain id per
+    row (ABSENT for rows without the topology label, which no group may use)."""
+    inside = domain != ABSENT
+    y0, losses = worker_losses(free, leader, worker, leader_ok & inside, worker_ok & inside, 1)
+    workers = np.bincount(domain[inside], weights=y0[inside], minlength=domain_count)
+    least = np.full(domain_count, INF)
+    if losses:
+        np.minimum.at(least, domain[inside], losses[0][inside])
+    return np.isfinite(least) & (workers - least >= size - 1)
+
+
+# ---- the index-level entry point -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroupDemand:
+    """What is asked: `count` new groups of 1 `leader` + `size`−1 `worker` pods, in `namespace`,
+    one per domain of node label `exclusive_key` when set."""
+
+    leader: PodShape
+    worker: PodShape
+    size: int
+    count: int
+    namespace: str
+    exclusive_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The answer. `fits` ≤ `demand.count` groups can be placed.
+
+    Diagnostics for messages: `nodes` (in the view), `eligible_leader` / `eligible_worker` (nodes
+    each template may use), `pod_slots` (pods of the worker shape that still fit on eligible nodes,
+    same-shape groups only, else -1), `limiting` (the resources too scarce for one worker on
+    the most eligible nodes), `domains` / `domains_taken` / `domains_free_fitting` (exclusive topology).
+    """
+
+    demand: GroupDemand
+    fits: int
+    nodes: int
+    eligible_leader: int
+    eligible_worker: int
+    pod_slots: int = -1
+    limiting: str = ""
+    domains: int = 0
+    domains_taken: int = 0
+    domains_free_fitting: int = 0
+
+    @property
+    def all_fit(self) -> bool:
+        return self.fits >= self.demand.count
+
+
+def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
+    """Decide how many of `demand.count` groups fit on the index's current free capacity, after
+    placing pending pods. Takes the index's lock; reads only."""
+    with index.lock:
+        pending = index.pending()
+        resources = _resource_names([demand.leader, demand.worker], pending)
+        free = index.free(resources)
+        leader = _vector(demand.leader.request_map, resources)
+        worker = _vector(demand.worker.request_map, resources)
+        leader_ok = index.eligible(demand.leader)
+        worker_ok = leader_ok if demand.leader.constraints == demand.worker.constraints else None
+        if worker_ok is None:
+            worker_ok = index.eligible(demand.worker)
+        taken_rows = index.holding_groups(demand.namespace)
+        taken_rows |= _place_pending(index, free, resources, pending, demand.namespace)
+        base = Fit(
+            demand=demand,
+            fits=0,
+            nodes=index.node_count,
+            eligible_leader=int(leader_ok.sum()),
+            eligible_worker=int(worker_ok.sum()),
+        )
+        if demand.exclusive_key:
+            fit = _fit_exclusive(index, demand, base, free, leader, worker, leader_ok, worker_ok, taken_rows)
+        else:
+            same = demand.leader.requests == demand.worker.requests and leader_ok is worker_ok
+            fits = max_groups(free, leader, worker, leader_ok, worker_ok, demand.size, demand.count, same)
+            slots = int(pod_caps(free, worker)[worker_ok].sum()) - fits * demand.size if same else -1
+            fit = replace(base, fits=fits, pod_slots=slots)
+        if fit.all_fit:
+            return fit
+        return replace(fit, limiting=_limiting(free, worker, worker_ok, resources))  # for the message
+
+
+def _fit_exclusive(
+    index: CapacityIndex,
+    demand: GroupDemand,
+    base: Fit,
+    free: np.ndarray,
+    leader: np.ndarray,
+    worker: np.ndarray,
+    leader_ok: np.ndarray,
+    worker_ok: np.ndarray,
+    taken_rows: np.ndarray,
+) -> Fit:
+    key = demand.exclusive_key or ""
+    domain = index.label_column(key)
+    count = index.label_value_count(key)
+    live = np.zeros(count, dtype=bool)
+    live_rows = index.usable()
+    live[domain[live_rows & (domain != ABSENT)]] = True
+    taken = np.zeros(count, dtype=bool)
+    taken[domain[taken_rows & (domain != ABSENT)]] = True
+    fitting = domains_that_fit(free, leader, worker, leader_ok, worker_ok, demand.size, domain, count)
+    free_fitting = int((fitting & ~taken).sum())
+    return replace(
+        base,
+        fits=min(demand.count, free_fitting),
+        domains=int(live.sum()),
+        domains_taken=int((taken & live).sum()),
+        domains_free_fitting=free_fitting,
+    )
+
+
+def _place_pending(
+    index: CapacityIndex, free: np.ndarray, resources: list[str], pending: list[PendingClass], namespace: str
+) -> np.ndarray:
+    """Place pending pods on `free` in place (see place_pending); return a bool per row: received
+    a pod of an LWS group in `namespace` (it takes its exclusive-topology domain). Within pods of
+    equal requests, the group pods are taken to be placed first."""
+    taken = np.zeros(len(free), dtype=bool)
+    if not pending:
+        return taken
+    requests = [_vector(entry.requests, resources) for entry in pending]
+    placed = place_pending(free, index.usable(), requests, [entry.count for entry in pending])
+    for entry, rows in zip(pending, placed, strict=True):
+        taken[rows[: entry.group_pods.get(namespace, 0)]] = True
+    return taken
+
+
+def place_pending(
+    free: np.ndarray, usable: np.ndarray, requests: list[np.ndarray], counts: list[int]
+) -> list[np.ndarray]:
+    """Place `counts[i]` pods of `requests[i]` (distinct vectors) one at a time, largest first, each
+    on the usable row where it fits most tightly (fewest such pods left; lowest row on ties),
+    subtracting from `free` in place. Returns, per request, the rows of its pods in placement order
+    (shorter when some fit nowhere: those claim nothing).
+
+    One vector pass per request, not per pod: placing a pod lowers its row's count by exactly one,
+    so the tightest row stays tightest until full, and one-at-a-time placement is the same as
+    filling rows in (count, row) order."""
+    placed: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(requests)
+    order = sorted(range(len(requests)), key=lambda i: _size_key(requests[i]), reverse=True)
+    for i in order:
+        request = requests[i]
+        caps = np.where(usable, pod_caps(free, request), 0)
+        rows = np.flatnonzero(caps >= 1)
+        order_key = caps[rows] * len(free) + rows  # (count, row) as one sortable number
+        if len(rows) > counts[i] > 0:  # every row holds at least one: the tightest counts[i] suffice
+            keep = np.argpartition(order_key, counts[i] - 1)[: counts[i]]
+            rows, order_key = rows[keep], order_key[keep]
+        fill = rows[np.argsort(order_key)]
+        before = np.concatenate(([0], np.cumsum(caps[fill])[:-1]))
+        per_row = np.minimum(caps[fill], np.maximum(counts[i] - before, 0))
+        used = per_row > 0
+        fill, per_row = fill[used], per_row[used]
+        free[fill] -= per_row[:, None] * request
+        placed[i] = np.repeat(fill, per_row)
+    return placed
+
+
+def _size_key(request: np.ndarray) -> tuple[list[int], list[int]]:
+    values = request.tolist()
+    return sorted(values, reverse=True), values
+
+
+def _limiting(free: np.ndarray, request: np.ndarray, ok: np.ndarray, resources: list[str]) -> str:
+    """The resources too scarce for even one pod on the most eligible nodes, comma-separated (for
+    messages; ties are all named)."""
+    if not ok.any():
+        return ""
+    short = ((free < request) & ok[:, None]).sum(axis=0) * (request > 0)
+    if short.max() == 0:
+        return ""
+    return ", ".join(resources[i] for i in np.flatnonzero(short == short.max()))
+
+
+def _resource_names(shapes: Iterable[PodShape], pending: Iterable[PendingClass]) -> list[str]:
+    names = {PODS}
+    for shape in shapes:
+        names.update(name for name, _ in shape.requests)
+    for entry in pending:
+        names.update(entry.requests)
+    return sorted(names)
+
+
+def _vector(requests: dict[str, int], resources: list[str]) -> np.ndarray:
+    return np.array([requests.get(name, 0) for name in resources], dtype=np.int64)

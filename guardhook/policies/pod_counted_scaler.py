@@ -1,0 +1,227 @@
+"""Policy `pod-counted-scaler`: scalers that count pods must not scale an LWS's StatefulSets.
+
+An LWS `L` owns the leader StatefulSet `L` (one leader per group) and, through each leader pod,
+the worker StatefulSet `L-<g>` of group g (design.md §1). Scaling `L` adds leaders whose groups
+the LWS does not know; scaling `L-<g>` resizes one group for good, since the LWS controller never
+reconciles a worker StatefulSet's replicas back. So this policy denies, when aimed at an
+LWS-owned StatefulSet:
+
+- HorizontalPodAutoscaler CREATE/UPDATE (autoscaling/v2; the API server converts v1 to v2 for a
+  webhook registered for v2, and both carry `spec.scaleTargetRef`);
+- KEDA ScaledObject CREATE/UPDATE (keda.sh/v1alpha1; an omitted `scaleTargetRef.apiVersion` /
+  `kind` defaults to apps/v1 Deployment, as in KEDA);
+- `statefulsets/scale` UPDATE and StatefulSet UPDATE that change the replica count.
+
+A StatefulSet is LWS-owned when its ownerReferences name a LeaderWorkerSet or it carries the LWS
+name label (from the request object or the view); for one the view has not seen, by the naming
+convention `L` / `L-<g>` of an LWS in the view. The LWS controller and `statefulset-controller` are
+exempt identities (guardhook.config), so their own writes are never judged.
+
+Fail mode: open. With a stale view, a request whose own StatefulSet shows LWS ownership is still
+denied (no view needed); any other request aimed at a StatefulSet is allowed with a warning.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from guardhook.lws import LWS_API_VERSION, LWS_KIND, NAME_LABEL
+from guardhook.model import OwnerRef, as_dict, metadata, str_map
+from guardhook.policies.base import (
+    ALLOW,
+    Judgement,
+    Policy,
+    PolicyContext,
+    Violation,
+    stale_judgement,
+    target,
+)
+from guardhook.view.store import ClusterView
+
+if TYPE_CHECKING:  # guardhook.config imports the policies: import it lazily at run time
+    from guardhook.config import Config
+
+log = logging.getLogger(__name__)
+
+KEDA_DEFAULT_API_VERSION = "apps/v1"
+KEDA_DEFAULT_KIND = "Deployment"
+DEFAULT_LWS_CONTROLLER = "system:serviceaccount:lws-system:lws-controller-manager"
+
+
+@dataclass(frozen=True)
+class OwnedStatefulSet:
+    """An LWS-owned StatefulSet: the LWS's name and the group index (None for the leader one)."""
+
+    lws_name: str
+    group: int | None
+
+    def describe(self, namespace: str, name: str) -> str:
+        if self.group is None:
+            return (
+                f"StatefulSet {namespace}/{name}, the leader StatefulSet of LeaderWorkerSet {self.lws_name}"
+            )
+        return (
+            f"StatefulSet {namespace}/{name}, the worker StatefulSet of group {self.group} of "
+            f"LeaderWorkerSet {self.lws_name}"
+        )
+
+
+class PodCountedScaler(Policy):
+    id = "pod-counted-scaler"
+    targets = (
+        target("autoscaling", "horizontalpodautoscalers", "", "CREATE", "UPDATE"),
+        target("keda.sh", "scaledobjects", "", "CREATE", "UPDATE"),
+        target("apps", "statefulsets", "scale", "UPDATE"),
+        target("apps", "statefulsets", "", "UPDATE"),
+    )
+    default_actions = ("Deny",)
+    fail_closed = False
+
+    def judge(self, ctx: PolicyContext) -> Judgement:
+        """Deny a scaler or scale aimed at an LWS-owned StatefulSet; see the module docstring."""
+        resource = str(as_dict(ctx.request.get("resource")).get("resource", ""))
+        subresource = ctx.request.get("subResource") or ""
+        if resource == "statefulsets":
+            return self._judge_statefulset(ctx, subresource == "scale")
+        return self._judge_scaler(ctx, resource == "scaledobjects")
+
+    def _judge_scaler(self, ctx: PolicyContext, keda: bool) -> Judgement:
+        ref = as_dict(as_dict(ctx.object.get("spec")).get("scaleTargetRef"))
+        default_version, default_kind = (KEDA_DEFAULT_API_VERSION, KEDA_DEFAULT_KIND) if keda else ("", "")
+        api_version = str(ref.get("apiVersion") or default_version)
+        kind = str(ref.get("kind") or default_kind)
+        name = str(ref.get("name") or "")
+        if kind != "StatefulSet" or api_version.split("/")[0] != "apps" or not name:
+            return ALLOW
+        owned = self._owner(ctx, name, None)
+        if not isinstance(owned, OwnedStatefulSet):
+            return owned
+        scaler = "KEDA ScaledObject" if keda else "HorizontalPodAutoscaler"
+        scaler_name = metadata(ctx.object).get("name") or ctx.request.get("name") or ""
+        return _deny(
+            f"{scaler} {ctx.namespace}/{scaler_name} scales {owned.describe(ctx.namespace, name)}", owned
+        )
+
+    def _judge_statefulset(self, ctx: PolicyContext, scale: bool) -> Judgement:
+        new, old = _replicas(ctx.object), _replicas(ctx.old_object)
+        if new == old:
+            return ALLOW
+        name = str(ctx.request.get("name") or metadata(ctx.object).get("name") or "")
+        owned = self._owner(ctx, name, None if scale else ctx.object)
+        if not isinstance(owned, OwnedStatefulSet):
+            return owned
+        how = "scaling" if scale else "changing spec.replicas of"
+        return _deny(
+            f"{how} {owned.describe(ctx.namespace, name)} from {old} to {new} counts pods, not groups", owned
+        )
+
+    def _owner(
+        self, ctx: PolicyContext, name: str, obj: dict[str, Any] | None
+    ) -> OwnedStatefulSet | Judgement:
+        """The LWS owning StatefulSet `name`, or the judgement when there is none: allow, or the
+        stale-view answer when the view would have to say (the request's own StatefulSet, when it
+        carries one, needs no view)."""
+        if obj:
+            meta = metadata(obj)
+            found = _from_markers(name, OwnerRef.parse_all(meta), str_map(meta.get("labels")))
+            if found is not None:
+                return found
+        if ctx.view.is_stale():
+            return stale_judgement(self, ctx.view)
+        return lws_owned_statefulset(ctx.view, ctx.namespace, name, None) or ALLOW
+
+
+def _replicas(obj: dict[str, Any]) -> int | None:
+    replicas = as_dict(obj.get("spec")).get("replicas")
+    return replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else None
+
+
+def _deny(what: str, owned: OwnedStatefulSet) -> Judgement:
+    effect = (
+        "extra leaders start groups the LeaderWorkerSet does not know"
+        if owned.group is None
+        else "it resizes one group for good, since the LWS controller never reconciles a worker "
+        "StatefulSet back, or adds pods that join no group"
+    )
+    return Judgement(
+        violation=Violation(
+            f"{what}: a pod-counted scaler breaks LWS groups ({effect}). Scale whole groups instead: target "
+            f"apiVersion: {LWS_API_VERSION}, kind: {LWS_KIND}, name: {owned.lws_name} (its scale subresource "
+            f"counts groups)"
+        )
+    )
+
+
+def lws_owned_statefulset(
+    view: ClusterView, namespace: str, name: str, obj: dict[str, Any] | None
+) -> OwnedStatefulSet | None:
+    """Whether StatefulSet `namespace/name` belongs to an LWS, judged from `obj` (the request's
+    StatefulSet, when there is one), else the view's record, else the naming convention `L` /
+    `L-<g>` of an LWS in the view. None when it does not."""
+    if obj:
+        meta = metadata(obj)
+        found = _from_markers(name, OwnerRef.parse_all(meta), str_map(meta.get("labels")))
+        if found is not None:
+            return found
+    record = view.statefulset(namespace, name)
+    if record is not None:
+        return _from_markers(name, record.owners, record.labels)
+    return _from_naming(view, namespace, name)
+
+
+def _from_markers(name: str, owners: tuple[OwnerRef, ...], labels: dict[str, str]) -> OwnedStatefulSet | None:
+    for owner in owners:
+        if owner.kind == LWS_KIND and owner.api_version.startswith("leaderworkerset.x-k8s.io/"):
+            return OwnedStatefulSet(owner.name, None)
+    lws_name = labels.get(NAME_LABEL)
+    if not lws_name:
+        return None
+    return OwnedStatefulSet(lws_name, _group_of(lws_name, name))
+
+
+def _group_of(lws_name: str, name: str) -> int | None:
+    suffix = name[len(lws_name) + 1 :] if name.startswith(lws_name + "-") else ""
+    return int(suffix) if suffix.isdigit() else None
+
+
+def _from_naming(view: ClusterView, namespace: str, name: str) -> OwnedStatefulSet | None:
+    candidates = view.lws_in_namespace(namespace)
+    if any(lws.name == name for lws in candidates):  # `L` itself before `L'-<g>` of another LWS
+        return OwnedStatefulSet(name, None)
+    for lws in candidates:
+        group = _group_of(lws.name, name)
+        if group is not None:
+            return OwnedStatefulSet(lws.name, group)
+    return None
+
+
+def lws_controller_exemption_warning(view: ClusterView, config: Config) -> str | None:
+    """A warning when the view holds a LeaderWorkerSet but no exempt-user pattern covers an LWS
+    controller identity (its own StatefulSet scaling would then be judged); None when fine."""
+    from guardhook.config import LWS_CONTROLLER_PATTERN
+
+    if not view.all_lws():
+        return None
+    patterns = config.exemptions.users
+    if any(p == LWS_CONTROLLER_PATTERN or fnmatch.fnmatchcase(DEFAULT_LWS_CONTROLLER, p) for p in patterns):
+        return None
+    if any("controller-manager" in p for p in patterns):
+        return None  # another install's identity, e.g. system:serviceaccount:ml:<release>-controller-manager
+    return (
+        "the cluster view holds LeaderWorkerSets but no exempt user covers the LWS controller "
+        f"(default pattern {LWS_CONTROLLER_PATTERN}); guardhook would judge the controller's own writes. "
+        "Add its service account to exemptions.users"
+    )
+
+
+def startup_checks(view: ClusterView, config: Config) -> None:
+    """Log configuration problems this policy can see at start (see lws_controller_exemption_warning)."""
+    warning = lws_controller_exemption_warning(view, config)
+    if warning:
+        log.warning("%s", warning)
+
+
+POLICY = PodCountedScaler()
