@@ -73,8 +73,13 @@ def requirements(draw: Any) -> Requirement:
 selectors = st.lists(requirements(), max_size=4).map(tuple)
 
 
-def concrete_pods(lws: LeaderWorkerSet, keys: tuple[str, ...], hash_: str) -> list[tuple[int, int, dict]]:
-    """Every pod of `lws` as (group, position, labels), built independently of lws_reach."""
+def concrete_pods(
+    lws: LeaderWorkerSet, keys: tuple[str, ...], hashes: tuple[str, str]
+) -> list[tuple[int, int, dict]]:
+    """Every pod of `lws` as (group, position, labels), built independently of lws_reach.
+
+    `hashes` are the (template, controller) revision hashes: the LWS and the StatefulSet controller
+    compute them independently, so they need not be equal."""
     spec = lws.obj["spec"]["leaderWorkerTemplate"]
     worker_labels = spec["workerTemplate"]["metadata"]["labels"]
     leader_labels = spec.get("leaderTemplate", spec["workerTemplate"])["metadata"]["labels"]
@@ -88,8 +93,8 @@ def concrete_pods(lws: LeaderWorkerSet, keys: tuple[str, ...], hash_: str) -> li
                     P + "group-index": str(g),
                     P + "worker-index": str(w),
                     P + "group-key": keys[g],
-                    P + "template-revision-hash": hash_,
-                    "controller-revision-hash": hash_,
+                    P + "template-revision-hash": hashes[0],
+                    "controller-revision-hash": hashes[1],
                     "statefulset.kubernetes.io/pod-name": f"{NAME}-{g}" if w == 0 else f"{NAME}-{g}-{w}",
                     "apps.kubernetes.io/pod-index": str(g if w == 0 else w),
                 }
@@ -105,8 +110,8 @@ def test_reach_equals_the_best_case_over_concrete_pods(lws: LeaderWorkerSet, sel
     best_groups = 0
     reached_indexes: set[int] = set()
     for keys in itertools.permutations(GROUP_KEYS, lws.replicas):
-        for hash_ in HASHES:
-            hit = [(g, w) for g, w, labels in concrete_pods(lws, keys, hash_) if matches(selector, labels)]
+        for hashes in itertools.product(HASHES, repeat=2):
+            hit = [(g, w) for g, w, labels in concrete_pods(lws, keys, hashes) if matches(selector, labels)]
             best_leaders |= any(w == 0 for _, w in hit)
             best_workers |= any(w > 0 for _, w in hit)
             best_groups = max(best_groups, len({g for g, _ in hit}))
