@@ -49,7 +49,7 @@ def wait_for(condition: Callable[[], bool], what: str, seconds: float = 10) -> N
 def test_a_quiet_watch_is_resumed_without_counting_as_broken(
     fake: FakeApiServer, pods_reflector: Reflector
 ) -> None:
-    watches = lambda: [r for r in fake.requests if r.startswith("/api/v1/pods?") and "watch=" in r]  # noqa: E731
+    watches = lambda: [r for r in fake.requests if r.startswith("GET /api/v1/pods?") and "watch=" in r]  # noqa: E731
     wait_for(lambda: len(watches()) >= 3, "idle watches to be resumed")
     assert pods_reflector.view.broken_seconds(PODS) == 0.0
     assert len(fake.list_requests(PODS)) == 4  # 16 pods in pages of 5, listed once
