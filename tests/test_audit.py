@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import yaml
-from fake_apiserver import FakeApiServer, kubeconfig_text, running_fake
 
 from guardhook import listing
 from guardhook.audit import audit, policy_reports
@@ -21,6 +20,7 @@ from guardhook.scan import Located
 from guardhook.view.manifests import load_paths
 
 from conftest import FIXTURES
+from fake_apiserver import FakeApiServer, kubeconfig_text, running_fake
 
 LINT_LWS = Path(__file__).parent / "manifests" / "lint" / "lws.yaml"
 

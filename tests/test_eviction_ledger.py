@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 from eviction_helpers import engine, evict_all, eviction, group_of, judge, lws_view, run_together
-from fake_apiserver import running_fake
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from guardhook.ledger import Disruption, Entries, LedgerError, MemoryLedger, open_ledger
 from guardhook.ledger.lease import ENTRIES_ANNOTATION, LeaseLedger, lease_name
 from guardhook.sources import EMBEDDED, KUBECONFIG, STATE, Source
+
+from fake_apiserver import running_fake
 
 LWS = ("serve", "llm")
 

@@ -8,13 +8,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from fake_apiserver import FakeApiServer
 
 from guardhook.sources import KUBECONFIG, Source
 from guardhook.view.kube_transport import KubeTransport, reflector_client
 from guardhook.view.live import Reflector
 from guardhook.view.static import embedded_fleet_objects
 from guardhook.view.store import PODS, ClusterView
+
+from fake_apiserver import FakeApiServer
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from fake_apiserver import FakeApiServer, kubeconfig_text
 
 from guardhook.view.static import embedded_fleet_objects
 
 from conftest import Server, clean_env, free_port, load_review
+from fake_apiserver import FakeApiServer, kubeconfig_text
 
 STALE_AFTER = 1.0
 

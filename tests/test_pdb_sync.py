@@ -14,10 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import urllib3
-import yaml
-from envtest import ApiServer, api_server, assets_or_skip
-from fake_apiserver import FakeApiServer, running_fake
 from kubernetes import client, config
 
 from guardhook.engine import Engine
@@ -30,7 +26,9 @@ from guardhook.view.kube_transport import live_view, snapshot_view
 from guardhook.view.static import embedded_fleet_objects, view_from_objects
 from guardhook.view.store import ClusterView
 
-from conftest import FIXTURES, clean_env, start_server
+from conftest import clean_env, start_server
+from envtest import ApiServer, api_server, requires_api_server
+from fake_apiserver import FakeApiServer, running_fake
 
 P = "leaderworkerset.sigs.k8s.io/"
 LWS_UID = "0210c3a2-ee71-453c-abc5-3914f5531483"
@@ -399,14 +397,9 @@ def _budgets(api: ApiServer) -> dict[str, int]:
 
 
 @pytest.mark.envtest
+@requires_api_server
 def test_budgets_appear_follow_scale_and_disappear_on_a_real_api_server(tmp_path: Path) -> None:
-    assets_or_skip()
-    urllib3.disable_warnings()
-    with api_server(tmp_path) as api:
-        crd = yaml.safe_load(
-            (FIXTURES / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml").read_text()
-        )
-        api.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    with api_server(tmp_path) as api:  # the LWS CRD is installed
         api.create(
             "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "serve"}}
         )
