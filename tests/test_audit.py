@@ -44,6 +44,17 @@ def degraded_fleet() -> list[dict[str, Any]]:
     return [*objects, lax]
 
 
+# LWS serve/llm-xl of the degraded fleet as `audit --format json` lists it.
+DEGRADED_XL_ROW = {
+    "namespace": "serve",
+    "name": "llm-xl",
+    "desired": 4,
+    "whole": 1,
+    "broken": 3,
+    "leader_ready_group_incomplete": 2,
+}
+
+
 def test_groups_are_counted_per_lws() -> None:
     result = audit([Located("cluster", o) for o in degraded_fleet()], default_config())
     groups = {(g.namespace, g.name): g for g in result.groups}
@@ -101,14 +112,7 @@ def test_cli_text_json_and_reports_file(tmp_path: Path, capsys: pytest.CaptureFi
         == 0
     )
     document = json.loads(capsys.readouterr().out)
-    assert {
-        "namespace": "serve",
-        "name": "llm-xl",
-        "desired": 4,
-        "whole": 1,
-        "broken": 3,
-        "leader_ready_group_incomplete": 2,
-    } in document["groups"]
+    assert DEGRADED_XL_ROW in document["groups"]
     assert [v["name"] for v in document["violations"]] == ["lax"]
     written = list(yaml.safe_load_all(reports_file.read_text()))
     assert {r["metadata"]["namespace"] for r in written} == {"default", "serve"}
@@ -139,17 +143,10 @@ def test_live_audit_lists_pages_and_writes_reports(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     kubeconfig = fake_api.write_kubeconfig(tmp_path / "kubeconfig")
-    monkeypatch.setattr(listing, "PAGE_SIZE", 5)  # 16 pods: four pages
+    monkeypatch.setattr(listing, "PAGE_SIZE", 5)  # 15 pods: three pages
     assert main(["audit", "--kubeconfig", str(kubeconfig), "--format", "json", "--write-reports"]) == 0
     document = json.loads(capsys.readouterr().out)
-    assert {
-        "namespace": "serve",
-        "name": "llm-xl",
-        "desired": 4,
-        "whole": 1,
-        "broken": 3,
-        "leader_ready_group_incomplete": 2,
-    } in document["groups"]
+    assert DEGRADED_XL_ROW in document["groups"]
     assert [v["name"] for v in document["violations"]] == ["lax"]
     assert any("ScaledObject" in note and "not served" in note for note in document["notes"])
     pod_pages = [c for c in fake_api.requests if c.startswith("GET /api/v1/pods")]
