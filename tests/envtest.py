@@ -181,6 +181,8 @@ def api_server(folder: Path) -> Iterator[ApiServer]:
 def install_crds(api: ApiServer, folder: Path = FIXTURES / "crds") -> None:
     """Create every CustomResourceDefinition in `folder`'s YAML files and wait until each is
     Established (served). Raises RuntimeError when one is refused or never Established."""
+    if not folder.is_dir():
+        raise RuntimeError(f"no CRDs to install: {folder} is not a folder (set GUARDHOOK_FIXTURES)")
     names = []
     for path in sorted(folder.glob("*.yaml")):
         for crd in yaml.safe_load_all(path.read_text()):
