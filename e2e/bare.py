@@ -12,42 +12,37 @@ import base64
 import copy
 import json
 import os
-import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import requests
-import urllib3
 import yaml
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from cluster import REPO, Cluster, eventually, webhooks_answering
 
-FIXTURES = Path(os.environ.get("GUARDHOOK_FIXTURES", REPO.parent / "shared" / "fixtures"))
-BINARIES = ("etcd", "kube-apiserver")
+sys.path.insert(0, str(REPO / "tests"))  # the API server launcher is shared with the unit tests
+
+from envtest import FIXTURES, ApiServer, api_server, free_port, missing_binaries  # noqa: E402
+
 FLEET_ORDER = ("nodes", "leaderworkersets", "statefulsets", "pods", "services")
 NOISE = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation", "selfLink")
 OWN_NAMESPACE = "guardhook-system"
 FLEET_NAMESPACE = "serve"
 
 
-def missing_assets(env: dict[str, str] | os._Environ[str] = os.environ) -> str | None:
-    """Why bare mode cannot run (None when it can): KUBEBUILDER_ASSETS unset, or a binary absent."""
-    folder = env.get("KUBEBUILDER_ASSETS")
-    if not folder:
-        return "KUBEBUILDER_ASSETS is not set"
-    absent = [name for name in BINARIES if not os.access(Path(folder) / name, os.X_OK)]
-    if absent:
-        return f"KUBEBUILDER_ASSETS={folder} has no executable {' or '.join(absent)}"
+def missing_assets(env: Mapping[str, str] = os.environ) -> str | None:
+    """Why bare mode cannot run (None when it can): KUBEBUILDER_ASSETS unset, a binary absent, no
+    kubectl, or no fixtures."""
+    reason = missing_binaries(env)
+    if reason is not None:
+        return reason
     if shutil.which("kubectl") is None:
         return "kubectl is not on PATH"
     if not (FIXTURES / "fleet").is_dir() or not (FIXTURES / "crds").is_dir():
@@ -72,12 +67,6 @@ def url_client_configs(
     return rewritten
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _strip(obj: dict[str, Any]) -> dict[str, Any]:
     obj = copy.deepcopy(obj)
     for key in NOISE:
@@ -91,113 +80,6 @@ def _strip(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-class BareApiServer:
-    """etcd + kube-apiserver in a temporary folder; `kubeconfig` authenticates as system:masters."""
-
-    def __init__(self, assets: Path, folder: Path) -> None:
-        self.assets = assets
-        self.folder = folder
-        self.port = _free_port()
-        self.token = secrets.token_hex(16)
-        self.kubeconfig = folder / "kubeconfig"
-        self.processes: list[subprocess.Popen[bytes]] = []
-
-    @property
-    def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        etcd_port, peer_port = _free_port(), _free_port()
-        self._spawn(
-            "etcd",
-            [
-                str(self.assets / "etcd"),
-                f"--data-dir={self.folder / 'etcd'}",
-                f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
-                f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
-                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
-            ],
-        )
-        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        sa_key = self.folder / "sa.key"
-        sa_key.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-            )
-        )
-        tokens = self.folder / "tokens.csv"
-        tokens.write_text(f'{self.token},e2e-admin,e2e-admin,"system:masters"\n')
-        self._spawn(
-            "kube-apiserver",
-            [
-                str(self.assets / "kube-apiserver"),
-                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-                f"--cert-dir={self.folder / 'apiserver-certs'}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={self.port}",
-                "--service-cluster-ip-range=10.0.0.0/24",
-                f"--service-account-issuer={self.url}",
-                f"--service-account-key-file={sa_key}",
-                f"--service-account-signing-key-file={sa_key}",
-                f"--token-auth-file={tokens}",
-                "--authorization-mode=RBAC",
-                "--allow-privileged=true",
-                "--disable-admission-plugins=ServiceAccount",
-            ],
-        )
-        self.kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [
-                        {"name": "bare", "cluster": {"server": self.url, "insecure-skip-tls-verify": True}}
-                    ],
-                    "users": [{"name": "admin", "user": {"token": self.token}}],
-                    "contexts": [{"name": "bare", "context": {"cluster": "bare", "user": "admin"}}],
-                    "current-context": "bare",
-                }
-            )
-        )
-        eventually(self._ready, 60, "kube-apiserver /readyz", interval=0.5)
-
-    def _spawn(self, name: str, args: list[str]) -> None:
-        log = (self.folder / f"{name}.log").open("wb")
-        self.processes.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT))
-
-    def _ready(self) -> bool:
-        for process in self.processes:
-            if process.poll() is not None:
-                raise RuntimeError(f"{process.args[0]} exited {process.returncode}; logs in {self.folder}")
-        try:
-            answer = self.request("GET", "/readyz")
-        except requests.RequestException:
-            return False
-        return answer.status_code == 200
-
-    def request(self, method: str, path: str, body: Any = None) -> requests.Response:
-        """One authenticated call to the API server (its serving certificate is self-signed)."""
-        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)  # self-signed, on 127.0.0.1
-        return requests.request(
-            method,
-            self.url + path,
-            json=body,
-            headers={"Authorization": f"Bearer {self.token}"},
-            verify=False,
-            timeout=30,
-        )
-
-    def stop(self) -> None:
-        for process in reversed(self.processes):
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
 def _collection(obj: dict[str, Any]) -> str:
     """The REST collection path of an object."""
     api_version, kind = obj["apiVersion"], obj["kind"]
@@ -207,7 +89,7 @@ def _collection(obj: dict[str, Any]) -> str:
     return f"{prefix}/namespaces/{namespace}/{plural}" if namespace else f"{prefix}/{plural}"
 
 
-def create_with_status(api: BareApiServer, captured: dict[str, Any]) -> None:
+def create_with_status(api: ApiServer, captured: dict[str, Any]) -> None:
     """Create one fleet object, then write its captured status through the status subresource."""
     collection = _collection(captured)
     created = api.request("POST", collection, _strip(captured))
@@ -228,7 +110,7 @@ def fleet_objects() -> Iterator[dict[str, Any]]:
         yield from listing["items"]
 
 
-def restore_fleet(api: BareApiServer) -> None:
+def restore_fleet(api: ApiServer) -> None:
     """Re-create any fleet pod a test deleted (no controller does it here), with its status."""
     for captured in fleet_objects():
         if captured["kind"] != "Pod":
@@ -239,7 +121,7 @@ def restore_fleet(api: BareApiServer) -> None:
 
 
 def _serve(folder: Path, kubeconfig: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
-    port = _free_port()
+    port = free_port()
     certs = folder / "guardhook-certs"
     log = (folder / "guardhook.log").open("wb")
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
@@ -274,9 +156,7 @@ def bare_cluster() -> Iterator[Cluster]:
     """Start everything described in the module docstring; stop it all on exit."""
     folder = Path(tempfile.mkdtemp(prefix="guardhook-e2e-"))
     with ExitStack() as stack:
-        api = BareApiServer(Path(os.environ["KUBEBUILDER_ASSETS"]), folder)
-        stack.callback(api.stop)
-        api.start()
+        api = stack.enter_context(api_server(folder))  # with the CRDs of fixtures/crds
         cluster = Cluster(
             kubeconfig=api.kubeconfig,
             mode="bare",
@@ -287,9 +167,6 @@ def bare_cluster() -> Iterator[Cluster]:
             worker_labels={"app": "llm-xl"},
             restore=lambda: restore_fleet(api),
         )
-        crds = FIXTURES / "crds"
-        cluster.must("create", "-f", str(crds))  # the LWS CRD is too large for client-side apply
-        cluster.must("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
         cluster.must("create", "namespace", OWN_NAMESPACE)
         cluster.must("create", "namespace", FLEET_NAMESPACE)
         cluster.must("label", "namespace", FLEET_NAMESPACE, "guardhook.io/guard-evictions=true")

@@ -1,43 +1,67 @@
 """A real kube-apiserver and etcd from KUBEBUILDER_ASSETS (as controller-runtime's envtest runs
-them), for tests that need the real API. No controllers run: objects stay as the test writes them.
+them) on 127.0.0.1, with the CRDs of `fixtures/crds` installed and Established. No controllers
+run: objects stay as the test writes them. The one launcher for the unit tests and e2e/bare.py.
 
-`api_server(tmp)` yields an `ApiServer` with a kubeconfig (static bearer token, system:masters,
-AlwaysAllow authorization) and a `requests` session for raw calls. Tests call `assets_or_skip()`
-first, which skips with the reason when the binaries are not there.
+`api_server(folder)` yields an `ApiServer`: its URL, an admin kubeconfig (static bearer token in
+system:masters, RBAC authorization), raw authenticated calls and a `kubernetes` ApiClient. Test
+modules mark themselves with `requires_api_server`, which skips with the reason when the binaries
+are not there (`missing_binaries()` says why).
+
+Imported from tests/ (on pytest's path) and e2e/ (bare.py adds tests/ to sys.path), so it imports
+nothing of either suite's conftest.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+import urllib3
+import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from kubernetes import client
 
-TOKEN = "guardhook-envtest-token"
-
-
-def assets_or_skip() -> Path:
-    """The KUBEBUILDER_ASSETS folder; skips the test when it lacks kube-apiserver or etcd."""
-    folder = Path(os.environ.get("KUBEBUILDER_ASSETS", ""))
-    if not os.environ.get("KUBEBUILDER_ASSETS") or not all(
-        (folder / binary).is_file() for binary in ("kube-apiserver", "etcd")
-    ):
-        pytest.skip("needs KUBEBUILDER_ASSETS naming a folder with kube-apiserver and etcd")
-    return folder
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(os.environ.get("GUARDHOOK_FIXTURES", REPO.parent / "shared" / "fixtures"))
+BINARIES = ("etcd", "kube-apiserver")
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+START_SECONDS = 60
 
 
-def _port() -> int:
+def missing_binaries(env: Mapping[str, str] = os.environ) -> str | None:
+    """Why no API server can be started (None when it can): KUBEBUILDER_ASSETS unset, or a binary
+    in it absent or not executable."""
+    folder = env.get("KUBEBUILDER_ASSETS")
+    if not folder:
+        return "KUBEBUILDER_ASSETS is not set"
+    absent = [name for name in BINARIES if not os.access(Path(folder) / name, os.X_OK)]
+    if absent:
+        return f"KUBEBUILDER_ASSETS={folder} has no executable {' or '.join(absent)}"
+    return None
+
+
+requires_api_server = pytest.mark.skipif(
+    missing_binaries() is not None,
+    reason=f"needs kube-apiserver and etcd from KUBEBUILDER_ASSETS ({missing_binaries()}); "
+    "not obtainable from the package registries here",
+)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 at the time of the call."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -45,17 +69,27 @@ def _port() -> int:
 
 @dataclass
 class ApiServer:
+    """A running API server: `url` (https, self-signed), `token` (system:masters), `kubeconfig`
+    (insecure-skip-tls-verify) and `folder` (its data and logs)."""
+
     url: str
+    token: str
     kubeconfig: Path
+    folder: Path
     session: requests.Session
 
+    def request(self, method: str, path: str, body: Any = None) -> requests.Response:
+        """One authenticated call; returns the response whatever its status."""
+        return self.session.request(method, self.url + path, json=body, timeout=30)
+
     def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        answer = self.session.post(self.url + path, json=body, timeout=30)
+        """POST `body` to the collection `path`; the created object. Asserts 200/201."""
+        answer = self.request("POST", path, body)
         assert answer.status_code in (200, 201), answer.text
         return answer.json()
 
     def get(self, path: str) -> dict[str, Any]:
-        answer = self.session.get(self.url + path, timeout=30)
+        answer = self.request("GET", path)
         assert answer.status_code == 200, answer.text
         return answer.json()
 
@@ -65,105 +99,156 @@ class ApiServer:
         assert answer.status_code == 200, answer.text
         return answer.json()
 
-
-def _sa_keys(folder: Path) -> tuple[Path, Path]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private, public = folder / "sa.key", folder / "sa.pub"
-    private.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    public.write_bytes(
-        key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    )
-    return private, public
+    def api_client(self) -> client.ApiClient:
+        """A `kubernetes` ApiClient of its own, authenticated as the admin."""
+        configuration = client.Configuration()
+        configuration.host = self.url
+        configuration.verify_ssl = False  # the self-signed serving certificate, on 127.0.0.1
+        configuration.api_key = {"authorization": f"Bearer {self.token}"}
+        return client.ApiClient(configuration)
 
 
 @contextmanager
-def api_server(tmp: Path) -> Iterator[ApiServer]:
-    """Start etcd and kube-apiserver; stop both (by their own handles) afterwards."""
-    assets = assets_or_skip()
-    etcd_port, peer_port, api_port = _port(), _port(), _port()
-    etcd_url = f"http://127.0.0.1:{etcd_port}"
-    etcd = subprocess.Popen(
-        [
-            str(assets / "etcd"),
-            f"--data-dir={tmp / 'etcd'}",
-            f"--listen-client-urls={etcd_url}",
-            f"--advertise-client-urls={etcd_url}",
-            f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
-            "--unsafe-no-fsync=true",
-        ],
-        stdout=(tmp / "etcd.log").open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    private, public = _sa_keys(tmp)
-    tokens = tmp / "tokens.csv"
-    tokens.write_text(f'{TOKEN},admin,admin,"system:masters"\n')
+def api_server(folder: Path) -> Iterator[ApiServer]:
+    """Start etcd and kube-apiserver with their data and logs in `folder`, wait for /readyz and
+    install the fixtures' CRDs; stop both (by their own handles) afterwards. Raises RuntimeError
+    when the binaries are missing or the server does not come up within START_SECONDS."""
+    reason = missing_binaries()
+    if reason is not None:
+        raise RuntimeError(f"cannot start an API server: {reason}")
+    assets = Path(os.environ["KUBEBUILDER_ASSETS"])
+    urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)  # self-signed, on 127.0.0.1
+    etcd_url, api_port = f"http://127.0.0.1:{free_port()}", free_port()
     url = f"https://127.0.0.1:{api_port}"
-    apiserver = subprocess.Popen(
-        [
-            str(assets / "kube-apiserver"),
-            f"--etcd-servers={etcd_url}",
-            f"--cert-dir={tmp / 'certs'}",
-            f"--secure-port={api_port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            "--service-cluster-ip-range=10.0.0.0/24",
-            "--authorization-mode=AlwaysAllow",
-            f"--token-auth-file={tokens}",
-            "--disable-admission-plugins=ServiceAccount",
-            f"--service-account-issuer={url}",
-            f"--service-account-key-file={public}",
-            f"--service-account-signing-key-file={private}",
-        ],
-        stdout=(tmp / "apiserver.log").open("wb"),
-        stderr=subprocess.STDOUT,
+    token = secrets.token_hex(16)
+    with ExitStack() as stack:
+        etcd = _spawn(
+            stack,
+            folder / "etcd.log",
+            [
+                str(assets / "etcd"),
+                f"--data-dir={folder / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{free_port()}",
+                "--unsafe-no-fsync=true",
+            ],
+        )
+        key = _service_account_key(folder / "sa.key")
+        tokens = folder / "tokens.csv"
+        tokens.write_text(f'{token},admin,admin,"system:masters"\n')
+        apiserver = _spawn(
+            stack,
+            folder / "kube-apiserver.log",
+            [
+                str(assets / "kube-apiserver"),
+                f"--etcd-servers={etcd_url}",
+                f"--cert-dir={folder / 'certs'}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                f"--service-account-issuer={url}",
+                f"--service-account-key-file={key}",
+                f"--service-account-signing-key-file={key}",
+                f"--token-auth-file={tokens}",
+                "--authorization-mode=RBAC",
+                "--allow-privileged=true",
+                "--disable-admission-plugins=ServiceAccount",
+            ],
+        )
+        session = requests.Session()
+        session.trust_env = False
+        session.verify = False
+        session.headers["Authorization"] = f"Bearer {token}"
+        api = ApiServer(url, token, _write_kubeconfig(folder / "kubeconfig", url, token), folder, session)
+
+        def ready() -> bool:
+            for process, name in ((etcd, "etcd"), (apiserver, "kube-apiserver")):
+                if process.poll() is not None:
+                    tail = (folder / f"{name}.log").read_text(errors="replace")[-4000:]
+                    raise RuntimeError(f"{name} exited {process.returncode}:\n{tail}")
+            try:
+                return api.request("GET", "/readyz").status_code == 200
+            except requests.RequestException:
+                return False
+
+        _wait(ready, START_SECONDS, f"kube-apiserver /readyz (logs in {folder})")
+        install_crds(api)
+        yield api
+
+
+def install_crds(api: ApiServer, folder: Path = FIXTURES / "crds") -> None:
+    """Create every CustomResourceDefinition in `folder`'s YAML files and wait until each is
+    Established (served). Raises RuntimeError when one is refused or never Established."""
+    if not folder.is_dir():
+        raise RuntimeError(f"no CRDs to install: {folder} is not a folder (set GUARDHOOK_FIXTURES)")
+    names = []
+    for path in sorted(folder.glob("*.yaml")):
+        for crd in yaml.safe_load_all(path.read_text()):
+            if not crd:
+                continue
+            answer = api.request("POST", CRDS, crd)
+            if answer.status_code not in (200, 201):
+                raise RuntimeError(f"create CRD from {path.name}: {answer.text}")
+            names.append(crd["metadata"]["name"])
+
+    def established(name: str) -> bool:
+        answer = api.request("GET", f"{CRDS}/{name}")
+        conditions = answer.json().get("status", {}).get("conditions") if answer.status_code == 200 else None
+        return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions or [])
+
+    for name in names:
+        _wait(partial(established, name), 30, f"CRD {name} to be Established")
+
+
+def _spawn(stack: ExitStack, log_path: Path, args: list[str]) -> subprocess.Popen[bytes]:
+    """Start `args` logging to `log_path`; `stack` stops it and closes the log."""
+    log = stack.enter_context(log_path.open("wb"))
+    process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+    stack.callback(_stop, process)
+    return process
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _service_account_key(path: Path) -> Path:
+    """An RSA key in PKCS#8 PEM at `path`: the API server signs and verifies tokens with it."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-    session = requests.Session()
-    session.trust_env = False
-    session.verify = False  # the API server's self-signed serving certificate
-    session.headers["Authorization"] = f"Bearer {TOKEN}"
-    kubeconfig = tmp / "kubeconfig"
-    kubeconfig.write_text(
+    path.write_bytes(pem)
+    return path
+
+
+def _write_kubeconfig(path: Path, url: str, token: str) -> Path:
+    cluster = {"server": url, "insecure-skip-tls-verify": True}
+    path.write_text(
         json.dumps(
             {
                 "apiVersion": "v1",
                 "kind": "Config",
-                "clusters": [
-                    {"name": "envtest", "cluster": {"server": url, "insecure-skip-tls-verify": True}}
-                ],
-                "users": [{"name": "admin", "user": {"token": TOKEN}}],
+                "clusters": [{"name": "envtest", "cluster": cluster}],
+                "users": [{"name": "admin", "user": {"token": token}}],
                 "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": "admin"}}],
                 "current-context": "envtest",
             }
         )
     )
-    try:
-        _wait_ready(session, url, apiserver, tmp)
-        yield ApiServer(url, kubeconfig, session)
-    finally:
-        for process in (apiserver, etcd):
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    return path
 
 
-def _wait_ready(session: requests.Session, url: str, apiserver: subprocess.Popen[bytes], tmp: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if apiserver.poll() is not None:
-            raise AssertionError("kube-apiserver exited:\n" + (tmp / "apiserver.log").read_text()[-4000:])
-        try:
-            if session.get(url + "/readyz", timeout=2).status_code == 200:
-                return
-        except requests.RequestException:
-            pass
+def _wait(check: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {seconds}s waiting for {what}")
         time.sleep(0.25)
-    raise AssertionError("kube-apiserver not ready in 60s:\n" + (tmp / "apiserver.log").read_text()[-4000:])

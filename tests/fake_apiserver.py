@@ -1,11 +1,23 @@
-"""An in-process fake of the kube-apiserver's list/watch API on 127.0.0.1, driven by the test.
+"""An in-process fake of the kube-apiserver's REST API on 127.0.0.1, driven by the test.
 
-It serves a single-pod GET, cluster-wide list (with `limit`/`continue`, capped at `max_page` items per page so
-pagination is exercised) and streaming watch (chunked JSON lines, `resourceVersion`,
-`allowWatchBookmarks`, `timeoutSeconds`) for the six kinds the cluster view holds. The test adds,
-modifies and deletes objects, sends bookmarks, compacts history (a watch from an older
-resourceVersion then gets an ERROR event with 410), and can take the server away (`stop()`:
-listening socket and open watches closed) and bring it back on the same port (`start()`).
+It serves any resource generically, core (`/api/v1/...`) and group (`/apis/<group>/<version>/...`),
+namespaced and cluster-scoped, keyed by the resource's plural name:
+
+- list (namespaced or across namespaces, `labelSelector`, `limit`/`continue` capped at `max_page`
+  items per page so pagination is exercised); items carry no kind/apiVersion, as the API server
+  sends them;
+- watch (`watch=true`: chunked JSON lines from `resourceVersion` on, for `timeoutSeconds`; a watch
+  from before a `compact()` gets an ERROR event with 410 Gone);
+- get, create (POST; 409 AlreadyExists for an existing name), replace (PUT; 409 Conflict when
+  `metadata.resourceVersion` is not the stored one, 404 when missing) and delete (404 when missing).
+
+One resourceVersion counter covers every write. The test adds, changes and deletes objects directly
+(`put`, `delete`: watchers see them, `writes` does not), sends bookmarks, answers every request
+with an error (`fail_with`), slows single GETs (`get_delay`), refuses resources (`unserved`: 404,
+as for a CRD that is not installed), and can take the server away (`stop()`: listening socket and
+open watches closed) and bring it back on the same port (`start()`). What happened is recorded for
+assertions: `requests` ("METHOD /path?query"), `writes` through HTTP (method, namespace, resource,
+name) and `conflicts` (409 answers).
 """
 
 from __future__ import annotations
@@ -15,29 +27,21 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterable
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-PATHS = {
-    "/api/v1/nodes": "nodes",
-    "/api/v1/pods": "pods",
-    "/api/v1/services": "services",
-    "/apis/apps/v1/statefulsets": "statefulsets",
-    "/apis/policy/v1/poddisruptionbudgets": "poddisruptionbudgets",
-    "/apis/leaderworkerset.x-k8s.io/v1/leaderworkersets": "leaderworkersets",
-}
-RESOURCE_OF_KIND = {
-    "Node": "nodes",
-    "Pod": "pods",
-    "Service": "services",
-    "StatefulSet": "statefulsets",
-    "PodDisruptionBudget": "poddisruptionbudgets",
-    "LeaderWorkerSet": "leaderworkersets",
-}
-Key = tuple[str, str]
+from kubernetes import client
+
+from guardhook.selectors import matches, parse
+
+ROUTE = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)(?:/namespaces/([^/]+))?/([^/]+)(?:/([^/]+))?$")
+Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
 
 
 def key_of(obj: dict[str, Any]) -> Key:
@@ -45,19 +49,52 @@ def key_of(obj: dict[str, Any]) -> Key:
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
-class FakeApiServer:
-    """The fake server. `serve_lws=False` answers 404 for LeaderWorkerSets (CRD not installed)."""
+def plural_of(kind: str) -> str:
+    """The resource name of a kind, by the API's regular pluralisation (Pod -> pods, Policy -> policies)."""
+    lower = kind.lower()
+    return lower[:-1] + "ies" if lower.endswith("y") else lower + "s"
 
-    def __init__(self, serve_lws: bool = True, max_page: int = 5) -> None:
-        self.serve_lws = serve_lws
-        self.get_delay = 0.0  # seconds a single-pod GET waits before answering
+
+def status(code: int, reason: str, message: str = "") -> dict[str, Any]:
+    """A `Status` failure body as the API server sends it."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message or reason,
+        "reason": reason,
+        "code": code,
+    }
+
+
+def kubeconfig_text(server: str) -> str:
+    """A kubeconfig for `server` (token auth, plain HTTP)."""
+    return (
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters:\n- name: fake\n  cluster:\n    server: {server}\n"
+        "users:\n- name: fake\n  user:\n    token: fake-token\n"
+        "contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n"
+        "current-context: fake\n"
+    )
+
+
+class FakeApiServer:
+    """The object store and its HTTP server. `objects[resource][(namespace, name)]` is the object."""
+
+    def __init__(self, unserved: Iterable[str] = (), max_page: int = 5) -> None:
+        self.unserved = set(unserved)
         self.max_page = max_page
+        self.get_delay = 0.0  # seconds a single-object GET waits before answering
+        self.fail_with: int | None = None  # answer every request with this status when set
         self.port = 0
-        self.rv = 100
+        self.rv = 0
         self.compacted = 0
-        self.objects: dict[str, dict[Key, dict[str, Any]]] = {kind: {} for kind in PATHS.values()}
+        self.objects: defaultdict[str, dict[Key, dict[str, Any]]] = defaultdict(dict)
         self.events: list[tuple[int, str, dict[str, Any]]] = []  # (resourceVersion, resource, event)
         self.requests: list[str] = []
+        self.writes: list[tuple[str, str, str, str]] = []
+        self.conflicts = 0
         self.cond = threading.Condition()
         self._httpd: ThreadingHTTPServer | None = None
         self._generation = 0
@@ -92,53 +129,49 @@ class FakeApiServer:
         return f"http://127.0.0.1:{self.port}"
 
     def write_kubeconfig(self, path: Path) -> Path:
-        """A kubeconfig pointing at this server (token auth, plain HTTP)."""
+        """A kubeconfig pointing at this server (token auth, plain HTTP); returns `path`."""
         path.write_text(kubeconfig_text(self.url))
         return path
 
-    # ---- test-driven changes ---------------------------------------------------------------
+    def api_client(self) -> client.ApiClient:
+        """A `kubernetes` ApiClient of its own talking to this server."""
+        configuration = client.Configuration()
+        configuration.host = self.url
+        return client.ApiClient(configuration)
+
+    # ---- test-driven changes, as another client would make them -------------------------------
 
     def load(self, objects: Iterable[dict[str, Any]]) -> None:
-        """Add objects (any of the six kinds; others are ignored) as ADDED events."""
+        """Store objects of any kind (under `plural_of(kind)`) as ADDED events."""
         for obj in objects:
-            resource = RESOURCE_OF_KIND.get(str(obj.get("kind")))
-            if resource is not None:
-                self.put(resource, obj)
+            self.put(plural_of(str(obj["kind"])), obj)
 
     def put(self, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Create or replace an object; returns the stored copy with its new resourceVersion."""
-        obj = copy.deepcopy(obj)
         with self.cond:
-            self.rv += 1
-            meta = obj.setdefault("metadata", {})
-            meta["resourceVersion"] = str(self.rv)
-            meta.setdefault("uid", f"uid-{resource}-{meta.get('name')}")
-            key = key_of(obj)
-            kind = "MODIFIED" if key in self.objects[resource] else "ADDED"
-            self.objects[resource][key] = obj
-            self.events.append((self.rv, resource, {"type": kind, "object": obj}))
-            self.cond.notify_all()
-        return obj
+            return copy.deepcopy(self._store(resource, copy.deepcopy(obj)))
 
-    def get(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
+    def get(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """A copy of the stored object, or None."""
         with self.cond:
-            return copy.deepcopy(self.objects[resource][(namespace, name)])
+            found = self.objects[resource].get((namespace, name))
+            return copy.deepcopy(found) if found is not None else None
 
-    def delete(self, resource: str, namespace: str, name: str) -> None:
+    def delete(self, resource: str, namespace: str, name: str) -> bool:
+        """Delete an object (watchers get DELETED); False when there was none."""
         with self.cond:
-            obj = self.objects[resource].pop((namespace, name))
-            self.rv += 1
-            obj["metadata"]["resourceVersion"] = str(self.rv)
-            self.events.append((self.rv, resource, {"type": "DELETED", "object": obj}))
-            self.cond.notify_all()
+            return self._drop(resource, namespace, name)
+
+    def names(self, resource: str) -> list[str]:
+        with self.cond:
+            return sorted(name for _, name in self.objects[resource])
 
     def bookmark(self, resource: str) -> None:
         """Send a BOOKMARK at the current resourceVersion to watchers of `resource`."""
         with self.cond:
             self.rv += 1
             event = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": str(self.rv)}}}
-            self.events.append((self.rv, resource, event))
-            self.cond.notify_all()
+            self._emit(resource, event)
 
     def compact(self) -> None:
         """Forget the event history and move the resourceVersion on: every watch resumed from
@@ -152,34 +185,112 @@ class FakeApiServer:
 
     def list_requests(self, resource: str) -> list[str]:
         """The query strings of list (not watch) requests for `resource` seen so far."""
-        path = next(p for p, r in PATHS.items() if r == resource)
-        split = (r.split("?", 1) for r in self.requests if "?" in r)
-        return [query for p, query in split if p == path and "watch" not in query]
+        found = []
+        for request in self.requests:
+            method, _, target = request.partition(" ")
+            url = urlparse(target)
+            route = ROUTE.match(url.path)
+            listed = method == "GET" and route and route.group(3) is None and "watch" not in url.query
+            if listed and route and route.group(2) == resource:
+                found.append(url.query)
+        return found
 
-    def list_page(self, resource: str, token: str, limit: int) -> dict[str, Any]:
+    # ---- the store (callers hold `cond`) ------------------------------------------------------
+
+    def _store(self, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
+        self.rv += 1
+        meta = obj.setdefault("metadata", {})
+        meta["resourceVersion"] = str(self.rv)
+        meta.setdefault("uid", str(uuid.uuid4()))
+        key = key_of(obj)
+        kind = "MODIFIED" if key in self.objects[resource] else "ADDED"
+        self.objects[resource][key] = obj
+        self._emit(resource, {"type": kind, "object": copy.deepcopy(obj)})
+        return obj
+
+    def _drop(self, resource: str, namespace: str, name: str) -> bool:
+        obj = self.objects[resource].pop((namespace, name), None)
+        if obj is None:
+            return False
+        self.rv += 1
+        gone = copy.deepcopy(obj)
+        gone["metadata"]["resourceVersion"] = str(self.rv)
+        self._emit(resource, {"type": "DELETED", "object": gone})
+        return True
+
+    def _emit(self, resource: str, event: dict[str, Any]) -> None:
+        self.events.append((self.rv, resource, event))
+        self.cond.notify_all()
+
+    def _list(self, resource: str, namespace: str, query: dict[str, str]) -> dict[str, Any]:
+        selector = parse(query.get("labelSelector", ""))
         with self.cond:
-            if token:
-                start, list_rv = (int(part) for part in token.split(":"))
+            if query.get("continue"):
+                start, list_rv = (int(part) for part in query["continue"].split(":"))
             else:
                 start, list_rv = 0, self.rv
-            items = sorted(self.objects[resource].items())
+            items = [
+                obj
+                for (ns, _), obj in sorted(self.objects[resource].items())
+                if (not namespace or ns == namespace)
+                and matches(selector, obj["metadata"].get("labels") or {})
+            ]
+            limit = int(query.get("limit") or 0)
             size = min(limit or len(items), self.max_page) or len(items)
-            page = [obj for _, obj in items[start : start + size]]
-            more = start + size < len(items)
+            page = [
+                {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+                for obj in items[start : start + size]
+            ]
             meta: dict[str, Any] = {"resourceVersion": str(list_rv)}
-            if more:
+            if start + size < len(items):
                 meta["continue"] = f"{start + size}:{list_rv}"
             return {"kind": "List", "apiVersion": "v1", "metadata": meta, "items": copy.deepcopy(page)}
 
+    def _create(self, resource: str, namespace: str, obj: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        meta = obj.setdefault("metadata", {})
+        meta["namespace"] = namespace
+        name = str(meta.get("name") or "")
+        with self.cond:
+            if (namespace, name) in self.objects[resource]:
+                self.conflicts += 1
+                return 409, status(409, "AlreadyExists", f'{resource} "{name}" already exists')
+            meta["uid"] = str(uuid.uuid4())
+            self.writes.append(("POST", namespace, resource, name))
+            return 201, copy.deepcopy(self._store(resource, obj))
 
-def kubeconfig_text(server: str) -> str:
-    return (
-        "apiVersion: v1\nkind: Config\n"
-        f"clusters:\n- name: fake\n  cluster:\n    server: {server}\n"
-        "users:\n- name: fake\n  user:\n    token: fake-token\n"
-        "contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n"
-        "current-context: fake\n"
-    )
+    def _replace(
+        self, resource: str, namespace: str, name: str, obj: dict[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        with self.cond:
+            current = self.objects[resource].get((namespace, name))
+            if current is None:
+                return 404, status(404, "NotFound", f'{resource} "{name}" not found')
+            sent = obj.get("metadata", {}).get("resourceVersion")
+            if sent and sent != current["metadata"]["resourceVersion"]:
+                self.conflicts += 1
+                message = f'Operation cannot be fulfilled on {resource} "{name}": the object was modified'
+                return 409, status(409, "Conflict", message)
+            meta = obj.setdefault("metadata", {})
+            meta.update(name=name, namespace=namespace, uid=current["metadata"]["uid"])
+            self.writes.append(("PUT", namespace, resource, name))
+            return 200, copy.deepcopy(self._store(resource, obj))
+
+    def _delete(self, resource: str, namespace: str, name: str) -> tuple[int, dict[str, Any]]:
+        with self.cond:
+            if not self._drop(resource, namespace, name):
+                return 404, status(404, "NotFound", f'{resource} "{name}" not found')
+            self.writes.append(("DELETE", namespace, resource, name))
+        return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+
+
+@contextmanager
+def running_fake(**options: Any) -> Iterator[FakeApiServer]:
+    """A started FakeApiServer (`options` as for its constructor), stopped after the block."""
+    fake = FakeApiServer(**options).start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -194,33 +305,61 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
 
-    def do_GET(self) -> None:
+    def _route(self) -> tuple[str, str, str | None, dict[str, str]] | None:
+        """(resource, namespace, name or None, query), or None after answering an error."""
         fake = self.fake
-        fake.requests.append(self.path)
+        fake.requests.append(f"{self.command} {self.path}")
+        if fake.fail_with is not None:
+            self._json(fake.fail_with, status(fake.fail_with, "InternalError", "injected failure"))
+            return None
         url = urlparse(self.path)
-        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-        single = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)", url.path)
-        if single:
-            self._get_pod(*single.groups())
-            return
-        resource = PATHS.get(url.path)
-        if resource is None or (resource == "leaderworkersets" and not fake.serve_lws):
-            self._json(404, {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404})
-            return
-        if query.get("watch") in ("true", "1", "True"):
-            since = int(query.get("resourceVersion") or 0)
-            self._watch(resource, since, int(query.get("timeoutSeconds") or 60))
-            return
-        self._json(200, fake.list_page(resource, query.get("continue", ""), int(query.get("limit") or 0)))
+        match = ROUTE.match(url.path)
+        if not match or match.group(2) in fake.unserved:
+            self._json(404, status(404, "NotFound", f"the server could not find {url.path}"))
+            return None
+        namespace, resource, name = match.groups()
+        return resource, namespace or "", name, {k: v[-1] for k, v in parse_qs(url.query).items()}
 
-    def _get_pod(self, namespace: str, name: str) -> None:
-        time.sleep(self.fake.get_delay)
-        with self.fake.cond:
-            obj = self.fake.objects["pods"].get((namespace, name))
-        if obj is None:
-            self._json(404, {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404})
+    def _body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(length) or b"{}")
+
+    def do_GET(self) -> None:
+        route = self._route()
+        if route is None:
+            return
+        resource, namespace, name, query = route
+        if name is not None:
+            time.sleep(self.fake.get_delay)
+            found = self.fake.get(resource, namespace, name)
+            if found is None:
+                self._json(404, status(404, "NotFound", f'{resource} "{name}" not found'))
+            else:
+                self._json(200, found)
+        elif query.get("watch") in ("true", "1", "True"):
+            since = int(query.get("resourceVersion") or 0)
+            self._watch(resource, namespace, query, since, int(query.get("timeoutSeconds") or 60))
         else:
-            self._json(200, obj)
+            self._json(200, self.fake._list(resource, namespace, query))
+
+    def do_POST(self) -> None:
+        route = self._route()
+        if route is not None:
+            self._json(*self.fake._create(route[0], route[1], self._body()))
+
+    def do_PUT(self) -> None:
+        route = self._route()
+        if route is not None and route[2] is not None:
+            self._json(*self.fake._replace(route[0], route[1], route[2], self._body()))
+        elif route is not None:
+            self._json(405, status(405, "MethodNotAllowed", "PUT needs an object name"))
+
+    def do_DELETE(self) -> None:
+        route = self._route()
+        if route is not None and route[2] is not None:
+            self._json(*self.fake._delete(route[0], route[1], route[2]))
+        elif route is not None:
+            self._json(405, status(405, "MethodNotAllowed", "DELETE needs an object name"))
 
     def _json(self, code: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
@@ -232,8 +371,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
         self.close_connection = True
 
-    def _watch(self, resource: str, since: int, timeout: int) -> None:
+    def _watch(self, resource: str, namespace: str, query: dict[str, str], since: int, timeout: int) -> None:
         fake = self.fake
+        selector = parse(query.get("labelSelector", ""))
+
+        def wanted(event: dict[str, Any]) -> bool:
+            if event["type"] == "BOOKMARK":
+                return True
+            meta = event["object"]["metadata"]
+            return (not namespace or meta.get("namespace") == namespace) and matches(
+                selector, meta.get("labels") or {}
+            )
+
         self.close_connection = True
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -262,7 +411,8 @@ class _Handler(BaseHTTPRequestHandler):
                     fake.cond.wait(0.1)
                     continue
             for rv, event in pending:
-                self._chunk(event)
+                if wanted(event):
+                    self._chunk(event)
                 cursor = rv
         self._end()
 

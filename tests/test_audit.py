@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
@@ -23,6 +20,7 @@ from guardhook.scan import Located
 from guardhook.view.manifests import load_paths
 
 from conftest import FIXTURES
+from fake_apiserver import FakeApiServer, kubeconfig_text, running_fake
 
 LINT_LWS = Path(__file__).parent / "manifests" / "lint" / "lws.yaml"
 
@@ -44,6 +42,17 @@ def degraded_fleet() -> list[dict[str, Any]]:
     lax = yaml.safe_load(LINT_LWS.read_text())
     lax["metadata"]["namespace"] = "default"
     return [*objects, lax]
+
+
+# LWS serve/llm-xl of the degraded fleet as `audit --format json` lists it.
+DEGRADED_XL_ROW = {
+    "namespace": "serve",
+    "name": "llm-xl",
+    "desired": 4,
+    "whole": 1,
+    "broken": 3,
+    "leader_ready_group_incomplete": 2,
+}
 
 
 def test_groups_are_counted_per_lws() -> None:
@@ -103,14 +112,7 @@ def test_cli_text_json_and_reports_file(tmp_path: Path, capsys: pytest.CaptureFi
         == 0
     )
     document = json.loads(capsys.readouterr().out)
-    assert {
-        "namespace": "serve",
-        "name": "llm-xl",
-        "desired": 4,
-        "whole": 1,
-        "broken": 3,
-        "leader_ready_group_incomplete": 2,
-    } in document["groups"]
+    assert DEGRADED_XL_ROW in document["groups"]
     assert [v["name"] for v in document["violations"]] == ["lax"]
     written = list(yaml.safe_load_all(reports_file.read_text()))
     assert {r["metadata"]["namespace"] for r in written} == {"default", "serve"}
@@ -121,163 +123,58 @@ def test_write_reports_needs_a_live_cluster(tmp_path: Path, capsys: pytest.Captu
     assert "--write-reports needs a live cluster" in capsys.readouterr().err
 
 
-# ---- live: a fake API server -------------------------------------------------------------------
+# ---- live: the fake API server -----------------------------------------------------------------
 
-LIST_PATHS = {
-    "/api/v1/nodes": "Node",
-    "/api/v1/pods": "Pod",
-    "/api/v1/services": "Service",
-    "/apis/apps/v1/statefulsets": "StatefulSet",
-    "/apis/policy/v1/poddisruptionbudgets": "PodDisruptionBudget",
-    "/apis/autoscaling/v2/horizontalpodautoscalers": "HorizontalPodAutoscaler",
-    "/apis/leaderworkerset.x-k8s.io/v1/leaderworkersets": "LeaderWorkerSet",
-}  # keda.sh is not served: 404
 REPORTS = "/apis/wgpolicyk8s.io/v1alpha2/namespaces/{}/policyreports"
 
 
-class FakeApi(BaseHTTPRequestHandler):
-    """Serves paged cluster-wide lists (items without kind/apiVersion, as the API server sends them)
-    and stores PolicyReports."""
-
-    objects: list[dict[str, Any]] = []
-    reports: dict[str, dict[str, Any]] = {}
-    calls: list[str] = []
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def send(self, code: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def not_found(self) -> None:
-        self.send(
-            404,
-            {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound"},
-        )
-
-    def do_GET(self) -> None:  # noqa: N802
-        url = urlsplit(self.path)
-        self.calls.append(f"GET {self.path}")
-        query = parse_qs(url.query)
-        if url.path in LIST_PATHS:
-            items = [
-                {k: v for k, v in o.items() if k not in ("kind", "apiVersion")}
-                for o in self.objects
-                if o["kind"] == LIST_PATHS[url.path]
-            ]
-            start = int(query.get("continue", ["0"])[0])
-            limit = int(query.get("limit", ["500"])[0])
-            page = items[start : start + limit]
-            more = start + limit < len(items)
-            self.send(
-                200,
-                {
-                    "kind": LIST_PATHS[url.path] + "List",
-                    "apiVersion": "v1",
-                    "items": page,
-                    "metadata": {"continue": str(start + limit) if more else ""},
-                },
-            )
-            return
-        namespace = url.path.split("/")[5] if url.path.startswith("/apis/wgpolicyk8s.io/") else ""
-        if namespace and url.path == REPORTS.format(namespace) + "/guardhook" and namespace in self.reports:
-            self.send(200, self.reports[namespace])
-            return
-        self.not_found()
-
-    def store(self, code: int) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.calls.append(f"{self.command} {self.path}")
-        namespace = body["metadata"]["namespace"]
-        body["metadata"]["resourceVersion"] = str(int(body["metadata"].get("resourceVersion") or 0) + 1)
-        self.reports[namespace] = body
-        self.send(code, body)
-
-    def do_POST(self) -> None:  # noqa: N802
-        self.store(201)
-
-    def do_PUT(self) -> None:  # noqa: N802
-        self.store(200)
-
-
 @pytest.fixture
-def fake_api(tmp_path: Path) -> Iterator[tuple[Path, type[FakeApi]]]:
-    handler = type("Handler", (FakeApi,), {"objects": degraded_fleet(), "reports": {}, "calls": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [
-                    {"name": "fake", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}
-                ],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
-                "current-context": "fake",
-            }
-        )
-    )
-    yield kubeconfig, handler
-    server.shutdown()
-    server.server_close()
+def fake_api() -> Iterator[FakeApiServer]:
+    """The degraded fleet in a fake API server that does not serve keda.sh ScaledObjects."""
+    with running_fake(unserved={"scaledobjects"}) as fake:
+        fake.load(degraded_fleet())
+        yield fake
 
 
 def test_live_audit_lists_pages_and_writes_reports(
-    fake_api: tuple[Path, type[FakeApi]], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    fake_api: FakeApiServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    kubeconfig, handler = fake_api
-    monkeypatch.setattr(listing, "PAGE_SIZE", 5)  # 16 pods: four pages
+    kubeconfig = fake_api.write_kubeconfig(tmp_path / "kubeconfig")
+    monkeypatch.setattr(listing, "PAGE_SIZE", 5)  # 15 pods: three pages
     assert main(["audit", "--kubeconfig", str(kubeconfig), "--format", "json", "--write-reports"]) == 0
     document = json.loads(capsys.readouterr().out)
-    assert {
-        "namespace": "serve",
-        "name": "llm-xl",
-        "desired": 4,
-        "whole": 1,
-        "broken": 3,
-        "leader_ready_group_incomplete": 2,
-    } in document["groups"]
+    assert DEGRADED_XL_ROW in document["groups"]
     assert [v["name"] for v in document["violations"]] == ["lax"]
     assert any("ScaledObject" in note and "not served" in note for note in document["notes"])
-    pod_pages = [c for c in handler.calls if c.startswith("GET /api/v1/pods")]
+    pod_pages = [c for c in fake_api.requests if c.startswith("GET /api/v1/pods")]
     assert len(pod_pages) == 3 and "continue=10" in pod_pages[-1]
-    assert set(handler.reports) == {"default", "serve"}
-    assert handler.reports["default"]["summary"]["warn"] == 1
-    assert [c for c in handler.calls if c.startswith("POST")] == [
+    assert {namespace for namespace, _ in fake_api.objects["policyreports"]} == {"default", "serve"}
+    assert report(fake_api, "default")["summary"]["warn"] == 1
+    first_version = int(report(fake_api, "serve")["metadata"]["resourceVersion"])
+    assert [c for c in fake_api.requests if c.startswith("POST")] == [
         "POST " + REPORTS.format("default"),
         "POST " + REPORTS.format("serve"),
     ]
     # A second run replaces the reports it wrote.
     assert main(["audit", "--kubeconfig", str(kubeconfig), "--write-reports"]) == 0
-    assert [c for c in handler.calls if c.startswith("PUT")] == [
+    assert [c for c in fake_api.requests if c.startswith("PUT")] == [
         "PUT " + REPORTS.format("default") + "/guardhook",
         "PUT " + REPORTS.format("serve") + "/guardhook",
     ]
-    assert handler.reports["serve"]["metadata"]["resourceVersion"] == "2"
+    assert int(report(fake_api, "serve")["metadata"]["resourceVersion"]) > first_version
+
+
+def report(fake: FakeApiServer, namespace: str) -> dict[str, Any]:
+    stored = fake.get("policyreports", namespace, "guardhook")
+    assert stored is not None, f"no PolicyReport in {namespace}"
+    return stored
 
 
 def test_unreachable_cluster_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "x",
-                "clusters": [{"name": "x", "cluster": {"server": "http://127.0.0.1:1"}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "x", "context": {"cluster": "x", "user": "u"}}],
-            }
-        )
-    )
+    kubeconfig.write_text(kubeconfig_text("http://127.0.0.1:1"))
     assert main(["audit", "--kubeconfig", str(kubeconfig)]) == 2
     assert "cannot list objects" in capsys.readouterr().err

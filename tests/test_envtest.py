@@ -8,8 +8,6 @@ status written through the status subresource and ownerReference uids re-linked 
 from __future__ import annotations
 
 import copy
-import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,22 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import FIXTURES, Server, free_port
+from conftest import FIXTURES, Server
+from envtest import api_server, requires_api_server
 
-ASSETS = os.environ.get("KUBEBUILDER_ASSETS", "")
-BINARIES = ("kube-apiserver", "etcd")
-MISSING = [b for b in BINARIES if not (ASSETS and (Path(ASSETS) / b).is_file())]
-
-pytestmark = [
-    pytest.mark.envtest,
-    pytest.mark.skipif(
-        bool(MISSING),
-        reason=f"needs {' and '.join(MISSING)} in KUBEBUILDER_ASSETS "
-        f"({ASSETS or 'unset'}); not obtainable from the package registries here",
-    ),
-]
-
-TOKEN = "guardhook-envtest-token"
+pytestmark = [pytest.mark.envtest, requires_api_server]
 
 
 def _wait(condition: Callable[[], bool], seconds: float, what: str) -> None:
@@ -50,89 +36,11 @@ def _wait(condition: Callable[[], bool], seconds: float, what: str) -> None:
 
 @pytest.fixture(scope="module")
 def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """etcd and kube-apiserver on 127.0.0.1; yields an admin kubeconfig."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-
-    tmp = tmp_path_factory.mktemp("envtest")
-    etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    (tmp / "sa.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    (tmp / "tokens.csv").write_text(f'{TOKEN},admin,admin,"system:masters"\n')
-    etcd = subprocess.Popen(
-        [
-            str(Path(ASSETS) / "etcd"),
-            "--data-dir",
-            str(tmp / "etcd"),
-            "--listen-client-urls",
-            f"http://127.0.0.1:{etcd_port}",
-            "--advertise-client-urls",
-            f"http://127.0.0.1:{etcd_port}",
-            "--listen-peer-urls",
-            f"http://127.0.0.1:{peer_port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    api = subprocess.Popen(
-        [
-            str(Path(ASSETS) / "kube-apiserver"),
-            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            f"--secure-port={api_port}",
-            f"--cert-dir={tmp / 'certs'}",
-            f"--token-auth-file={tmp / 'tokens.csv'}",
-            "--authorization-mode=RBAC",
-            "--service-cluster-ip-range=10.0.0.0/24",
-            "--service-account-issuer=https://127.0.0.1",
-            f"--service-account-key-file={tmp / 'sa.key'}",
-            f"--service-account-signing-key-file={tmp / 'sa.key'}",
-            "--disable-admission-plugins=ServiceAccount",
-            "--allow-privileged=true",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=(tmp / "apiserver.log").open("wb"),
-    )
-    kubeconfig = tmp / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [
-                    {
-                        "name": "envtest",
-                        "cluster": {
-                            "server": f"https://127.0.0.1:{api_port}",
-                            "insecure-skip-tls-verify": True,
-                        },
-                    }
-                ],
-                "users": [{"name": "admin", "user": {"token": TOKEN}}],
-                "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": "admin"}}],
-                "current-context": "envtest",
-            }
-        )
-    )
-    try:
-        from kubernetes import client, config
-
-        api_client = config.new_client_from_config(config_file=str(kubeconfig))
-        _wait(lambda: client.CoreV1Api(api_client).list_namespace() is not None, 60, "the API server")
-        _create_fleet(api_client)
-        yield kubeconfig
-    finally:
-        for process in (api, etcd):
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+    """etcd and kube-apiserver on 127.0.0.1 (the LWS CRD installed) holding the sample fleet; yields
+    an admin kubeconfig."""
+    with api_server(tmp_path_factory.mktemp("envtest")) as api:
+        _create_fleet(api.api_client())
+        yield api.kubeconfig
 
 
 def _fleet(kind: str) -> list[dict[str, Any]]:
@@ -156,21 +64,9 @@ def _owners_made(obj: dict[str, Any], uids: dict[str, str]) -> bool:
 
 
 def _create_fleet(api: Any) -> None:
-    from kubernetes import client, utils
+    from kubernetes import client
 
-    utils.create_from_yaml(api, str(FIXTURES / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"))
     core, apps, custom = client.CoreV1Api(api), client.AppsV1Api(api), client.CustomObjectsApi(api)
-    ext = client.ApiextensionsV1Api(api)
-    _wait(
-        lambda: any(
-            c.type == "Established" and c.status == "True"
-            for c in ext.read_custom_resource_definition(
-                "leaderworkersets.leaderworkerset.x-k8s.io"
-            ).status.conditions
-        ),
-        30,
-        "the LWS CRD",
-    )
     core.create_namespace({"metadata": {"name": "serve"}})
     for node in _fleet("nodes"):
         created = core.create_node(_fresh(node, {}))

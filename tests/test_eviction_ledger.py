@@ -1,21 +1,21 @@
 """The eviction ledger under concurrency: the in-memory ledger with real threads, the Lease ledger
-against an HTTP double that enforces resourceVersion, two replicas racing (the same race against a
-real kube-apiserver is in test_eviction_envtest.py)."""
+against the fake API server (tests/fake_apiserver.py, which enforces resourceVersion), two replicas
+racing (the same race against a real kube-apiserver is in test_eviction_envtest.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-import yaml
 from eviction_helpers import engine, evict_all, eviction, group_of, judge, lws_view, run_together
-from fake_leases import api_client_for, fake_lease_server
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from guardhook.ledger import Disruption, Entries, LedgerError, MemoryLedger, open_ledger
 from guardhook.ledger.lease import ENTRIES_ANNOTATION, LeaseLedger, lease_name
 from guardhook.sources import EMBEDDED, KUBECONFIG, STATE, Source
+
+from fake_apiserver import running_fake
 
 LWS = ("serve", "llm")
 
@@ -68,32 +68,32 @@ def test_memory_ledger_update_is_atomic_under_threads() -> None:
     assert len(ledger.entries(LWS)) == 16
 
 
-# ---- the Lease ledger against the HTTP double -----------------------------------------------------
+# ---- the Lease ledger against the fake API server ------------------------------------------------
 
 
 def test_lease_ledger_creates_then_updates_one_lease_per_lws() -> None:
-    with fake_lease_server() as (store, url):
-        ledger = LeaseLedger(api_client_for(url), "guardhook-system")
+    with running_fake() as fake:
+        ledger = LeaseLedger(fake.api_client(), "guardhook-system")
         entry = Disruption(1, "llm-1-1", "uid-llm-1-1", 4e9)
         ledger.update(LWS, lambda entries: (None, (*entries, entry)))
         ledger.update(LWS, lambda entries: (None, (*entries, Disruption(2, "llm-2", "u2", 4e9))))
         assert ledger.entries(LWS)[0] == entry and len(ledger.entries(LWS)) == 2
-        stored = store.get("guardhook-system", "guardhook-eviction.serve.llm")
+        stored = fake.get("leases", "guardhook-system", "guardhook-eviction.serve.llm")
         assert stored is not None and stored["metadata"]["resourceVersion"] == "2"
         assert '"pod":"llm-1-1"' in stored["metadata"]["annotations"][ENTRIES_ANNOTATION]
         assert ledger.entries(("serve", "other")) == ()
         # A plan that writes nothing sends nothing.
-        assert ledger.update(LWS, lambda entries: (len(entries), None)) == 2 and store.writes == 2
+        assert ledger.update(LWS, lambda entries: (len(entries), None)) == 2 and len(fake.writes) == 2
 
 
 def test_lease_ledger_drops_expired_and_malformed_entries() -> None:
-    with fake_lease_server() as (store, url):
+    with running_fake() as fake:
         now = [1000.0]
-        ledger = LeaseLedger(api_client_for(url), "gh", clock=lambda: now[0])
+        ledger = LeaseLedger(fake.api_client(), "gh", clock=lambda: now[0])
         ledger.update(LWS, lambda e: (None, (Disruption(0, "a", "", 1010.0), Disruption(1, "b", "", 1100.0))))
         now[0] = 1050.0
         assert [e.pod for e in ledger.entries(LWS)] == ["b"]
-        lease = store.leases[("gh", lease_name(LWS))]
+        lease = fake.objects["leases"][("gh", lease_name(LWS))]
         lease["metadata"]["annotations"][ENTRIES_ANNOTATION] = (
             '[{"group": "x"}, 7, {"group": 1, "expires": 2000}]'
         )
@@ -103,10 +103,10 @@ def test_lease_ledger_drops_expired_and_malformed_entries() -> None:
 
 
 def test_stale_write_gets_409_and_is_replanned() -> None:
-    """Replica A reads, replica B writes, A's write carries the old resourceVersion: the double
+    """Replica A reads, replica B writes, A's write carries the old resourceVersion: the fake
     answers 409, A re-reads, re-plans on B's entry and is refused by its own plan."""
-    with fake_lease_server() as (store, url):
-        first, second = (LeaseLedger(api_client_for(url), "gh") for _ in range(2))
+    with running_fake() as fake:
+        first, second = (LeaseLedger(fake.api_client(), "gh") for _ in range(2))
         first.update(LWS, lambda e: (None, ()))  # the Lease exists
         calls: list[Entries] = []
 
@@ -119,13 +119,13 @@ def test_stale_write_gets_409_and_is_replanned() -> None:
             return True, (Disruption(1, "llm-1", "u", 4e9),)
 
         assert first.update(LWS, plan_a) is False
-        assert store.conflicts == 1 and len(calls) == 2
+        assert fake.conflicts == 1 and len(calls) == 2
         assert [e.pod for e in first.entries(LWS)] == ["llm-2"]
 
 
 def test_racing_creates_of_a_new_lease_conflict_and_retry() -> None:
-    with fake_lease_server() as (store, url):
-        ledgers = [LeaseLedger(api_client_for(url), "gh") for _ in range(6)]
+    with running_fake() as fake:
+        ledgers = [LeaseLedger(fake.api_client(), "gh") for _ in range(6)]
 
         def add(ledger: LeaseLedger, i: int) -> None:
             ledger.update(LWS, lambda e: (None, (*e, Disruption(i, f"p{i}", "u", 4e9))))
@@ -138,28 +138,28 @@ def test_racing_creates_of_a_new_lease_conflict_and_retry() -> None:
 def test_two_replicas_racing_on_one_lws_stay_within_the_budget(budget: int) -> None:
     """Two guardhook replicas (own view, own Lease ledger, own API client) get evictions of
     every group at once; the Lease lets exactly `budget` groups go."""
-    with fake_lease_server() as (store, url):
+    with running_fake() as fake:
         replicas = [
-            engine(lws_view(6, 2, budget=budget), ledger=LeaseLedger(api_client_for(url), "gh"))
+            engine(lws_view(6, 2, budget=budget), ledger=LeaseLedger(fake.api_client(), "gh"))
             for _ in range(2)
         ]
         for _ in range(3):  # three rounds, a fresh Lease each
-            store.leases.clear()
+            fake.objects["leases"].clear()
             pods = [f"llm-{g}-1" for g in range(6)] * 2
             allowed = evict_all(replicas, pods)
             assert len({group_of(p) for p, ok in zip(pods, allowed, strict=True) if ok}) == budget
-        assert store.conflicts > 0  # the race did happen and was settled by resourceVersion
+        assert fake.conflicts > 0  # the race did happen and was settled by resourceVersion
 
 
 def test_api_server_errors_become_ledger_errors_and_429() -> None:
-    with fake_lease_server() as (store, url):
-        ledger = LeaseLedger(api_client_for(url), "gh")
-        store.fail_with = 500
+    with running_fake() as fake:
+        ledger = LeaseLedger(fake.api_client(), "gh")
+        fake.fail_with = 500
         with pytest.raises(LedgerError):
             ledger.entries(LWS)
         answer = judge(engine(lws_view(2, 2), ledger=ledger), eviction("llm-0-1"))
         assert answer["status"]["code"] == 429 and "eviction ledger" in answer["status"]["message"]
-    unreachable = LeaseLedger(api_client_for(url), "gh")  # the double is stopped now
+    unreachable = LeaseLedger(fake.api_client(), "gh")  # the fake is stopped now
     with pytest.raises(LedgerError):
         unreachable.update(LWS, lambda e: (None, ()))
 
@@ -173,21 +173,9 @@ def test_long_lease_names_are_shortened_with_a_hash() -> None:
 def test_open_ledger_picks_memory_for_static_sources_and_leases_for_a_kubeconfig(tmp_path: Path) -> None:
     assert isinstance(open_ledger(Source(EMBEDDED), "gh"), MemoryLedger)
     assert isinstance(open_ledger(Source(STATE, ("fleet.yaml",)), "gh"), MemoryLedger)
-    with fake_lease_server() as (store, url):
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "c", "cluster": {"server": url}}],
-                    "users": [{"name": "u", "user": {"token": "t"}}],
-                    "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                    "current-context": "x",
-                }
-            )
-        )
+    with running_fake() as fake:
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
         ledger = open_ledger(Source(KUBECONFIG, (str(kubeconfig),)), "guardhook-ns")
         assert isinstance(ledger, LeaseLedger)
         ledger.update(LWS, lambda e: (None, (Disruption(0, "llm-0", "u", 4e9),)))
-        assert store.get("guardhook-ns", "guardhook-eviction.serve.llm") is not None
+        assert fake.get("leases", "guardhook-ns", "guardhook-eviction.serve.llm") is not None

@@ -6,13 +6,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_apiserver import FakeApiServer
 
 from guardhook.model import PodRecord
 from guardhook.sources import KUBECONFIG, Source
 from guardhook.view.kube_transport import PodFetcher, reflector_client
 from guardhook.view.static import embedded_fleet_objects
 from guardhook.view.store import PODS, ClusterView
+
+from fake_apiserver import FakeApiServer
 
 
 @pytest.fixture

@@ -8,13 +8,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from fake_apiserver import FakeApiServer
 
 from guardhook.sources import KUBECONFIG, Source
 from guardhook.view.kube_transport import KubeTransport, reflector_client
 from guardhook.view.live import Reflector
 from guardhook.view.static import embedded_fleet_objects
 from guardhook.view.store import PODS, ClusterView
+
+from fake_apiserver import FakeApiServer
 
 
 @pytest.fixture
@@ -49,7 +50,7 @@ def wait_for(condition: Callable[[], bool], what: str, seconds: float = 10) -> N
 def test_a_quiet_watch_is_resumed_without_counting_as_broken(
     fake: FakeApiServer, pods_reflector: Reflector
 ) -> None:
-    watches = lambda: [r for r in fake.requests if r.startswith("/api/v1/pods?") and "watch=" in r]  # noqa: E731
+    watches = lambda: [r for r in fake.requests if r.startswith("GET /api/v1/pods?") and "watch=" in r]  # noqa: E731
     wait_for(lambda: len(watches()) >= 3, "idle watches to be resumed")
     assert pods_reflector.view.broken_seconds(PODS) == 0.0
     assert len(fake.list_requests(PODS)) == 4  # 16 pods in pages of 5, listed once

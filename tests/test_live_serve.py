@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from fake_apiserver import FakeApiServer, kubeconfig_text
 
 from guardhook.view.static import embedded_fleet_objects
 
 from conftest import Server, clean_env, free_port, load_review
+from fake_apiserver import FakeApiServer, kubeconfig_text
 
 STALE_AFTER = 1.0
 
@@ -107,7 +107,7 @@ def test_serve_is_ready_only_after_sync_follows_changes_and_survives_an_outage(
 def test_a_missing_lws_crd_counts_as_synced_and_empty(
     fresh_server: Callable[..., Server], tmp_path: Path
 ) -> None:
-    fake = FakeApiServer(serve_lws=False)
+    fake = FakeApiServer(unserved={"leaderworkersets"})
     fake.load(embedded_fleet_objects())
     fake.start()
     try:

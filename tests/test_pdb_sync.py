@@ -1,5 +1,6 @@
 """The per-group PDB reconciler: desired state from the static view, the applier through the real
-`kubernetes` client against an in-process fake API (tests/fake_pdbs.py), and `guardhook pdb-sync`."""
+`kubernetes` client against the in-process fake API server (tests/fake_apiserver.py), and
+`guardhook pdb-sync`."""
 
 from __future__ import annotations
 
@@ -13,10 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import urllib3
-import yaml
-from envtest import ApiServer, api_server, assets_or_skip
-from fake_pdbs import FakeApi, running_fake
 from kubernetes import client, config
 
 from guardhook.engine import Engine
@@ -29,7 +26,9 @@ from guardhook.view.kube_transport import live_view, snapshot_view
 from guardhook.view.static import embedded_fleet_objects, view_from_objects
 from guardhook.view.store import ClusterView
 
-from conftest import FIXTURES, clean_env, start_server
+from conftest import clean_env, start_server
+from envtest import ApiServer, api_server, requires_api_server
+from fake_apiserver import FakeApiServer, running_fake
 
 P = "leaderworkerset.sigs.k8s.io/"
 LWS_UID = "0210c3a2-ee71-453c-abc5-3914f5531483"
@@ -176,13 +175,13 @@ def test_every_desired_budget_passes_group_pdb_without_advice() -> None:
 # ---- the applier, through the real kubernetes client ------------------------------------------
 
 
-def policy_api(fake: FakeApi, tmp_path: Path) -> client.PolicyV1Api:
-    return client.PolicyV1Api(config.new_client_from_config(config_file=str(fake.kubeconfig(tmp_path))))
+def policy_api(fake: FakeApiServer) -> client.PolicyV1Api:
+    return client.PolicyV1Api(fake.api_client())
 
 
-def test_applier_creates_updates_and_deletes_and_never_writes_user_budgets(tmp_path: Path) -> None:
+def test_applier_creates_updates_and_deletes_and_never_writes_user_budgets() -> None:
     with running_fake() as fake:
-        api = policy_api(fake, tmp_path)
+        api = policy_api(fake)
         fake.put("poddisruptionbudgets", user_pdb("mine", {P + "group-index": "1"}))
         outcome = apply_plan(api, plan(view(user_pdb("mine", {P + "group-index": "1"}))))
         assert outcome.created == ["serve/llm-xl-group-0", "serve/llm-xl-group-2", "serve/llm-xl-group-3"]
@@ -201,9 +200,9 @@ def test_applier_creates_updates_and_deletes_and_never_writes_user_budgets(tmp_p
         assert all(name != "mine" for _method, _ns, _res, name in fake.writes)
 
 
-def test_applier_reports_conflicts_and_missing_objects_and_carries_on(tmp_path: Path) -> None:
+def test_applier_reports_conflicts_and_missing_objects_and_carries_on() -> None:
     with running_fake() as fake:
-        api = policy_api(fake, tmp_path)
+        api = policy_api(fake)
         stale = [copy.deepcopy(p) for p in plan(view()).create]
         for pdb in stale:
             fake.put("poddisruptionbudgets", copy.deepcopy(pdb))
@@ -211,7 +210,7 @@ def test_applier_reports_conflicts_and_missing_objects_and_carries_on(tmp_path: 
         stale[0]["metadata"]["resourceVersion"] = "999"  # not what the fake holds: 409
         planned = plan(view(*stale, replicas=3))
         assert names(planned.update) == ["llm-xl-group-0"]
-        fake.remove("poddisruptionbudgets", "serve", "llm-xl-group-3")  # already gone: 404
+        fake.delete("poddisruptionbudgets", "serve", "llm-xl-group-3")  # already gone: 404
         outcome = apply_plan(api, planned)
         assert outcome.updated == []
         assert outcome.errors and "409" in outcome.errors[0]
@@ -221,11 +220,8 @@ def test_applier_reports_conflicts_and_missing_objects_and_carries_on(tmp_path: 
 # ---- guardhook pdb-sync -----------------------------------------------------------------------
 
 
-def load_fleet_into(fake: FakeApi, replicas: int = 4) -> None:
-    for obj in fleet(replicas=replicas):
-        resource = {"LeaderWorkerSet": "leaderworkersets", "Pod": "pods"}.get(obj["kind"])
-        if resource:
-            fake.put(resource, obj)
+def load_fleet_into(fake: FakeApiServer, replicas: int = 4) -> None:
+    fake.load(o for o in fleet(replicas=replicas) if o["kind"] in ("LeaderWorkerSet", "Pod"))
 
 
 def pdb_sync(kubeconfig: Path, *flags: str) -> subprocess.CompletedProcess[str]:
@@ -238,7 +234,7 @@ def pdb_sync(kubeconfig: Path, *flags: str) -> subprocess.CompletedProcess[str]:
 def test_pdb_sync_once_follows_scale(tmp_path: Path) -> None:
     with running_fake() as fake:
         load_fleet_into(fake)
-        kubeconfig = fake.kubeconfig(tmp_path)
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
         dry = pdb_sync(kubeconfig, "--dry-run")
         assert dry.returncode == 0, dry.stderr
         assert len(json.loads(dry.stdout)["create"]) == 4
@@ -257,7 +253,7 @@ def test_pdb_sync_once_follows_scale(tmp_path: Path) -> None:
 
 def test_pdb_sync_once_reports_an_unreachable_api_server(tmp_path: Path) -> None:
     with running_fake() as fake:
-        kubeconfig = fake.kubeconfig(tmp_path)
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
     failed = pdb_sync(kubeconfig, "--once")  # the fake is gone
     assert failed.returncode == 1
     assert "cannot list" in json.loads(failed.stdout)["errors"][0]
@@ -266,7 +262,7 @@ def test_pdb_sync_once_reports_an_unreachable_api_server(tmp_path: Path) -> None
 def test_background_sync_keeps_budgets_until_stopped(tmp_path: Path) -> None:
     with running_fake() as fake:
         load_fleet_into(fake)
-        kubeconfig = fake.kubeconfig(tmp_path)
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
         api = config.new_client_from_config(config_file=str(kubeconfig))
         live = live_view(Source(KUBECONFIG, (str(kubeconfig),)), 60.0).start()
         stop = threading.Event()
@@ -275,7 +271,7 @@ def test_background_sync_keeps_budgets_until_stopped(tmp_path: Path) -> None:
                 api, "guardhook-system", lambda: live.view, 0.1, elect=False, stop=stop
             )
             assert wait_for(lambda: len(fake.names("poddisruptionbudgets")) == 4)
-            fake.remove("poddisruptionbudgets", "serve", "llm-xl-group-1")  # someone deletes one
+            fake.delete("poddisruptionbudgets", "serve", "llm-xl-group-1")  # someone deletes one
             assert wait_for(lambda: "llm-xl-group-1" in fake.names("poddisruptionbudgets"))  # put back
             lws = fake.get("leaderworkersets", "serve", "llm-xl")
             assert lws is not None
@@ -327,7 +323,7 @@ def test_serve_refuses_sync_group_pdbs_without_a_cluster(tmp_path: Path) -> None
 def test_serve_sync_group_pdbs_plans_from_its_live_view(tmp_path: Path) -> None:
     with running_fake() as fake:
         load_fleet_into(fake)
-        kubeconfig = fake.kubeconfig(tmp_path)
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
         running = start_server(tmp_path / "serve", "--kubeconfig", str(kubeconfig), "--sync-group-pdbs")
         try:
             assert wait_for(lambda: len(fake.names("poddisruptionbudgets")) == 4)
@@ -341,7 +337,7 @@ def test_serve_sync_group_pdbs_plans_from_its_live_view(tmp_path: Path) -> None:
 def test_two_replicas_elect_one_reconciler(tmp_path: Path) -> None:
     with running_fake() as fake:
         load_fleet_into(fake)
-        kubeconfig = fake.kubeconfig(tmp_path)
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
         command = [sys.executable, "-m", "guardhook", "pdb-sync", "--kubeconfig", str(kubeconfig)]
         command += ["--namespace", "guardhook-system", "--interval", "0.2"]
         replicas = [
@@ -401,14 +397,9 @@ def _budgets(api: ApiServer) -> dict[str, int]:
 
 
 @pytest.mark.envtest
+@requires_api_server
 def test_budgets_appear_follow_scale_and_disappear_on_a_real_api_server(tmp_path: Path) -> None:
-    assets_or_skip()
-    urllib3.disable_warnings()
-    with api_server(tmp_path) as api:
-        crd = yaml.safe_load(
-            (FIXTURES / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml").read_text()
-        )
-        api.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    with api_server(tmp_path) as api:  # the LWS CRD is installed
         api.create(
             "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "serve"}}
         )
@@ -458,7 +449,7 @@ def test_budgets_appear_follow_scale_and_disappear_on_a_real_api_server(tmp_path
 
 def test_an_elected_reconciler_survives_an_unreachable_api_server(tmp_path: Path) -> None:
     with running_fake() as fake:
-        kubeconfig = fake.kubeconfig(tmp_path)
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
     command = [sys.executable, "-m", "guardhook", "pdb-sync", "--kubeconfig", str(kubeconfig)]
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=clean_env(tmp_path)
