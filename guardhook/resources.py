@@ -13,6 +13,7 @@ bytes, `nvidia.com/gpu` and `pods` as counts). Rules (k8s.io/component-helpers r
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -30,8 +31,19 @@ def quantity_to_units(resource: str, quantity: Any) -> int:
 
     Raises ValueError on a malformed quantity.
     """
-    value = parse_quantity(quantity)
-    if resource == CPU:
+    if isinstance(quantity, str):
+        return _string_quantity_to_units(resource == CPU, quantity)
+    return _to_units(resource == CPU, parse_quantity(quantity))
+
+
+@functools.lru_cache(maxsize=4096)
+def _string_quantity_to_units(is_cpu: bool, quantity: str) -> int:
+    # A cluster repeats a few quantities across every pod: parsing each once makes a relist cheap.
+    return _to_units(is_cpu, parse_quantity(quantity))
+
+
+def _to_units(is_cpu: bool, value: Any) -> int:
+    if is_cpu:
         return math.ceil(value * 1000)
     return math.ceil(value)
 
