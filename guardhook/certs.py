@@ -81,9 +81,13 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 def generate(folder: str | Path, names: Iterable[str]) -> CertPaths:
     """Write a new CA and a serving certificate for `names` (DNS names or IP addresses) into
-    `folder` (created if missing; the key is written mode 0600). Returns the paths."""
+    `folder` (created if missing; the key is written mode 0600). Returns the paths. Raises
+    CertificateError when the folder cannot be created or written."""
     paths = CertPaths(Path(folder))
-    paths.folder.mkdir(parents=True, exist_ok=True)
+    try:
+        paths.folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CertificateError(f"cannot create the certificate folder {paths.folder}: {exc}") from exc
     names = list(dict.fromkeys(names))
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "guardhook-ca")])
@@ -122,9 +126,12 @@ def generate(folder: str | Path, names: Iterable[str]) -> CertPaths:
         )
         .sign(ca_key, hashes.SHA256())
     )
-    _write(paths.ca, ca_cert.public_bytes(serialization.Encoding.PEM))
-    _write(paths.key, _pem_key(key), private=True)
-    _write(paths.cert, cert.public_bytes(serialization.Encoding.PEM))
+    try:
+        _write(paths.ca, ca_cert.public_bytes(serialization.Encoding.PEM))
+        _write(paths.key, _pem_key(key), private=True)
+        _write(paths.cert, cert.public_bytes(serialization.Encoding.PEM))
+    except OSError as exc:
+        raise CertificateError(f"cannot write certificates into {paths.folder}: {exc}") from exc
     return paths
 
 

@@ -1,0 +1,87 @@
+"""Odd but legal requests and bad local input found by trying the README end to end: each is
+answered with what happened and what to do, never a traceback or a misleading reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from guardhook import cli
+from guardhook.engine import Engine
+
+from conftest import Server, load_review
+from helpers import fleet_view, request_of
+
+
+def without_old_object(name: str) -> Any:
+    request = request_of(load_review(name))
+    del request["oldObject"]
+    return request
+
+
+def test_worker_delete_without_old_object_is_judged_from_the_view() -> None:
+    # The pod is in the view: its labels say worker 2 of a whole group, so the delete is denied.
+    response = Engine(fleet_view()).judge(without_old_object("s01-worker-delete.validating")).response
+    assert response["allowed"] is False
+    assert "kubectl delete pod -n serve llm-xl-0" in response["status"]["message"]
+
+
+def test_leader_delete_without_old_object_is_allowed() -> None:
+    response = Engine(fleet_view()).judge(without_old_object("s02-leader-delete.validating")).response
+    assert response["allowed"] is True
+
+
+def pdb_review(spec: dict[str, Any]) -> dict[str, Any]:
+    review = load_review("s18-pdb-lws-wide.validating")
+    review["request"]["object"]["spec"] = spec
+    return review
+
+
+def test_a_policy_that_fails_says_so_instead_of_blaming_a_fresh_view(server: Server) -> None:
+    # matchLabels as a list is not a LabelSelector; group-pdb fails open, and must not claim the
+    # synced view is stale (it used to say "has not been refreshed for 0s").
+    answer = server.post("/validate", pdb_review({"selector": {"matchLabels": ["app"]}}))
+    assert answer.status_code == 200
+    response = answer.json()["response"]
+    assert response["allowed"] is True
+    [warning] = response["warnings"]
+    assert warning.startswith("[group-pdb] guardhook could not judge this request (AttributeError")
+    assert "cluster view" not in warning
+
+
+def test_fail_closed_policy_error_denies_with_the_error_not_staleness(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from guardhook.policies.worker_delete import POLICY
+
+    def broken(_ctx: object) -> None:
+        raise KeyError("boom")
+
+    monkeypatch.setattr(POLICY, "judge", broken)
+    response = Engine(fleet_view()).judge(request_of(load_review("s01-worker-delete.validating"))).response
+    assert response["allowed"] is False
+    assert response["status"]["message"].startswith(
+        "[worker-delete] guardhook could not judge this request (KeyError"
+    )
+
+
+def test_certs_into_a_path_that_is_a_file_exits_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    occupied = tmp_path / "certs"
+    occupied.write_text("not a folder")
+    assert cli.main(["certs", "--out", str(occupied)]) == 2
+    assert f"cannot create the certificate folder {occupied}" in capsys.readouterr().err
+    assert occupied.read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("text", ["clusters: [\n", "- just\n- a list\n"])
+def test_audit_with_a_kubeconfig_that_is_not_one_exits_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(text)
+    assert cli.main(["audit", "--kubeconfig", str(kubeconfig)]) == 2
+    assert f"cannot use kubeconfig {kubeconfig}: Invalid kube-config file" in capsys.readouterr().err
