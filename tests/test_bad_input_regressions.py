@@ -85,3 +85,26 @@ def test_audit_with_a_kubeconfig_that_is_not_one_exits_2_naming_it(
     kubeconfig.write_text(text)
     assert cli.main(["audit", "--kubeconfig", str(kubeconfig)]) == 2
     assert f"cannot use kubeconfig {kubeconfig}: Invalid kube-config file" in capsys.readouterr().err
+
+
+def test_check_refuses_a_manifest_that_repeats_a_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two files concatenated without `---`: PyYAML kept the last `kind` and judged a ConfigMap;
+    # kubectl refuses such a file ("mapping key already defined"), so check must not pass it.
+    manifest = tmp_path / "svc.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: serve}\n"
+        "spec: {selector: {app: llm-xl}}\nkind: ConfigMap\n"
+    )
+    assert cli.main(["check", str(manifest)]) == 2
+    assert "duplicate key 'kind'" in capsys.readouterr().err
+
+
+def test_merge_keys_are_not_duplicates(tmp_path: Path) -> None:
+    from guardhook.view.manifests import load_paths
+
+    manifest = tmp_path / "cm.yaml"
+    manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: &m {name: a}\ndata:\n  <<: *m\n  x: y\n")
+    [loaded] = load_paths([manifest])
+    assert loaded.obj["data"] == {"name": "a", "x": "y"}
