@@ -147,16 +147,36 @@ def _write(path: Path, data: bytes, private: bool = False) -> None:
 def ensure_certs(folder: str | Path, extra_names: Iterable[str] = (), in_cluster: bool = False) -> CertPaths:
     """Use the certificates in `folder`, generating a self-signed set (SANs localhost, 127.0.0.1
     and `extra_names`) when absent. Raises CertificateError when absent inside a cluster, where
-    each replica would otherwise invent its own CA."""
+    each replica would otherwise invent its own CA, when only some of the files are there (never
+    overwritten), and when tls.crt/tls.key do not load as a certificate and its key."""
     paths = CertPaths(Path(folder))
     if paths.complete():
+        _check_loadable(paths)
         return paths
+    present = [p.name for p in (paths.ca, paths.cert, paths.key) if p.exists()]
+    if present:
+        raise CertificateError(
+            f"{paths.folder} holds {', '.join(present)} but not both {CERT_FILE} and {KEY_FILE}; refusing to "
+            "overwrite what is there: add the missing files, or remove the rest to have a self-signed set "
+            "generated"
+        )
     if in_cluster:
         raise CertificateError(
             f"no {CERT_FILE}/{KEY_FILE} in {paths.folder}: inside a cluster the serving certificate must be "
             "mounted (cert-manager or `guardhook certs`); refusing to invent a CA per replica"
         )
     return generate(paths.folder, [*DEFAULT_NAMES, *extra_names])
+
+
+def _check_loadable(paths: CertPaths) -> None:
+    # Fail at start, not on every TLS handshake after gunicorn is already listening.
+    try:
+        RotatingServerContext(paths)
+    except (OSError, ssl.SSLError) as exc:
+        raise CertificateError(
+            f"cannot load {paths.cert} and {paths.key} as a certificate and its private key ({exc}); "
+            "replace them, or remove the folder's files to have a self-signed set generated"
+        ) from exc
 
 
 def ca_bundle(paths: CertPaths) -> str:

@@ -108,3 +108,26 @@ def test_merge_keys_are_not_duplicates(tmp_path: Path) -> None:
     manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: &m {name: a}\ndata:\n  <<: *m\n  x: y\n")
     [loaded] = load_paths([manifest])
     assert loaded.obj["data"] == {"name": "a", "x": "y"}
+
+
+def test_serve_keeps_a_lone_ca_crt_instead_of_overwriting_it(tmp_path: Path) -> None:
+    from guardhook.certs import CertificateError, ensure_certs
+
+    (tmp_path / "ca.crt").write_text("my own CA")
+    with pytest.raises(CertificateError, match="holds ca.crt but not both tls.crt and tls.key"):
+        ensure_certs(tmp_path)
+    assert (tmp_path / "ca.crt").read_text() == "my own CA"
+    assert not (tmp_path / "tls.key").exists()
+
+
+def test_certificates_that_do_not_load_are_refused_before_serving(tmp_path: Path) -> None:
+    # `serve` used to start gunicorn and then fail every TLS handshake ("[SSL] PEM lib"), never
+    # ready; ensure_certs (what `serve` calls before listening) now refuses them, and main exits 2.
+    from guardhook.certs import CertificateError, ensure_certs
+
+    for name in ("ca.crt", "tls.crt", "tls.key"):
+        (tmp_path / name).write_text("junk\n")
+    with pytest.raises(
+        CertificateError, match=f"cannot load {tmp_path / 'tls.crt'} and {tmp_path / 'tls.key'}"
+    ):
+        ensure_certs(tmp_path)
