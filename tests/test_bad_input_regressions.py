@@ -131,3 +131,21 @@ def test_certificates_that_do_not_load_are_refused_before_serving(tmp_path: Path
         CertificateError, match=f"cannot load {tmp_path / 'tls.crt'} and {tmp_path / 'tls.key'}"
     ):
         ensure_certs(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["serve", "--port", "99999"], "argument --port: 99999 is not a port (1-65535)"),  # was a traceback
+        (["serve", "--threads", "0"], "argument --threads: 0 must be at least 1"),  # was "failed to boot"
+        (["pdb-sync", "--interval", "0"], "argument --interval: 0 must be a number of seconds above 0"),
+        (["--log-level", "bogus", "certs"], "argument --log-level: invalid choice: 'BOGUS'"),  # was ignored
+    ],
+)
+def test_unusable_flag_values_exit_2_naming_the_flag(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    assert exited.value.code == 2
+    assert said in capsys.readouterr().err
