@@ -3,6 +3,8 @@ answered with what happened and what to do, never a traceback or a misleading re
 
 from __future__ import annotations
 
+import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +151,50 @@ def test_unusable_flag_values_exit_2_naming_the_flag(
         cli.main(argv)
     assert exited.value.code == 2
     assert said in capsys.readouterr().err
+
+
+# ---- a kubeconfig pointing at a server that is not a Kubernetes API server ---------------------
+# It answers 404 for everything. A 404 used to mean "CRD not installed" for every kind, so serve
+# became ready on an empty view (and worker-delete allowed every delete), review judged against
+# nothing, and audit reported an empty cluster.
+
+
+def test_reflector_treats_a_404_on_pods_as_a_failure_not_an_empty_kind(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from test_live_reflector import Scripted
+
+    from guardhook.view.live import Backoff, NotServed, Reflector
+    from guardhook.view.store import PODS, ClusterView
+
+    view = ClusterView("test")
+    transport = Scripted(pages=[NotServed("404", 404)] * 50)
+    reflector = Reflector(PODS, view, transport, backoff=Backoff(0.001, 0.002))
+    stopper = threading.Timer(0.2, reflector.stop)
+    stopper.start()
+    with caplog.at_level(logging.WARNING, "guardhook.view.live"):
+        reflector.run()
+    assert PODS not in view._synced_kinds
+    assert view.broken_seconds(PODS) > 0
+    assert "answered 404 for pods, which every Kubernetes API server serves" in caplog.text
+
+
+def test_snapshot_refuses_a_404_on_a_built_in_kind() -> None:
+    from test_live_reflector import Scripted
+
+    from guardhook.view.live import NotServed, WatchError, snapshot
+    from guardhook.view.store import ClusterView
+
+    with pytest.raises(WatchError, match="answered 404 for nodes"):
+        snapshot(ClusterView("test"), Scripted(pages=[NotServed("404", 404)]))
+
+
+def test_audit_of_a_server_that_serves_no_pods_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fake_apiserver import running_fake
+
+    with running_fake(unserved={"pods", "nodes"}) as fake:
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
+        assert cli.main(["audit", "--kubeconfig", str(kubeconfig)]) == 2
+    assert "which every Kubernetes API server serves" in capsys.readouterr().err
