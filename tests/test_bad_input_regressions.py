@@ -198,3 +198,11 @@ def test_audit_of_a_server_that_serves_no_pods_exits_2(
         kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
         assert cli.main(["audit", "--kubeconfig", str(kubeconfig)]) == 2
     assert "which every Kubernetes API server serves" in capsys.readouterr().err
+
+
+def test_a_uid_of_the_wrong_type_is_named_as_such(server: Server) -> None:
+    # It used to say "request has no uid" for {"uid": 5}.
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": 5}}
+    answer = server.post("/validate", body)
+    assert answer.status_code == 400
+    assert answer.json()["message"] == "request.uid must be a string, got int"
