@@ -206,3 +206,15 @@ def test_a_uid_of_the_wrong_type_is_named_as_such(server: Server) -> None:
     answer = server.post("/validate", body)
     assert answer.status_code == 400
     assert answer.json()["message"] == "request.uid must be a string, got int"
+
+
+def test_a_zero_ledger_ttl_is_a_configuration_error() -> None:
+    # ledgerTTLSeconds: 0 was accepted and forgot every allowed eviction at once, so 16 concurrent
+    # evictions over the sample fleet broke all 4 groups of llm-xl under a budget of 1.
+    from guardhook.config import ConfigError, build_config
+
+    with pytest.raises(
+        ConfigError, match="policies.group-eviction.ledgerTTLSeconds must be at least 1, got 0"
+    ):
+        build_config({"policies": {"group-eviction": {"ledgerTTLSeconds": 0}}})
+    build_config({"policies": {"group-eviction": {"ledgerTTLSeconds": 1, "maxDisruptedGroups": 0}}})

@@ -130,6 +130,8 @@ class Policy(ABC):
     fail_closed: ClassVar[bool] = False
     stale_code: ClassVar[int] = FORBIDDEN
     params: ClassVar[Mapping[str, Any]] = {}
+    param_minimums: ClassVar[Mapping[str, float]] = {}
+    """Lowest allowed value of a numeric parameter, where 0 would switch the rule off unseen."""
     reads_view: ClassVar[bool] = True
     """False for a policy that judges the object alone (a lint): a stale view cannot change it."""
 
