@@ -218,3 +218,32 @@ def test_a_zero_ledger_ttl_is_a_configuration_error() -> None:
     ):
         build_config({"policies": {"group-eviction": {"ledgerTTLSeconds": 0}}})
     build_config({"policies": {"group-eviction": {"ledgerTTLSeconds": 1, "maxDisruptedGroups": 0}}})
+
+
+def test_capacity_denial_of_pods_requesting_nothing_says_so() -> None:
+    # The message used to read "the first needs 2 pods, each requesting  and the 0 eligible nodes".
+    lws = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "w", "namespace": "serve"},
+        "spec": {
+            "replicas": 1,
+            "leaderWorkerTemplate": {
+                "size": 2,
+                "workerTemplate": {
+                    "spec": {"nodeSelector": {"no-node": "has-this"}, "containers": [{"name": "c"}]}
+                },
+            },
+        },
+    }
+    resource = {"group": "leaderworkerset.x-k8s.io", "version": "v1", "resource": "leaderworkersets"}
+    request: Any = {
+        "uid": "u",
+        "resource": resource,
+        "operation": "CREATE",
+        "namespace": "serve",
+        "object": lws,
+    }
+    response = Engine(fleet_view()).judge(request).response
+    assert response["allowed"] is False
+    assert "each requesting no resources and the 0 eligible nodes" in response["status"]["message"]
