@@ -81,9 +81,13 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 def generate(folder: str | Path, names: Iterable[str]) -> CertPaths:
     """Write a new CA and a serving certificate for `names` (DNS names or IP addresses) into
-    `folder` (created if missing; the key is written mode 0600). Returns the paths."""
+    `folder` (created if missing; the key is written mode 0600). Returns the paths. Raises
+    CertificateError when the folder cannot be created or written."""
     paths = CertPaths(Path(folder))
-    paths.folder.mkdir(parents=True, exist_ok=True)
+    try:
+        paths.folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CertificateError(f"cannot create the certificate folder {paths.folder}: {exc}") from exc
     names = list(dict.fromkeys(names))
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "guardhook-ca")])
@@ -122,9 +126,12 @@ def generate(folder: str | Path, names: Iterable[str]) -> CertPaths:
         )
         .sign(ca_key, hashes.SHA256())
     )
-    _write(paths.ca, ca_cert.public_bytes(serialization.Encoding.PEM))
-    _write(paths.key, _pem_key(key), private=True)
-    _write(paths.cert, cert.public_bytes(serialization.Encoding.PEM))
+    try:
+        _write(paths.ca, ca_cert.public_bytes(serialization.Encoding.PEM))
+        _write(paths.key, _pem_key(key), private=True)
+        _write(paths.cert, cert.public_bytes(serialization.Encoding.PEM))
+    except OSError as exc:
+        raise CertificateError(f"cannot write certificates into {paths.folder}: {exc}") from exc
     return paths
 
 
@@ -140,16 +147,36 @@ def _write(path: Path, data: bytes, private: bool = False) -> None:
 def ensure_certs(folder: str | Path, extra_names: Iterable[str] = (), in_cluster: bool = False) -> CertPaths:
     """Use the certificates in `folder`, generating a self-signed set (SANs localhost, 127.0.0.1
     and `extra_names`) when absent. Raises CertificateError when absent inside a cluster, where
-    each replica would otherwise invent its own CA."""
+    each replica would otherwise invent its own CA, when only some of the files are there (never
+    overwritten), and when tls.crt/tls.key do not load as a certificate and its key."""
     paths = CertPaths(Path(folder))
     if paths.complete():
+        _check_loadable(paths)
         return paths
+    present = [p.name for p in (paths.ca, paths.cert, paths.key) if p.exists()]
+    if present:
+        raise CertificateError(
+            f"{paths.folder} holds {', '.join(present)} but not both {CERT_FILE} and {KEY_FILE}; refusing to "
+            "overwrite what is there: add the missing files, or remove the rest to have a self-signed set "
+            "generated"
+        )
     if in_cluster:
         raise CertificateError(
             f"no {CERT_FILE}/{KEY_FILE} in {paths.folder}: inside a cluster the serving certificate must be "
             "mounted (cert-manager or `guardhook certs`); refusing to invent a CA per replica"
         )
     return generate(paths.folder, [*DEFAULT_NAMES, *extra_names])
+
+
+def _check_loadable(paths: CertPaths) -> None:
+    # Fail at start, not on every TLS handshake after gunicorn is already listening.
+    try:
+        RotatingServerContext(paths)
+    except (OSError, ssl.SSLError) as exc:
+        raise CertificateError(
+            f"cannot load {paths.cert} and {paths.key} as a certificate and its private key ({exc}); "
+            "replace them, or remove the folder's files to have a self-signed set generated"
+        ) from exc
 
 
 def ca_bundle(paths: CertPaths) -> str:

@@ -17,7 +17,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import ConfigException
 
-from guardhook import __version__
+from guardhook import __version__, argtypes
 from guardhook.app import Runtime
 from guardhook.cabundle import ManifestsError, base_webhook_configurations, self_managed_certs, write_patches
 from guardhook.certs import (
@@ -71,18 +71,23 @@ def add_view_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="guardhook", description="Admission webhook that makes the LeaderWorkerSet group the unit."
     )
     parser.add_argument("--version", action="version", version=f"guardhook {__version__}")
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    parser.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help=", ".join(LOG_LEVELS)
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="serve the webhook over HTTPS under gunicorn")
     serve.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
-    serve.add_argument("--port", type=int, default=8443, help="port (default 8443)")
-    serve.add_argument("--threads", type=int, default=8, help="request threads (default 8)")
+    serve.add_argument("--port", type=argtypes.port, default=8443, help="port (default 8443)")
+    serve.add_argument("--threads", type=argtypes.positive_int, default=8, help="request threads (default 8)")
     serve.add_argument(
         "--cert-dir", default="certs", help="folder with ca.crt, tls.crt, tls.key (default certs/)"
     )

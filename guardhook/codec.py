@@ -60,7 +60,9 @@ def decode(body: bytes) -> DecodedReview:
 
 def _check_request(request: dict[str, Any]) -> None:
     uid = request.get("uid")
-    if not isinstance(uid, str) or not uid:
+    if uid is not None and not isinstance(uid, str):
+        raise ReviewError(f"request.uid must be a string, got {type(uid).__name__}")
+    if not uid:
         raise ReviewError("request has no uid")
     for name in _MAP_FIELDS:
         if name in request and request[name] is not None and not isinstance(request[name], dict):

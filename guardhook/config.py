@@ -134,6 +134,7 @@ def _policy_settings(policy: Policy, raw: Any) -> PolicySettings:
     for name, default in policy.params.items():
         if name in doc:
             params[name] = _same_type(doc[name], default, f"{where}.{name}")
+            _at_least(params[name], policy.param_minimums.get(name), f"{where}.{name}")
     return PolicySettings(actions, params)
 
 
@@ -190,6 +191,11 @@ def _strings(raw: Any, where: str) -> tuple[str, ...]:
     if not isinstance(raw, list) or not all(isinstance(s, str) for s in raw):
         raise ConfigError(f"{where} must be a list of strings")
     return tuple(raw)
+
+
+def _at_least(value: Any, minimum: float | None, where: str) -> None:
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{where} must be at least {minimum}, got {value!r}")
 
 
 def _same_type(value: Any, default: Any, where: str) -> Any:

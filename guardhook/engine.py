@@ -22,7 +22,7 @@ from guardhook.policies.base import (
     Policy,
     PolicyContext,
     Violation,
-    stale_judgement,
+    error_judgement,
 )
 from guardhook.view.store import ClusterView
 from guardhook.wire import AdmissionRequest, AdmissionResponse, JSONPatchOp
@@ -107,9 +107,9 @@ class Engine:
         )
         try:
             return policy.judge(ctx), False
-        except Exception:  # a policy bug must not turn into a 500 or a crash
+        except Exception as error:  # a policy bug must not turn into a 500 or a crash
             log.exception("policy %s failed on request %s", policy.id, request.get("uid"))
-            return stale_judgement(policy, self.view), True
+            return error_judgement(policy, error), True
 
     def _apply(
         self,

@@ -6,16 +6,22 @@ policies never do.
 
 from __future__ import annotations
 
+import yaml
 from kubernetes import client, config
+from kubernetes.config import ConfigException
 
 from guardhook.sources import IN_CLUSTER, KUBECONFIG, Source
 
 
 def api_client(source: Source) -> client.ApiClient:
     """A new ApiClient for a live `source`. Raises ValueError for a non-live source and the
-    kubernetes library's ConfigException for an unusable kubeconfig or in-cluster config."""
+    kubernetes library's ConfigException for an unusable kubeconfig (also one that is not YAML or
+    not a mapping, which the library lets through as other errors) or in-cluster config."""
     if source.kind == KUBECONFIG:
-        return config.new_client_from_config(config_file=source.paths[0])
+        try:
+            return config.new_client_from_config(config_file=source.paths[0])
+        except (yaml.YAMLError, UnicodeDecodeError, TypeError, AttributeError) as exc:
+            raise ConfigException(f"Invalid kube-config file {source.paths[0]}: {exc}") from exc
     if source.kind == IN_CLUSTER:
         configuration = client.Configuration()
         config.load_incluster_config(client_configuration=configuration)

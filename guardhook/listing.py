@@ -3,7 +3,8 @@
 Lists go through the `kubernetes` library's typed APIs (auth, TLS, kubeconfig handled there), paged
 with `limit`/`continue` as the API server's list chunking documents. A list's items carry no
 `kind`/`apiVersion`, so both are filled in from the list. A resource the cluster does not serve
-(a CRD that is not installed, e.g. KEDA's ScaledObject) is skipped with a note.
+(a CRD that is not installed, e.g. KEDA's ScaledObject) is skipped with a note; a 404 for a
+built-in resource (pods, nodes…) means the server is not a Kubernetes API server and is an error.
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ ListCall = Callable[..., Any]
 
 @dataclass(frozen=True)
 class Listed:
-    """A cluster-wide list call of the typed API and the apiVersion/kind of its items."""
+    """A cluster-wide list call of the typed API and the apiVersion/kind of its items. `optional`:
+    the cluster may not serve it (a CRD, or autoscaling/v2 before Kubernetes 1.23)."""
 
     api_version: str
     kind: str
     call: Callable[[client.ApiClient], ListCall]
+    optional: bool = False
 
 
 def _custom(group: str, version: str, plural: str) -> Callable[[client.ApiClient], ListCall]:
@@ -55,12 +58,16 @@ LISTS: tuple[Listed, ...] = (
         "autoscaling/v2",
         "HorizontalPodAutoscaler",
         lambda api: client.AutoscalingV2Api(api).list_horizontal_pod_autoscaler_for_all_namespaces,
+        optional=True,
     ),
-    Listed("keda.sh/v1alpha1", "ScaledObject", _custom("keda.sh", "v1alpha1", "scaledobjects")),
+    Listed(
+        "keda.sh/v1alpha1", "ScaledObject", _custom("keda.sh", "v1alpha1", "scaledobjects"), optional=True
+    ),
     Listed(
         "leaderworkerset.x-k8s.io/v1",
         "LeaderWorkerSet",
         _custom("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+        optional=True,
     ),
 )
 
@@ -74,8 +81,8 @@ class ClusterObjects:
 
 
 def list_cluster(api: client.ApiClient, lists: tuple[Listed, ...] = LISTS) -> ClusterObjects:
-    """List every kind in `lists`. Raises ApiException for any error but 404 (not served), and
-    urllib3/OSError when the API server cannot be reached."""
+    """List every kind in `lists`. Raises ApiException for any error but a 404 (not served) on an
+    optional kind, and urllib3/OSError when the API server cannot be reached."""
     result = ClusterObjects()
     for listed in lists:
         try:
@@ -83,6 +90,12 @@ def list_cluster(api: client.ApiClient, lists: tuple[Listed, ...] = LISTS) -> Cl
         except ApiException as exc:
             if exc.status != 404:
                 raise
+            if not listed.optional:
+                raise ApiException(
+                    status=404,
+                    reason=f"the server answered 404 for {listed.kind} ({listed.api_version}), which every "
+                    "Kubernetes API server serves: is the kubeconfig's server URL a Kubernetes API server?",
+                ) from exc
             result.notes.append(
                 f"{listed.kind} ({listed.api_version}) is not served by this cluster: skipped"
             )

@@ -26,6 +26,7 @@ from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 from urllib3.exceptions import HTTPError
 
+from guardhook import argtypes
 from guardhook.config import DEFAULT_STALE_AFTER_SECONDS
 from guardhook.kube import api_client
 from guardhook.pdb_apply import Outcome, apply_plan
@@ -129,7 +130,10 @@ def add_pdb_sync_command(commands: Any) -> None:
         "--namespace", help="namespace of the election Lease (default: the pod's, else guardhook-system)"
     )
     sync.add_argument(
-        "--interval", type=float, default=DEFAULT_INTERVAL_SECONDS, help="seconds between rounds"
+        "--interval",
+        type=argtypes.positive_seconds,
+        default=DEFAULT_INTERVAL_SECONDS,
+        help="seconds between rounds",
     )
     sync.add_argument("--once", action="store_true", help="one round, print what changed as JSON, exit")
     sync.add_argument("--dry-run", action="store_true", help="print the plan as JSON and change nothing")

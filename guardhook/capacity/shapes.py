@@ -92,10 +92,12 @@ class PodShape:
         )
 
     def describe_requests(self) -> str:
-        """`cpu 90, memory 1500Gi, nvidia.com/gpu 8` (the pods slot left out)."""
-        return ", ".join(
+        """`cpu 90, memory 1500Gi, nvidia.com/gpu 8` (the pods slot left out); `no resources`
+        for a pod that requests none, so a message never reads "each requesting  and"."""
+        described = ", ".join(
             f"{name} {format_amount(name, amount)}" for name, amount in self.requests if name != PODS
         )
+        return described or "no resources"
 
 
 def shape_of_template(template: Mapping[str, Any]) -> PodShape:

@@ -130,6 +130,8 @@ class Policy(ABC):
     fail_closed: ClassVar[bool] = False
     stale_code: ClassVar[int] = FORBIDDEN
     params: ClassVar[Mapping[str, Any]] = {}
+    param_minimums: ClassVar[Mapping[str, float]] = {}
+    """Lowest allowed value of a numeric parameter, where 0 would switch the rule off unseen."""
     reads_view: ClassVar[bool] = True
     """False for a policy that judges the object alone (a lint): a stale view cannot change it."""
 
@@ -151,3 +153,15 @@ def stale_judgement(policy: Policy, view: ClusterView) -> Judgement:
             )
         )
     return Judgement(advisories=(f"guardhook's cluster view {why}; this request was not checked",))
+
+
+def error_judgement(policy: Policy, error: Exception) -> Judgement:
+    """The failure mode when a policy raised on a request (a bug, or an object the API server
+    would not have admitted): the same as for a stale view — fail closed policies deny, fail open
+    ones allow with a warning — but saying what happened instead of blaming the view."""
+    failure = f"{type(error).__name__} in policy {policy.id}; see guardhook's log"
+    what = f"guardhook could not judge this request ({failure})"
+    if policy.fail_closed:
+        message = f"{what}; denied because this policy fails closed"
+        return Judgement(violation=Violation(message, policy.stale_code))
+    return Judgement(advisories=(f"{what}; this request was not checked",))

@@ -71,6 +71,8 @@ class GroupEviction(Policy):
     fail_closed = True
     stale_code = TOO_MANY_REQUESTS
     params = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120}
+    # A TTL of 0 forgets each allowed eviction at once: concurrent evictions then break any budget.
+    param_minimums = {"ledgerTTLSeconds": 1}
 
     def judge(self, ctx: PolicyContext) -> Judgement:
         """Allow, or deny with 429 naming the broken groups; see the module docstring."""

@@ -4,14 +4,15 @@ The LWS restarts a group by deleting its leader pod (the garbage collector then 
 StatefulSet and its pods), so deleting the leader is the group-level operation (design.md §1).
 Deleting a single worker of a whole group takes the replica down without restarting it. Allowed:
 leaders, pods already terminating (the kubelet's final delete), groups already broken, non-LWS
-pods. A DELETE carries the pod in `oldObject` only, and some carry no `request.name`.
+pods. A DELETE carries the pod in `oldObject` only, and some carry no `request.name`; a DELETE
+without `oldObject` (API servers before 1.15, hand-written reviews) is judged from the view's pod.
 
 Fail mode: closed. With a stale view the group's state is unknown, so the delete is denied.
 """
 
 from __future__ import annotations
 
-from guardhook.lws import group_health, member_of_object
+from guardhook.lws import group_health, member_of_object, member_of_pod
 from guardhook.model import metadata
 from guardhook.policies.base import (
     ALLOW,
@@ -33,10 +34,13 @@ class WorkerDelete(Policy):
     def judge(self, ctx: PolicyContext) -> Judgement:
         """Deny deleting a worker of a whole group; see the module docstring for what is allowed."""
         pod = ctx.old_object
-        member = member_of_object(pod)
-        if member is None or member.is_leader:
-            return ALLOW
-        if metadata(pod).get("deletionTimestamp"):
+        if pod:
+            member, terminating = member_of_object(pod), bool(metadata(pod).get("deletionTimestamp"))
+        else:
+            record = ctx.view.pod(ctx.namespace, str(ctx.request.get("name") or ""))
+            member = member_of_pod(record) if record is not None else None
+            terminating = record is not None and record.terminating
+        if member is None or member.is_leader or terminating:
             return ALLOW
         if ctx.view.is_stale():
             return stale_judgement(self, ctx.view)

@@ -8,7 +8,10 @@ BOOKMARK events. A watch that ends is restarted from the last resourceVersion se
 kind. A broken connection marks the kind broken in the view and is retried with capped exponential
 backoff; a successful (re)list or watch reconnect marks it synced again. A kind the server does not
 serve (404, e.g. the LeaderWorkerSet CRD not installed) counts as synced and empty, and is probed
-again every `discovery_retry_seconds`.
+again every `discovery_retry_seconds` — but only a CRD-backed kind (`OPTIONAL_KINDS`): every
+Kubernetes API server serves pods, nodes, Services, StatefulSets and PDBs, so a 404 for one of those
+means the kubeconfig points at something else, and is a failure (never synced, retried), not an
+empty cluster whose pods guardhook would then allow anything on.
 
 Responses are read with `_preload_content=False` and parsed as JSON: the client's typed models are
 never built, and objects kept as dicts (services, PDBs, LWS) lose `managedFields` and the
@@ -62,6 +65,19 @@ class Gone(WatchError):
 
 class NotServed(WatchError):
     """404: the API server does not serve this kind (e.g. its CRD is not installed)."""
+
+
+OPTIONAL_KINDS = frozenset({LEADERWORKERSETS})
+"""Kinds served through a CRD, which a cluster may lack; every other kind of the view is built in."""
+
+
+def not_a_kubernetes_api(kind: str, error: NotServed) -> WatchError:
+    """The failure for a 404 on a built-in `kind`: the server is not a Kubernetes API server."""
+    return WatchError(
+        f"the server answered 404 for {kind}, which every Kubernetes API server serves: "
+        f"is the kubeconfig's server URL a Kubernetes API server? ({error})",
+        404,
+    )
 
 
 def error_for(status: int, message: str) -> WatchError:
@@ -277,7 +293,10 @@ class Reflector:
                     self.relist()
                 self.watch_once()
                 self.stats.restarts += 1
-            except NotServed:
+            except NotServed as exc:
+                if self.kind not in OPTIONAL_KINDS:
+                    self._failed(not_a_kubernetes_api(self.kind, exc))
+                    continue
                 self._not_served()
                 self._stopped.wait(self.discovery_retry_seconds)
             except Gone:
@@ -372,13 +391,15 @@ class LiveView:
 
 def snapshot(view: ClusterView, transport: Transport) -> ClusterView:
     """List every kind once into `view` (no watches): the view `guardhook review` judges from with
-    a live source. A kind the server does not serve is empty. Raises WatchError or a connection
-    error when the API server cannot be listed."""
+    a live source. A CRD-backed kind the server does not serve is empty. Raises WatchError (also
+    for a 404 on a built-in kind) or a connection error when the API server cannot be listed."""
     for kind in KINDS:
         reflector = Reflector(kind, view, transport)
         try:
             reflector.relist()
-        except NotServed:
+        except NotServed as exc:
+            if kind not in OPTIONAL_KINDS:
+                raise not_a_kubernetes_api(kind, exc) from exc
             log.warning("the API server does not serve %s: treating it as empty", kind)
             view.replace_kind(kind, [])
     return view

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,13 +45,45 @@ def flatten(doc: Any) -> Iterator[KubeObject]:
         yield doc
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A SafeLoader that rejects a mapping key given twice, as kubectl does ("mapping key already
+    defined"), instead of silently keeping the last value (PyYAML's default)."""
+
+
+def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    loader.flatten_mapping(node)  # resolve `<<` merge keys first: those may repeat by design
+    seen: set[Any] = set()
+    for key_node, _value in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, Hashable):
+            continue  # construct_mapping reports an unhashable key itself
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+
+
+def _unique_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    duplicates = sorted({k for k in keys if keys.count(k) > 1})
+    if duplicates:
+        raise ValueError(f"duplicate key {duplicates[0]!r}")
+    return dict(pairs)
+
+
 def parse_text(text: str, source: str) -> list[Manifest]:
-    """Parse YAML (one or many documents) or JSON text. Raises ManifestError naming `source`."""
+    """Parse YAML (one or many documents) or JSON text. Raises ManifestError naming `source`,
+    also for a mapping that repeats a key (kubectl refuses those too)."""
     try:
-        docs = list(yaml.safe_load_all(text))
+        docs = list(yaml.load_all(text, Loader=_UniqueKeyLoader))  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         try:
-            docs = [json.loads(text)]
+            docs = [json.loads(text, object_pairs_hook=_unique_json_object)]
         except ValueError:
             raise ManifestError(f"{source}: not valid YAML or JSON: {exc}") from exc
     return [Manifest(source, obj) for doc in docs for obj in flatten(doc)]

@@ -1,0 +1,249 @@
+"""Odd but legal requests and bad local input found by trying the README end to end: each is
+answered with what happened and what to do, never a traceback or a misleading reason."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from guardhook import cli
+from guardhook.engine import Engine
+
+from conftest import Server, load_review
+from helpers import fleet_view, request_of
+
+
+def without_old_object(name: str) -> Any:
+    request = request_of(load_review(name))
+    del request["oldObject"]
+    return request
+
+
+def test_worker_delete_without_old_object_is_judged_from_the_view() -> None:
+    # The pod is in the view: its labels say worker 2 of a whole group, so the delete is denied.
+    response = Engine(fleet_view()).judge(without_old_object("s01-worker-delete.validating")).response
+    assert response["allowed"] is False
+    assert "kubectl delete pod -n serve llm-xl-0" in response["status"]["message"]
+
+
+def test_leader_delete_without_old_object_is_allowed() -> None:
+    response = Engine(fleet_view()).judge(without_old_object("s02-leader-delete.validating")).response
+    assert response["allowed"] is True
+
+
+def pdb_review(spec: dict[str, Any]) -> dict[str, Any]:
+    review = load_review("s18-pdb-lws-wide.validating")
+    review["request"]["object"]["spec"] = spec
+    return review
+
+
+def test_a_policy_that_fails_says_so_instead_of_blaming_a_fresh_view(server: Server) -> None:
+    # matchLabels as a list is not a LabelSelector; group-pdb fails open, and must not claim the
+    # synced view is stale (it used to say "has not been refreshed for 0s").
+    answer = server.post("/validate", pdb_review({"selector": {"matchLabels": ["app"]}}))
+    assert answer.status_code == 200
+    response = answer.json()["response"]
+    assert response["allowed"] is True
+    [warning] = response["warnings"]
+    assert warning.startswith("[group-pdb] guardhook could not judge this request (AttributeError")
+    assert "cluster view" not in warning
+
+
+def test_fail_closed_policy_error_denies_with_the_error_not_staleness(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from guardhook.policies.worker_delete import POLICY
+
+    def broken(_ctx: object) -> None:
+        raise KeyError("boom")
+
+    monkeypatch.setattr(POLICY, "judge", broken)
+    response = Engine(fleet_view()).judge(request_of(load_review("s01-worker-delete.validating"))).response
+    assert response["allowed"] is False
+    assert response["status"]["message"].startswith(
+        "[worker-delete] guardhook could not judge this request (KeyError"
+    )
+
+
+def test_certs_into_a_path_that_is_a_file_exits_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    occupied = tmp_path / "certs"
+    occupied.write_text("not a folder")
+    assert cli.main(["certs", "--out", str(occupied)]) == 2
+    assert f"cannot create the certificate folder {occupied}" in capsys.readouterr().err
+    assert occupied.read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("text", ["clusters: [\n", "- just\n- a list\n"])
+def test_audit_with_a_kubeconfig_that_is_not_one_exits_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(text)
+    assert cli.main(["audit", "--kubeconfig", str(kubeconfig)]) == 2
+    assert f"cannot use kubeconfig {kubeconfig}: Invalid kube-config file" in capsys.readouterr().err
+
+
+def test_check_refuses_a_manifest_that_repeats_a_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two files concatenated without `---`: PyYAML kept the last `kind` and judged a ConfigMap;
+    # kubectl refuses such a file ("mapping key already defined"), so check must not pass it.
+    manifest = tmp_path / "svc.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: serve}\n"
+        "spec: {selector: {app: llm-xl}}\nkind: ConfigMap\n"
+    )
+    assert cli.main(["check", str(manifest)]) == 2
+    assert "duplicate key 'kind'" in capsys.readouterr().err
+
+
+def test_merge_keys_are_not_duplicates(tmp_path: Path) -> None:
+    from guardhook.view.manifests import load_paths
+
+    manifest = tmp_path / "cm.yaml"
+    manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: &m {name: a}\ndata:\n  <<: *m\n  x: y\n")
+    [loaded] = load_paths([manifest])
+    assert loaded.obj["data"] == {"name": "a", "x": "y"}
+
+
+def test_serve_keeps_a_lone_ca_crt_instead_of_overwriting_it(tmp_path: Path) -> None:
+    from guardhook.certs import CertificateError, ensure_certs
+
+    (tmp_path / "ca.crt").write_text("my own CA")
+    with pytest.raises(CertificateError, match="holds ca.crt but not both tls.crt and tls.key"):
+        ensure_certs(tmp_path)
+    assert (tmp_path / "ca.crt").read_text() == "my own CA"
+    assert not (tmp_path / "tls.key").exists()
+
+
+def test_certificates_that_do_not_load_are_refused_before_serving(tmp_path: Path) -> None:
+    # `serve` used to start gunicorn and then fail every TLS handshake ("[SSL] PEM lib"), never
+    # ready; ensure_certs (what `serve` calls before listening) now refuses them, and main exits 2.
+    from guardhook.certs import CertificateError, ensure_certs
+
+    for name in ("ca.crt", "tls.crt", "tls.key"):
+        (tmp_path / name).write_text("junk\n")
+    with pytest.raises(
+        CertificateError, match=f"cannot load {tmp_path / 'tls.crt'} and {tmp_path / 'tls.key'}"
+    ):
+        ensure_certs(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["serve", "--port", "99999"], "argument --port: 99999 is not a port (1-65535)"),  # was a traceback
+        (["serve", "--threads", "0"], "argument --threads: 0 must be at least 1"),  # was "failed to boot"
+        (["pdb-sync", "--interval", "0"], "argument --interval: 0 must be a number of seconds above 0"),
+        (["--log-level", "bogus", "certs"], "argument --log-level: invalid choice: 'BOGUS'"),  # was ignored
+    ],
+)
+def test_unusable_flag_values_exit_2_naming_the_flag(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    assert exited.value.code == 2
+    assert said in capsys.readouterr().err
+
+
+# ---- a kubeconfig pointing at a server that is not a Kubernetes API server ---------------------
+# It answers 404 for everything. A 404 used to mean "CRD not installed" for every kind, so serve
+# became ready on an empty view (and worker-delete allowed every delete), review judged against
+# nothing, and audit reported an empty cluster.
+
+
+def test_reflector_treats_a_404_on_pods_as_a_failure_not_an_empty_kind(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from test_live_reflector import Scripted
+
+    from guardhook.view.live import Backoff, NotServed, Reflector
+    from guardhook.view.store import PODS, ClusterView
+
+    view = ClusterView("test")
+    transport = Scripted(pages=[NotServed("404", 404)] * 50)
+    reflector = Reflector(PODS, view, transport, backoff=Backoff(0.001, 0.002))
+    stopper = threading.Timer(0.2, reflector.stop)
+    stopper.start()
+    with caplog.at_level(logging.WARNING, "guardhook.view.live"):
+        reflector.run()
+    assert PODS not in view._synced_kinds
+    assert view.broken_seconds(PODS) > 0
+    assert "answered 404 for pods, which every Kubernetes API server serves" in caplog.text
+
+
+def test_snapshot_refuses_a_404_on_a_built_in_kind() -> None:
+    from test_live_reflector import Scripted
+
+    from guardhook.view.live import NotServed, WatchError, snapshot
+    from guardhook.view.store import ClusterView
+
+    with pytest.raises(WatchError, match="answered 404 for nodes"):
+        snapshot(ClusterView("test"), Scripted(pages=[NotServed("404", 404)]))
+
+
+def test_audit_of_a_server_that_serves_no_pods_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fake_apiserver import running_fake
+
+    with running_fake(unserved={"pods", "nodes"}) as fake:
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
+        assert cli.main(["audit", "--kubeconfig", str(kubeconfig)]) == 2
+    assert "which every Kubernetes API server serves" in capsys.readouterr().err
+
+
+def test_a_uid_of_the_wrong_type_is_named_as_such(server: Server) -> None:
+    # It used to say "request has no uid" for {"uid": 5}.
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": 5}}
+    answer = server.post("/validate", body)
+    assert answer.status_code == 400
+    assert answer.json()["message"] == "request.uid must be a string, got int"
+
+
+def test_a_zero_ledger_ttl_is_a_configuration_error() -> None:
+    # ledgerTTLSeconds: 0 was accepted and forgot every allowed eviction at once, so 16 concurrent
+    # evictions over the sample fleet broke all 4 groups of llm-xl under a budget of 1.
+    from guardhook.config import ConfigError, build_config
+
+    with pytest.raises(
+        ConfigError, match="policies.group-eviction.ledgerTTLSeconds must be at least 1, got 0"
+    ):
+        build_config({"policies": {"group-eviction": {"ledgerTTLSeconds": 0}}})
+    build_config({"policies": {"group-eviction": {"ledgerTTLSeconds": 1, "maxDisruptedGroups": 0}}})
+
+
+def test_capacity_denial_of_pods_requesting_nothing_says_so() -> None:
+    # The message used to read "the first needs 2 pods, each requesting  and the 0 eligible nodes".
+    lws = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "w", "namespace": "serve"},
+        "spec": {
+            "replicas": 1,
+            "leaderWorkerTemplate": {
+                "size": 2,
+                "workerTemplate": {
+                    "spec": {"nodeSelector": {"no-node": "has-this"}, "containers": [{"name": "c"}]}
+                },
+            },
+        },
+    }
+    resource = {"group": "leaderworkerset.x-k8s.io", "version": "v1", "resource": "leaderworkersets"}
+    request: Any = {
+        "uid": "u",
+        "resource": resource,
+        "operation": "CREATE",
+        "namespace": "serve",
+        "object": lws,
+    }
+    response = Engine(fleet_view()).judge(request).response
+    assert response["allowed"] is False
+    assert "each requesting no resources and the 0 eligible nodes" in response["status"]["message"]
