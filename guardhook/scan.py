@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 
 from guardhook.config import Config
 from guardhook.engine import Engine
+from guardhook.lws import LWS_KIND, LeaderWorkerSet
 from guardhook.model import metadata
 from guardhook.policies.base import Policy
 from guardhook.review import verdict_both
@@ -85,6 +86,10 @@ def scan(
         request = as_create(located.obj, username)
         if request is None:
             continue
+        if _already_running(view, located.obj):
+            # A dump of a live cluster holds the LWS with its pods: judged as a CREATE, its own
+            # running groups would be counted as new demand. It exists: judge it as unchanged.
+            request = {**request, "operation": "UPDATE", "oldObject": located.obj}
         verdict = verdict_both(engine, request)
         explained = set()
         for decision in verdict.decisions:
@@ -98,6 +103,14 @@ def scan(
                 policy, _, message = warning.removeprefix("[").partition("] ")
                 findings.append(_finding(located, policy, "Advisory", "warned", message))
     return findings
+
+
+def _already_running(view: ClusterView, obj: KubeObject) -> bool:
+    """Whether `obj` is an LWS whose pods the view already holds (it is running, not new)."""
+    if obj.get("kind") != LWS_KIND:
+        return False
+    lws = LeaderWorkerSet(obj)
+    return any(view.group_pods(lws.namespace, lws.name, group) for group in range(lws.replicas))
 
 
 def _finding(located: Located, policy: str, action: str, outcome: str, message: str) -> Finding:

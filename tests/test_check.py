@@ -222,3 +222,22 @@ def test_a_mutation_is_reported_and_the_patched_object_is_validated(
     assert [line.split(" [")[0] for line in lines] == [
         f"{MANIFESTS}/service/service.yaml: Service serve/llm: Mutate"
     ]
+
+
+def test_a_cluster_dump_does_not_count_a_running_lws_as_new_demand() -> None:
+    # The sample fleet's LWS runs 4 groups on its pods; judged as a CREATE its own groups would need
+    # room a second time ("1 of 4 new groups fits"). Running objects are judged as unchanged.
+    fleet = str(FIXTURES / "fleet")
+    for paths, cluster_state in (([fleet], []), ([f"{fleet}/leaderworkersets.yaml"], [fleet])):
+        result = check(paths, default_config(), cluster_state=cluster_state)
+        assert [f for f in result.findings if f.policy == "group-capacity" and f.violated] == []
+        assert result.exit_code == 0
+
+
+def test_a_new_lws_beside_a_cluster_dump_is_still_judged_for_room(tmp_path: Path) -> None:
+    lws = (
+        (FIXTURES / "fleet" / "leaderworkersets.yaml").read_text().replace("name: llm-xl\n", "name: llm-2\n")
+    )
+    (tmp_path / "new.yaml").write_text(lws)
+    result = check([str(tmp_path / "new.yaml")], default_config(), cluster_state=[str(FIXTURES / "fleet")])
+    assert [f.outcome for f in result.findings if f.policy == "group-capacity"] == ["denied"]
