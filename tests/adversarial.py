@@ -16,8 +16,10 @@ import contextlib
 import copy
 import json
 import os
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,14 @@ from guardhook.wire import ADMISSION_VERSIONS
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(os.environ.get("GUARDHOOK_FIXTURES", REPO.parent / "shared" / "fixtures"))
-REVIEWS = {path.name: json.loads(path.read_text()) for path in sorted((FIXTURES / "reviews").glob("*.json"))}
+REVIEW_TEXTS = {path.name: path.read_text() for path in sorted((FIXTURES / "reviews").glob("*.json"))}
+REVIEWS = {name: json.loads(text) for name, text in REVIEW_TEXTS.items()}
+
+
+def fresh_review(name: str) -> dict[str, Any]:
+    """A private copy of a captured review (parsing is cheaper than deepcopy)."""
+    return json.loads(REVIEW_TEXTS[name])
+
 
 Path_ = tuple[str | int, ...]
 
@@ -76,17 +85,17 @@ def deep(value: Any, depth: int, as_list: bool) -> Any:
 # --- paths into a document --------------------------------------------------------------------
 
 
-def paths_of(doc: Any, prefix: Path_ = (), limit: int = 400) -> list[Path_]:
-    """Every path to a value inside `doc` (breadth first, at most `limit`)."""
+def paths_of(doc: Any, limit: int = 400) -> list[Path_]:
+    """Paths to values inside `doc`, breadth first, at most `limit`."""
     found: list[Path_] = []
-    queue: list[tuple[Path_, Any]] = [(prefix, doc)]
+    queue: deque[tuple[Path_, Any]] = deque([((), doc)])
     while queue and len(found) < limit:
-        path, value = queue.pop(0)
-        children: list[tuple[str | int, Any]] = []
+        path, value = queue.popleft()
+        children: Iterable[tuple[str | int, Any]] = ()
         if isinstance(value, dict):
-            children = list(value.items())
+            children = islice(value.items(), limit)
         elif isinstance(value, list):
-            children = list(enumerate(value))
+            children = islice(enumerate(value), limit)
         for key, child in children:
             found.append((*path, key))
             queue.append(((*path, key), child))
@@ -130,8 +139,8 @@ def retargeted(draw: st.DrawFn, doc: dict[str, Any]) -> dict[str, Any]:
         for name in ("object", "oldObject"):
             if draw(st.booleans()):
                 other = draw(st.sampled_from(sorted(REVIEWS)))
-                request[name] = copy.deepcopy(
-                    REVIEWS[other]["request"].get(draw(st.sampled_from(["object", "oldObject"])))
+                request[name] = fresh_review(other)["request"].get(
+                    draw(st.sampled_from(["object", "oldObject"]))
                 )
     return doc
 
@@ -182,7 +191,7 @@ def damage(draw: st.DrawFn, doc: dict[str, Any]) -> dict[str, Any]:
 @st.composite
 def damaged_reviews(draw: st.DrawFn, max_edits: int = 4) -> dict[str, Any]:
     """A captured review with 1..max_edits damaging edits."""
-    doc = copy.deepcopy(REVIEWS[draw(st.sampled_from(sorted(REVIEWS)))])
+    doc = fresh_review(draw(st.sampled_from(sorted(REVIEWS))))
     if draw(st.booleans()):
         draw(retargeted(doc))
     for _ in range(draw(st.integers(min_value=1, max_value=max_edits))):
