@@ -11,9 +11,10 @@ ratios of issue 9's targets:
 - a new TLS connection per request (no keep-alive), one client, against keep-alive, one client:
   the cost of a handshake per request.
 
-Phases alternate between the two servers so drift on a shared machine hits both alike.
+Phases alternate between the two servers (and the order flips each round; rounds are pooled) so
+drift on a shared machine hits both alike.
 
-    .venv/bin/python bench/load.py [--seconds 10] [--clients 4] [--rate 500]
+    .venv/bin/python bench/load.py [--seconds 10] [--rounds 2] [--clients 4] [--rate 500]
 """
 
 from __future__ import annotations
@@ -171,6 +172,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each phase")
     parser.add_argument("--clients", type=int, default=4, help="client processes (connections)")
     parser.add_argument("--rate", type=float, default=500.0, help="total paced requests/s")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of all phases, pooled")
     parser.add_argument("--threads", type=int, default=8, help="server request threads (guardhook's default)")
     args = parser.parse_args()
     phases = [
@@ -183,10 +185,16 @@ def main() -> None:
     with ExitStack() as stack:
         servers = [stack.enter_context(serve(kind, args.threads)) for kind in ("guardhook", "bare")]
         pool = stack.enter_context(multiprocessing.get_context("fork").Pool(args.clients))
-        for phase, mode, clients, rate in phases:
-            for server in servers:
-                result = run_phase(pool, server, phase, mode, clients, args.seconds, rate)
-                results[(server.name, phase)] = result
+        for round_ in range(args.rounds):
+            for phase, mode, clients, rate in phases:
+                for server in servers if round_ % 2 == 0 else servers[::-1]:
+                    result = run_phase(pool, server, phase, mode, clients, args.seconds, rate)
+                    pooled = results.setdefault(
+                        (server.name, phase), PhaseResult(server.name, phase, 0, [], 0)
+                    )
+                    pooled.seconds += result.seconds
+                    pooled.latencies += result.latencies
+                    pooled.errors += result.errors
     print(
         f"{len(review_mix())} captured reviews, {args.seconds:.0f} s per phase, server threads {args.threads}"
     )

@@ -318,7 +318,7 @@ class Harness:
     policies_run: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        engine = Engine(embedded_fleet_view())
+        engine = self.engine = Engine(embedded_fleet_view())
         judge: Callable[..., Verdict] = engine.judge
 
         def watched(request: Any, endpoint: Any = "validate") -> Verdict:
@@ -330,6 +330,10 @@ class Harness:
 
         engine.judge = watched  # type: ignore[method-assign]
         self.client = create_app(Runtime(engine)).test_client()
+
+    def enabled_policies(self) -> set[str]:
+        """Ids of the policies with actions in the default configuration (those that can run)."""
+        return {p.id for p in REGISTRY if self.engine.config.settings(p.id).actions}
 
     def send(self, body: bytes, endpoint: str = "/validate") -> tuple[int, bytes]:
         """POST `body`, check the answer (raises BadAnswer) and the engine (no policy failed)."""
