@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conftest import Server, load_review
-
 from guardhook.certs import generate
 from guardhook.tlssock import IO_TIMEOUT_SECONDS
+
+from conftest import Server, load_review
 
 BODY = json.dumps(load_review("s01-worker-delete.validating")).encode()
 HEADERS = {"Content-Type": "application/json"}

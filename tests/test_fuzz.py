@@ -10,9 +10,10 @@ import json
 
 import pytest
 from adversarial import REVIEWS, Harness, bodies, check_answer, deep, dumps, oversized_body
-from conftest import Server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from conftest import Server
 
 FUZZ = settings(
     max_examples=1500,

@@ -13,9 +13,10 @@ import time
 
 import pytest
 import requests
-from conftest import Server, load_review
 
 from guardhook.codec import MAX_BODY_BYTES
+
+from conftest import Server, load_review
 
 
 @pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3])
