@@ -146,12 +146,15 @@ def retargeted(draw: st.DrawFn, doc: dict[str, Any]) -> dict[str, Any]:
 
 
 @st.composite
-def damage(draw: st.DrawFn, doc: dict[str, Any]) -> dict[str, Any]:
-    """One damaging edit of `doc` (in place), returned."""
+def damage(draw: st.DrawFn, doc: dict[str, Any], objects_only: bool = False) -> dict[str, Any]:
+    """One damaging edit of `doc` (in place), returned. With `objects_only`, only the request's
+    object and oldObject are damaged, so the review still decodes and reaches the policies."""
     paths = paths_of(doc)
-    kind = draw(
-        st.sampled_from(["set", "set", "delete", "labels", "deep", "retarget", "wrong-top", "swap-object"])
-    )
+    kinds = ["set", "set", "delete", "labels", "deep", "retarget", "wrong-top", "swap-object"]
+    if objects_only:
+        paths = [p for p in paths if p[:2] in (("request", "object"), ("request", "oldObject"))]
+        kinds = ["set", "set", "delete", "labels", "deep"]
+    kind = draw(st.sampled_from(kinds))
     if kind == "set" and paths:
         set_at(doc, draw(st.sampled_from(paths)), draw(json_values))
     elif kind == "delete" and paths:
@@ -233,7 +236,18 @@ def byte_damaged(draw: st.DrawFn) -> bytes:
     return body[:at] + b"\x00" + body[at:]
 
 
+@st.composite
+def policy_reviews(draw: st.DrawFn) -> dict[str, Any]:
+    """A captured review aimed at one policy, with its object and oldObject damaged: these decode,
+    so they exercise the policies rather than the codec."""
+    doc = draw(retargeted(fresh_review(draw(st.sampled_from(sorted(REVIEWS))))))
+    for _ in range(draw(st.integers(min_value=0, max_value=3))):
+        draw(damage(doc, objects_only=True))
+    return doc
+
+
 bodies = st.one_of(
+    policy_reviews().map(dumps),
     damaged_reviews().map(dumps),
     byte_damaged(),
     st.binary(max_size=200),
