@@ -12,6 +12,8 @@ from __future__ import annotations
 import gc
 import logging
 import ssl
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -77,15 +79,27 @@ class WebhookServer(BaseApplication):
             self._tls = RotatingServerContext(self.options.certs)
         return self._tls.context()
 
-    def wsgi(self) -> Callable[..., Any]:
-        """The app, loaded once in the worker. What start-up built (modules, the cluster view) lives
-        as long as the process, so it is moved out of the cyclic collector's reach (`gc.freeze`):
-        otherwise each full collection walks it all, ~25 ms with the GIL held, a latency spike
-        for every request in flight (seen at p99 in bench/load.py)."""
-        app = super().wsgi()
-        gc.freeze()
-        return app
-
     def load(self) -> Callable[..., Any]:
         runtime = self.make_runtime()
-        return create_app(runtime)
+        app = create_app(runtime)
+        freeze_heap_when_ready(runtime)
+        return app
+
+
+def freeze_heap_when_ready(runtime: Runtime, poll_seconds: float = 0.5) -> None:
+    """Move what start-up built (modules, the app, the cluster view once it has synced) out of the
+    cyclic garbage collector's reach with `gc.freeze`. It lives as long as the process, and each
+    full collection would otherwise walk all of it with the GIL held: ~25 ms for the sample fleet,
+    far more for a large cluster, a latency spike for every request in flight (seen at p99 in
+    bench/load.py). A static view is synced already; a live one is frozen after its first sync,
+    from a daemon thread."""
+    gc.freeze()
+    if runtime.ready:
+        return
+
+    def wait_then_freeze() -> None:
+        while not runtime.ready:
+            time.sleep(poll_seconds)
+        gc.freeze()
+
+    threading.Thread(target=wait_then_freeze, name="gc-freeze", daemon=True).start()
