@@ -35,6 +35,7 @@ class Tally:
     slowest: float = 0.0
     statuses: dict[int, int] = field(default_factory=dict)
     findings: list[str] = field(default_factory=list)
+    bodies: list[bytes] = field(default_factory=list)
     policy_errors: int = 0
     policies_run: dict[str, int] = field(default_factory=dict)
 
@@ -54,8 +55,10 @@ def fuzz(examples: int) -> Tally:
             harness.send(body, endpoint)
         except BadAnswer as exc:
             tally.findings.append(f"{endpoint}: {exc}")
+            tally.bodies.append(body)
         except Exception as exc:  # an exception escaping the app is a finding too
             tally.findings.append(f"{endpoint}: {type(exc).__name__}: {exc} for {body[:200]!r}")
+            tally.bodies.append(body)
         tally.slowest = max(tally.slowest, time.perf_counter() - started)
         if tally.count % 10_000 == 0:
             print(f"  {tally.count} examples in process {os.getpid()} ...", file=sys.stderr, flush=True)
@@ -75,6 +78,7 @@ def add(into: dict[Any, int], counts: dict[Any, int]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=100_000)
+    parser.add_argument("--save", type=Path, help="write each finding's body into this folder")
     parser.add_argument("--jobs", type=int, default=2, help="processes, each running examples/jobs")
     args = parser.parse_args()
     started = time.perf_counter()
@@ -86,6 +90,7 @@ def main() -> int:
         total.count += tally.count
         total.slowest = max(total.slowest, tally.slowest)
         total.findings += tally.findings
+        total.bodies += tally.bodies
         total.policy_errors += tally.policy_errors
         add(total.statuses, tally.statuses)
         add(total.policies_run, tally.policies_run)
@@ -98,6 +103,10 @@ def main() -> int:
     print(f"contract breaks:   {len(total.findings)}")
     print(f"policy failures:   {total.policy_errors}")
     print(f"policies judged:   {dict(sorted(total.policies_run.items()))}")
+    if args.save:
+        args.save.mkdir(parents=True, exist_ok=True)
+        for n, body in enumerate(total.bodies):
+            (args.save / f"finding-{n}.json").write_bytes(body)
     for finding in total.findings[:5]:
         print(f"  finding: {finding[:400]}")
     return 1 if total.findings or server_errors or total.policy_errors else 0

@@ -9,7 +9,17 @@ import copy
 import json
 
 import pytest
-from adversarial import REVIEWS, Harness, bodies, check_answer, deep, dumps, oversized_body
+from adversarial import (
+    REVIEWS,
+    Harness,
+    bodies,
+    check_answer,
+    deep,
+    dumps,
+    fresh_review,
+    oversized_body,
+    set_at,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -81,3 +91,28 @@ def test_oversized_body_in_process(harness: Harness) -> None:
 def test_damaged_reviews_against_the_real_server(server: Server, body: bytes, endpoint: str) -> None:
     answer = server.post(endpoint, body, headers={"Content-Type": "application/json"})
     check_answer(body, answer.status_code, answer.content)
+
+
+# Found by bench/fuzz.py; each once ended in a 500 or a policy exception.
+FOUND = [
+    ("s01-worker-delete.validating", ("request", "userInfo", "groups"), 5, 400),
+    ("s01-worker-delete.validating", ("request", "userInfo", "groups"), [1, None], 400),
+    ("s01-worker-delete.validating", ("request", "userInfo", "username"), {"a": 1}, 400),
+    ("s18-pdb-lws-wide.validating", ("request", "object", "spec", "selector"), {"matchExpressions": 5}, 200),
+    ("s18-pdb-lws-wide.validating", ("request", "object", "spec", "selector"), {"matchLabels": [1]}, 200),
+    (
+        "s18-pdb-lws-wide.validating",
+        ("request", "object", "spec", "selector"),
+        {"matchExpressions": [{"key": "a", "operator": "In", "values": 5}]},
+        200,
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "path", "value", "status"), FOUND)
+def test_inputs_found_by_fuzzing(
+    harness: Harness, name: str, path: tuple, value: object, status: int
+) -> None:
+    doc = fresh_review(name + ".json")
+    set_at(doc, path, value)
+    assert harness.send(dumps(doc))[0] == status  # send() also fails on any policy exception
