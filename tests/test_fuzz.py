@@ -106,6 +106,22 @@ FOUND = [
         {"matchExpressions": [{"key": "a", "operator": "In", "values": 5}]},
         200,
     ),
+    (
+        "s33-lws-create-fits.validating",
+        (
+            "request",
+            "object",
+            "spec",
+            "leaderWorkerTemplate",
+            "workerTemplate",
+            "spec",
+            "containers",
+            0,
+            "resources",
+        ),
+        {"limits": [], "requests": [1]},
+        200,
+    ),
 ]
 
 
