@@ -100,7 +100,10 @@ def _read_body() -> tuple[bytes, bool]:
     declared = request.content_length
     if declared is not None and declared > MAX_BODY_BYTES:
         return b"", True
-    body = request.stream.read(MAX_BODY_BYTES + 1)
+    try:
+        body = request.stream.read(MAX_BODY_BYTES + 1)
+    except TimeoutError:  # the client stalled mid-body (guardhook.tlssock): a 400, then closed
+        return b"", False
     if len(body) > MAX_BODY_BYTES:
         return b"", True
     return body, False

@@ -18,6 +18,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from guardhook.tlssock import bound_io
+
 CA_FILE = "ca.crt"
 CERT_FILE = "tls.crt"
 KEY_FILE = "tls.key"
@@ -233,4 +235,4 @@ class RotatingServerContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(certfile=str(self.paths.cert), keyfile=str(self.paths.key))
-        return context
+        return bound_io(context)  # a stalled client must not hold a request thread for good

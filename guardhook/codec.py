@@ -77,8 +77,18 @@ def _check_request(request: dict[str, Any]) -> None:
         for key, value in (request.get(name) or {}).items():
             if not isinstance(value, str):
                 raise ReviewError(f"request.{name}.{key} must be a string")
+    _check_user(request.get("userInfo") or {})
     if "dryRun" in request and request["dryRun"] is not None and not isinstance(request["dryRun"], bool):
         raise ReviewError("request.dryRun must be a boolean")
+
+
+def _check_user(user: dict[str, Any]) -> None:
+    # Exemptions match on these, so a mistyped one must be a 400, not an error in the engine.
+    if user.get("username") is not None and not isinstance(user["username"], str):
+        raise ReviewError("request.userInfo.username must be a string")
+    groups = user.get("groups")
+    if groups is not None and not (isinstance(groups, list) and all(isinstance(g, str) for g in groups)):
+        raise ReviewError("request.userInfo.groups must be a list of strings")
 
 
 def encode(api_version: str, response: AdmissionResponse) -> AdmissionReview:

@@ -61,10 +61,15 @@ def parse_resource_list(raw: Mapping[str, Any] | None) -> Resources:
 
 def container_requests(container: Mapping[str, Any]) -> Resources:
     """Effective requests of one container: its requests, with limits standing in where unset."""
-    resources = container.get("resources") or {}
-    effective = parse_resource_list(resources.get("limits"))
-    effective.update(parse_resource_list(resources.get("requests")))
+    resources = _mapping(container.get("resources"))
+    effective = parse_resource_list(_mapping(resources.get("limits")))
+    effective.update(parse_resource_list(_mapping(resources.get("requests"))))
     return effective
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    # Malformed input (a list where an object belongs) counts as empty rather than raising.
+    return value if isinstance(value, Mapping) else {}
 
 
 def add_into(total: Resources, extra: Mapping[str, int]) -> None:

@@ -50,12 +50,15 @@ def from_label_selector(raw: Any) -> Selector | None:
         return None
     if not isinstance(raw, Mapping):
         raise SelectorError("selector must be an object")
-    requirements = [
-        Requirement(str(k), "In", frozenset({str(v)})) for k, v in (raw.get("matchLabels") or {}).items()
-    ]
-    for expr in raw.get("matchExpressions") or []:
+    labels, expressions = raw.get("matchLabels") or {}, raw.get("matchExpressions") or []
+    if not isinstance(labels, Mapping) or not isinstance(expressions, list):
+        raise SelectorError("matchLabels must be an object and matchExpressions a list")
+    requirements = [Requirement(str(k), "In", frozenset({str(v)})) for k, v in labels.items()]
+    for expr in expressions:
         if not isinstance(expr, Mapping) or expr.get("operator") not in OPERATORS:
             raise SelectorError(f"bad matchExpressions entry: {expr!r}")
+        if not isinstance(expr.get("values") or [], list):
+            raise SelectorError(f"matchExpressions values must be a list: {expr!r}")
         values = frozenset(str(v) for v in expr.get("values") or [])
         requirements.append(Requirement(str(expr.get("key", "")), str(expr["operator"]), values))
     return tuple(requirements)

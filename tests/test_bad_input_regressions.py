@@ -41,12 +41,18 @@ def pdb_review(spec: dict[str, Any]) -> dict[str, Any]:
     return review
 
 
-def test_a_policy_that_fails_says_so_instead_of_blaming_a_fresh_view(server: Server) -> None:
-    # matchLabels as a list is not a LabelSelector; group-pdb fails open, and must not claim the
-    # synced view is stale (it used to say "has not been refreshed for 0s").
-    answer = server.post("/validate", pdb_review({"selector": {"matchLabels": ["app"]}}))
-    assert answer.status_code == 200
-    response = answer.json()["response"]
+def test_a_policy_that_fails_says_so_instead_of_blaming_a_fresh_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    # group-pdb fails open, and must not claim the synced view is stale (it used to say "has not
+    # been refreshed for 0s"). A malformed selector no longer makes it fail (issue 9's fuzzing
+    # made that a selector error), so the failure is injected.
+    from guardhook.policies.group_pdb import POLICY
+
+    def broken(_ctx: object) -> None:
+        raise AttributeError("boom")
+
+    monkeypatch.setattr(POLICY, "judge", broken)
+    review = pdb_review({"selector": {"matchLabels": {"app": "llm-xl"}}})
+    response = Engine(fleet_view()).judge(request_of(review)).response
     assert response["allowed"] is True
     [warning] = response["warnings"]
     assert warning.startswith("[group-pdb] guardhook could not judge this request (AttributeError")

@@ -1,0 +1,239 @@
+"""Load benchmark on 127.0.0.1 (bounded): `guardhook serve` against a bare allow-all webhook under
+the identical gunicorn/TLS configuration (bench/bare.py), in the same run, printing a table and the
+ratios of issue 9's targets:
+
+- saturated throughput: keep-alive HTTPS clients (one process each, so the load generator is not
+  held by one GIL) replay a shuffled mix of the captured reviews (validating ones to /validate,
+  mutating ones to /mutate) as fast as answers come, for --seconds; target guardhook >= 0.8x bare;
+- paced: the same clients at a fixed total --rate (500 req/s) per server, latency counted from each
+  request's scheduled send time (so a stall also delays the requests queued behind it); both
+  servers are driven at the same time, so bursts from other jobs on a shared machine hit both
+  alike; target guardhook's p99 <= 1.25x bare's;
+- a new TLS connection per request (no keep-alive), one client, against keep-alive, one client:
+  the cost of a handshake per request.
+
+Phases alternate between the two servers (and the order flips each round; rounds are pooled) so
+drift on a shared machine hits both alike.
+
+    .venv/bin/python bench/load.py [--seconds 10] [--rounds 2] [--clients 4] [--rate 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import random
+import ssl
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+
+from servers import FIXTURES, Running, serve
+
+HEADERS = {"Content-Type": "application/json"}
+
+
+def review_mix() -> list[tuple[str, bytes]]:
+    """(path, body) for every captured review: *.mutating.json to /mutate, the rest to /validate."""
+    mix = []
+    for path in sorted((FIXTURES / "reviews").glob("*.json")):
+        endpoint = "/mutate" if path.name.endswith(".mutating.json") else "/validate"
+        mix.append((endpoint, json.dumps(json.loads(path.read_text())).encode()))
+    return mix
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """One client process: where to send, how (mode), for how long, from when, at what rate."""
+
+    host: str
+    port: int
+    ca: str
+    mode: str  # "keepalive", "paced" or "newconn"
+    seconds: float
+    start_at: float
+    rate: float = 0.0  # requests/s of this client, paced mode
+    offset: float = 0.0  # seconds, staggers paced clients
+    seed: int = 0
+
+
+@dataclass
+class ClientResult:
+    latencies: list[float]
+    errors: int
+
+
+def _requests(spec: ClientSpec) -> Iterator[tuple[str, bytes]]:
+    mix = review_mix()
+    random.Random(spec.seed).shuffle(mix)
+    while True:
+        yield from mix
+
+
+def run_client(spec: ClientSpec) -> ClientResult:
+    """Send requests until spec.seconds after spec.start_at; return latencies (s) and error count."""
+    context = ssl.create_default_context(cafile=spec.ca)
+    latencies: list[float] = []
+    errors = 0
+    connection: http.client.HTTPSConnection | None = None
+    while time.time() < spec.start_at:
+        time.sleep(0.001)
+    begin = time.perf_counter()
+    end = begin + spec.seconds
+    for sent, (path, body) in enumerate(_requests(spec)):
+        scheduled = begin + spec.offset + sent / spec.rate if spec.mode == "paced" else time.perf_counter()
+        if scheduled >= end:
+            break
+        while (now := time.perf_counter()) < scheduled:
+            time.sleep(min(scheduled - now, 0.002))
+        if connection is None or spec.mode == "newconn":
+            connection = http.client.HTTPSConnection(spec.host, spec.port, context=context, timeout=30)
+        try:
+            connection.request("POST", path, body, HEADERS)
+            answer = connection.getresponse()
+            answer.read()
+            if answer.status != 200:
+                errors += 1
+        except (OSError, http.client.HTTPException):
+            errors += 1
+            connection.close()
+            connection = None
+            continue
+        latencies.append(time.perf_counter() - scheduled)
+        if spec.mode == "newconn":
+            connection.close()
+    if connection is not None:
+        connection.close()
+    return ClientResult(latencies, errors)
+
+
+@dataclass
+class PhaseResult:
+    server: str
+    phase: str
+    seconds: float
+    latencies: list[float]
+    errors: int
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.seconds
+
+    def percentile(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+    def row(self) -> str:
+        return (
+            f"{self.phase:<30} {self.server:<10} {self.rate:8.0f} {self.percentile(0.5):8.2f}"
+            f" {self.percentile(0.9):8.2f} {self.percentile(0.99):8.2f} {max(self.latencies) * 1000:8.2f}"
+            f" {self.errors:6d}"
+        )
+
+
+def run_phase(
+    pool: multiprocessing.pool.Pool,
+    servers: list[Running],
+    phase: str,
+    mode: str,
+    clients: int,
+    seconds: float,
+    rate: float,
+) -> list[PhaseResult]:
+    """Run `clients` client processes against each of `servers` at the same time; one result each."""
+    start_at = time.time() + 0.5
+    specs = [
+        ClientSpec(
+            server.host,
+            server.port,
+            str(server.ca),
+            mode,
+            seconds,
+            start_at,
+            rate=rate / clients if rate else 0.0,
+            offset=i / rate if rate else 0.0,
+            seed=i,
+        )
+        for server in servers
+        for i in range(clients)
+    ]
+    results = pool.map(run_client, specs)
+    return [
+        PhaseResult(
+            server.name,
+            phase,
+            seconds,
+            [latency for result in mine for latency in result.latencies],
+            sum(result.errors for result in mine),
+        )
+        for n, server in enumerate(servers)
+        for mine in [results[n * clients : (n + 1) * clients]]
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of each phase")
+    parser.add_argument("--clients", type=int, default=4, help="client processes (connections)")
+    parser.add_argument("--rate", type=float, default=500.0, help="total paced requests/s")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of all phases, pooled")
+    parser.add_argument("--threads", type=int, default=8, help="server request threads (guardhook's default)")
+    args = parser.parse_args()
+    # (name, mode, clients, total rate, side by side). The paced phase runs both servers at once, so
+    # bursts from other jobs on a shared machine land on both alike: at 500 req/s neither is saturated.
+    phases = [
+        (f"saturated keep-alive x{args.clients}", "keepalive", args.clients, 0.0, False),
+        (f"paced {args.rate:.0f}/s keep-alive x{args.clients}", "paced", args.clients, args.rate, True),
+        ("keep-alive x1", "keepalive", 1, 0.0, False),
+        ("new TLS connection/request x1", "newconn", 1, 0.0, False),
+    ]
+    results: dict[tuple[str, str], PhaseResult] = {}
+    with ExitStack() as stack:
+        servers = [stack.enter_context(serve(kind, args.threads)) for kind in ("guardhook", "bare")]
+        pool = stack.enter_context(multiprocessing.get_context("fork").Pool(2 * args.clients))
+        for round_ in range(args.rounds):
+            for phase, mode, clients, rate, side_by_side in phases:
+                ordered = servers if round_ % 2 == 0 else servers[::-1]
+                groups = [ordered] if side_by_side else [[server] for server in ordered]
+                for group in groups:
+                    for result in run_phase(pool, group, phase, mode, clients, args.seconds, rate):
+                        pooled = results.setdefault(
+                            (result.server, phase), PhaseResult(result.server, phase, 0, [], 0)
+                        )
+                        pooled.seconds += result.seconds
+                        pooled.latencies += result.latencies
+                        pooled.errors += result.errors
+    print(
+        f"{len(review_mix())} captured reviews; {args.rounds} rounds of {args.seconds:.0f} s per phase"
+        f" and server, pooled; server threads {args.threads}; paced phase: both servers at once"
+    )
+    print(
+        f"{'phase':<30} {'server':<10} {'req/s':>8} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8}"
+        f" {'max ms':>8} {'errors':>6}"
+    )
+    for result in results.values():
+        print(result.row())
+    saturated, paced = phases[0][0], phases[1][0]
+    throughput = results[("guardhook", saturated)].rate / results[("bare", saturated)].rate
+    p99 = results[("guardhook", paced)].percentile(0.99) / results[("bare", paced)].percentile(0.99)
+    met = {True: "met", False: "MISSED"}
+    print(
+        f"throughput guardhook/bare (saturated): {throughput:.2f}x (target >= 0.8x: {met[throughput >= 0.8]})"
+    )
+    print(
+        f"p99 guardhook/bare (paced {args.rate:.0f}/s):    {p99:.2f}x (target <= 1.25x: {met[p99 <= 1.25]})"
+    )
+    for name in ("guardhook", "bare"):
+        kept, fresh = results[(name, "keep-alive x1")], results[(name, "new TLS connection/request x1")]
+        cost = fresh.percentile(0.5) - kept.percentile(0.5)
+        print(
+            f"new TLS connection per request, {name}: +{cost:.2f} ms per request at p50"
+            f" ({fresh.rate:.0f} vs {kept.rate:.0f} req/s for one client)"
+        )
+
+
+if __name__ == "__main__":
+    main()
