@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 
+import orjson
 from flask import Flask, Response, request
 
 from guardhook.codec import MAX_BODY_BYTES, ReviewError, decode, encode
@@ -63,7 +64,7 @@ def create_app(runtime: Runtime) -> Flask:
             else:
                 verdict = runtime.engine.judge(decoded.request, endpoint)
                 runtime.metrics.observe(endpoint, verdict)
-                payload = json.dumps(encode(decoded.api_version, verdict.response))
+                payload = orjson.dumps(encode(decoded.api_version, verdict.response))
                 response = Response(payload, status=200, mimetype="application/json")
         runtime.metrics.requests.labels(endpoint, str(response.status_code)).inc()
         runtime.metrics.latency.labels(endpoint).observe(time.perf_counter() - started)

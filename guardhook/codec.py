@@ -8,9 +8,10 @@ layer answers with 400 and the reason.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from guardhook.wire import ADMISSION_VERSIONS, AdmissionRequest, AdmissionResponse, AdmissionReview
 
@@ -41,7 +42,7 @@ def decode(body: bytes) -> DecodedReview:
     if len(body) > MAX_BODY_BYTES:
         raise ReviewError(f"body of {len(body)} bytes is over the {MAX_BODY_BYTES}-byte cap")
     try:
-        doc = json.loads(body)
+        doc = orjson.loads(body)
     except (ValueError, RecursionError) as exc:
         raise ReviewError(f"body is not JSON: {str(exc)[:200]}") from None
     if not isinstance(doc, dict):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,6 +30,8 @@ from guardhook.wire import AdmissionRequest, AdmissionResponse, JSONPatchOp
 log = logging.getLogger(__name__)
 
 Endpoint = Literal["validate", "mutate"]
+Route = tuple[Policy, tuple[str, ...]]
+"""A policy that sees a request, with its configured actions at the endpoint."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class Engine:
         self.policies = list(policies)
         self.ledger = ledger
         self.record = record
+        self._routes: dict[tuple[str, ...], list[Route]] = {}
 
     def judge(self, request: AdmissionRequest, endpoint: Endpoint = "validate") -> Verdict:
         """Judge one request at `endpoint`. Never raises for any request content: a policy that
@@ -83,13 +86,33 @@ class Engine:
         user = request.get("userInfo") or {}
         if self.config.exemptions.exempts(user if isinstance(user, dict) else {}, namespace):
             return verdict
-        for policy in self.policies:
-            actions = self._actions_at(policy, endpoint)
-            if not actions or not any(t.matches(request) for t in policy.targets):
-                continue
+        for policy, actions in self._dispatch(request, endpoint):
             judgement, errored = self._run(policy, request)
             self._apply(verdict, policy, actions, judgement, endpoint, errored)
         return verdict
+
+    def _dispatch(
+        self, request: AdmissionRequest, endpoint: Endpoint
+    ) -> list[tuple[Policy, tuple[str, ...]]]:
+        """The policies (with their actions at `endpoint`) that see this request, in registry order.
+        Dispatch is by (group, resource, subResource, operation), so the answer is cached per key."""
+        resource: Mapping[str, Any] = request.get("resource") or {}
+        key = (
+            endpoint,
+            resource.get("group", ""),
+            resource.get("resource", ""),
+            request.get("subResource") or "",
+            request.get("operation", ""),
+        )
+        found = self._routes.get(key)
+        if found is None:
+            found = []
+            for policy in self.policies:
+                actions = self._actions_at(policy, endpoint)
+                if actions and any(t.matches(request) for t in policy.targets):
+                    found.append((policy, actions))
+            self._routes[key] = found
+        return found
 
     def _actions_at(self, policy: Policy, endpoint: Endpoint) -> tuple[str, ...]:
         configured = self.config.settings(policy.id).actions
