@@ -66,8 +66,7 @@ def create_app(runtime: Runtime) -> Flask:
                 runtime.metrics.observe(endpoint, verdict)
                 payload = orjson.dumps(encode(decoded.api_version, verdict.response))
                 response = Response(payload, status=200, mimetype="application/json")
-        runtime.metrics.requests.labels(endpoint, str(response.status_code)).inc()
-        runtime.metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
+        runtime.metrics.answered(endpoint, response.status_code, time.perf_counter() - started)
         return response
 
     @app.post("/validate")

@@ -7,6 +7,7 @@ collide. Latency buckets are fine enough to tell 1 ms from 5 ms.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -26,6 +27,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self.requests = Counter(
             "guardhook_requests",
             "Admission requests answered, by endpoint and HTTP status code.",
@@ -85,7 +87,20 @@ class Metrics:
     def observe(self, endpoint: str, verdict: Verdict) -> None:
         """Count the decisions of one judged request."""
         for decision in verdict.decisions:
-            self.decisions.labels(decision.policy, decision.action or "none", decision.outcome).inc()
+            self._child(self.decisions, decision.policy, decision.action or "none", decision.outcome).inc()
+
+    def answered(self, endpoint: str, status_code: int, seconds: float) -> None:
+        """Count one answered request and its latency in seconds."""
+        self._child(self.requests, endpoint, str(status_code)).inc()
+        self._child(self.latency, endpoint).observe(seconds)
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        # labels() takes a lock and builds a key on every call; the label sets here are few.
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def render(self) -> bytes:
         """The registry in the Prometheus text format."""
