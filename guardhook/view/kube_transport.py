@@ -174,9 +174,9 @@ def reflector_client(source: Source) -> client.ApiClient:
 def live_view(source: Source, stale_after_seconds: float) -> LiveView:
     """A LiveView (not started) for a live `source`. Raises kubernetes' ConfigException for an
     unusable kubeconfig or in-cluster config (checked before any connection is made)."""
-    api_client(source)  # fail fast on a bad kubeconfig; each reflector gets its own client
+    fetch_client = reflector_client(source)  # fails fast on a bad kubeconfig, before any connection
     view = ClusterView(source=source.describe(), stale_after_seconds=stale_after_seconds)
-    view.pod_fetcher = PodFetcher(reflector_client(source))
+    view.pod_fetcher = PodFetcher(fetch_client)
     return LiveView(view, kube_transports(lambda: reflector_client(source)))
 
 
