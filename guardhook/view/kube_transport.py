@@ -166,9 +166,7 @@ def kube_transports(api_factory: Callable[[], client.ApiClient]) -> Callable[[],
 def reflector_client(source: Source) -> client.ApiClient:
     """`api_client(source)` without urllib3's own connection retries: the reflector backs off
     itself, and a refused connection should reach it at once."""
-    configuration = api_client(source).configuration
-    configuration.retries = False
-    return client.ApiClient(configuration)
+    return api_client(source, retries=False)
 
 
 def live_view(source: Source, stale_after_seconds: float) -> LiveView:
