@@ -18,6 +18,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from guardhook.lws import LWS_API_GROUP, LWS_API_VERSION
 from guardhook.view.live import CONNECT_TIMEOUT_SECONDS, PAGE_SIZE, READ_TIMEOUT_SECONDS
 from guardhook.wire import KubeObject
 
@@ -62,9 +63,9 @@ LISTS: tuple[Listed, ...] = (
         "keda.sh/v1alpha1", "ScaledObject", _custom("keda.sh", "v1alpha1", "scaledobjects"), optional=True
     ),
     Listed(
-        "leaderworkerset.x-k8s.io/v1",
+        LWS_API_VERSION,
         "LeaderWorkerSet",
-        _custom("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+        _custom(LWS_API_GROUP, "v1", "leaderworkersets"),
         optional=True,
     ),
 )
