@@ -13,10 +13,21 @@ from kubernetes.config import ConfigException
 from guardhook.sources import IN_CLUSTER, KUBECONFIG, Source
 
 
-def api_client(source: Source) -> client.ApiClient:
-    """A new ApiClient for a live `source`. Raises ValueError for a non-live source and the
+def api_client(source: Source, retries: bool = True) -> client.ApiClient:
+    """A new ApiClient for a live `source`; `retries=False` turns off urllib3's own connection
+    retries (for callers that back off themselves or answer within a deadline: a refused or
+    timed-out connection then reaches them at once). Raises ValueError for a non-live source and the
     kubernetes library's ConfigException for an unusable kubeconfig (also one that is not YAML or
     not a mapping, which the library lets through as other errors) or in-cluster config."""
+    api = _configured_client(source)
+    if retries:
+        return api
+    configuration = api.configuration
+    configuration.retries = False  # read when the client builds its connection pool
+    return client.ApiClient(configuration)
+
+
+def _configured_client(source: Source) -> client.ApiClient:
     if source.kind == KUBECONFIG:
         try:
             return config.new_client_from_config(config_file=source.paths[0])

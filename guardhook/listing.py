@@ -18,10 +18,9 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from guardhook.lws import LWS_API_GROUP, LWS_API_VERSION
+from guardhook.view.live import CONNECT_TIMEOUT_SECONDS, PAGE_SIZE, READ_TIMEOUT_SECONDS
 from guardhook.wire import KubeObject
-
-PAGE_SIZE = 500
-
 
 ListCall = Callable[..., Any]
 
@@ -64,9 +63,9 @@ LISTS: tuple[Listed, ...] = (
         "keda.sh/v1alpha1", "ScaledObject", _custom("keda.sh", "v1alpha1", "scaledobjects"), optional=True
     ),
     Listed(
-        "leaderworkerset.x-k8s.io/v1",
+        LWS_API_VERSION,
         "LeaderWorkerSet",
-        _custom("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+        _custom(LWS_API_GROUP, "v1", "leaderworkersets"),
         optional=True,
     ),
 )
@@ -110,8 +109,13 @@ def _list_all(api: client.ApiClient, listed: Listed) -> Iterator[KubeObject]:
         if token:
             paging["_continue"] = token
         # Raw JSON (not the generated models): the policies read API objects as dicts.
-        response = call(_preload_content=False, **paging)
-        page = json.loads(response.data)
+        # Bounded like the reflectors' lists: a server that stops answering fails the audit, never hangs it.
+        timeout = (CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS)
+        response = call(_preload_content=False, _request_timeout=timeout, **paging)
+        try:
+            page = json.loads(response.data)
+        finally:
+            response.release_conn()
         for item in page.get("items") or []:
             if isinstance(item, dict):
                 item.setdefault("apiVersion", listed.api_version)

@@ -25,7 +25,9 @@ def open_ledger(source: Source, namespace: str) -> Ledger:
     from guardhook.kube import api_client
     from guardhook.ledger.lease import LeaseLedger
 
-    return LeaseLedger(api_client(source), namespace)
+    # No urllib3 retries: the ledger sits on the webhook's request path, and an unreachable API
+    # server must reach the policy's failure mode within the webhook's timeout.
+    return LeaseLedger(api_client(source, retries=False), namespace)
 
 
 __all__ = ["Disruption", "Entries", "Ledger", "LedgerError", "LwsKey", "MemoryLedger", "Plan", "open_ledger"]

@@ -19,7 +19,7 @@ from kubernetes.watch.watch import iter_resp_lines
 from urllib3.exceptions import ReadTimeoutError
 
 from guardhook.kube import api_client
-from guardhook.lws import LWS_API_GROUP
+from guardhook.listing import LISTS
 from guardhook.model import PodRecord
 from guardhook.sources import Source
 from guardhook.view.live import (
@@ -30,15 +30,7 @@ from guardhook.view.live import (
     error_for,
     snapshot,
 )
-from guardhook.view.store import (
-    LEADERWORKERSETS,
-    NODES,
-    PODDISRUPTIONBUDGETS,
-    PODS,
-    SERVICES,
-    STATEFULSETS,
-    ClusterView,
-)
+from guardhook.view.store import KIND_TO_RESOURCE, ClusterView
 
 log = logging.getLogger(__name__)
 
@@ -50,27 +42,19 @@ FETCH_TIMEOUT_SECONDS = 0.25
 WATCH_IDLE_SECONDS = 20.0
 
 
+# The reflectors list and watch with the same typed calls `audit` lists with (guardhook.listing).
+_LISTED_BY_RESOURCE = {
+    KIND_TO_RESOURCE[listed.kind]: listed for listed in LISTS if listed.kind in KIND_TO_RESOURCE
+}
+
+
 def list_function(api: client.ApiClient, kind: str) -> Callable[..., Any]:
-    """The client's cluster-wide list/watch call for `kind` (all namespaces)."""
-    core = client.CoreV1Api(api)
-    if kind == NODES:
-        return core.list_node
-    if kind == PODS:
-        return core.list_pod_for_all_namespaces
-    if kind == SERVICES:
-        return core.list_service_for_all_namespaces
-    if kind == STATEFULSETS:
-        return client.AppsV1Api(api).list_stateful_set_for_all_namespaces
-    if kind == PODDISRUPTIONBUDGETS:
-        return client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces
-    if kind == LEADERWORKERSETS:
-        custom = client.CustomObjectsApi(api)
-
-        def list_lws(**kwargs: Any) -> Any:
-            return custom.list_cluster_custom_object(LWS_API_GROUP, "v1", LEADERWORKERSETS, **kwargs)
-
-        return list_lws
-    raise ValueError(f"unknown kind {kind!r}")
+    """The client's cluster-wide list/watch call for `kind` (a resource name from store.KINDS, all
+    namespaces). Raises ValueError for a kind the view does not hold."""
+    listed = _LISTED_BY_RESOURCE.get(kind)
+    if listed is None:
+        raise ValueError(f"unknown kind {kind!r}")
+    return listed.call(api)
 
 
 class KubeTransport:
@@ -182,17 +166,15 @@ def kube_transports(api_factory: Callable[[], client.ApiClient]) -> Callable[[],
 def reflector_client(source: Source) -> client.ApiClient:
     """`api_client(source)` without urllib3's own connection retries: the reflector backs off
     itself, and a refused connection should reach it at once."""
-    configuration = api_client(source).configuration
-    configuration.retries = False
-    return client.ApiClient(configuration)
+    return api_client(source, retries=False)
 
 
 def live_view(source: Source, stale_after_seconds: float) -> LiveView:
     """A LiveView (not started) for a live `source`. Raises kubernetes' ConfigException for an
     unusable kubeconfig or in-cluster config (checked before any connection is made)."""
-    api_client(source)  # fail fast on a bad kubeconfig; each reflector gets its own client
+    fetch_client = reflector_client(source)  # fails fast on a bad kubeconfig, before any connection
     view = ClusterView(source=source.describe(), stale_after_seconds=stale_after_seconds)
-    view.pod_fetcher = PodFetcher(reflector_client(source))
+    view.pod_fetcher = PodFetcher(fetch_client)
     return LiveView(view, kube_transports(lambda: reflector_client(source)))
 
 

@@ -309,10 +309,6 @@ class ClusterView:
     def service(self, namespace: str, name: str) -> KubeObject | None:
         return self._services.get((namespace, name))
 
-    def all_services(self) -> list[KubeObject]:
-        with self.lock:
-            return list(self._services.values())
-
     def pdbs_in_namespace(self, namespace: str) -> list[KubeObject]:
         with self.lock:
             return list(self._pdbs_by_namespace.get(namespace, {}).values())
