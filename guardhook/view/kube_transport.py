@@ -20,7 +20,6 @@ from urllib3.exceptions import ReadTimeoutError
 
 from guardhook.kube import api_client
 from guardhook.listing import LISTS
-from guardhook.model import PodRecord
 from guardhook.sources import Source
 from guardhook.view.live import (
     CONNECT_TIMEOUT_SECONDS,
@@ -34,8 +33,6 @@ from guardhook.view.store import KIND_TO_RESOURCE, ClusterView
 
 log = logging.getLogger(__name__)
 
-# A direct GET sits on the request path: the webhook's whole budget is a few hundred milliseconds.
-FETCH_TIMEOUT_SECONDS = 0.25
 
 # A watch silent this long is closed and resumed from its resourceVersion: a dead connection (a
 # vanished server sends no FIN) then shows as a failed reconnect well within the stale bound.
@@ -129,35 +126,6 @@ class KubeTransport:
             pass
 
 
-class PodFetcher:
-    """A direct GET of one pod for `ClusterView.pod_fetcher`, bounded by `timeout_seconds` (connect
-    and read each). Returns the PodRecord, or None when the pod does not exist or the API server
-    does not answer in time; never raises."""
-
-    def __init__(self, api: client.ApiClient, timeout_seconds: float = FETCH_TIMEOUT_SECONDS) -> None:
-        self.core = client.CoreV1Api(api)
-        self.timeout_seconds = timeout_seconds
-
-    def __call__(self, namespace: str, name: str) -> PodRecord | None:
-        timeout = (self.timeout_seconds, self.timeout_seconds)
-        try:
-            response: Any = self.core.read_namespaced_pod(
-                name, namespace, _preload_content=False, _request_timeout=timeout
-            )
-            try:
-                obj = json.loads(response.data)
-            finally:
-                response.release_conn()
-        except ApiException as exc:
-            if exc.status != 404:
-                log.info("direct GET of pod %s/%s failed: HTTP %s", namespace, name, exc.status)
-            return None
-        except Exception as exc:  # timeout, refused, bad JSON: the view simply does not know the pod
-            log.info("direct GET of pod %s/%s failed: %s", namespace, name, type(exc).__name__)
-            return None
-        return PodRecord.from_object(obj) if isinstance(obj, dict) else None
-
-
 def kube_transports(api_factory: Callable[[], client.ApiClient]) -> Callable[[], KubeTransport]:
     """A factory of KubeTransports, each with its own ApiClient (own connection pool)."""
     return lambda: KubeTransport(api_factory())
@@ -172,9 +140,8 @@ def reflector_client(source: Source) -> client.ApiClient:
 def live_view(source: Source, stale_after_seconds: float) -> LiveView:
     """A LiveView (not started) for a live `source`. Raises kubernetes' ConfigException for an
     unusable kubeconfig or in-cluster config (checked before any connection is made)."""
-    fetch_client = reflector_client(source)  # fails fast on a bad kubeconfig, before any connection
+    reflector_client(source)  # fails fast on a bad kubeconfig, before any connection
     view = ClusterView(source=source.describe(), stale_after_seconds=stale_after_seconds)
-    view.pod_fetcher = PodFetcher(fetch_client)
     return LiveView(view, kube_transports(lambda: reflector_client(source)))
 
 

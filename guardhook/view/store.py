@@ -77,7 +77,6 @@ class ClusterView:
         self._pdbs: dict[Key, KubeObject] = {}
         self._pdbs_by_namespace: dict[str, dict[str, KubeObject]] = defaultdict(dict)
         # Set by a live source: a bounded direct GET for a pod the watch has not delivered yet.
-        self.pod_fetcher: Callable[[str, str], PodRecord | None] | None = None
         self._listeners: list[Listener] = []
 
     # ---- change notification ---------------------------------------------------------------
@@ -276,16 +275,6 @@ class ClusterView:
 
     def pod(self, namespace: str, name: str) -> PodRecord | None:
         return self._pods.get((namespace, name))
-
-    def pod_or_fetch(self, namespace: str, name: str) -> PodRecord | None:
-        """The pod from the view; when the view does not hold it and `pod_fetcher` is set (live
-        sources), the pod from a direct GET bounded by a short timeout — for a pod created a moment
-        ago whose watch event has not arrived. The fetched pod is not stored (the watch is the
-        only writer). None when neither knows it; never raises."""
-        held = self.pod(namespace, name)
-        if held is not None or self.pod_fetcher is None:
-            return held
-        return self.pod_fetcher(namespace, name)
 
     def group_pods(self, namespace: str, lws_name: str, group_index: int) -> list[PodRecord]:
         """The pods of one group (terminal ones included; see lws.group_health)."""
