@@ -179,3 +179,23 @@ def test_open_ledger_picks_memory_for_static_sources_and_leases_for_a_kubeconfig
         assert isinstance(ledger, LeaseLedger)
         ledger.update(LWS, lambda e: (None, (Disruption(0, "llm-0", "u", 4e9),)))
         assert fake.get("leases", "guardhook-ns", "guardhook-eviction.serve.llm") is not None
+
+
+def test_a_slow_api_server_makes_the_update_give_up_within_its_budget(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The eviction webhook times out after 10 s; the ledger must answer (429) before that.
+    import time
+
+    from guardhook.ledger import lease
+
+    monkeypatch.setattr(lease, "UPDATE_BUDGET_SECONDS", 0.5)
+    with running_fake() as fake:
+        source = Source(KUBECONFIG, (str(fake.write_kubeconfig(tmp_path / "kubeconfig")),))
+        ledger = open_ledger(source, "gh")  # built as `guardhook serve` builds it
+        fake.get_delay = 2.0
+        started = time.monotonic()
+        with pytest.raises(LedgerError):
+            ledger.update(LWS, lambda entries: (None, ()))
+        assert time.monotonic() - started < 1.5
+        fake.get_delay = 0.0

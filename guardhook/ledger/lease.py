@@ -32,6 +32,9 @@ NAME_PREFIX = "guardhook-eviction."
 MAX_NAME = 253  # a Lease name is a DNS subdomain
 MAX_ATTEMPTS = 8
 REQUEST_TIMEOUT_SECONDS = 5.0
+# The eviction webhook's timeoutSeconds is 10: give up (429, the drain retries) before the API
+# server stops waiting and applies the failurePolicy instead.
+UPDATE_BUDGET_SECONDS = 8.0
 CONFLICT = 409
 NOT_FOUND = 404
 
@@ -81,14 +84,16 @@ class LeaseLedger:
         return self._unexpired(self._read(lws))
 
     def update(self, lws: LwsKey, plan: Plan[T]) -> T:
-        """Read, plan, and write with a resourceVersion precondition; retry on 409."""
+        """Read, plan, and write with a resourceVersion precondition; retry on 409. All attempts
+        together take at most UPDATE_BUDGET_SECONDS; past that a LedgerError is raised."""
+        deadline = time.monotonic() + UPDATE_BUDGET_SECONDS
         for attempt in range(MAX_ATTEMPTS):
-            lease = self._read(lws)
+            lease = self._read(lws, _timeout(deadline))
             result, written = plan(self._unexpired(lease))
             if written is None:
                 return result
             try:
-                self._write(lws, lease, written)
+                self._write(lws, lease, written, _timeout(deadline))
                 return result
             except ApiException as exc:
                 if exc.status not in (CONFLICT, NOT_FOUND):
@@ -97,10 +102,10 @@ class LeaseLedger:
                 time.sleep(random.uniform(0, 0.01 * (attempt + 1)))  # spread racing replicas apart
         raise LedgerError(f"Lease {self._where(lws)}: {MAX_ATTEMPTS} conflicting writes in a row")
 
-    def _read(self, lws: LwsKey) -> Any:
+    def _read(self, lws: LwsKey, timeout: float = REQUEST_TIMEOUT_SECONDS) -> Any:
         try:
             return self.leases.read_namespaced_lease(
-                lease_name(lws), self.namespace, _request_timeout=REQUEST_TIMEOUT_SECONDS
+                lease_name(lws), self.namespace, _request_timeout=timeout
             )
         except ApiException as exc:
             if exc.status == NOT_FOUND:
@@ -114,7 +119,7 @@ class LeaseLedger:
         now = self.clock()
         return tuple(e for e in decode_entries(annotations.get(ENTRIES_ANNOTATION)) if e.expires > now)
 
-    def _write(self, lws: LwsKey, lease: Any, entries: Entries) -> None:
+    def _write(self, lws: LwsKey, lease: Any, entries: Entries, timeout: float) -> None:
         """Create the Lease, or replace it at the resourceVersion read. Raises ApiException (409
         on a lost race) and LedgerError when the API server cannot be reached."""
         annotations = dict((lease.metadata.annotations or {}) if lease is not None else {})
@@ -132,12 +137,10 @@ class LeaseLedger:
         )
         try:
             if lease is None:
-                self.leases.create_namespaced_lease(
-                    self.namespace, body, _request_timeout=REQUEST_TIMEOUT_SECONDS
-                )
+                self.leases.create_namespaced_lease(self.namespace, body, _request_timeout=timeout)
             else:
                 self.leases.replace_namespaced_lease(
-                    lease_name(lws), self.namespace, body, _request_timeout=REQUEST_TIMEOUT_SECONDS
+                    lease_name(lws), self.namespace, body, _request_timeout=timeout
                 )
         except ApiException:
             raise
@@ -146,6 +149,14 @@ class LeaseLedger:
 
     def _where(self, lws: LwsKey) -> str:
         return f"{self.namespace}/{lease_name(lws)}"
+
+
+def _timeout(deadline: float) -> float:
+    """The per-call timeout (seconds) left before `deadline`. Raises LedgerError when none is."""
+    left = deadline - time.monotonic()
+    if left <= 0.05:
+        raise LedgerError(f"the Lease update ran past its {UPDATE_BUDGET_SECONDS:.0f}s budget")
+    return min(REQUEST_TIMEOUT_SECONDS, left)
 
 
 def _reason(exc: ApiException) -> str:
