@@ -145,6 +145,12 @@ def test_spare_groups_reserve_blocks_a_scale_up_that_would_use_it() -> None:
     response = judge(request, config=config)
     assert response["allowed"] is False
     assert "spare" in response["status"]["message"]
+    # the new group itself fits (fits == new groups, the boundary); only the reserve does not
+    assert (
+        "all 1 new group of LeaderWorkerSet llm-xl fit, but the reserve of 1 spare"
+        in (response["status"]["message"])
+    )
+    assert "room for 0 of them beside the new ones" in response["status"]["message"]
 
 
 def test_spare_groups_annotation_overrides_the_config() -> None:
