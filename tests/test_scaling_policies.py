@@ -118,6 +118,9 @@ def test_startup_warns_when_no_exemption_covers_the_lws_controller(caplog: pytes
         {"exemptions": {"users": ["system:serviceaccount:kube-system:generic-garbage-collector"]}}
     )
     assert lws_controller_exemption_warning(view, bare) is not None
+    warning = lws_controller_exemption_warning(view, bare) or ""
+    assert "no exempt user covers the LWS controller" in warning
+    assert "system:serviceaccount:*:*lws-controller-manager" in warning
     assert lws_controller_exemption_warning(view_from_objects([]), bare) is None  # no LWS, no warning
     custom = build_config({"exemptions": {"users": ["system:serviceaccount:ml:myrel-controller-manager"]}})
     assert lws_controller_exemption_warning(view, custom) is None
