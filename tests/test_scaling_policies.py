@@ -52,6 +52,8 @@ def test_hpa_on_an_unrelated_statefulset_or_deployment_is_allowed() -> None:
     request = request_of("s21-hpa-worker-sts.validating")
     request["object"]["spec"]["scaleTargetRef"]["name"] = "postgres"
     assert judge(request)["allowed"] is True
+    # a plain allow: no warning (a policy error fails open with one, which would also be "allowed")
+    assert not judge(request).get("warnings")
     request["object"]["spec"]["scaleTargetRef"] = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
