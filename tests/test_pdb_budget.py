@@ -50,6 +50,9 @@ def test_unhealthy_pods_go_when_the_budget_is_healthy_or_the_policy_says_always(
     unready = pods[3]
     assert refusal(pdb({"minAvailable": 3}), unready, pods) is None  # IfHealthyBudget: 3 >= 3
     assert refusal(pdb({"minAvailable": 4}), unready, pods) is not None
+    assert refusal(pdb({"minAvailable": 4}), unready, pods) == (
+        "PodDisruptionBudget g0 allows no more disruptions (3 healthy, 4 required)"
+    )
     assert (
         refusal(pdb({"minAvailable": 4, "unhealthyPodEvictionPolicy": "AlwaysAllow"}), unready, pods) is None
     )
@@ -60,6 +63,9 @@ def test_pending_and_terminating_pods_ignore_pdbs() -> None:
     pending = dataclasses.replace(pods[0], phase="Pending")
     assert refusal(pdb({"minAvailable": 2}), pending, pods) is None
     assert refusal(pdb({"minAvailable": 2}), pods[0], pods) is not None
+    assert refusal(pdb({"minAvailable": 2}), pods[0], pods) == (
+        "PodDisruptionBudget g0 allows no more disruptions (2 healthy, 2 required)"
+    )
 
 
 def test_status_is_trusted_only_at_the_current_generation() -> None:

@@ -52,6 +52,8 @@ def test_hpa_on_an_unrelated_statefulset_or_deployment_is_allowed() -> None:
     request = request_of("s21-hpa-worker-sts.validating")
     request["object"]["spec"]["scaleTargetRef"]["name"] = "postgres"
     assert judge(request)["allowed"] is True
+    # a plain allow: no warning (a policy error fails open with one, which would also be "allowed")
+    assert not judge(request).get("warnings")
     request["object"]["spec"]["scaleTargetRef"] = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -118,6 +120,9 @@ def test_startup_warns_when_no_exemption_covers_the_lws_controller(caplog: pytes
         {"exemptions": {"users": ["system:serviceaccount:kube-system:generic-garbage-collector"]}}
     )
     assert lws_controller_exemption_warning(view, bare) is not None
+    warning = lws_controller_exemption_warning(view, bare) or ""
+    assert "no exempt user covers the LWS controller" in warning
+    assert "system:serviceaccount:*:*lws-controller-manager" in warning
     assert lws_controller_exemption_warning(view_from_objects([]), bare) is None  # no LWS, no warning
     custom = build_config({"exemptions": {"users": ["system:serviceaccount:ml:myrel-controller-manager"]}})
     assert lws_controller_exemption_warning(view, custom) is None
@@ -145,6 +150,12 @@ def test_spare_groups_reserve_blocks_a_scale_up_that_would_use_it() -> None:
     response = judge(request, config=config)
     assert response["allowed"] is False
     assert "spare" in response["status"]["message"]
+    # the new group itself fits (fits == new groups, the boundary); only the reserve does not
+    assert (
+        "all 1 new group of LeaderWorkerSet llm-xl fit, but the reserve of 1 spare"
+        in (response["status"]["message"])
+    )
+    assert "room for 0 of them beside the new ones" in response["status"]["message"]
 
 
 def test_spare_groups_annotation_overrides_the_config() -> None:

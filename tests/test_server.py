@@ -62,6 +62,8 @@ def test_malformed_bodies_get_400_with_a_reason(server: Server, body: bytes) -> 
     answer = server.post("/validate", body)
     assert answer.status_code == 400
     assert answer.json()["message"]
+    assert answer.json()["kind"] == "Status" and answer.json()["status"] == "Failure"
+    assert answer.json()["code"] == 400
 
 
 def test_mutate_allows_a_delete_with_no_patch(server: Server) -> None:

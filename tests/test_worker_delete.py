@@ -132,3 +132,24 @@ def test_turned_off_policy_allows() -> None:
 def test_mutate_endpoint_never_runs_a_validating_policy() -> None:
     response = Engine(fleet_view()).judge(worker_delete(), "mutate").response
     assert response["allowed"] is True and "patch" not in response
+
+
+def test_a_delete_without_old_object_is_judged_from_the_views_pod() -> None:
+    request = worker_delete()
+    del request["oldObject"]
+    response = judge(request)
+    assert response["allowed"] is False
+    assert "worker 2 of group 0" in response["status"]["message"]
+    leader = worker_delete()
+    del leader["oldObject"]
+    leader["name"] = "llm-xl-0"
+    assert judge(leader)["allowed"] is True
+
+
+def test_the_lws_size_outranks_the_pods_size_annotation() -> None:
+    # The LWS now asks for one more pod per group than the pods were created with: group 0 is short.
+    def grow(objects: list) -> None:
+        template = find(objects, "LeaderWorkerSet", "llm-xl")["spec"]["leaderWorkerTemplate"]
+        template["size"] = template["size"] + 1
+
+    assert judge(worker_delete(), fleet_view(grow))["allowed"] is True
