@@ -18,12 +18,11 @@ not fit leaves pods Pending, which the scheduler reports; it breaks nothing that
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from guardhook.capacity import Fit, GroupDemand, fit_groups, index_for, shape_of_template
-from guardhook.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation
+from guardhook.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation, scaled
 from guardhook.model import as_dict, metadata
 from guardhook.policies.base import (
     ALLOW,
@@ -67,15 +66,7 @@ class ScaleUp:
 def surge_groups(rollout: dict[str, Any], replicas: int) -> int:
     """`maxSurge` resolved against `replicas` (LWS: int or "N%", percentages rounded up; default
     0), capped at `replicas`."""
-    raw = rollout.get("maxSurge", 0)
-    if isinstance(raw, str) and raw.endswith("%") and raw[:-1].isdigit():
-        value = math.ceil(int(raw[:-1]) * replicas / 100)
-    elif isinstance(raw, int) and not isinstance(raw, bool):
-        value = raw
-    elif isinstance(raw, str) and raw.isdigit():
-        value = int(raw)
-    else:
-        value = 0
+    value = scaled(rollout.get("maxSurge"), replicas, round_up=True, default=0)
     return max(0, min(value, replicas))
 
 
