@@ -64,6 +64,12 @@ class OwnerRef:
         return tuple(refs)
 
 
+def spec_replicas(obj: Mapping[str, Any] | None) -> int | None:
+    """`spec.replicas` of an object (a StatefulSet, a Scale, ...) when it is an integer, else None."""
+    replicas = as_dict((obj or {}).get("spec")).get("replicas")
+    return replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else None
+
+
 def condition_true(status: Mapping[str, Any], condition_type: str) -> bool:
     """Whether `status.conditions` holds `condition_type` with status "True"."""
     for cond in as_list(status.get("conditions")):
@@ -171,11 +177,11 @@ class StatefulSetRecord:
     @staticmethod
     def from_object(obj: KubeObject) -> StatefulSetRecord:
         meta = metadata(obj)
-        replicas = as_dict(obj.get("spec")).get("replicas", 1)
+        replicas = spec_replicas(obj)
         return StatefulSetRecord(
             namespace=str(meta.get("namespace") or ""),
             name=str(meta.get("name") or ""),
             labels=str_map(meta.get("labels")),
             owners=OwnerRef.parse_all(meta),
-            replicas=replicas if isinstance(replicas, int) else 1,
+            replicas=1 if replicas is None else replicas,
         )

@@ -23,7 +23,7 @@ from typing import Any
 
 from guardhook.capacity import Fit, GroupDemand, fit_groups, index_for, shape_of_template
 from guardhook.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation, scaled
-from guardhook.model import as_dict, metadata
+from guardhook.model import metadata, spec_replicas
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -128,8 +128,9 @@ def read_scale_up(ctx: PolicyContext) -> ScaleUp | str:
             return (
                 f"LeaderWorkerSet {ctx.namespace}/{name} is not in guardhook's view; capacity was not checked"
             )
-        new_replicas = _scale_replicas(ctx.object, lws.replicas)
-        old_replicas = _scale_replicas(ctx.old_object, lws.replicas)
+        new, old = spec_replicas(ctx.object), spec_replicas(ctx.old_object)
+        new_replicas = lws.replicas if new is None else new
+        old_replicas = lws.replicas if old is None else old
         return ScaleUp(lws, old_replicas, new_replicas, lws.size, lws.size)
     if not ctx.object:
         return ""
@@ -138,11 +139,6 @@ def read_scale_up(ctx: PolicyContext) -> ScaleUp | str:
         return ScaleUp(updated, 0, updated.replicas, updated.size, updated.size)
     before = LeaderWorkerSet(ctx.old_object) if ctx.old_object else updated
     return ScaleUp(updated, before.replicas, updated.replicas, before.size, updated.size)
-
-
-def _scale_replicas(scale: dict[str, Any], default: int) -> int:
-    replicas = as_dict(scale.get("spec")).get("replicas")
-    return replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else default
 
 
 def _ordinal(n: int) -> str:

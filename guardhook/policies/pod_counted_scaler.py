@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from guardhook.lws import LWS_API_VERSION, LWS_KIND, NAME_LABEL
-from guardhook.model import OwnerRef, as_dict, metadata, str_map
+from guardhook.model import OwnerRef, as_dict, metadata, spec_replicas, str_map
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -106,7 +106,7 @@ class PodCountedScaler(Policy):
         )
 
     def _judge_statefulset(self, ctx: PolicyContext, scale: bool) -> Judgement:
-        new, old = _replicas(ctx.object), _replicas(ctx.old_object)
+        new, old = spec_replicas(ctx.object), spec_replicas(ctx.old_object)
         if new == old:
             return ALLOW
         name = str(ctx.request.get("name") or metadata(ctx.object).get("name") or "")
@@ -132,11 +132,6 @@ class PodCountedScaler(Policy):
         if ctx.view.is_stale():
             return stale_judgement(self, ctx.view)
         return lws_owned_statefulset(ctx.view, ctx.namespace, name, None) or ALLOW
-
-
-def _replicas(obj: dict[str, Any]) -> int | None:
-    replicas = as_dict(obj.get("spec")).get("replicas")
-    return replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else None
 
 
 def _deny(what: str, owned: OwnedStatefulSet) -> Judgement:
