@@ -28,7 +28,6 @@ GROUP_KEY_LABEL = PREFIX + "group-key"
 SIZE_ANNOTATION = PREFIX + "size"
 LEADER_NAME_ANNOTATION = PREFIX + "leader-name"
 EXCLUSIVE_TOPOLOGY_ANNOTATION = PREFIX + "exclusive-topology"
-LEADER_WORKER_INDEX = "0"
 
 
 def _int_or(value: Any, default: int) -> int:
@@ -197,17 +196,6 @@ class LeaderWorkerSet:
     @property
     def exclusive_topology(self) -> str | None:
         return self.annotations.get(EXCLUSIVE_TOPOLOGY_ANNOTATION) or None
-
-    def pod_labels(self, leader: bool) -> dict[str, str]:
-        """Labels every leader (or worker) pod of this LWS is sure to carry: the template's labels
-        plus the LWS name and worker-index label. Group-specific labels (group-index, group-key)
-        are left out, since they vary across groups."""
-        template = self.leader_template if leader else self.worker_template
-        labels = str_map(metadata(template).get("labels"))
-        labels[NAME_LABEL] = self.name
-        if leader:
-            labels[WORKER_INDEX_LABEL] = LEADER_WORKER_INDEX
-        return labels
 
 
 def scaled(value: Any, replicas: int, round_up: bool, default: int) -> int:
