@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from guardhook.model import metadata
 from guardhook.view.store import ClusterView
 from guardhook.wire import AdmissionRequest, JSONPatchOp, KubeObject, UserInfo
 
@@ -98,6 +99,13 @@ class PolicyContext:
     @property
     def operation(self) -> str:
         return str(self.request.get("operation") or "")
+
+    @property
+    def name(self) -> str:
+        """The name of the object the request is about: `request.name`, else `metadata.name` of
+        the object (or, for a DELETE, the old object); "" for a CREATE that relies on generateName."""
+        given = self.request.get("name") or metadata(self.object).get("name")
+        return str(given or metadata(self.old_object).get("name") or "")
 
     @property
     def object(self) -> KubeObject:

@@ -23,7 +23,7 @@ from typing import Any
 
 from guardhook.capacity import Fit, GroupDemand, fit_groups, index_for, shape_of_template
 from guardhook.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation, scaled
-from guardhook.model import metadata, spec_replicas
+from guardhook.model import spec_replicas
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -114,7 +114,7 @@ class GroupCapacity(Policy):
         fit = fit_groups(index, demand)
         if fit.all_fit:
             return ALLOW
-        name = lws.name or str(ctx.request.get("name") or "")
+        name = lws.name or ctx.name
         return Judgement(violation=Violation(shortfall_message(fit, name, new_groups)))
 
 
@@ -122,7 +122,7 @@ def read_scale_up(ctx: PolicyContext) -> ScaleUp | str:
     """Replicas and size before and after this request, with the LWS as it will be; or a string:
     an advisory ("" for nothing to say) when the request cannot be read as a scale."""
     if (ctx.request.get("subResource") or "") == "scale":
-        name = str(ctx.request.get("name") or metadata(ctx.object).get("name") or "")
+        name = ctx.name
         lws = ctx.view.lws(ctx.namespace, name)
         if lws is None:
             return (

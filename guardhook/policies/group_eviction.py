@@ -96,7 +96,7 @@ def _evicted_pod(ctx: PolicyContext) -> tuple[str, str]:
     """(namespace, name) of the pod being evicted: the request's, else the Eviction's metadata."""
     meta = metadata(ctx.object)
     namespace = ctx.namespace or str(meta.get("namespace") or "")
-    return namespace, str(ctx.request.get("name") or meta.get("name") or "")
+    return namespace, ctx.name
 
 
 def _eviction(view: ClusterView, pod: PodRecord, params: Mapping[str, Any]) -> Eviction | None:

@@ -78,7 +78,7 @@ class LeaderService(Policy):
         reached = workers_reached(selector, ctx.view.lws_in_namespace(ctx.namespace))
         if not reached:
             return ALLOW
-        name = f"{ctx.namespace}/{metadata(service).get('name') or ctx.request.get('name') or ''}"
+        name = f"{ctx.namespace}/{ctx.name}"
         lws_names = ", ".join(sorted(lws.name for lws in reached))
         if WORKER_INDEX_LABEL in selector:
             return Judgement(

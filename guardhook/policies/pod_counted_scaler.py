@@ -100,7 +100,7 @@ class PodCountedScaler(Policy):
         if not isinstance(owned, OwnedStatefulSet):
             return owned
         scaler = "KEDA ScaledObject" if keda else "HorizontalPodAutoscaler"
-        scaler_name = metadata(ctx.object).get("name") or ctx.request.get("name") or ""
+        scaler_name = ctx.name
         return _deny(
             f"{scaler} {ctx.namespace}/{scaler_name} scales {owned.describe(ctx.namespace, name)}", owned
         )
@@ -109,7 +109,7 @@ class PodCountedScaler(Policy):
         new, old = spec_replicas(ctx.object), spec_replicas(ctx.old_object)
         if new == old:
             return ALLOW
-        name = str(ctx.request.get("name") or metadata(ctx.object).get("name") or "")
+        name = ctx.name
         owned = self._owner(ctx, name, None if scale else ctx.object)
         if not isinstance(owned, OwnedStatefulSet):
             return owned
