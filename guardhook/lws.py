@@ -8,7 +8,6 @@ Facts from the LWS source (sigs.k8s.io/lws v0.10, api/leaderworkerset/v1): every
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -196,20 +195,6 @@ class LeaderWorkerSet:
     @property
     def exclusive_topology(self) -> str | None:
         return self.annotations.get(EXCLUSIVE_TOPOLOGY_ANNOTATION) or None
-
-
-def scaled(value: Any, replicas: int, round_up: bool, default: int) -> int:
-    """An int-or-percent rollout field (e.g. `maxSurge`, `maxUnavailable`) resolved against
-    `replicas`, as intstr.GetScaledValueFromIntOrPercent does; `default` when absent or malformed."""
-    if value is None or isinstance(value, bool):
-        return default
-    if isinstance(value, int):
-        return value
-    text = str(value).strip()
-    if text.endswith("%") and text[:-1].isdigit():
-        exact = int(text[:-1]) * replicas / 100
-        return math.ceil(exact) if round_up else math.floor(exact)
-    return int(text) if text.isdigit() else default
 
 
 def int_annotation(annotations: Mapping[str, str], key: str, default: int) -> int:

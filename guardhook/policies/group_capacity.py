@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from guardhook.capacity import Fit, GroupDemand, fit_groups, index_for, shape_of_template
-from guardhook.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation, scaled
-from guardhook.model import spec_replicas
+from guardhook.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation
+from guardhook.model import scaled, spec_replicas
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
