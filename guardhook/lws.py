@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from guardhook.model import PodRecord, as_dict, metadata, str_map
+from guardhook.model import OwnerRef, PodRecord, as_dict, metadata, str_map
 from guardhook.wire import KubeObject
 
 LWS_API_GROUP = "leaderworkerset.x-k8s.io"
@@ -195,6 +195,14 @@ class LeaderWorkerSet:
     @property
     def exclusive_topology(self) -> str | None:
         return self.annotations.get(EXCLUSIVE_TOPOLOGY_ANNOTATION) or None
+
+
+def lws_owner(obj: KubeObject) -> OwnerRef | None:
+    """The LeaderWorkerSet among `obj`'s ownerReferences (kind and API group both match), or None."""
+    for owner in OwnerRef.parse_all(metadata(obj)):
+        if owner.kind == LWS_KIND and owner.api_version.startswith(LWS_API_GROUP + "/"):
+            return owner
+    return None
 
 
 def int_annotation(annotations: Mapping[str, str], key: str, default: int) -> int:

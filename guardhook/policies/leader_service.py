@@ -25,9 +25,9 @@ from typing import Any
 
 import jsonpatch
 
-from guardhook.lws import LWS_KIND, WORKER_INDEX_LABEL, LeaderWorkerSet
+from guardhook.lws import WORKER_INDEX_LABEL, LeaderWorkerSet, lws_owner
 from guardhook.lws_reach import reach
-from guardhook.model import OwnerRef, as_dict, metadata
+from guardhook.model import as_dict
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -51,7 +51,7 @@ def is_traffic_service(service: KubeObject) -> bool:
         return False
     if not as_dict(spec.get("selector")):
         return False
-    return not any(ref.kind == LWS_KIND for ref in OwnerRef.parse_all(metadata(service)))
+    return lws_owner(service) is None
 
 
 def workers_reached(selector: dict[str, Any], lws_list: list[LeaderWorkerSet]) -> list[LeaderWorkerSet]:
