@@ -142,6 +142,8 @@ class Policy(ABC):
     """Lowest allowed value of a numeric parameter, where 0 would switch the rule off unseen."""
     reads_view: ClassVar[bool] = True
     """False for a policy that judges the object alone (a lint): a stale view cannot change it."""
+    reads_nodes: ClassVar[bool] = False
+    """True for a policy that judges against free node capacity: meaningless without Nodes."""
 
     @abstractmethod
     def judge(self, ctx: PolicyContext) -> Judgement:

@@ -78,6 +78,7 @@ class GroupCapacity(Policy):
     )
     default_actions = ("Deny",)
     fail_closed = False
+    reads_nodes = True
     params = {"spareGroups": 0}
 
     def judge(self, ctx: PolicyContext) -> Judgement:
