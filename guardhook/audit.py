@@ -27,7 +27,7 @@ from guardhook.config import Config
 from guardhook.group_count import LwsGroups, all_groups
 from guardhook.policies import REGISTRY
 from guardhook.policies.base import Policy
-from guardhook.scan import NODE_POLICIES, Finding, Located, scan, usable_policies
+from guardhook.scan import Finding, Located, scan, usable_policies
 from guardhook.view.static import view_from_objects
 from guardhook.wire import KubeObject
 
@@ -68,7 +68,7 @@ def audit(
 ) -> AuditResult:
     """Judge `objects` (an existing cluster's) and count their groups."""
     view = view_from_objects([o.obj for o in objects], source="audit")
-    usable = usable_policies(policies, view, skip=NODE_POLICIES)
+    usable = usable_policies(policies, view, skip_node_readers=True)
     all_notes = list(notes)
     for policy in policies:
         if policy not in usable:

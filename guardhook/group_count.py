@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from guardhook.lws import LeaderWorkerSet, group_health, member_of_pod
+from guardhook.lws import GroupHealth, LeaderWorkerSet, group_health, member_of_pod
 from guardhook.model import PodRecord
 from guardhook.view.store import ClusterView
 
@@ -30,17 +30,20 @@ class LwsGroups:
         return asdict(self)
 
 
+def view_group_health(view: ClusterView, lws: LeaderWorkerSet, index: int) -> GroupHealth:
+    """`group_health` of group `index` of `lws`, judged from the pods in `view`."""
+    return group_health(index, lws.size, view.group_pods(lws.namespace, lws.name, index))
+
+
 def count_groups(view: ClusterView, lws: LeaderWorkerSet) -> LwsGroups:
     """Count the groups of `lws` from the pods in `view`."""
     whole = 0
     leader_ready_incomplete = 0
     for index in range(lws.replicas):
-        pods = view.group_pods(lws.namespace, lws.name, index)
-        health = group_health(index, lws.size, pods)
-        if health.whole:
+        if view_group_health(view, lws, index).whole:
             whole += 1
             continue
-        if any(_serving_leader(pod) for pod in pods):
+        if any(_serving_leader(pod) for pod in view.group_pods(lws.namespace, lws.name, index)):
             leader_ready_incomplete += 1
     return LwsGroups(
         lws.namespace, lws.name, lws.replicas, whole, lws.replicas - whole, leader_ready_incomplete

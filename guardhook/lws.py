@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from guardhook.model import PodRecord, as_dict, metadata, str_map
+from guardhook.model import OwnerRef, PodRecord, as_dict, metadata, str_map
 from guardhook.wire import KubeObject
 
 LWS_API_GROUP = "leaderworkerset.x-k8s.io"
@@ -27,7 +27,6 @@ GROUP_KEY_LABEL = PREFIX + "group-key"
 SIZE_ANNOTATION = PREFIX + "size"
 LEADER_NAME_ANNOTATION = PREFIX + "leader-name"
 EXCLUSIVE_TOPOLOGY_ANNOTATION = PREFIX + "exclusive-topology"
-LEADER_WORKER_INDEX = "0"
 
 
 def _int_or(value: Any, default: int) -> int:
@@ -197,16 +196,13 @@ class LeaderWorkerSet:
     def exclusive_topology(self) -> str | None:
         return self.annotations.get(EXCLUSIVE_TOPOLOGY_ANNOTATION) or None
 
-    def pod_labels(self, leader: bool) -> dict[str, str]:
-        """Labels every leader (or worker) pod of this LWS is sure to carry: the template's labels
-        plus the LWS name and worker-index label. Group-specific labels (group-index, group-key)
-        are left out, since they vary across groups."""
-        template = self.leader_template if leader else self.worker_template
-        labels = str_map(metadata(template).get("labels"))
-        labels[NAME_LABEL] = self.name
-        if leader:
-            labels[WORKER_INDEX_LABEL] = LEADER_WORKER_INDEX
-        return labels
+
+def lws_owner(obj: KubeObject) -> OwnerRef | None:
+    """The LeaderWorkerSet among `obj`'s ownerReferences (kind and API group both match), or None."""
+    for owner in OwnerRef.parse_all(metadata(obj)):
+        if owner.kind == LWS_KIND and owner.api_version.startswith(LWS_API_GROUP + "/"):
+            return owner
+    return None
 
 
 def int_annotation(annotations: Mapping[str, str], key: str, default: int) -> int:

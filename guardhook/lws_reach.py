@@ -36,7 +36,7 @@ from guardhook.lws import (
     LeaderWorkerSet,
 )
 from guardhook.model import metadata, str_map
-from guardhook.selectors import Requirement, Selector
+from guardhook.selectors import Requirement, Selector, matches
 
 TEMPLATE_REVISION_HASH_LABEL = PREFIX + "template-revision-hash"
 CONTROLLER_REVISION_HASH_LABEL = "controller-revision-hash"
@@ -92,10 +92,10 @@ def reach(selector: Selector | None, lws: LeaderWorkerSet) -> Reach:
     leader_groups: set[int | None] = set()
     worker_groups: set[int | None] = set()
     for g in groups.candidates():
-        if _matches(plain, _pod_labels(leader_base, lws.name, g, 0, groups)):
+        if matches(plain, _pod_labels(leader_base, lws.name, g, 0, groups)):
             leader_groups.add(g)
         if any(
-            _matches(plain, _pod_labels(worker_base, lws.name, g, w, groups, workers))
+            matches(plain, _pod_labels(worker_base, lws.name, g, w, groups, workers))
             for w in workers.candidates()
         ):
             worker_groups.add(g)
@@ -135,7 +135,7 @@ class _Indexes:
         return self.sample if value is None and self.sample is not None else int(value or 0)
 
 
-def _split_opaque(selector: Selector) -> tuple[dict[str, list[Requirement]], list[Requirement]]:
+def _split_opaque(selector: Selector) -> tuple[dict[str, list[Requirement]], Selector]:
     opaque: dict[str, list[Requirement]] = {}
     plain = []
     for req in selector:
@@ -143,7 +143,7 @@ def _split_opaque(selector: Selector) -> tuple[dict[str, list[Requirement]], lis
             opaque.setdefault(req.key, []).append(req)
         else:
             plain.append(req)
-    return opaque, plain
+    return opaque, tuple(plain)
 
 
 def _allowed_values(reqs: Iterable[Requirement]) -> set[str] | None:
@@ -226,7 +226,3 @@ def _pod_labels(
         labels[POD_NAME_LABEL] = f"{lws_name}-{group}-{position}"
         labels[POD_INDEX_LABEL] = str(position)
     return labels
-
-
-def _matches(plain: Iterable[Requirement], labels: dict[str, str]) -> bool:
-    return all(req.matches(labels) for req in plain)

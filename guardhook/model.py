@@ -7,6 +7,7 @@ mistyped fields become empty values.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,27 @@ class OwnerRef:
                 )
             )
         return tuple(refs)
+
+
+def spec_replicas(obj: Mapping[str, Any] | None) -> int | None:
+    """`spec.replicas` of an object (a StatefulSet, a Scale, ...) when it is an integer, else None."""
+    replicas = as_dict((obj or {}).get("spec")).get("replicas")
+    return replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else None
+
+
+def scaled(value: Any, replicas: int, round_up: bool, default: int) -> int:
+    """An int-or-percent field (rollout `maxSurge`/`maxUnavailable`, PDB `minAvailable`/...)
+    resolved against `replicas`, as intstr.GetScaledValueFromIntOrPercent does; `default` when
+    absent or malformed."""
+    if value is None or isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    if text.endswith("%") and text[:-1].isdigit():
+        exact = int(text[:-1]) * replicas / 100
+        return math.ceil(exact) if round_up else math.floor(exact)
+    return int(text) if text.isdigit() else default
 
 
 def condition_true(status: Mapping[str, Any], condition_type: str) -> bool:
@@ -171,11 +193,11 @@ class StatefulSetRecord:
     @staticmethod
     def from_object(obj: KubeObject) -> StatefulSetRecord:
         meta = metadata(obj)
-        replicas = as_dict(obj.get("spec")).get("replicas", 1)
+        replicas = spec_replicas(obj)
         return StatefulSetRecord(
             namespace=str(meta.get("namespace") or ""),
             name=str(meta.get("name") or ""),
             labels=str_map(meta.get("labels")),
             owners=OwnerRef.parse_all(meta),
-            replicas=replicas if isinstance(replicas, int) else 1,
+            replicas=1 if replicas is None else replicas,
         )

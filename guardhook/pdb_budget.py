@@ -10,12 +10,11 @@ is refused with 429 when there is no room.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from guardhook.model import PodRecord, as_dict, metadata
+from guardhook.model import PodRecord, as_dict, metadata, scaled
 from guardhook.selectors import Selector, SelectorError, from_label_selector, matches
 from guardhook.wire import KubeObject
 
@@ -93,16 +92,7 @@ def _desired_healthy(spec: dict[str, Any], expected: int) -> int:
     """minAvailable, or expected − maxUnavailable; percentages of `expected` round up, as in
     the PDB controller (intstr.GetScaledValueFromIntOrPercent with roundUp)."""
     if "minAvailable" in spec:
-        return _scaled(spec["minAvailable"], expected)
+        return scaled(spec["minAvailable"], expected, round_up=True, default=0)
     if "maxUnavailable" in spec:
-        return max(0, expected - _scaled(spec["maxUnavailable"], expected))
+        return max(0, expected - scaled(spec["maxUnavailable"], expected, round_up=True, default=0))
     return 0
-
-
-def _scaled(value: Any, total: int) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    text = str(value).strip()
-    if text.endswith("%") and text[:-1].isdigit():
-        return math.ceil(total * int(text[:-1]) / 100)
-    return int(text) if text.isdigit() else 0

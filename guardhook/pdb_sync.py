@@ -22,13 +22,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from guardhook.group_count import view_group_health
 from guardhook.lws import (
     GROUP_INDEX_LABEL,
     LWS_API_VERSION,
     LWS_KIND,
     NAME_LABEL,
     LeaderWorkerSet,
-    group_health,
 )
 from guardhook.lws_reach import both, reach
 from guardhook.model import as_dict, metadata, str_map
@@ -129,7 +129,7 @@ def _desired_for(
     ]
     desired = {}
     for g in range(lws.replicas):
-        whole = group_health(g, lws.size, view.group_pods(lws.namespace, lws.name, g)).whole
+        whole = view_group_health(view, lws, g).whole
         want = desired_pdb(lws, g, whole)
         name = want["metadata"]["name"]
         clash = _clash(want, user_pdbs, lws)

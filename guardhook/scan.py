@@ -19,9 +19,6 @@ from guardhook.synthetic import SYNTHETIC_USER, as_create
 from guardhook.view.store import ClusterView
 from guardhook.wire import KubeObject
 
-# Policies that judge a change against free node capacity: meaningless without Nodes.
-NODE_POLICIES = frozenset({"group-capacity"})
-
 
 @dataclass(frozen=True)
 class Finding:
@@ -63,12 +60,14 @@ class Located:
     obj: KubeObject
 
 
-def usable_policies(policies: Sequence[Policy], view: ClusterView, skip: Iterable[str] = ()) -> list[Policy]:
-    """`policies` minus `skip`, and minus NODE_POLICIES when the view holds no Nodes."""
-    skipped = set(skip)
-    if not view.nodes():
-        skipped |= NODE_POLICIES
-    return [p for p in policies if p.id not in skipped]
+def usable_policies(
+    policies: Sequence[Policy], view: ClusterView, skip_node_readers: bool = False
+) -> list[Policy]:
+    """`policies` minus those that read Nodes (Policy.reads_nodes) when `skip_node_readers` is set
+    or the view holds no Nodes."""
+    if skip_node_readers or not view.nodes():
+        return [p for p in policies if not p.reads_nodes]
+    return list(policies)
 
 
 def scan(

@@ -168,6 +168,7 @@ class NoRoom(Policy):
     id = "group-capacity"
     targets = (target("leaderworkerset.x-k8s.io", "leaderworkersets", "", "CREATE"),)
     default_actions = ("Deny",)
+    reads_nodes = True
 
     def judge(self, ctx: PolicyContext) -> Judgement:
         return Judgement(violation=Violation("no room"))

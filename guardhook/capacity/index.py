@@ -204,10 +204,6 @@ class CapacityIndex:
         """Nodes present in the view (dead rows excluded)."""
         return int(self._alive[: self.rows].sum())
 
-    def usable_count(self) -> int:
-        """Ready, schedulable nodes."""
-        return int(self._usable[: self.rows].sum())
-
     def free(self, resources: Sequence[str]) -> np.ndarray:
         """A fresh (rows × len(resources)) int64 matrix of allocatable minus requested; a resource
         no node offers is 0 everywhere. Dead rows are 0 allocatable (so never fit)."""

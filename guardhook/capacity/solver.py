@@ -231,9 +231,8 @@ def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
         leader = _vector(demand.leader.request_map, resources)
         worker = _vector(demand.worker.request_map, resources)
         leader_ok = index.eligible(demand.leader)
-        worker_ok = leader_ok if demand.leader.constraints == demand.worker.constraints else None
-        if worker_ok is None:
-            worker_ok = index.eligible(demand.worker)
+        same_constraints = demand.leader.constraints == demand.worker.constraints
+        worker_ok = leader_ok if same_constraints else index.eligible(demand.worker)
         taken_rows = index.holding_groups(demand.namespace)
         taken_rows |= _place_pending(index, free, resources, pending, demand.namespace)
         base = Fit(

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from guardhook.model import metadata
 from guardhook.view.store import ClusterView
 from guardhook.wire import AdmissionRequest, JSONPatchOp, KubeObject, UserInfo
 
@@ -100,6 +101,13 @@ class PolicyContext:
         return str(self.request.get("operation") or "")
 
     @property
+    def name(self) -> str:
+        """The name of the object the request is about: `request.name`, else `metadata.name` of
+        the object (or, for a DELETE, the old object); "" for a CREATE that relies on generateName."""
+        given = self.request.get("name") or metadata(self.object).get("name")
+        return str(given or metadata(self.old_object).get("name") or "")
+
+    @property
     def object(self) -> KubeObject:
         obj = self.request.get("object")
         return obj if isinstance(obj, dict) else {}
@@ -134,6 +142,8 @@ class Policy(ABC):
     """Lowest allowed value of a numeric parameter, where 0 would switch the rule off unseen."""
     reads_view: ClassVar[bool] = True
     """False for a policy that judges the object alone (a lint): a stale view cannot change it."""
+    reads_nodes: ClassVar[bool] = False
+    """True for a policy that judges against free node capacity: meaningless without Nodes."""
 
     @abstractmethod
     def judge(self, ctx: PolicyContext) -> Judgement:

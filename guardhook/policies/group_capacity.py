@@ -18,13 +18,12 @@ not fit leaves pods Pending, which the scheduler reports; it breaks nothing that
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from guardhook.capacity import Fit, GroupDemand, fit_groups, index_for, shape_of_template
 from guardhook.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation
-from guardhook.model import as_dict, metadata
+from guardhook.model import scaled, spec_replicas
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -67,15 +66,7 @@ class ScaleUp:
 def surge_groups(rollout: dict[str, Any], replicas: int) -> int:
     """`maxSurge` resolved against `replicas` (LWS: int or "N%", percentages rounded up; default
     0), capped at `replicas`."""
-    raw = rollout.get("maxSurge", 0)
-    if isinstance(raw, str) and raw.endswith("%") and raw[:-1].isdigit():
-        value = math.ceil(int(raw[:-1]) * replicas / 100)
-    elif isinstance(raw, int) and not isinstance(raw, bool):
-        value = raw
-    elif isinstance(raw, str) and raw.isdigit():
-        value = int(raw)
-    else:
-        value = 0
+    value = scaled(rollout.get("maxSurge"), replicas, round_up=True, default=0)
     return max(0, min(value, replicas))
 
 
@@ -87,6 +78,7 @@ class GroupCapacity(Policy):
     )
     default_actions = ("Deny",)
     fail_closed = False
+    reads_nodes = True
     params = {"spareGroups": 0}
 
     def judge(self, ctx: PolicyContext) -> Judgement:
@@ -123,7 +115,7 @@ class GroupCapacity(Policy):
         fit = fit_groups(index, demand)
         if fit.all_fit:
             return ALLOW
-        name = lws.name or str(ctx.request.get("name") or "")
+        name = lws.name or ctx.name
         return Judgement(violation=Violation(shortfall_message(fit, name, new_groups)))
 
 
@@ -131,14 +123,15 @@ def read_scale_up(ctx: PolicyContext) -> ScaleUp | str:
     """Replicas and size before and after this request, with the LWS as it will be; or a string:
     an advisory ("" for nothing to say) when the request cannot be read as a scale."""
     if (ctx.request.get("subResource") or "") == "scale":
-        name = str(ctx.request.get("name") or metadata(ctx.object).get("name") or "")
+        name = ctx.name
         lws = ctx.view.lws(ctx.namespace, name)
         if lws is None:
             return (
                 f"LeaderWorkerSet {ctx.namespace}/{name} is not in guardhook's view; capacity was not checked"
             )
-        new_replicas = _scale_replicas(ctx.object, lws.replicas)
-        old_replicas = _scale_replicas(ctx.old_object, lws.replicas)
+        new, old = spec_replicas(ctx.object), spec_replicas(ctx.old_object)
+        new_replicas = lws.replicas if new is None else new
+        old_replicas = lws.replicas if old is None else old
         return ScaleUp(lws, old_replicas, new_replicas, lws.size, lws.size)
     if not ctx.object:
         return ""
@@ -147,11 +140,6 @@ def read_scale_up(ctx: PolicyContext) -> ScaleUp | str:
         return ScaleUp(updated, 0, updated.replicas, updated.size, updated.size)
     before = LeaderWorkerSet(ctx.old_object) if ctx.old_object else updated
     return ScaleUp(updated, before.replicas, updated.replicas, before.size, updated.size)
-
-
-def _scale_replicas(scale: dict[str, Any], default: int) -> int:
-    replicas = as_dict(scale.get("spec")).get("replicas")
-    return replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else default
 
 
 def _ordinal(n: int) -> str:

@@ -33,8 +33,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from guardhook.group_count import view_group_health
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
-from guardhook.lws import LeaderWorkerSet, group_health, int_annotation, member_of_pod
+from guardhook.lws import LeaderWorkerSet, int_annotation, member_of_pod
 from guardhook.model import PodRecord, metadata
 from guardhook.pdb_budget import matching_pdbs, refusal
 from guardhook.policies.base import (
@@ -96,7 +97,7 @@ def _evicted_pod(ctx: PolicyContext) -> tuple[str, str]:
     """(namespace, name) of the pod being evicted: the request's, else the Eviction's metadata."""
     meta = metadata(ctx.object)
     namespace = ctx.namespace or str(meta.get("namespace") or "")
-    return namespace, str(ctx.request.get("name") or meta.get("name") or "")
+    return namespace, ctx.name
 
 
 def _eviction(view: ClusterView, pod: PodRecord, params: Mapping[str, Any]) -> Eviction | None:
@@ -111,7 +112,7 @@ def _eviction(view: ClusterView, pod: PodRecord, params: Mapping[str, Any]) -> E
     default = int(params.get("maxDisruptedGroups", 1))
     broken: dict[int, str] = {}
     for index in range(lws.replicas):
-        health = group_health(index, lws.size, view.group_pods(lws.namespace, lws.name, index))
+        health = view_group_health(view, lws, index)
         if not health.whole:
             broken[index] = "; ".join(health.problems)
     return Eviction(

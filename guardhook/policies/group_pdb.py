@@ -88,7 +88,7 @@ class GroupPdb(Policy):
             return ALLOW
         if ctx.view.is_stale():
             return stale_judgement(self, ctx.view)
-        name = str(metadata(pdb).get("name") or ctx.request.get("name") or "")
+        name = ctx.name
         lws_list = ctx.view.lws_in_namespace(ctx.namespace)
         spanning: list[tuple[LeaderWorkerSet, Reach]] = []
         advisories: list[str] = []

@@ -21,12 +21,11 @@ it cannot be stale. Default action: Warn.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from typing import Any
 
 from guardhook.lws import LeaderWorkerSet
-from guardhook.model import as_dict, as_list
+from guardhook.model import as_dict, as_list, scaled
 from guardhook.policies.base import ALLOW, Judgement, Policy, PolicyContext, Violation, target
 
 DEFAULT_WEIGHT_LOAD_SECONDS = 300
@@ -64,21 +63,6 @@ def lint(lws: LeaderWorkerSet, weight_load_seconds: int) -> list[str]:
     findings += _leader_readiness(lws)
     findings += _startup(lws, weight_load_seconds)
     return findings
-
-
-def scaled(value: Any, replicas: int, round_up: bool, default: int) -> int:
-    """An int-or-percent rollout field resolved against `replicas` (intstr.GetScaledValueFromIntOrPercent)."""
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        return default
-    if isinstance(value, int):
-        return value
-    text = str(value).strip()
-    if text.endswith("%") and text[:-1].isdigit():
-        exact = int(text[:-1]) * replicas / 100
-        return math.ceil(exact) if round_up else math.floor(exact)
-    return int(text) if text.isdigit() else default
 
 
 def _rollout(lws: LeaderWorkerSet) -> list[str]:

@@ -25,9 +25,9 @@ from typing import Any
 
 import jsonpatch
 
-from guardhook.lws import LWS_KIND, WORKER_INDEX_LABEL, LeaderWorkerSet
+from guardhook.lws import WORKER_INDEX_LABEL, LeaderWorkerSet, lws_owner
 from guardhook.lws_reach import reach
-from guardhook.model import OwnerRef, as_dict, metadata
+from guardhook.model import as_dict
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -51,7 +51,7 @@ def is_traffic_service(service: KubeObject) -> bool:
         return False
     if not as_dict(spec.get("selector")):
         return False
-    return not any(ref.kind == LWS_KIND for ref in OwnerRef.parse_all(metadata(service)))
+    return lws_owner(service) is None
 
 
 def workers_reached(selector: dict[str, Any], lws_list: list[LeaderWorkerSet]) -> list[LeaderWorkerSet]:
@@ -78,7 +78,7 @@ class LeaderService(Policy):
         reached = workers_reached(selector, ctx.view.lws_in_namespace(ctx.namespace))
         if not reached:
             return ALLOW
-        name = f"{ctx.namespace}/{metadata(service).get('name') or ctx.request.get('name') or ''}"
+        name = f"{ctx.namespace}/{ctx.name}"
         lws_names = ", ".join(sorted(lws.name for lws in reached))
         if WORKER_INDEX_LABEL in selector:
             return Judgement(

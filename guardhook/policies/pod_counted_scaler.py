@@ -28,8 +28,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from guardhook.lws import LWS_API_VERSION, LWS_KIND, NAME_LABEL
-from guardhook.model import OwnerRef, as_dict, metadata, str_map
+from guardhook.lws import LWS_API_GROUP, LWS_API_VERSION, LWS_KIND, NAME_LABEL
+from guardhook.model import OwnerRef, as_dict, metadata, spec_replicas, str_map
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -100,16 +100,16 @@ class PodCountedScaler(Policy):
         if not isinstance(owned, OwnedStatefulSet):
             return owned
         scaler = "KEDA ScaledObject" if keda else "HorizontalPodAutoscaler"
-        scaler_name = metadata(ctx.object).get("name") or ctx.request.get("name") or ""
+        scaler_name = ctx.name
         return _deny(
             f"{scaler} {ctx.namespace}/{scaler_name} scales {owned.describe(ctx.namespace, name)}", owned
         )
 
     def _judge_statefulset(self, ctx: PolicyContext, scale: bool) -> Judgement:
-        new, old = _replicas(ctx.object), _replicas(ctx.old_object)
+        new, old = spec_replicas(ctx.object), spec_replicas(ctx.old_object)
         if new == old:
             return ALLOW
-        name = str(ctx.request.get("name") or metadata(ctx.object).get("name") or "")
+        name = ctx.name
         owned = self._owner(ctx, name, None if scale else ctx.object)
         if not isinstance(owned, OwnedStatefulSet):
             return owned
@@ -124,19 +124,12 @@ class PodCountedScaler(Policy):
         """The LWS owning StatefulSet `name`, or the judgement when there is none: allow, or the
         stale-view answer when the view would have to say (the request's own StatefulSet, when it
         carries one, needs no view)."""
-        if obj:
-            meta = metadata(obj)
-            found = _from_markers(name, OwnerRef.parse_all(meta), str_map(meta.get("labels")))
-            if found is not None:
-                return found
+        found = _from_object(name, obj)
+        if found is not None:
+            return found
         if ctx.view.is_stale():
             return stale_judgement(self, ctx.view)
         return lws_owned_statefulset(ctx.view, ctx.namespace, name, None) or ALLOW
-
-
-def _replicas(obj: dict[str, Any]) -> int | None:
-    replicas = as_dict(obj.get("spec")).get("replicas")
-    return replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else None
 
 
 def _deny(what: str, owned: OwnedStatefulSet) -> Judgement:
@@ -161,20 +154,26 @@ def lws_owned_statefulset(
     """Whether StatefulSet `namespace/name` belongs to an LWS, judged from `obj` (the request's
     StatefulSet, when there is one), else the view's record, else the naming convention `L` /
     `L-<g>` of an LWS in the view. None when it does not."""
-    if obj:
-        meta = metadata(obj)
-        found = _from_markers(name, OwnerRef.parse_all(meta), str_map(meta.get("labels")))
-        if found is not None:
-            return found
+    found = _from_object(name, obj)
+    if found is not None:
+        return found
     record = view.statefulset(namespace, name)
     if record is not None:
         return _from_markers(name, record.owners, record.labels)
     return _from_naming(view, namespace, name)
 
 
+def _from_object(name: str, obj: dict[str, Any] | None) -> OwnedStatefulSet | None:
+    """LWS ownership as the request's own StatefulSet `obj` shows it (None without one)."""
+    if not obj:
+        return None
+    meta = metadata(obj)
+    return _from_markers(name, OwnerRef.parse_all(meta), str_map(meta.get("labels")))
+
+
 def _from_markers(name: str, owners: tuple[OwnerRef, ...], labels: dict[str, str]) -> OwnedStatefulSet | None:
     for owner in owners:
-        if owner.kind == LWS_KIND and owner.api_version.startswith("leaderworkerset.x-k8s.io/"):
+        if owner.kind == LWS_KIND and owner.api_version.startswith(LWS_API_GROUP + "/"):
             return OwnedStatefulSet(owner.name, None)
     lws_name = labels.get(NAME_LABEL)
     if not lws_name:

@@ -37,7 +37,7 @@ class WorkerDelete(Policy):
         if pod:
             member, terminating = member_of_object(pod), bool(metadata(pod).get("deletionTimestamp"))
         else:
-            record = ctx.view.pod(ctx.namespace, str(ctx.request.get("name") or ""))
+            record = ctx.view.pod(ctx.namespace, ctx.name)
             member = member_of_pod(record) if record is not None else None
             terminating = record is not None and record.terminating
         if member is None or member.is_leader or terminating:
@@ -52,7 +52,7 @@ class WorkerDelete(Policy):
         health = group_health(member.group_index, size, pods)
         if not health.whole:
             return ALLOW
-        name = metadata(pod).get("name") or ctx.request.get("name") or "this pod"
+        name = ctx.name or "this pod"
         return Judgement(
             violation=Violation(
                 f"pod {member.namespace}/{name} is worker {member.worker_index} of group "
