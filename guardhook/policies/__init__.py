@@ -25,11 +25,3 @@ REGISTRY: tuple[Policy, ...] = (
     group_capacity.POLICY,
     group_spec.POLICY,
 )
-
-
-def by_id(policy_id: str) -> Policy:
-    """The registered policy with `policy_id`. Raises KeyError when there is none."""
-    for policy in REGISTRY:
-        if policy.id == policy_id:
-            return policy
-    raise KeyError(policy_id)
