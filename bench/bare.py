@@ -1,5 +1,5 @@
 """A bare allow-all admission webhook under guardhook's own gunicorn/TLS configuration
-(guardhook.server.WebhookServer: gthread, one worker, same keep-alive, timeouts and TLS context).
+(guardhook.server.webhook_server.WebhookServer: gthread, one worker, same keep-alive, timeouts, TLS).
 
 It does the least a valid webhook must: read the body, parse the JSON, and answer allowed with the
 request's uid in the request's apiVersion. The load benchmark compares guardhook against it.
@@ -14,9 +14,9 @@ from typing import Any
 
 from flask import Flask, Response, request
 
-from guardhook.app import Runtime
-from guardhook.certs import ensure_certs
-from guardhook.server import ServeOptions, WebhookServer
+from guardhook.server.app import Runtime
+from guardhook.server.certs import ensure_certs
+from guardhook.server.webhook_server import ServeOptions, WebhookServer
 
 
 def bare_app() -> Flask:

@@ -27,9 +27,9 @@ import statistics
 import time
 from typing import Any
 
+from guardhook.admission.engine import Engine
 from guardhook.capacity import index_for
-from guardhook.engine import Engine
-from guardhook.view.store import LEADERWORKERSETS, NODES, PODS, ClusterView
+from guardhook.cluster.view.store import LEADERWORKERSETS, NODES, PODS, ClusterView
 
 GPU = "nvidia.com/gpu"
 PODS_PER_NODE = 30

@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from guardhook.view.live import Reflector
-from guardhook.view.store import LEADERWORKERSETS, NODES, PODS, STATEFULSETS, ClusterView
+from guardhook.cluster.view.live import Reflector
+from guardhook.cluster.view.store import LEADERWORKERSETS, NODES, PODS, STATEFULSETS, ClusterView
 
 PREFIX = "leaderworkerset.sigs.k8s.io/"
 SIZES = (1, 2, 4, 8, 16, 32)

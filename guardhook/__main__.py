@@ -2,6 +2,6 @@
 
 import sys
 
-from guardhook.cli import main
+from guardhook.commands.main import main
 
 sys.exit(main())

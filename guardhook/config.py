@@ -14,11 +14,13 @@ from typing import Any
 
 import yaml
 
+from guardhook.cluster.lws import LWS_CONTROLLER_PATTERN
+from guardhook.policies import REGISTRY
 from guardhook.policies.base import ACTIONS, Action, Policy
 from guardhook.wire import UserInfo
 
 DEFAULT_EXEMPT_USERS: tuple[str, ...] = (
-    "system:serviceaccount:*:*lws-controller-manager",
+    LWS_CONTROLLER_PATTERN,
     "system:serviceaccount:kube-system:generic-garbage-collector",
     "system:serviceaccount:kube-system:statefulset-controller",
     "system:serviceaccount:kube-system:pod-garbage-collector",
@@ -27,7 +29,6 @@ DEFAULT_EXEMPT_USERS: tuple[str, ...] = (
     # A kubelet deletes only pods bound to its own node (the NodeRestriction admission plugin).
     "system:node:*",
 )
-LWS_CONTROLLER_PATTERN = "system:serviceaccount:*:*lws-controller-manager"
 DEFAULT_STALE_AFTER_SECONDS = 60.0
 ENFORCEMENT_MODES = ("deny", "audit")
 
@@ -116,8 +117,6 @@ def apply_enforcement(config: Config, enforcement: str) -> Config:
 def build_config(raw: Any, policies: Iterable[Policy] | None = None) -> Config:
     """Validate a decoded config document against the registered policies."""
     if policies is None:
-        from guardhook.policies import REGISTRY
-
         policies = REGISTRY
     registry = {p.id: p for p in policies}
     doc = _mapping(raw, "config")

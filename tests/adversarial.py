@@ -25,11 +25,11 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from guardhook.app import Runtime, create_app
-from guardhook.codec import MAX_BODY_BYTES, ReviewError, decode
-from guardhook.engine import Engine, Verdict
+from guardhook.admission.codec import MAX_BODY_BYTES, ReviewError, decode
+from guardhook.admission.engine import Engine, Verdict
+from guardhook.cluster.view.static import embedded_fleet_view
 from guardhook.policies import REGISTRY
-from guardhook.view.static import embedded_fleet_view
+from guardhook.server.app import Runtime, create_app
 from guardhook.wire import ADMISSION_VERSIONS
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,12 +7,18 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from guardhook.admission.engine import Engine
+from guardhook.cluster.lws import (
+    GROUP_INDEX_LABEL,
+    GROUP_KEY_LABEL,
+    NAME_LABEL,
+    SIZE_ANNOTATION,
+    WORKER_INDEX_LABEL,
+)
+from guardhook.cluster.view.static import embedded_fleet_objects, view_from_objects
+from guardhook.cluster.view.store import ClusterView
 from guardhook.config import build_config
-from guardhook.engine import Engine
 from guardhook.ledger import Ledger, MemoryLedger
-from guardhook.lws import GROUP_INDEX_LABEL, GROUP_KEY_LABEL, NAME_LABEL, SIZE_ANNOTATION, WORKER_INDEX_LABEL
-from guardhook.view.static import embedded_fleet_objects, view_from_objects
-from guardhook.view.store import ClusterView
 
 from conftest import load_review
 

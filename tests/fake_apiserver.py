@@ -38,7 +38,7 @@ from urllib.parse import parse_qs, urlparse
 
 from kubernetes import client
 
-from guardhook.selectors import matches, parse
+from guardhook.cluster.selectors import matches, parse
 
 ROUTE = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)(?:/namespaces/([^/]+))?/([^/]+)(?:/([^/]+))?$")
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects

@@ -6,8 +6,8 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from guardhook.view.static import embedded_fleet_objects, view_from_objects
-from guardhook.view.store import ClusterView
+from guardhook.cluster.view.static import embedded_fleet_objects, view_from_objects
+from guardhook.cluster.view.store import ClusterView
 from guardhook.wire import KubeObject
 
 

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
+from guardhook.admission.engine import Engine
+from guardhook.cluster.view.static import embedded_fleet_view
 from guardhook.config import build_config
-from guardhook.engine import Engine
 from guardhook.policies import REGISTRY
 from guardhook.policies.base import ALLOW, Judgement, Policy, PolicyContext, Violation, target
-from guardhook.view.static import embedded_fleet_view
 from guardhook.wire import AdmissionResponse
 
 from conftest import Server, expected_answers, load_review

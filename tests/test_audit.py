@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
-from guardhook import listing
-from guardhook.audit import audit, policy_reports
-from guardhook.cli import main
+from guardhook.cluster import listing
+from guardhook.cluster.view.manifests import load_paths
+from guardhook.commands.audit import audit, policy_reports
+from guardhook.commands.main import main
+from guardhook.commands.scan import Located
 from guardhook.config import default_config
-from guardhook.scan import Located
-from guardhook.view.manifests import load_paths
 
 from conftest import FIXTURES
 from fake_apiserver import FakeApiServer, kubeconfig_text, running_fake

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from guardhook import cli
-from guardhook.engine import Engine
+from guardhook.admission.engine import Engine
+from guardhook.commands import main as cli
 
 from conftest import Server, load_review
 from helpers import fleet_view, request_of
@@ -110,7 +110,7 @@ def test_check_refuses_a_manifest_that_repeats_a_key(
 
 
 def test_merge_keys_are_not_duplicates(tmp_path: Path) -> None:
-    from guardhook.view.manifests import load_paths
+    from guardhook.cluster.view.manifests import load_paths
 
     manifest = tmp_path / "cm.yaml"
     manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: &m {name: a}\ndata:\n  <<: *m\n  x: y\n")
@@ -119,7 +119,7 @@ def test_merge_keys_are_not_duplicates(tmp_path: Path) -> None:
 
 
 def test_serve_keeps_a_lone_ca_crt_instead_of_overwriting_it(tmp_path: Path) -> None:
-    from guardhook.certs import CertificateError, ensure_certs
+    from guardhook.server.certs import CertificateError, ensure_certs
 
     (tmp_path / "ca.crt").write_text("my own CA")
     with pytest.raises(CertificateError, match="holds ca.crt but not both tls.crt and tls.key"):
@@ -131,7 +131,7 @@ def test_serve_keeps_a_lone_ca_crt_instead_of_overwriting_it(tmp_path: Path) -> 
 def test_certificates_that_do_not_load_are_refused_before_serving(tmp_path: Path) -> None:
     # `serve` used to start gunicorn and then fail every TLS handshake ("[SSL] PEM lib"), never
     # ready; ensure_certs (what `serve` calls before listening) now refuses them, and main exits 2.
-    from guardhook.certs import CertificateError, ensure_certs
+    from guardhook.server.certs import CertificateError, ensure_certs
 
     for name in ("ca.crt", "tls.crt", "tls.key"):
         (tmp_path / name).write_text("junk\n")
@@ -170,15 +170,15 @@ def test_reflector_treats_a_404_on_pods_as_a_failure_not_an_empty_kind(
 ) -> None:
     from test_live_reflector import Scripted
 
-    from guardhook.view.live import Backoff, NotServed, Reflector
-    from guardhook.view.store import PODS, ClusterView
+    from guardhook.cluster.view.live import Backoff, NotServed, Reflector
+    from guardhook.cluster.view.store import PODS, ClusterView
 
     view = ClusterView("test")
     transport = Scripted(pages=[NotServed("404", 404)] * 50)
     reflector = Reflector(PODS, view, transport, backoff=Backoff(0.001, 0.002))
     stopper = threading.Timer(0.2, reflector.stop)
     stopper.start()
-    with caplog.at_level(logging.WARNING, "guardhook.view.live"):
+    with caplog.at_level(logging.WARNING, "guardhook.cluster.view.live"):
         reflector.run()
     assert PODS not in view._synced_kinds
     assert view.broken_seconds(PODS) > 0
@@ -188,8 +188,8 @@ def test_reflector_treats_a_404_on_pods_as_a_failure_not_an_empty_kind(
 def test_snapshot_refuses_a_404_on_a_built_in_kind() -> None:
     from test_live_reflector import Scripted
 
-    from guardhook.view.live import NotServed, WatchError, snapshot
-    from guardhook.view.store import ClusterView
+    from guardhook.cluster.view.live import NotServed, WatchError, snapshot
+    from guardhook.cluster.view.store import ClusterView
 
     with pytest.raises(WatchError, match="answered 404 for nodes"):
         snapshot(ClusterView("test"), Scripted(pages=[NotServed("404", 404)]))

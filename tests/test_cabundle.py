@@ -10,9 +10,9 @@ import pytest
 import yaml
 from cryptography import x509
 
-from guardhook.cabundle import bundle_with_previous, ca_bundle_ops
-from guardhook.certs import generate
-from guardhook.cli import main
+from guardhook.commands.main import main
+from guardhook.server.cabundle import bundle_with_previous, ca_bundle_ops
+from guardhook.server.certs import generate
 
 from conftest import REPO
 

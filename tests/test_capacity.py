@@ -14,9 +14,9 @@ from guardhook.capacity import CapacityIndex, GroupDemand, fit_groups, index_for
 from guardhook.capacity.index import ABSENT
 from guardhook.capacity.shapes import PODS
 from guardhook.capacity.solver import domains_that_fit, group_bounds, max_groups, place_pending, pod_caps
-from guardhook.view.static import view_from_objects
-from guardhook.view.store import NODES, ClusterView
-from guardhook.view.store import PODS as POD_KIND
+from guardhook.cluster.view.static import view_from_objects
+from guardhook.cluster.view.store import NODES, ClusterView
+from guardhook.cluster.view.store import PODS as POD_KIND
 
 GPU = "nvidia.com/gpu"
 

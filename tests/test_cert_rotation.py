@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from guardhook.certs import CA_FILE, CERT_FILE, KEY_FILE, generate
+from guardhook.server.certs import CA_FILE, CERT_FILE, KEY_FILE, generate
 
 from conftest import Server, load_review, start_server
 

@@ -10,7 +10,13 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from guardhook.certs import CertificateError, RotatingServerContext, ensure_certs, generate, service_dns_names
+from guardhook.server.certs import (
+    CertificateError,
+    RotatingServerContext,
+    ensure_certs,
+    generate,
+    service_dns_names,
+)
 
 
 def serving_cert(folder: Path) -> x509.Certificate:

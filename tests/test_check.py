@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from guardhook.check import check
-from guardhook.cli import main
+from guardhook.commands.check import check
+from guardhook.commands.main import main
 from guardhook.config import default_config
 from guardhook.policies import REGISTRY
 from guardhook.policies.base import Judgement, Policy, PolicyContext, Violation, target

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from guardhook.codec import MAX_BODY_BYTES, ReviewError, decode, encode
+from guardhook.admission.codec import MAX_BODY_BYTES, ReviewError, decode, encode
 
 from conftest import load_review
 

@@ -11,9 +11,9 @@ from eviction_helpers import engine, evict_all, eviction, group_of, judge, lws_v
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from guardhook.cluster.sources import EMBEDDED, KUBECONFIG, STATE, Source
 from guardhook.ledger import Disruption, Entries, LedgerError, MemoryLedger, open_ledger
 from guardhook.ledger.lease import ENTRIES_ANNOTATION, LeaseLedger, lease_name
-from guardhook.sources import EMBEDDED, KUBECONFIG, STATE, Source
 
 from fake_apiserver import running_fake
 

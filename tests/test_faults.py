@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from guardhook.certs import generate
-from guardhook.tlssock import IO_TIMEOUT_SECONDS
+from guardhook.server.certs import generate
+from guardhook.server.tlssock import IO_TIMEOUT_SECONDS
 
 from conftest import Server, load_review
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from eviction_helpers import engine, eviction, find, fleet_objects, judge, lws_view, pod_object
 
+from guardhook.cluster.view.static import embedded_fleet_view, view_from_objects
+from guardhook.cluster.view.store import PODDISRUPTIONBUDGETS, PODS
 from guardhook.ledger import LedgerError, MemoryLedger
-from guardhook.view.static import embedded_fleet_view, view_from_objects
-from guardhook.view.store import PODDISRUPTIONBUDGETS, PODS
 
 from conftest import Server, expected_answers, load_review
 

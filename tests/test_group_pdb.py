@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from guardhook.admission.engine import Engine
+from guardhook.cluster.view.static import embedded_fleet_objects, view_from_objects
 from guardhook.config import build_config
-from guardhook.engine import Engine
-from guardhook.view.static import embedded_fleet_objects, view_from_objects
 
 from conftest import Server, clean_env, expected_answers, load_review
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from guardhook.engine import Engine
-from guardhook.lws import LeaderWorkerSet
+from guardhook.admission.engine import Engine
+from guardhook.cluster.lws import LeaderWorkerSet
+from guardhook.cluster.view.static import embedded_fleet_view
 from guardhook.policies.group_spec import lint, scaled
-from guardhook.view.static import embedded_fleet_view
 
 from conftest import load_review
 

@@ -13,9 +13,9 @@ import jsonpatch
 import pytest
 import yaml
 
+from guardhook.admission.engine import Engine
+from guardhook.cluster.view.static import embedded_fleet_view
 from guardhook.config import build_config
-from guardhook.engine import Engine
-from guardhook.view.static import embedded_fleet_view
 
 from conftest import Server, expected_answers, load_review
 

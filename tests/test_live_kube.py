@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from guardhook.sources import KUBECONFIG, Source
-from guardhook.view.kube_transport import KubeTransport, reflector_client
-from guardhook.view.live import Reflector
-from guardhook.view.static import embedded_fleet_objects
-from guardhook.view.store import PODS, ClusterView
+from guardhook.cluster.kube_transport import KubeTransport, reflector_client
+from guardhook.cluster.sources import KUBECONFIG, Source
+from guardhook.cluster.view.live import Reflector
+from guardhook.cluster.view.static import embedded_fleet_objects
+from guardhook.cluster.view.store import PODS, ClusterView
 
 from fake_apiserver import FakeApiServer
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from guardhook.view.live import (
+from guardhook.cluster.view.live import (
     Backoff,
     Gone,
     LiveView,
@@ -23,8 +23,8 @@ from guardhook.view.live import (
     older,
     snapshot,
 )
-from guardhook.view.static import embedded_fleet_objects
-from guardhook.view.store import KINDS, LEADERWORKERSETS, NODES, PODS, SERVICES, ClusterView
+from guardhook.cluster.view.static import embedded_fleet_objects
+from guardhook.cluster.view.store import KINDS, LEADERWORKERSETS, NODES, PODS, SERVICES, ClusterView
 
 Step = Any  # a page/event list, or an exception to raise
 
@@ -248,7 +248,7 @@ def test_a_kind_the_server_does_not_serve_is_synced_and_empty(caplog: pytest.Log
     r = Reflector(LEADERWORKERSETS, view, Scripted(pages=[NotServed("404", 404)]), discovery_retry_seconds=30)
     stopper = threading.Timer(0.2, r.stop)
     stopper.start()
-    with caplog.at_level(logging.WARNING, "guardhook.view.live"):
+    with caplog.at_level(logging.WARNING, "guardhook.cluster.view.live"):
         r.run()
     assert view.count(LEADERWORKERSETS) == 0
     assert LEADERWORKERSETS in view._synced_kinds
@@ -336,7 +336,7 @@ def test_live_view_syncs_every_kind_and_stop_ends_its_threads() -> None:
 def test_collect_reports_per_kind_metrics_and_counts_restarts_once() -> None:
     from types import SimpleNamespace
 
-    from guardhook.metrics import Metrics
+    from guardhook.server.metrics import Metrics
 
     live = LiveView(ClusterView("test", stale_after_seconds=60), Blocking)
     pods = live.reflectors[PODS]

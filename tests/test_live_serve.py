@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from guardhook.view.static import embedded_fleet_objects
+from guardhook.cluster.view.static import embedded_fleet_objects
 
 from conftest import Server, clean_env, free_port, load_review
 from fake_apiserver import FakeApiServer, kubeconfig_text

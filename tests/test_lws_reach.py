@@ -13,10 +13,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guardhook.lws import LeaderWorkerSet
-from guardhook.lws_reach import reach
+from guardhook.cluster.lws import LeaderWorkerSet
+from guardhook.cluster.reach import reach
+from guardhook.cluster.selectors import Requirement, from_label_selector, from_map, matches
 from guardhook.policies.leader_service import workers_reached
-from guardhook.selectors import Requirement, from_label_selector, from_map, matches
 
 NAME = "llm"
 P = "leaderworkerset.sigs.k8s.io/"

@@ -7,8 +7,8 @@ import dataclasses
 
 from eviction_helpers import pod_object
 
-from guardhook.model import PodRecord
-from guardhook.pdb_budget import matching_pdbs, refusal, room
+from guardhook.cluster.model import PodRecord
+from guardhook.cluster.pdb_budget import matching_pdbs, refusal, room
 
 
 def group_pods(ready: list[bool]) -> list[PodRecord]:

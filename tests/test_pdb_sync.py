@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from guardhook.engine import Engine
-from guardhook.pdb_apply import apply_plan
-from guardhook.pdb_sync import MANAGED_BY_LABEL, plan
-from guardhook.pdb_sync_run import start_background_sync
-from guardhook.pdb_sync_run import sync_once as sync_round
-from guardhook.sources import KUBECONFIG, Source
-from guardhook.view.kube_transport import live_view, snapshot_view
-from guardhook.view.static import embedded_fleet_objects, view_from_objects
-from guardhook.view.store import ClusterView
+from guardhook.admission.engine import Engine
+from guardhook.cluster.kube_transport import live_view, snapshot_view
+from guardhook.cluster.sources import KUBECONFIG, Source
+from guardhook.cluster.view.static import embedded_fleet_objects, view_from_objects
+from guardhook.cluster.view.store import ClusterView
+from guardhook.pdbsync.apply import apply_plan
+from guardhook.pdbsync.desired import MANAGED_BY_LABEL, plan
+from guardhook.pdbsync.runner import start_background_sync
+from guardhook.pdbsync.runner import sync_once as sync_round
 
 from conftest import clean_env, start_server
 from envtest import ApiServer, api_server, requires_api_server

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from guardhook.resources import pod_requests, quantity_to_units
+from guardhook.cluster.resources import pod_requests, quantity_to_units
 
 
 def test_quantities_convert_to_millicores_and_bytes() -> None:

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from guardhook.admission.engine import Engine
+from guardhook.cluster.view.static import embedded_fleet_objects, view_from_objects
+from guardhook.cluster.view.store import ClusterView
 from guardhook.config import build_config, default_config
-from guardhook.engine import Engine
 from guardhook.policies.pod_counted_scaler import lws_controller_exemption_warning, startup_checks
-from guardhook.view.static import embedded_fleet_objects, view_from_objects
-from guardhook.view.store import ClusterView
 
 from conftest import load_review
 

@@ -14,7 +14,7 @@ import time
 import pytest
 import requests
 
-from guardhook.codec import MAX_BODY_BYTES
+from guardhook.admission.codec import MAX_BODY_BYTES
 
 from conftest import Server, load_review
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from guardhook.selectors import SelectorError, from_label_selector, from_map, matches, parse
+from guardhook.cluster.selectors import SelectorError, from_label_selector, from_map, matches, parse
 
 LABELS = {"app": "llm", "tier": "gpu"}
 

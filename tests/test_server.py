@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from guardhook.codec import MAX_BODY_BYTES
+from guardhook.admission.codec import MAX_BODY_BYTES
 
 from conftest import Server, load_review, start_server
 

@@ -6,11 +6,11 @@ import gc
 import time
 from pathlib import Path
 
-from guardhook.app import Runtime
-from guardhook.certs import generate
-from guardhook.engine import Engine
-from guardhook.server import ServeOptions, WebhookServer, freeze_heap_when_ready
-from guardhook.view.static import embedded_fleet_view
+from guardhook.admission.engine import Engine
+from guardhook.cluster.view.static import embedded_fleet_view
+from guardhook.server.app import Runtime
+from guardhook.server.certs import generate
+from guardhook.server.webhook_server import ServeOptions, WebhookServer, freeze_heap_when_ready
 
 
 def test_loading_the_app_freezes_the_start_up_heap(tmp_path: Path) -> None:

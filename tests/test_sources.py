@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from guardhook.sources import EMBEDDED, KUBECONFIG, STATE, choose_source
+from guardhook.cluster.sources import EMBEDDED, KUBECONFIG, STATE, choose_source
 
 
 def test_order_of_sources(tmp_path: Path) -> None:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from guardhook.engine import Engine
+from guardhook.admission.engine import Engine
+from guardhook.cluster.view.static import embedded_fleet_view
+from guardhook.cluster.view.store import PODS, ClusterView
 from guardhook.policies import REGISTRY
 from guardhook.policies.base import FORBIDDEN, TOO_MANY_REQUESTS, Policy, stale_judgement
-from guardhook.view.static import embedded_fleet_view
-from guardhook.view.store import PODS, ClusterView
 
 from conftest import REVIEWS
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from guardhook.commands.synthetic import as_create, describe, with_namespace
 from guardhook.policies.base import target
-from guardhook.synthetic import as_create, describe, with_namespace
 
 
 @pytest.mark.parametrize(

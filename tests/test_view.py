@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from guardhook.lws import group_health, member_of_pod
-from guardhook.view.manifests import ManifestError, load_paths
-from guardhook.view.static import embedded_fleet_view, view_from_paths
-from guardhook.view.store import PODS
+from guardhook.cluster.lws import group_health, member_of_pod
+from guardhook.cluster.view.manifests import ManifestError, load_paths
+from guardhook.cluster.view.static import embedded_fleet_view, view_from_paths
+from guardhook.cluster.view.store import PODS
 
 from helpers import find, fleet_view, set_ready
 
@@ -85,7 +85,7 @@ def test_unreadable_manifests_name_the_file(tmp_path: Path) -> None:
 
 
 def test_malformed_objects_do_not_break_the_view() -> None:
-    from guardhook.view.static import view_from_objects
+    from guardhook.cluster.view.static import view_from_objects
 
     view = view_from_objects(
         [

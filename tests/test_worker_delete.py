@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from guardhook.admission.engine import Engine
+from guardhook.cluster.view.store import PODS
 from guardhook.config import build_config
-from guardhook.engine import Engine
-from guardhook.view.store import PODS
 
 from conftest import load_review
 from helpers import find, fleet_view, request_of, set_ready

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import copy
 
-from guardhook.engine import Engine
-from guardhook.selectors import parse
-from guardhook.view.static import embedded_fleet_objects
+from guardhook.admission.engine import Engine
+from guardhook.cluster.selectors import parse
+from guardhook.cluster.view.static import embedded_fleet_objects
 from guardhook.wire import KubeObject
 
 from conftest import Server, load_review

@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from guardhook.capacity.shapes import NODE_NAME_FIELD, PODS, NodeRequirement, PodShape
-from guardhook.lws import GROUP_KEY_LABEL
-from guardhook.model import NodeRecord, PodRecord, Taint
-from guardhook.view.store import NODES, ClusterView
-from guardhook.view.store import PODS as POD_KIND
+from guardhook.cluster.lws import GROUP_KEY_LABEL
+from guardhook.cluster.model import NodeRecord, PodRecord, Taint
+from guardhook.cluster.view.store import NODES, ClusterView
+from guardhook.cluster.view.store import PODS as POD_KIND
 
 
 @dataclass
@@ -49,7 +49,7 @@ _INITIAL_ROWS = 64
 class CapacityIndex:
     """Per-node capacity as arrays, fed by ClusterView change notifications.
 
-    Units: guardhook.resources (cpu millicores, memory bytes, counts), `pods` as a count.
+    Units: guardhook.cluster.resources (cpu millicores, memory bytes, counts), `pods` as a count.
     """
 
     def __init__(self, lock: Any = None) -> None:

@@ -1,7 +1,7 @@
 """What a pod template asks of a node: its requests and its node constraints.
 
 A `PodShape` is read from a pod template (`{metadata, spec}`) the way kube-scheduler's filter
-plugins read a pod: NodeResourcesFit (requests, see guardhook.resources, plus one `pods` slot),
+plugins read a pod: NodeResourcesFit (requests, see guardhook.cluster.resources, plus one `pods` slot),
 TaintToleration (NoSchedule / NoExecute taints must be tolerated; PreferNoSchedule is a score, not
 a filter), NodeAffinity (`spec.nodeSelector` and `requiredDuringSchedulingIgnoredDuringExecution`).
 Pod affinity, anti-affinity and topology spread constraints are not read.
@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from guardhook.model import Taint, as_dict, as_list
-from guardhook.resources import pod_requests
+from guardhook.cluster.model import Taint, as_dict, as_list
+from guardhook.cluster.resources import pod_requests
 
 PODS = "pods"
 """Every pod takes one slot of the node's `pods` allocatable (the scheduler counts it so)."""
@@ -63,7 +63,7 @@ Term = tuple[NodeRequirement, ...]
 class PodShape:
     """The scheduling-relevant part of a pod template.
 
-    `requests`: sorted (resource, amount) in guardhook.resources units, always with `pods` 1.
+    `requests`: sorted (resource, amount) in guardhook.cluster.resources units, always with `pods` 1.
     `node_selector`: sorted (label, value) pairs that must all match.
     `affinity_terms`: required node affinity as ORed terms; None when the template has none.
     `tolerations`: the template's tolerations.

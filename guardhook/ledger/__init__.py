@@ -12,17 +12,17 @@ Two implementations share the `Ledger` protocol: `MemoryLedger` (one process, st
 
 from __future__ import annotations
 
+from guardhook.cluster.sources import Source
 from guardhook.ledger.base import Disruption, Entries, Ledger, LedgerError, LwsKey, Plan
 from guardhook.ledger.memory import MemoryLedger
-from guardhook.sources import Source
 
 
 def open_ledger(source: Source, namespace: str) -> Ledger:
     """The ledger for a cluster source: a Lease ledger in `namespace` for a live source (built
-    from `guardhook.kube.api_client`), else an in-memory one. Raises what `api_client` raises."""
+    from `guardhook.cluster.kube.api_client`), else an in-memory one. Raises what `api_client` raises."""
     if not source.live:
         return MemoryLedger()
-    from guardhook.kube import api_client
+    from guardhook.cluster.kube import api_client
     from guardhook.ledger.lease import LeaseLedger
 
     # No urllib3 retries: the ledger sits on the webhook's request path, and an unreachable API

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from guardhook.model import metadata
-from guardhook.view.store import ClusterView
+from guardhook.cluster.model import metadata
+from guardhook.cluster.view.store import ClusterView
 from guardhook.wire import AdmissionRequest, JSONPatchOp, KubeObject, UserInfo
 
 Action = Literal["Deny", "Warn", "Audit", "Mutate"]
@@ -148,6 +148,12 @@ class Policy(ABC):
     @abstractmethod
     def judge(self, ctx: PolicyContext) -> Judgement:
         """Judge one request; see the module docstring of the policy for its rule."""
+
+    def already_running(self, view: ClusterView, obj: KubeObject) -> bool:
+        """For `check` and `audit`, which judge existing objects as CREATEs: True when `obj` is
+        already running in `view`, so that judging it as new would count it twice (it is then
+        judged as an UPDATE that changes nothing). False by default."""
+        return False
 
 
 def stale_judgement(policy: Policy, view: ClusterView) -> Judgement:

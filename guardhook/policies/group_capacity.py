@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from guardhook.capacity import Fit, GroupDemand, fit_groups, index_for, shape_of_template
-from guardhook.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation
-from guardhook.model import scaled, spec_replicas
+from guardhook.cluster.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation
+from guardhook.cluster.model import scaled, spec_replicas
+from guardhook.cluster.view.store import ClusterView
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -33,7 +34,7 @@ from guardhook.policies.base import (
     stale_judgement,
     target,
 )
-from guardhook.view.store import ClusterView
+from guardhook.wire import KubeObject
 
 SPARE_GROUPS_ANNOTATION = "guardhook.io/spare-groups"
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
@@ -80,6 +81,14 @@ class GroupCapacity(Policy):
     fail_closed = False
     reads_nodes = True
     params = {"spareGroups": 0}
+
+    def already_running(self, view: ClusterView, obj: KubeObject) -> bool:
+        """An LWS whose pods the view holds is running: judged as a CREATE, its own groups would
+        be counted as new demand against free capacity."""
+        if obj.get("kind") != "LeaderWorkerSet":
+            return False
+        lws = LeaderWorkerSet(obj)
+        return any(view.group_pods(lws.namespace, lws.name, group) for group in range(lws.replicas))
 
     def judge(self, ctx: PolicyContext) -> Judgement:
         """Deny when not every new whole group (plus the spare reserve) fits; see the module

@@ -33,11 +33,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from guardhook.group_count import view_group_health
+from guardhook.cluster.groups import view_group_health
+from guardhook.cluster.lws import LeaderWorkerSet, int_annotation, member_of_pod
+from guardhook.cluster.model import PodRecord, metadata
+from guardhook.cluster.pdb_budget import matching_pdbs, refusal
+from guardhook.cluster.view.store import ClusterView
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
-from guardhook.lws import LeaderWorkerSet, int_annotation, member_of_pod
-from guardhook.model import PodRecord, metadata
-from guardhook.pdb_budget import matching_pdbs, refusal
 from guardhook.policies.base import (
     ALLOW,
     TOO_MANY_REQUESTS,
@@ -48,7 +49,6 @@ from guardhook.policies.base import (
     stale_judgement,
     target,
 )
-from guardhook.view.store import ClusterView
 
 BUDGET_ANNOTATION = "guardhook.io/max-disrupted-groups"
 

@@ -3,7 +3,7 @@
 A PodDisruptionBudget whose selector can match pods of more than one group of an LWS budgets
 pods: evicting one pod in each of two groups takes two replicas down while the budget sees two
 pods gone. The selector is judged against the pods each LWS in the namespace can create
-(`guardhook.lws_reach`), so it works before any pod exists and in `guardhook check`. Denied when
+(`guardhook.cluster.reach`), so it works before any pod exists and in `guardhook check`. Denied when
 it can reach pods of two or more groups (which needs `replicas > 1` and no pin of `group-index` or
 `group-key`). PDBs that pin one group are allowed.
 
@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from guardhook.lws import GROUP_INDEX_LABEL, NAME_LABEL, LeaderWorkerSet
-from guardhook.lws_reach import Reach, both, reach
-from guardhook.model import as_dict, metadata
+from guardhook.cluster.lws import GROUP_INDEX_LABEL, NAME_LABEL, LeaderWorkerSet
+from guardhook.cluster.model import as_dict, metadata
+from guardhook.cluster.reach import Reach, both, reach
+from guardhook.cluster.selectors import Selector, SelectorError, from_label_selector
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -35,7 +36,6 @@ from guardhook.policies.base import (
     stale_judgement,
     target,
 )
-from guardhook.selectors import Selector, SelectorError, from_label_selector
 from guardhook.wire import KubeObject
 
 GROUP_PDBS_ANNOTATION = "guardhook.io/group-pdbs"

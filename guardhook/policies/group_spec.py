@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from guardhook.lws import LeaderWorkerSet
-from guardhook.model import as_dict, as_list, scaled
+from guardhook.cluster.lws import LeaderWorkerSet
+from guardhook.cluster.model import as_dict, as_list, scaled
 from guardhook.policies.base import ALLOW, Judgement, Policy, PolicyContext, Violation, target
 
 DEFAULT_WEIGHT_LOAD_SECONDS = 300

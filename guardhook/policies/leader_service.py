@@ -3,7 +3,7 @@
 Workers of an LWS group run shards of the model and do not serve its protocol, so a Service whose
 selector can match a worker sends that share of requests into connections that hang. On Service
 CREATE and UPDATE, the selector is judged against the pods each LWS in the namespace can create
-(`guardhook.lws_reach`: template labels plus the labels LWS sets), so a Service created before its
+(`guardhook.cluster.reach`: template labels plus the labels LWS sets), so a Service created before its
 pods is caught too. When it can match a worker and does not pin
 `leaderworkerset.sigs.k8s.io/worker-index`, the fix is a JSONPatch adding `worker-index: "0"`.
 
@@ -25,9 +25,10 @@ from typing import Any
 
 import jsonpatch
 
-from guardhook.lws import WORKER_INDEX_LABEL, LeaderWorkerSet, lws_owner
-from guardhook.lws_reach import reach
-from guardhook.model import as_dict
+from guardhook.cluster.lws import WORKER_INDEX_LABEL, LeaderWorkerSet, lws_owner
+from guardhook.cluster.model import as_dict
+from guardhook.cluster.reach import reach
+from guardhook.cluster.selectors import from_map
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -37,7 +38,6 @@ from guardhook.policies.base import (
     stale_judgement,
     target,
 )
-from guardhook.selectors import from_map
 from guardhook.wire import JSONPatchOp, KubeObject
 
 LEADER_PATCH_PATH: str = jsonpatch.JsonPointer.from_parts(["spec", "selector", WORKER_INDEX_LABEL]).path

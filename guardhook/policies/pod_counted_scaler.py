@@ -26,10 +26,11 @@ from __future__ import annotations
 import fnmatch
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from guardhook.lws import LWS_API_GROUP, LWS_API_VERSION, LWS_KIND, NAME_LABEL
-from guardhook.model import OwnerRef, as_dict, metadata, spec_replicas, str_map
+from guardhook.cluster.lws import LWS_API_GROUP, LWS_API_VERSION, LWS_CONTROLLER_PATTERN, LWS_KIND, NAME_LABEL
+from guardhook.cluster.model import OwnerRef, as_dict, metadata, spec_replicas, str_map
+from guardhook.cluster.view.store import ClusterView
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -39,10 +40,22 @@ from guardhook.policies.base import (
     stale_judgement,
     target,
 )
-from guardhook.view.store import ClusterView
 
-if TYPE_CHECKING:  # guardhook.config imports the policies: import it lazily at run time
-    from guardhook.config import Config
+
+class ExemptUsers(Protocol):
+    """The exempt-user patterns of a configuration (guardhook.config.Exemptions)."""
+
+    @property
+    def users(self) -> tuple[str, ...]: ...
+
+
+class ExemptingConfig(Protocol):
+    """What the start-up check reads of guardhook.config.Config (the config layer sits above the
+    policies, so they never import it)."""
+
+    @property
+    def exemptions(self) -> ExemptUsers: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -197,11 +210,9 @@ def _from_naming(view: ClusterView, namespace: str, name: str) -> OwnedStatefulS
     return None
 
 
-def lws_controller_exemption_warning(view: ClusterView, config: Config) -> str | None:
+def lws_controller_exemption_warning(view: ClusterView, config: ExemptingConfig) -> str | None:
     """A warning when the view holds a LeaderWorkerSet but no exempt-user pattern covers an LWS
     controller identity (its own StatefulSet scaling would then be judged); None when fine."""
-    from guardhook.config import LWS_CONTROLLER_PATTERN
-
     if not view.all_lws():
         return None
     patterns = config.exemptions.users
@@ -216,7 +227,7 @@ def lws_controller_exemption_warning(view: ClusterView, config: Config) -> str |
     )
 
 
-def startup_checks(view: ClusterView, config: Config) -> None:
+def startup_checks(view: ClusterView, config: ExemptingConfig) -> None:
     """Log configuration problems this policy can see at start (see lws_controller_exemption_warning)."""
     warning = lws_controller_exemption_warning(view, config)
     if warning:

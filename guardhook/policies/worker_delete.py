@@ -12,8 +12,9 @@ Fail mode: closed. With a stale view the group's state is unknown, so the delete
 
 from __future__ import annotations
 
-from guardhook.lws import group_health, member_of_object, member_of_pod
-from guardhook.model import metadata
+from guardhook.cluster.groups import member_group_health
+from guardhook.cluster.lws import member_of_object, member_of_pod
+from guardhook.cluster.model import metadata
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -44,14 +45,9 @@ class WorkerDelete(Policy):
             return ALLOW
         if ctx.view.is_stale():
             return stale_judgement(self, ctx.view)
-        lws = ctx.view.lws(member.namespace, member.lws_name)
-        size = lws.size if lws is not None else member.size
-        if size is None:
-            return ALLOW  # neither the LWS nor the pod says how big the group is
-        pods = ctx.view.group_pods(member.namespace, member.lws_name, member.group_index)
-        health = group_health(member.group_index, size, pods)
-        if not health.whole:
-            return ALLOW
+        health = member_group_health(ctx.view, member)
+        if health is None or not health.whole:
+            return ALLOW  # unknown size (neither the LWS nor the pod says it), or already broken
         name = ctx.name or "this pod"
         return Judgement(
             violation=Violation(

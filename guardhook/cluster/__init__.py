@@ -1,0 +1,1 @@
+"""What guardhook knows of the cluster: the view, the LWS group model, selectors, records."""

@@ -1,0 +1,73 @@
+"""Capacity counted in groups, per LeaderWorkerSet: desired, whole, broken, and leaders Ready while
+their group is incomplete (the leader's readiness is what Services see, so such a group takes
+traffic it cannot serve). Used by `guardhook audit` and the /metrics gauges.
+
+Whole and broken follow design.md §1 (guardhook.cluster.lws.group_health); only group indexes below
+`spec.replicas` count (higher ones are being scaled away).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from guardhook.cluster.lws import GroupHealth, GroupMember, LeaderWorkerSet, group_health, member_of_pod
+from guardhook.cluster.model import PodRecord
+from guardhook.cluster.view.store import ClusterView
+
+
+@dataclass(frozen=True)
+class LwsGroups:
+    """Group counts of one LWS. `broken` = desired − whole."""
+
+    namespace: str
+    name: str
+    desired: int
+    whole: int
+    broken: int
+    leader_ready_group_incomplete: int
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def view_group_health(view: ClusterView, lws: LeaderWorkerSet, index: int) -> GroupHealth:
+    """`group_health` of group `index` of `lws`, judged from the pods in `view`."""
+    return group_health(index, lws.size, view.group_pods(lws.namespace, lws.name, index))
+
+
+def member_group_health(view: ClusterView, member: GroupMember) -> GroupHealth | None:
+    """The health of the group `member` (a pod) belongs to: by its LWS in `view` when the view
+    holds it, else by the size the pod's `leaderworkerset.sigs.k8s.io/size` annotation says;
+    None when neither says how big the group is."""
+    lws = view.lws(member.namespace, member.lws_name)
+    if lws is not None:
+        return view_group_health(view, lws, member.group_index)
+    if member.size is None:
+        return None
+    pods = view.group_pods(member.namespace, member.lws_name, member.group_index)
+    return group_health(member.group_index, member.size, pods)
+
+
+def count_groups(view: ClusterView, lws: LeaderWorkerSet) -> LwsGroups:
+    """Count the groups of `lws` from the pods in `view`."""
+    whole = 0
+    leader_ready_incomplete = 0
+    for index in range(lws.replicas):
+        if view_group_health(view, lws, index).whole:
+            whole += 1
+            continue
+        if any(_serving_leader(pod) for pod in view.group_pods(lws.namespace, lws.name, index)):
+            leader_ready_incomplete += 1
+    return LwsGroups(
+        lws.namespace, lws.name, lws.replicas, whole, lws.replicas - whole, leader_ready_incomplete
+    )
+
+
+def _serving_leader(pod: PodRecord) -> bool:
+    member = member_of_pod(pod)
+    return member is not None and member.is_leader and pod.ready and not pod.terminating and not pod.terminal
+
+
+def all_groups(view: ClusterView) -> list[LwsGroups]:
+    """`count_groups` for every LWS in `view`, sorted by namespace and name."""
+    return sorted((count_groups(view, lws) for lws in view.all_lws()), key=lambda g: (g.namespace, g.name))

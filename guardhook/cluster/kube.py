@@ -1,0 +1,40 @@
+"""API clients for a live source (kubeconfig or in-cluster config), from the `kubernetes` library.
+
+Only the cluster view, the eviction ledger, the PDB reconciler and `audit` talk to the API server;
+policies never do.
+"""
+
+from __future__ import annotations
+
+import yaml
+from kubernetes import client, config
+from kubernetes.config import ConfigException
+
+from guardhook.cluster.sources import IN_CLUSTER, KUBECONFIG, Source
+
+
+def api_client(source: Source, retries: bool = True) -> client.ApiClient:
+    """A new ApiClient for a live `source`; `retries=False` turns off urllib3's own connection
+    retries (for callers that back off themselves or answer within a deadline: a refused or
+    timed-out connection then reaches them at once). Raises ValueError for a non-live source and the
+    kubernetes library's ConfigException for an unusable kubeconfig (also one that is not YAML or
+    not a mapping, which the library lets through as other errors) or in-cluster config."""
+    api = _configured_client(source)
+    if retries:
+        return api
+    configuration = api.configuration
+    configuration.retries = False  # read when the client builds its connection pool
+    return client.ApiClient(configuration)
+
+
+def _configured_client(source: Source) -> client.ApiClient:
+    if source.kind == KUBECONFIG:
+        try:
+            return config.new_client_from_config(config_file=source.paths[0])
+        except (yaml.YAMLError, UnicodeDecodeError, TypeError, AttributeError) as exc:
+            raise ConfigException(f"Invalid kube-config file {source.paths[0]}: {exc}") from exc
+    if source.kind == IN_CLUSTER:
+        configuration = client.Configuration()
+        config.load_incluster_config(client_configuration=configuration)
+        return client.ApiClient(configuration)
+    raise ValueError(f"{source.describe()} is not a live source")

@@ -1,0 +1,126 @@
+"""List a live cluster's objects once (for `guardhook audit`), as plain decoded JSON.
+
+Lists go through the `kubernetes` library's typed APIs (auth, TLS, kubeconfig handled there), paged
+with `limit`/`continue` as the API server's list chunking documents. A list's items carry no
+`kind`/`apiVersion`, so both are filled in from the list. A resource the cluster does not serve
+(a CRD that is not installed, e.g. KEDA's ScaledObject) is skipped with a note; a 404 for a
+built-in resource (pods, nodes…) means the server is not a Kubernetes API server and is an error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from guardhook.cluster.lws import LWS_API_GROUP, LWS_API_VERSION
+from guardhook.cluster.view.live import CONNECT_TIMEOUT_SECONDS, PAGE_SIZE, READ_TIMEOUT_SECONDS
+from guardhook.wire import KubeObject
+
+ListCall = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A cluster-wide list call of the typed API and the apiVersion/kind of its items. `optional`:
+    the cluster may not serve it (a CRD, or autoscaling/v2 before Kubernetes 1.23)."""
+
+    api_version: str
+    kind: str
+    call: Callable[[client.ApiClient], ListCall]
+    optional: bool = False
+
+
+def _custom(group: str, version: str, plural: str) -> Callable[[client.ApiClient], ListCall]:
+    def bind(api: client.ApiClient) -> ListCall:
+        return partial(client.CustomObjectsApi(api).list_cluster_custom_object, group, version, plural)
+
+    return bind
+
+
+LISTS: tuple[Listed, ...] = (
+    Listed("v1", "Node", lambda api: client.CoreV1Api(api).list_node),
+    Listed("v1", "Pod", lambda api: client.CoreV1Api(api).list_pod_for_all_namespaces),
+    Listed("v1", "Service", lambda api: client.CoreV1Api(api).list_service_for_all_namespaces),
+    Listed("apps/v1", "StatefulSet", lambda api: client.AppsV1Api(api).list_stateful_set_for_all_namespaces),
+    Listed(
+        "policy/v1",
+        "PodDisruptionBudget",
+        lambda api: client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces,
+    ),
+    Listed(
+        "autoscaling/v2",
+        "HorizontalPodAutoscaler",
+        lambda api: client.AutoscalingV2Api(api).list_horizontal_pod_autoscaler_for_all_namespaces,
+        optional=True,
+    ),
+    Listed(
+        "keda.sh/v1alpha1", "ScaledObject", _custom("keda.sh", "v1alpha1", "scaledobjects"), optional=True
+    ),
+    Listed(
+        LWS_API_VERSION,
+        "LeaderWorkerSet",
+        _custom(LWS_API_GROUP, "v1", "leaderworkersets"),
+        optional=True,
+    ),
+)
+
+
+@dataclass
+class ClusterObjects:
+    """Everything listed, plus notes on lists that were skipped (not served by this cluster)."""
+
+    objects: list[KubeObject] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def list_cluster(api: client.ApiClient, lists: tuple[Listed, ...] = LISTS) -> ClusterObjects:
+    """List every kind in `lists`. Raises ApiException for any error but a 404 (not served) on an
+    optional kind, and urllib3/OSError when the API server cannot be reached."""
+    result = ClusterObjects()
+    for listed in lists:
+        try:
+            result.objects += list(_list_all(api, listed))
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            if not listed.optional:
+                raise ApiException(
+                    status=404,
+                    reason=f"the server answered 404 for {listed.kind} ({listed.api_version}), which every "
+                    "Kubernetes API server serves: is the kubeconfig's server URL a Kubernetes API server?",
+                ) from exc
+            result.notes.append(
+                f"{listed.kind} ({listed.api_version}) is not served by this cluster: skipped"
+            )
+    return result
+
+
+def _list_all(api: client.ApiClient, listed: Listed) -> Iterator[KubeObject]:
+    call = listed.call(api)
+    token = ""
+    while True:
+        paging: dict[str, Any] = {"limit": PAGE_SIZE}
+        if token:
+            paging["_continue"] = token
+        # Raw JSON (not the generated models): the policies read API objects as dicts.
+        # Bounded like the reflectors' lists: a server that stops answering fails the audit, never hangs it.
+        timeout = (CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS)
+        response = call(_preload_content=False, _request_timeout=timeout, **paging)
+        try:
+            page = json.loads(response.data)
+        finally:
+            response.release_conn()
+        for item in page.get("items") or []:
+            if isinstance(item, dict):
+                item.setdefault("apiVersion", listed.api_version)
+                item.setdefault("kind", listed.kind)
+                yield item
+        token = str((page.get("metadata") or {}).get("continue") or "")
+        if not token:
+            return

@@ -1,0 +1,327 @@
+"""The in-memory cluster view: compact records with the indexes the policies read.
+
+One `ClusterView` serves every source: the static one built from manifests and the live one fed
+by watches. Writers call `upsert`/`remove`/`replace_kind`; readers call the lookup methods. All
+mutations and compound reads take one lock, so a decision never sees half an update.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from guardhook.cluster.lws import LeaderWorkerSet, member_of_pod
+from guardhook.cluster.model import NodeRecord, PodRecord, StatefulSetRecord, metadata
+from guardhook.cluster.resources import Resources, add_into
+from guardhook.wire import KubeObject
+
+# The kinds the view holds, by the resource name the API uses.
+PODS = "pods"
+NODES = "nodes"
+LEADERWORKERSETS = "leaderworkersets"
+STATEFULSETS = "statefulsets"
+SERVICES = "services"
+PODDISRUPTIONBUDGETS = "poddisruptionbudgets"
+KINDS = (NODES, PODS, LEADERWORKERSETS, STATEFULSETS, SERVICES, PODDISRUPTIONBUDGETS)
+
+KIND_TO_RESOURCE = {
+    "Pod": PODS,
+    "Node": NODES,
+    "LeaderWorkerSet": LEADERWORKERSETS,
+    "StatefulSet": STATEFULSETS,
+    "Service": SERVICES,
+    "PodDisruptionBudget": PODDISRUPTIONBUDGETS,
+}
+
+Key = tuple[str, str]
+GroupKey = tuple[str, str, int]
+"""(namespace, LWS name, group index)."""
+
+
+Listener = Callable[[str, Any, Any], None]
+"""Called as `listener(kind, old_record, new_record)` after a pod or node changes in the view
+(old None on insert, new None on removal); records are PodRecord / NodeRecord."""
+
+
+def object_key(obj: KubeObject) -> Key:
+    meta = metadata(obj)
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+class ClusterView:
+    """What guardhook knows of the cluster.
+
+    Freshness: `synced` is False until every kind has been loaded once; `stale_since` is the
+    monotonic time a watch broke (None while healthy). `stale_after_seconds` turns a broken watch
+    into a stale view, which each policy answers with its documented failure mode.
+    """
+
+    def __init__(self, source: str = "static", stale_after_seconds: float = 60.0) -> None:
+        self.source = source
+        self.stale_after_seconds = stale_after_seconds
+        self.lock = threading.RLock()
+        self._synced_kinds: set[str] = set()
+        self._broken_since: dict[str, float] = {}
+        self._pods: dict[Key, PodRecord] = {}
+        self._pods_by_group: dict[GroupKey, dict[str, PodRecord]] = defaultdict(dict)
+        self._pods_by_node: dict[str, dict[Key, PodRecord]] = defaultdict(dict)
+        self._node_requested: dict[str, Resources] = defaultdict(dict)
+        self._nodes: dict[str, NodeRecord] = {}
+        self._lws: dict[Key, LeaderWorkerSet] = {}
+        self._lws_by_namespace: dict[str, dict[str, LeaderWorkerSet]] = defaultdict(dict)
+        self._statefulsets: dict[Key, StatefulSetRecord] = {}
+        self._services: dict[Key, KubeObject] = {}
+        self._pdbs: dict[Key, KubeObject] = {}
+        self._pdbs_by_namespace: dict[str, dict[str, KubeObject]] = defaultdict(dict)
+        # Set by a live source: a bounded direct GET for a pod the watch has not delivered yet.
+        self._listeners: list[Listener] = []
+
+    # ---- change notification ---------------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> None:
+        """Call `listener` after every pod or node change, under the view's lock (so derived
+        indexes such as guardhook.capacity stay in step). It must be quick and must not raise."""
+        with self.lock:
+            self._listeners.append(listener)
+
+    def _record(self, kind: str, key: Key) -> Any:
+        if kind == PODS:
+            return self._pods.get(key)
+        if kind == NODES:
+            return self._nodes.get(key[1])
+        return None
+
+    def _notify(self, kind: str, old: Any, new: Any) -> None:
+        if old is None and new is None:
+            return
+        for listener in self._listeners:
+            listener(kind, old, new)
+
+    # ---- freshness -------------------------------------------------------------------------
+
+    def mark_synced(self, kind: str) -> None:
+        """Record that `kind` has been listed completely; clears a broken watch for it."""
+        with self.lock:
+            self._synced_kinds.add(kind)
+            self._broken_since.pop(kind, None)
+
+    def mark_broken(self, kind: str, now: float | None = None) -> None:
+        """Record that the watch of `kind` broke (keeps the earliest time while it stays broken)."""
+        with self.lock:
+            self._broken_since.setdefault(kind, time.monotonic() if now is None else now)
+
+    @property
+    def synced(self) -> bool:
+        """True once every kind in KINDS has been listed once."""
+        return all(kind in self._synced_kinds for kind in KINDS)
+
+    def stale_seconds(self, now: float | None = None) -> float:
+        """Seconds the oldest broken watch has been broken (0.0 when all are healthy)."""
+        if not self._broken_since:
+            return 0.0
+        now = time.monotonic() if now is None else now
+        return max(0.0, now - min(self._broken_since.values()))
+
+    def is_stale(self, now: float | None = None) -> bool:
+        """Whether decisions should follow the stale-view failure mode: never synced, or a watch
+        broken for longer than `stale_after_seconds`."""
+        if not self.synced:
+            return True
+        return self.stale_seconds(now) > self.stale_after_seconds
+
+    # ---- writes ----------------------------------------------------------------------------
+
+    def upsert(self, kind: str, obj: KubeObject) -> None:
+        """Insert or replace one object of `kind` (a resource name from KINDS)."""
+        with self.lock:
+            watched = self._listeners and kind in (PODS, NODES)
+            key = object_key(obj)
+            old = self._record(kind, key) if watched else None
+            {
+                PODS: self._upsert_pod,
+                NODES: self._upsert_node,
+                LEADERWORKERSETS: self._upsert_lws,
+                STATEFULSETS: self._upsert_statefulset,
+                SERVICES: self._upsert_service,
+                PODDISRUPTIONBUDGETS: self._upsert_pdb,
+            }[kind](obj)
+            if watched:
+                self._notify(kind, old, self._record(kind, key))
+
+    def remove(self, kind: str, key: Key) -> None:
+        """Remove one object of `kind` by (namespace, name); cluster-scoped use namespace ""."""
+        with self.lock:
+            old = self._record(kind, key) if self._listeners else None
+            if kind == PODS:
+                self._remove_pod(key)
+            elif kind == NODES:
+                self._nodes.pop(key[1], None)
+            elif kind == LEADERWORKERSETS:
+                self._lws.pop(key, None)
+                self._lws_by_namespace[key[0]].pop(key[1], None)
+            elif kind == STATEFULSETS:
+                self._statefulsets.pop(key, None)
+            elif kind == SERVICES:
+                self._services.pop(key, None)
+            elif kind == PODDISRUPTIONBUDGETS:
+                self._pdbs.pop(key, None)
+                self._pdbs_by_namespace[key[0]].pop(key[1], None)
+            if old is not None:
+                self._notify(kind, old, None)
+
+    def replace_kind(self, kind: str, objects: Iterable[KubeObject]) -> None:
+        """Replace everything of `kind` with `objects` (a relist) and mark the kind synced."""
+        with self.lock:
+            for key in list(self.keys(kind)):
+                self.remove(kind, key)
+            for obj in objects:
+                self.upsert(kind, obj)
+            self.mark_synced(kind)
+
+    def keys(self, kind: str) -> list[Key]:
+        """(namespace, name) of every object of `kind` held."""
+        with self.lock:
+            if kind == NODES:
+                return [("", name) for name in self._nodes]
+            stores: dict[str, dict[Key, Any]] = {
+                PODS: self._pods,
+                LEADERWORKERSETS: self._lws,
+                STATEFULSETS: self._statefulsets,
+                SERVICES: self._services,
+                PODDISRUPTIONBUDGETS: self._pdbs,
+            }
+            return list(stores[kind])
+
+    def count(self, kind: str) -> int:
+        """How many objects of `kind` are held."""
+        stores: dict[str, Any] = {
+            NODES: self._nodes,
+            PODS: self._pods,
+            LEADERWORKERSETS: self._lws,
+            STATEFULSETS: self._statefulsets,
+            SERVICES: self._services,
+            PODDISRUPTIONBUDGETS: self._pdbs,
+        }
+        return len(stores[kind])
+
+    def broken_seconds(self, kind: str, now: float | None = None) -> float:
+        """Seconds the watch of `kind` has been broken (0.0 while healthy)."""
+        since = self._broken_since.get(kind)
+        if since is None:
+            return 0.0
+        return max(0.0, (time.monotonic() if now is None else now) - since)
+
+    def _upsert_pod(self, obj: KubeObject) -> None:
+        pod = PodRecord.from_object(obj)
+        self._remove_pod(pod.key)
+        self._pods[pod.key] = pod
+        member = member_of_pod(pod)
+        if member is not None:
+            self._pods_by_group[(pod.namespace, member.lws_name, member.group_index)][pod.name] = pod
+        if pod.node_name and not pod.terminal:
+            self._pods_by_node[pod.node_name][pod.key] = pod
+            add_into(self._node_requested[pod.node_name], pod.requests)
+
+    def _remove_pod(self, key: Key) -> None:
+        old = self._pods.pop(key, None)
+        if old is None:
+            return
+        member = member_of_pod(old)
+        if member is not None:
+            group_key = (old.namespace, member.lws_name, member.group_index)
+            group = self._pods_by_group.get(group_key)
+            if group is not None:
+                group.pop(old.name, None)
+                if not group:
+                    del self._pods_by_group[group_key]
+        on_node = self._pods_by_node.get(old.node_name)
+        if on_node is not None and on_node.pop(key, None) is not None:
+            requested = self._node_requested[old.node_name]
+            for name, amount in old.requests.items():
+                left = requested.get(name, 0) - amount
+                if left:
+                    requested[name] = left
+                else:
+                    requested.pop(name, None)
+            if not on_node:
+                del self._pods_by_node[old.node_name]
+                del self._node_requested[old.node_name]
+
+    def _upsert_node(self, obj: KubeObject) -> None:
+        node = NodeRecord.from_object(obj)
+        self._nodes[node.name] = node
+
+    def _upsert_lws(self, obj: KubeObject) -> None:
+        lws = LeaderWorkerSet(obj)
+        self._lws[(lws.namespace, lws.name)] = lws
+        self._lws_by_namespace[lws.namespace][lws.name] = lws
+
+    def _upsert_statefulset(self, obj: KubeObject) -> None:
+        sts = StatefulSetRecord.from_object(obj)
+        self._statefulsets[sts.key] = sts
+
+    def _upsert_service(self, obj: KubeObject) -> None:
+        self._services[object_key(obj)] = obj
+
+    def _upsert_pdb(self, obj: KubeObject) -> None:
+        key = object_key(obj)
+        self._pdbs[key] = obj
+        self._pdbs_by_namespace[key[0]][key[1]] = obj
+
+    # ---- reads -----------------------------------------------------------------------------
+
+    def pod(self, namespace: str, name: str) -> PodRecord | None:
+        return self._pods.get((namespace, name))
+
+    def group_pods(self, namespace: str, lws_name: str, group_index: int) -> list[PodRecord]:
+        """The pods of one group (terminal ones included; see lws.group_health)."""
+        with self.lock:
+            return list(self._pods_by_group.get((namespace, lws_name, group_index), {}).values())
+
+    def lws(self, namespace: str, name: str) -> LeaderWorkerSet | None:
+        return self._lws.get((namespace, name))
+
+    def lws_in_namespace(self, namespace: str) -> list[LeaderWorkerSet]:
+        with self.lock:
+            return list(self._lws_by_namespace.get(namespace, {}).values())
+
+    def all_lws(self) -> list[LeaderWorkerSet]:
+        with self.lock:
+            return list(self._lws.values())
+
+    def statefulset(self, namespace: str, name: str) -> StatefulSetRecord | None:
+        return self._statefulsets.get((namespace, name))
+
+    def service(self, namespace: str, name: str) -> KubeObject | None:
+        return self._services.get((namespace, name))
+
+    def pdbs_in_namespace(self, namespace: str) -> list[KubeObject]:
+        with self.lock:
+            return list(self._pdbs_by_namespace.get(namespace, {}).values())
+
+    def all_pdbs(self) -> list[KubeObject]:
+        with self.lock:
+            return list(self._pdbs.values())
+
+    def node(self, name: str) -> NodeRecord | None:
+        return self._nodes.get(name)
+
+    def nodes(self) -> list[NodeRecord]:
+        with self.lock:
+            return list(self._nodes.values())
+
+    def node_requested(self, name: str) -> Resources:
+        """Summed effective requests of the non-terminal pods bound to node `name`."""
+        with self.lock:
+            return dict(self._node_requested.get(name, {}))
+
+    def pods_on_node(self, name: str) -> list[PodRecord]:
+        with self.lock:
+            return list(self._pods_by_node.get(name, {}).values())
+
+    def all_pods(self) -> list[PodRecord]:
+        with self.lock:
+            return list(self._pods.values())

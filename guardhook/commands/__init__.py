@@ -1,0 +1,1 @@
+"""The `guardhook` command line: one module per command and their shared scan helpers."""

@@ -1,0 +1,251 @@
+"""`guardhook audit`: judge a cluster's existing objects with the one Engine and report capacity in
+groups per LeaderWorkerSet (design.md §4).
+
+Objects come from a live cluster (listed once through guardhook.cluster.kube.api_client) or, offline,
+from `--cluster-state` manifests. Each object is judged as a CREATE (guardhook.commands.scan), except by
+`group-capacity`: an existing LWS judged as new would be counted twice against free capacity, so
+capacity is reported as group counts instead (guardhook.cluster.groups).
+
+`--write-reports` writes the results as `wgpolicyk8s.io/v1alpha2` PolicyReport objects, one per
+namespace, the format of the Policy Report API (kubernetes-sigs/wg-policy-prototypes) that
+Kyverno and policy-reporter read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from guardhook.cluster.groups import LwsGroups, all_groups
+from guardhook.cluster.listing import list_cluster
+from guardhook.cluster.sources import EMBEDDED, Source, choose_source
+from guardhook.cluster.view.manifests import load_paths
+from guardhook.cluster.view.static import embedded_fleet_objects, view_from_objects
+from guardhook.commands.common import SourceError, add_view_flags, live_client, using_source, write_text
+from guardhook.commands.scan import Finding, Located, scan, usable_policies
+from guardhook.config import Config, load_config
+from guardhook.policies import REGISTRY
+from guardhook.policies.base import Policy
+from guardhook.wire import KubeObject
+
+log = logging.getLogger("guardhook")
+
+AUDIT_USER = "guardhook:audit"
+REPORT_GROUP = "wgpolicyk8s.io"
+REPORT_VERSION = "v1alpha2"
+REPORT_PLURAL = "policyreports"
+REPORT_NAME = "guardhook"
+REPORT_SOURCE = "guardhook"
+# Policy Report result values: pass, fail, warn, error, skip.
+RESULT_OF_OUTCOME = {
+    "allowed": "pass",
+    "denied": "fail",
+    "audited": "fail",
+    "warned": "warn",
+    "error": "error",
+}
+
+
+@dataclass
+class AuditResult:
+    """Every finding (passes included), group counts per LWS, and notes (skipped policies/lists)."""
+
+    findings: list[Finding]
+    groups: list[LwsGroups]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def violations(self) -> list[Finding]:
+        return [f for f in self.findings if f.violated]
+
+
+def audit(
+    objects: Sequence[Located],
+    config: Config,
+    policies: Sequence[Policy] = REGISTRY,
+    notes: Sequence[str] = (),
+) -> AuditResult:
+    """Judge `objects` (an existing cluster's) and count their groups."""
+    view = view_from_objects([o.obj for o in objects], source="audit")
+    usable = usable_policies(policies, view, skip_node_readers=True)
+    all_notes = list(notes)
+    for policy in policies:
+        if policy not in usable:
+            all_notes.append(f"{policy.id} skipped: existing groups are counted below instead")
+    findings = scan(view, config, usable, objects, username=AUDIT_USER)
+    return AuditResult(findings, all_groups(view), all_notes)
+
+
+def render_text(result: AuditResult, out: TextIO) -> None:
+    """Violations, one line each, then a table of groups per LWS, then the notes."""
+    print(f"Violations ({len(result.violations)}):", file=out)
+    for finding in result.violations:
+        print("  " + finding.line(), file=out)
+    print("Groups per LeaderWorkerSet:", file=out)
+    header = ("NAMESPACE", "NAME", "DESIRED", "WHOLE", "BROKEN", "LEADER-READY-INCOMPLETE")
+    rows = [header] + [
+        (
+            g.namespace,
+            g.name,
+            str(g.desired),
+            str(g.whole),
+            str(g.broken),
+            str(g.leader_ready_group_incomplete),
+        )
+        for g in result.groups
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        print(
+            "  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip(),
+            file=out,
+        )
+    for note in result.notes:
+        print(f"Note: {note}", file=out)
+
+
+def render_json(result: AuditResult, out: TextIO) -> None:
+    """`{"violations": [Finding…], "groups": [LwsGroups…], "notes": […]}` on `out`."""
+    document = {
+        "violations": [f.as_dict() for f in result.violations],
+        "groups": [g.as_dict() for g in result.groups],
+        "notes": result.notes,
+    }
+    json.dump(document, out, indent=2)
+    out.write("\n")
+
+
+def policy_reports(result: AuditResult, now: float | None = None) -> list[KubeObject]:
+    """One `wgpolicyk8s.io/v1alpha2` PolicyReport per namespace holding a judged object, with a
+    result per (object, policy, action) and the summary counts. Cluster-scoped objects are left
+    out (they would need a ClusterPolicyReport; guardhook judges none)."""
+    seconds = int(time.time() if now is None else now)
+    by_namespace: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for finding in result.findings:
+        if finding.namespace:
+            by_namespace[finding.namespace].append(_report_result(finding, seconds))
+    reports = []
+    for namespace in sorted(by_namespace):
+        results = by_namespace[namespace]
+        summary = {key: 0 for key in ("pass", "fail", "warn", "error", "skip")}
+        for entry in results:
+            summary[entry["result"]] += 1
+        reports.append(
+            {
+                "apiVersion": f"{REPORT_GROUP}/{REPORT_VERSION}",
+                "kind": "PolicyReport",
+                "metadata": {
+                    "name": REPORT_NAME,
+                    "namespace": namespace,
+                    "labels": {"app.kubernetes.io/managed-by": "guardhook"},
+                },
+                "summary": summary,
+                "results": results,
+            }
+        )
+    return reports
+
+
+def _report_result(finding: Finding, seconds: int) -> dict[str, Any]:
+    resource = {
+        "apiVersion": finding.api_version,
+        "kind": finding.kind,
+        "name": finding.name,
+        "namespace": finding.namespace,
+    }
+    if finding.uid:
+        resource["uid"] = finding.uid
+    entry: dict[str, Any] = {
+        "source": REPORT_SOURCE,
+        "policy": finding.policy,
+        "rule": finding.policy,
+        "result": RESULT_OF_OUTCOME.get(finding.outcome, "warn"),
+        "resources": [resource],
+        "timestamp": {"seconds": seconds, "nanos": 0},
+    }
+    if finding.message:
+        entry["message"] = finding.message
+    if finding.action:
+        entry["properties"] = {"action": finding.action}
+    return entry
+
+
+def write_reports(api: client.ApiClient, reports: Sequence[KubeObject]) -> None:
+    """Create each PolicyReport, or replace the one already there (keeping its resourceVersion).
+    Raises ApiException on any API error (e.g. the PolicyReport CRD is not installed: 404)."""
+    custom = client.CustomObjectsApi(api)
+    for report in reports:
+        namespace = report["metadata"]["namespace"]
+        try:
+            existing = custom.get_namespaced_custom_object(
+                REPORT_GROUP, REPORT_VERSION, namespace, REPORT_PLURAL, REPORT_NAME
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            custom.create_namespaced_custom_object(
+                REPORT_GROUP, REPORT_VERSION, namespace, REPORT_PLURAL, report
+            )
+            continue
+        body = dict(report)
+        version = existing.get("metadata", {}).get("resourceVersion") if isinstance(existing, dict) else None
+        body["metadata"] = {**report["metadata"], "resourceVersion": version}
+        custom.replace_namespaced_custom_object(
+            REPORT_GROUP, REPORT_VERSION, namespace, REPORT_PLURAL, REPORT_NAME, body
+        )
+
+
+def add_parser(commands: Any) -> None:
+    """Register `guardhook audit` on the CLI's subparsers."""
+    audit_cmd = commands.add_parser("audit", help="judge a cluster's existing objects; report groups per LWS")
+    audit_cmd.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    audit_cmd.add_argument(
+        "--write-reports", action="store_true", help="write wgpolicyk8s.io PolicyReports into the cluster"
+    )
+    audit_cmd.add_argument("--reports-file", metavar="PATH", help="write the PolicyReports as YAML to PATH")
+    add_view_flags(audit_cmd)
+    audit_cmd.set_defaults(run=run_audit)
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    """Print the audit; write PolicyReports when asked. Raises SourceError for an unusable source."""
+    import yaml
+
+    config = load_config(args.config, args.enforcement)
+    source = choose_source(args.cluster_state, args.kubeconfig)
+    objects, notes = _audit_objects(source)
+    result = audit(objects, config, notes=notes)
+    if args.format == "json":
+        render_json(result, sys.stdout)
+    else:
+        render_text(result, sys.stdout)
+    reports = policy_reports(result)
+    if args.reports_file:
+        write_text(args.reports_file, yaml.safe_dump_all(reports, sort_keys=False))
+    if args.write_reports:
+        if not source.live:
+            raise SourceError("--write-reports needs a live cluster; use --reports-file PATH offline")
+        api = live_client(source)
+        using_source(source, "write PolicyReports to", lambda: write_reports(api, reports))
+    return 0
+
+
+def _audit_objects(source: Source) -> tuple[list[Located], list[str]]:
+    if not source.live:
+        if source.kind == EMBEDDED:
+            log.warning("no cluster configured: auditing the bundled sample fleet")
+            return [Located("sample fleet", obj) for obj in embedded_fleet_objects()], []
+        return [Located(m.source, m.obj) for m in load_paths(source.paths)], []
+    api = live_client(source)
+    listed = using_source(source, "list objects from", lambda: list_cluster(api))
+    return [Located("cluster", obj) for obj in listed.objects], listed.notes

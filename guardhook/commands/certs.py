@@ -1,0 +1,49 @@
+"""`guardhook certs`: write a CA and a serving certificate, print the caBundle, and optionally the
+self-managed overlay's caBundle patches."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from guardhook.server.cabundle import base_webhook_configurations, self_managed_certs, write_patches
+from guardhook.server.certs import CertPaths, ca_bundle, generate, service_dns_names
+
+
+def add_parser(commands: Any) -> None:
+    """Register `guardhook certs` on the CLI's subparsers."""
+    certs = commands.add_parser("certs", help="write a CA and serving certificate; print the caBundle")
+    certs.add_argument(
+        "--out",
+        help="folder to write ca.crt, tls.crt, tls.key into (default certs/, or the self-managed overlay's "
+        "certs/ with --patch-manifests)",
+    )
+    certs.add_argument("--service", default="guardhook", help="webhook Service name")
+    certs.add_argument("--namespace", default="guardhook-system", help="webhook Service namespace")
+    certs.add_argument("--dns", action="append", default=[], metavar="NAME", help="extra SAN")
+    certs.add_argument(
+        "--patch-manifests",
+        metavar="DIR",
+        help="also write the caBundle patches of the self-managed overlay of the manifests folder DIR",
+    )
+    certs.set_defaults(run=run_certs)
+
+
+def run_certs(args: argparse.Namespace) -> int:
+    """Write the certificates (and patches); raise ManifestsError/CertificateError on bad input."""
+    names = [*service_dns_names(args.service, args.namespace), *args.dns]
+    manifests = Path(args.patch_manifests) if args.patch_manifests else None
+    if manifests is not None:
+        base_webhook_configurations(manifests)  # fail before writing anything
+    out = args.out or (self_managed_certs(manifests) if manifests is not None else "certs")
+    previous = CertPaths(Path(out)).ca
+    previous_ca = previous.read_bytes() if previous.is_file() else None
+    paths = generate(out, names)
+    print(f"wrote {paths.ca}, {paths.cert}, {paths.key} for {', '.join(names)}", file=sys.stderr)
+    if manifests is not None:
+        for patch in write_patches(manifests, paths, previous_ca):
+            print(f"wrote {patch}", file=sys.stderr)
+    print(ca_bundle(paths))
+    return 0

@@ -1,0 +1,85 @@
+"""What every command shares: the view and config flags, opening the cluster view, and the one
+place that turns an unusable cluster source into a clear error (SourceError, exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from kubernetes.client import ApiClient
+
+from guardhook.cluster.kube import api_client
+from guardhook.cluster.kube_transport import snapshot_view
+from guardhook.cluster.sources import Source, static_view
+from guardhook.cluster.view.store import ClusterView
+
+EXIT_USAGE = 2
+
+T = TypeVar("T")
+
+
+class SourceError(RuntimeError):
+    """The configured cluster source cannot be used."""
+
+
+def add_view_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags that choose the cluster view and configuration, shared by every command."""
+    parser.add_argument(
+        "--cluster-state",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="build the cluster view from YAML/JSON manifests or `kubectl get -o yaml` dumps (repeatable)",
+    )
+    parser.add_argument("--kubeconfig", help="watch the cluster of this kubeconfig")
+    parser.add_argument("--config", help="policy configuration (YAML)")
+    parser.add_argument(
+        "--enforcement",
+        choices=("deny", "audit"),
+        default="deny",
+        help="audit: turn every Deny into Audit, for a cluster-wide dry run",
+    )
+
+
+def using_source(source: Source, doing: str, make: Callable[[], T]) -> T:
+    """Run `make` (which reads `source`'s kubeconfig or API server) and turn any failure into a
+    SourceError that says what was being done and where: the one wrapper for live-source errors.
+
+    Kubernetes raises ConfigException, ApiException, urllib3 errors, file errors and ValueError
+    here; none of them may reach the user as a traceback."""
+    try:
+        return make()
+    except Exception as exc:  # bad kubeconfig, unreachable server, HTTP errors
+        raise SourceError(f"cannot {doing} {source.describe()}: {exc}") from exc
+
+
+def live_client(source: Source) -> ApiClient:
+    """An API client for a live `source`. Raises SourceError for an unusable kubeconfig."""
+    return using_source(source, "use", lambda: api_client(source))
+
+
+def open_view(source: Source, stale_after_seconds: float) -> ClusterView:
+    """The view for one-shot commands: manifests or the sample fleet as they are; a live source is
+    listed once (every kind, paginated, no watches). Raises SourceError when the API server cannot
+    be listed — it never falls back to the sample fleet."""
+    if not source.live:
+        return static_view(source, stale_after_seconds)
+    return using_source(source, "list the cluster of", lambda: snapshot_view(source, stale_after_seconds))
+
+
+def write_text(path: str, text: str) -> None:
+    """Write `text` to `path`; SourceError when it cannot be written."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise SourceError(f"cannot write {path}: {exc}") from exc
+
+
+def read_file(path: str) -> bytes:
+    """The bytes of `path`; SourceError when it cannot be read."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc}") from exc

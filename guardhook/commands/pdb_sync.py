@@ -1,0 +1,91 @@
+"""`guardhook pdb-sync`: the per-group PDB reconciler as its own process, or one round / a plan."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+from typing import Any
+
+from kubernetes import client
+
+from guardhook.cluster.kube_transport import live_view, snapshot_view
+from guardhook.cluster.sources import Source, choose_source, in_cluster_namespace, static_view
+from guardhook.commands import argtypes
+from guardhook.commands.common import live_client
+from guardhook.config import DEFAULT_STALE_AFTER_SECONDS
+from guardhook.pdbsync.apply import Outcome
+from guardhook.pdbsync.desired import Plan, plan
+from guardhook.pdbsync.runner import DEFAULT_INTERVAL_SECONDS, reconcile_until, run_elected, sync_once
+
+
+def add_parser(commands: Any) -> None:
+    """Register `guardhook pdb-sync` on the CLI's subparsers."""
+    sync = commands.add_parser("pdb-sync", help="keep one PodDisruptionBudget per group of opted-in LWSs")
+    sync.add_argument(
+        "--cluster-state", action="append", default=[], metavar="PATH", help="plan only, from manifests"
+    )
+    sync.add_argument("--kubeconfig", help="the cluster to reconcile (default: in-cluster, then $KUBECONFIG)")
+    sync.add_argument(
+        "--namespace", help="namespace of the election Lease (default: the pod's, else guardhook-system)"
+    )
+    sync.add_argument(
+        "--interval",
+        type=argtypes.positive_seconds,
+        default=DEFAULT_INTERVAL_SECONDS,
+        help="seconds between rounds",
+    )
+    sync.add_argument("--once", action="store_true", help="one round, print what changed as JSON, exit")
+    sync.add_argument("--dry-run", action="store_true", help="print the plan as JSON and change nothing")
+    sync.add_argument(
+        "--no-leader-elect", dest="elect", action="store_false", help="reconcile without holding the Lease"
+    )
+    sync.set_defaults(run=run_pdb_sync)
+
+
+def plan_document(planned: Plan) -> dict[str, Any]:
+    """A plan as printed by `--dry-run`: full objects to create/update, names to delete."""
+    return {
+        "create": planned.create,
+        "update": planned.update,
+        "delete": [f"{ns}/{name}" for ns, name in planned.delete],
+        "warnings": planned.warnings,
+    }
+
+
+def run_pdb_sync(args: argparse.Namespace) -> int:
+    """`guardhook pdb-sync`: exit 0; 1 when a `--once`/`--dry-run` round cannot list or had
+    errors; 2 for an unusable kubeconfig."""
+    source = choose_source(args.cluster_state, args.kubeconfig)
+    if not source.live:
+        print(json.dumps(plan_document(plan(static_view(source))), indent=2))
+        return 0
+    api = live_client(source)
+    if args.dry_run or args.once:
+        return _one_round(args, source, api)
+    live = live_view(source, DEFAULT_STALE_AFTER_SECONDS).start()
+    namespace = args.namespace or in_cluster_namespace()
+
+    def work(stop: threading.Event) -> None:
+        reconcile_until(api, lambda: live.view, stop, args.interval)
+
+    if args.elect:
+        run_elected(api, namespace, work)
+    else:
+        work(threading.Event())
+    return 0
+
+
+def _one_round(args: argparse.Namespace, source: Source, api: client.ApiClient) -> int:
+    try:
+        view = snapshot_view(source, DEFAULT_STALE_AFTER_SECONDS)
+    except Exception as exc:  # WatchError, connection errors: report, exit 1
+        outcome = Outcome(errors=[f"cannot list the cluster: {exc}"])
+        print(json.dumps(outcome.as_dict(), indent=2))
+        return 1
+    if args.dry_run:
+        print(json.dumps(plan_document(plan(view)), indent=2))
+        return 0
+    outcome = sync_once(api, view)
+    print(json.dumps(outcome.as_dict(), indent=2))
+    return 1 if outcome.errors else 0

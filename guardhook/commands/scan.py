@@ -1,0 +1,118 @@
+"""Judge many existing objects as CREATEs through the one Engine, for `check` and `audit`.
+
+Each object becomes a synthetic CREATE (guardhook.commands.synthetic) judged the way the API server runs
+webhooks: mutating first, the patch applied, then validating (guardhook.admission.review.verdict_both).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+from guardhook.admission.engine import Engine
+from guardhook.admission.review import verdict_both
+from guardhook.cluster.model import metadata
+from guardhook.cluster.view.store import ClusterView
+from guardhook.commands.synthetic import SYNTHETIC_USER, as_create
+from guardhook.config import Config
+from guardhook.policies.base import Policy
+from guardhook.wire import KubeObject
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One policy result on one object.
+
+    `action` is the enforcement action taken (Deny, Warn, Audit, Mutate; "Advisory" for a warning
+    a policy emits whatever its actions); `outcome` as in engine.Decision ("allowed" for a pass).
+    """
+
+    source: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    api_version: str
+    policy: str
+    action: str
+    outcome: str
+    message: str
+
+    @property
+    def violated(self) -> bool:
+        return self.outcome != "allowed" and self.outcome != "error"
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+    def line(self) -> str:
+        """`source: Kind namespace/name: Action [policy] message`."""
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.source}: {self.kind} {where}: {self.action} [{self.policy}] {self.message}"
+
+
+@dataclass(frozen=True)
+class Located:
+    """An object and where it came from (a file path, "-" for stdin, or "cluster")."""
+
+    source: str
+    obj: KubeObject
+
+
+def usable_policies(
+    policies: Sequence[Policy], view: ClusterView, skip_node_readers: bool = False
+) -> list[Policy]:
+    """`policies` minus those that read Nodes (Policy.reads_nodes) when `skip_node_readers` is set
+    or the view holds no Nodes."""
+    if skip_node_readers or not view.nodes():
+        return [p for p in policies if not p.reads_nodes]
+    return list(policies)
+
+
+def scan(
+    view: ClusterView,
+    config: Config,
+    policies: Sequence[Policy],
+    objects: Iterable[Located],
+    username: str = SYNTHETIC_USER,
+) -> list[Finding]:
+    """Judge every object of a kind guardhook knows as a CREATE by `username`; return one Finding
+    per decision (passes included, errors included) and per advisory warning, in object order."""
+    engine = Engine(view, config, policies=policies, record=False)
+    findings: list[Finding] = []
+    for located in objects:
+        request = as_create(located.obj, username)
+        if request is None:
+            continue
+        if any(policy.already_running(view, located.obj) for policy in policies):
+            # A dump of a live cluster holds running objects: judge them as unchanged.
+            request = {**request, "operation": "UPDATE", "oldObject": located.obj}
+        verdict = verdict_both(engine, request)
+        explained = set()
+        for decision in verdict.decisions:
+            findings.append(
+                _finding(located, decision.policy, decision.action, decision.outcome, decision.message)
+            )
+            if decision.action == "Warn":
+                explained.add(f"[{decision.policy}] {decision.message}")
+        for warning in verdict.response.get("warnings", []):
+            if warning not in explained:
+                policy, _, message = warning.removeprefix("[").partition("] ")
+                findings.append(_finding(located, policy, "Advisory", "warned", message))
+    return findings
+
+
+def _finding(located: Located, policy: str, action: str, outcome: str, message: str) -> Finding:
+    meta = metadata(located.obj)
+    return Finding(
+        source=located.source,
+        kind=str(located.obj.get("kind") or ""),
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+        api_version=str(located.obj.get("apiVersion") or ""),
+        policy=policy,
+        action=action,
+        outcome=outcome,
+        message=message,
+    )

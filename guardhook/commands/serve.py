@@ -1,0 +1,112 @@
+"""`guardhook serve`: the webhook over HTTPS under gunicorn, on the configured cluster view."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import threading
+import time
+from typing import Any
+
+from guardhook.cluster.kube_transport import live_view
+from guardhook.cluster.sources import choose_source, in_cluster, in_cluster_namespace
+from guardhook.cluster.view.store import ClusterView
+from guardhook.commands import argtypes
+from guardhook.commands.common import SourceError, add_view_flags, live_client, open_view, using_source
+from guardhook.config import Config, load_config
+
+log = logging.getLogger("guardhook")
+
+
+def add_parser(commands: Any) -> None:
+    """Register `guardhook serve` on the CLI's subparsers."""
+    serve = commands.add_parser("serve", help="serve the webhook over HTTPS under gunicorn")
+    serve.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    serve.add_argument("--port", type=argtypes.port, default=8443, help="port (default 8443)")
+    serve.add_argument("--threads", type=argtypes.positive_int, default=8, help="request threads (default 8)")
+    serve.add_argument(
+        "--cert-dir", default="certs", help="folder with ca.crt, tls.crt, tls.key (default certs/)"
+    )
+    serve.add_argument(
+        "--dns", action="append", default=[], metavar="NAME", help="extra SAN for a generated certificate"
+    )
+    serve.add_argument(
+        "--namespace",
+        help="namespace for guardhook's own objects (default: the pod's namespace, else guardhook-system)",
+    )
+    serve.add_argument(
+        "--sync-group-pdbs",
+        action="store_true",
+        help="also keep one PodDisruptionBudget per group of LWSs annotated guardhook.io/group-pdbs",
+    )
+    add_view_flags(serve)
+    serve.set_defaults(run=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Serve until stopped; exit 2 (SourceError, ConfigError, CertificateError) before serving when
+    the configuration, certificates or cluster source cannot be used."""
+    from guardhook.admission.engine import Engine
+    from guardhook.ledger import open_ledger
+    from guardhook.pdbsync.runner import start_background_sync
+    from guardhook.server.app import Runtime
+    from guardhook.server.certs import ensure_certs
+    from guardhook.server.webhook_server import ServeOptions, WebhookServer
+
+    config = load_config(args.config, args.enforcement)
+    source = choose_source(args.cluster_state, args.kubeconfig)
+    if args.sync_group_pdbs and not source.live:
+        raise SourceError("--sync-group-pdbs needs a live cluster (--kubeconfig or in-cluster config)")
+    certs = ensure_certs(args.cert_dir, args.dns, in_cluster=in_cluster())
+    namespace = args.namespace or in_cluster_namespace()
+    log.info(
+        "cluster view: %s; guardhook namespace %s; certificates in %s",
+        source.describe(),
+        namespace,
+        certs.folder,
+    )
+    if source.live:
+        live_client(source).close()  # fail fast on an unusable kubeconfig; the worker builds the view
+    else:
+        open_view(source, config.stale_after_seconds)  # fail fast on unreadable manifests
+
+    def make_runtime() -> Runtime:
+        # Runs in the gunicorn worker after fork, so the watch threads live there.
+        # The eviction ledger: in memory for a static view, Leases in `namespace` for a live one.
+        ledger = open_ledger(source, namespace)
+        if not source.live:
+            view = open_view(source, config.stale_after_seconds)
+            scaling_startup(view, config)
+            return Runtime(Engine(view, config, ledger=ledger))
+        live = using_source(source, "use", lambda: live_view(source, config.stale_after_seconds))
+        scaling_startup(live.view, config)  # the capacity index follows the watches from the start
+        live.start()
+        runtime = Runtime(Engine(live.view, config, ledger=ledger))
+        if args.sync_group_pdbs:  # plans from this same live view
+            start_background_sync(live_client(source), namespace, lambda: live.view)
+        runtime.collectors.append(live.collect)
+        return runtime
+
+    options = ServeOptions(host=args.host, port=args.port, threads=args.threads, certs=certs)
+    WebhookServer(options, make_runtime).run()
+    return 0
+
+
+def scaling_startup(view: ClusterView, config: Config) -> None:
+    """At start: build the capacity index now rather than on the first scale-up (on a live view it
+    then follows the watches), and warn about a missing LWS controller exemption once the view
+    holds what the cluster holds (a live view syncs in the background)."""
+    from guardhook.policies.group_capacity import warm_capacity_index
+    from guardhook.policies.pod_counted_scaler import startup_checks
+
+    warm_capacity_index(view)
+    if view.synced:
+        startup_checks(view, config)
+        return
+
+    def check_when_synced() -> None:
+        while not view.synced:
+            time.sleep(1.0)
+        startup_checks(view, config)
+
+    threading.Thread(target=check_when_synced, name="guardhook-startup-checks", daemon=True).start()

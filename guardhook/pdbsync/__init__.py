@@ -1,0 +1,1 @@
+"""The per-group PodDisruptionBudget reconciler: desired state, apply, runner."""

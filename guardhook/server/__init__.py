@@ -1,0 +1,1 @@
+"""The HTTP side: flask endpoints, the gunicorn server, TLS, certificates, caBundle, metrics."""

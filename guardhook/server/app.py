@@ -1,0 +1,117 @@
+"""The HTTP layer: decode AdmissionReview, ask the engine, encode the answer (design.md §3).
+
+Endpoints: POST /validate, POST /mutate, GET /healthz, GET /readyz, GET /metrics. A body that is
+not an AdmissionReview gets HTTP 400 with the reason; every decodable review gets HTTP 200.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+
+import orjson
+from flask import Flask, Response, request
+
+from guardhook.admission.codec import MAX_BODY_BYTES, ReviewError, decode, encode
+from guardhook.admission.engine import Endpoint, Engine
+from guardhook.server.metrics import CONTENT_TYPE, GroupCollector, Metrics
+
+log = logging.getLogger(__name__)
+
+
+class Runtime:
+    """What the app serves from: the engine (with its view) and metrics. `refresh_metrics` is
+    called before /metrics renders, so gauges computed from the view are current."""
+
+    def __init__(self, engine: Engine, metrics: Metrics | None = None) -> None:
+        self.engine = engine
+        self.metrics = metrics or Metrics()
+        self.collectors: list[Callable[[Runtime], None]] = []
+        self.metrics.registry.register(GroupCollector(lambda: self.engine.view))
+
+    @property
+    def ready(self) -> bool:
+        """Ready once the view has synced for the first time (certificates are loaded before the
+        server accepts connections). Never flips back on a later watch outage."""
+        return self.engine.view.synced
+
+    def refresh_metrics(self) -> None:
+        view = self.engine.view
+        self.metrics.view_synced.set(1 if view.synced else 0)
+        self.metrics.view_stale_seconds.set(view.stale_seconds())
+        for collect in self.collectors:
+            collect(self)
+
+
+def create_app(runtime: Runtime) -> Flask:
+    """A flask app serving `runtime`."""
+    app = Flask("guardhook")
+
+    def review(endpoint: Endpoint) -> Response:
+        started = time.perf_counter()
+        body, too_large = _read_body()
+        if too_large:
+            response = _bad_request(f"body is over the {MAX_BODY_BYTES}-byte cap")
+            # An unread body would stall a kept-alive connection: close it.
+            response.headers["Connection"] = "close"
+        else:
+            try:
+                decoded = decode(body)
+            except ReviewError as exc:
+                response = _bad_request(str(exc))
+            else:
+                verdict = runtime.engine.judge(decoded.request, endpoint)
+                runtime.metrics.observe(endpoint, verdict)
+                payload = orjson.dumps(encode(decoded.api_version, verdict.response))
+                response = Response(payload, status=200, mimetype="application/json")
+        runtime.metrics.answered(endpoint, response.status_code, time.perf_counter() - started)
+        return response
+
+    @app.post("/validate")
+    def validate() -> Response:
+        return review("validate")
+
+    @app.post("/mutate")
+    def mutate() -> Response:
+        return review("mutate")
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return Response("ok\n", mimetype="text/plain")
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        if runtime.ready:
+            return Response("ready\n", mimetype="text/plain")
+        return Response("cluster view has not synced yet\n", status=503, mimetype="text/plain")
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        runtime.refresh_metrics()
+        return Response(runtime.metrics.render(), content_type=CONTENT_TYPE)
+
+    return app
+
+
+def _read_body() -> tuple[bytes, bool]:
+    """The request body, or (b"", True) when it is over the cap (declared or actual)."""
+    declared = request.content_length
+    if declared is not None and declared > MAX_BODY_BYTES:
+        return b"", True
+    try:
+        body = request.stream.read(MAX_BODY_BYTES + 1)
+    except TimeoutError:  # the client stalled mid-body (guardhook.server.tlssock): a 400, then closed
+        return b"", False
+    if len(body) > MAX_BODY_BYTES:
+        return b"", True
+    return body, False
+
+
+def _bad_request(reason: str) -> Response:
+    log.info("rejected a request body: %s", reason)
+    payload = json.dumps(
+        {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 400, "message": reason}
+    )
+    return Response(payload, status=400, mimetype="application/json")

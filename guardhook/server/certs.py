@@ -1,0 +1,238 @@
+"""Webhook certificates: a CA and an ECDSA P-256 serving certificate, written as the Kubernetes
+TLS secret keys (`ca.crt`, `tls.crt`, `tls.key`), and a TLS context that follows rotated files.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import ssl
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from guardhook.server.tlssock import bound_io
+
+CA_FILE = "ca.crt"
+CERT_FILE = "tls.crt"
+KEY_FILE = "tls.key"
+DEFAULT_NAMES = ("localhost", "127.0.0.1")
+CA_DAYS = 3650
+SERVING_DAYS = 365
+
+
+class CertificateError(RuntimeError):
+    """Certificates are missing where they must not be generated, or cannot be loaded."""
+
+
+@dataclass(frozen=True)
+class CertPaths:
+    """The three files of a certificate folder."""
+
+    folder: Path
+
+    @property
+    def ca(self) -> Path:
+        return self.folder / CA_FILE
+
+    @property
+    def cert(self) -> Path:
+        return self.folder / CERT_FILE
+
+    @property
+    def key(self) -> Path:
+        return self.folder / KEY_FILE
+
+    def complete(self) -> bool:
+        return self.cert.is_file() and self.key.is_file()
+
+
+def service_dns_names(service: str, namespace: str) -> list[str]:
+    """The names the API server uses to reach a webhook Service: svc, svc.ns, svc.ns.svc(.cluster.local)."""
+    return [
+        service,
+        f"{service}.{namespace}",
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}.svc.cluster.local",
+    ]
+
+
+def _san(name: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def generate(folder: str | Path, names: Iterable[str]) -> CertPaths:
+    """Write a new CA and a serving certificate for `names` (DNS names or IP addresses) into
+    `folder` (created if missing; the key is written mode 0600). Returns the paths. Raises
+    CertificateError when the folder cannot be created or written."""
+    paths = CertPaths(Path(folder))
+    try:
+        paths.folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CertificateError(f"cannot create the certificate folder {paths.folder}: {exc}") from exc
+    names = list(dict.fromkeys(names))
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "guardhook-ca")])
+    now = _now()
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=CA_DAYS))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(
+            x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0] if names else "guardhook")])
+        )
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=SERVING_DAYS))
+        .add_extension(x509.SubjectAlternativeName([_san(n) for n in names]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    try:
+        _write(paths.ca, ca_cert.public_bytes(serialization.Encoding.PEM))
+        _write(paths.key, _pem_key(key), private=True)
+        _write(paths.cert, cert.public_bytes(serialization.Encoding.PEM))
+    except OSError as exc:
+        raise CertificateError(f"cannot write certificates into {paths.folder}: {exc}") from exc
+    return paths
+
+
+def _write(path: Path, data: bytes, private: bool = False) -> None:
+    # Write beside and rename, so a reader never sees half a file.
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    os.replace(tmp, path)
+
+
+def ensure_certs(folder: str | Path, extra_names: Iterable[str] = (), in_cluster: bool = False) -> CertPaths:
+    """Use the certificates in `folder`, generating a self-signed set (SANs localhost, 127.0.0.1
+    and `extra_names`) when absent. Raises CertificateError when absent inside a cluster, where
+    each replica would otherwise invent its own CA, when only some of the files are there (never
+    overwritten), and when tls.crt/tls.key do not load as a certificate and its key."""
+    paths = CertPaths(Path(folder))
+    if paths.complete():
+        _check_loadable(paths)
+        return paths
+    present = [p.name for p in (paths.ca, paths.cert, paths.key) if p.exists()]
+    if present:
+        raise CertificateError(
+            f"{paths.folder} holds {', '.join(present)} but not both {CERT_FILE} and {KEY_FILE}; refusing to "
+            "overwrite what is there: add the missing files, or remove the rest to have a self-signed set "
+            "generated"
+        )
+    if in_cluster:
+        raise CertificateError(
+            f"no {CERT_FILE}/{KEY_FILE} in {paths.folder}: inside a cluster the serving certificate must be "
+            "mounted (cert-manager or `guardhook certs`); refusing to invent a CA per replica"
+        )
+    return generate(paths.folder, [*DEFAULT_NAMES, *extra_names])
+
+
+def _check_loadable(paths: CertPaths) -> None:
+    # Fail at start, not on every TLS handshake after gunicorn is already listening.
+    try:
+        RotatingServerContext(paths)
+    except (OSError, ssl.SSLError) as exc:
+        raise CertificateError(
+            f"cannot load {paths.cert} and {paths.key} as a certificate and its private key ({exc}); "
+            "replace them, or remove the folder's files to have a self-signed set generated"
+        ) from exc
+
+
+def ca_bundle(paths: CertPaths) -> str:
+    """The base64 caBundle for a webhook configuration's clientConfig."""
+    import base64
+
+    return base64.b64encode(paths.ca.read_bytes()).decode()
+
+
+class RotatingServerContext:
+    """Server-side TLS contexts (TLS 1.2+) that follow certificate rotation.
+
+    `context()` returns a cached SSLContext, rebuilt when tls.crt or tls.key changed on disk
+    (by mtime and size). A connection keeps the context it was handshaken with, so in-flight
+    requests are unaffected; new connections get the new certificate. A half-written pair that
+    fails to load keeps the previous context.
+    """
+
+    def __init__(self, paths: CertPaths) -> None:
+        self.paths = paths
+        self._lock = threading.Lock()
+        self._stamp: tuple[float, int, float, int] | None = None
+        self._context: ssl.SSLContext | None = None
+        self.reloads = 0
+        self.context()
+        if self._context is None:
+            raise CertificateError(f"cannot load {paths.cert} and {paths.key}")
+
+    def _file_stamp(self) -> tuple[float, int, float, int]:
+        cert, key = self.paths.cert.stat(), self.paths.key.stat()
+        return (cert.st_mtime, cert.st_size, key.st_mtime, key.st_size)
+
+    def context(self) -> ssl.SSLContext:
+        """The current context, reloading changed files."""
+        stamp: tuple[float, int, float, int] | None
+        try:
+            stamp = self._file_stamp()
+        except OSError:
+            stamp = self._stamp
+        if stamp == self._stamp and self._context is not None:
+            return self._context
+        with self._lock:
+            if stamp != self._stamp or self._context is None:
+                try:
+                    self._context = self._build()
+                    self._stamp = stamp
+                    self.reloads += 1
+                except (OSError, ssl.SSLError):
+                    if self._context is None:
+                        raise
+        return self._context
+
+    def _build(self) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(certfile=str(self.paths.cert), keyfile=str(self.paths.key))
+        return bound_io(context)  # a stalled client must not hold a request thread for good

@@ -1,5 +1,0 @@
-"""The cluster view: the one place guardhook learns what the cluster holds."""
-
-from guardhook.view.store import ClusterView
-
-__all__ = ["ClusterView"]
