@@ -155,10 +155,11 @@ def _waves(
         first = not waves
         alone = Wave([node], healed=not first)
         outcome = evict_in_turn(view, _pods_on(view, [node]), params, healed=alone.healed)
-        if outcome.refused and first:  # the groups broken now use up the budget: wait for them
-            waves.append(Wave([]))
-            alone.healed = True
-            outcome = evict_in_turn(view, _pods_on(view, [node]), params, healed=True)
+        if outcome.refused and first:
+            healed = evict_in_turn(view, _pods_on(view, [node]), params, healed=True)
+            if not healed.refused:  # the groups broken now use up the budget: wait for them
+                waves.append(Wave([]))
+                alone.healed, outcome = True, healed
         if outcome.refused and _never_evicted(view, node, params):
             blocked.append(node)
             continue
