@@ -15,10 +15,12 @@ import pytest
 import yaml
 
 from guardhook.cluster.view.static import embedded_fleet_objects
+from guardhook.commands.main import main
 from guardhook.planning.drain import plan_drain
 from guardhook.wire import KubeObject
 
 from conftest import clean_env
+from fake_apiserver import running_fake
 from helpers import find, set_ready
 
 PARAMS = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120}
@@ -293,3 +295,19 @@ def test_lws_rebuilt_first_take_capacity_from_the_next() -> None:
     # takes 4, leaving 5: room for one of llm-xl's two groups.
     assert (rows[XL].lost, rows[XL].rebuildable) == (2, 1)
     assert not plan.ok
+
+
+def test_a_live_cluster_is_listed_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The sample fleet served by the fake API server, through the real kubernetes client.
+    with running_fake() as fake:
+        fake.load(fleet())
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
+        code = main(
+            ["drain-plan", "--kubeconfig", str(kubeconfig), "--format", "json", "gpu-node-01", "gpu-node-05"]
+        )
+        assert code == 0
+        assert wave_nodes(json.loads(capsys.readouterr().out)) == [["gpu-node-01"], ["gpu-node-05"]]
+        assert not [c for c in fake.requests if not c.startswith("GET")]  # planning writes nothing
+    unreachable = main(["drain-plan", "--kubeconfig", str(kubeconfig), "gpu-node-01"])  # the server is gone
+    assert unreachable == 2
+    assert capsys.readouterr().err.startswith("guardhook: cannot list objects from kubeconfig")
