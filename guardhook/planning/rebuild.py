@@ -27,6 +27,7 @@ from guardhook.cluster.lws import (
 )
 from guardhook.cluster.model import as_dict, metadata
 from guardhook.cluster.view.static import view_from_objects
+from guardhook.cluster.view.store import PODS as PODS_KIND
 from guardhook.planning.evictions import GroupRef, LwsKey
 from guardhook.wire import KubeObject
 
@@ -71,7 +72,7 @@ def rebuild_after_drain(
         answers[(lws.namespace, lws.name)] = Rebuild(len(groups), fit.fits, short)
         for group in groups[: fit.fits]:  # rebuilt first: later LWSs see them waiting for nodes
             for pod in recreated_group(lws, group):
-                after.upsert("pods", pod)
+                after.upsert(PODS_KIND, pod)
     return answers
 
 
