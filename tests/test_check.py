@@ -79,13 +79,18 @@ def test_lws_with_per_group_integer_pdbs_exits_0_with_nothing_printed(
 def test_lint_findings_are_printed_but_do_not_fail(capsys: pytest.CaptureFixture[str]) -> None:
     code, lines, _ = run(capsys, f"{MANIFESTS}/lint")
     assert code == 0
-    [line] = lines
-    assert line.startswith(f"{MANIFESTS}/lint/lws.yaml: LeaderWorkerSet default/lax: Warn [group-spec] ")
-    for finding in (
-        "restartPolicy None",
-        "rollout takes up to 1 of 2",
-        "only checks a TCP socket",
-        "no startupProbe",
+    prefix = f"{MANIFESTS}/lint/lws.yaml: LeaderWorkerSet default/lax: Warn [group-spec] "
+    # One line per finding; the kind and name once on each (not again inside the message).
+    assert [line.removeprefix(prefix).split(" ")[0] for line in lines] == [
+        "restartPolicy",
+        "rollout",
+        "leader",
+    ]
+    assert all(line.startswith(prefix) and line.count("lax") == 1 for line in lines)
+    for line, finding in zip(
+        lines,
+        ("restartPolicy None", "rollout takes up to 1 of 2", "only checks that a TCP port accepts"),
+        strict=True,
     ):
         assert finding in line
 
@@ -97,16 +102,30 @@ def test_a_policy_configured_to_deny_fails_the_check(
     config.write_text("policies: {group-spec: {actions: [Deny]}}\n")
     code, lines, _ = run(capsys, "--config", str(config), f"{MANIFESTS}/lint", f"{MANIFESTS}/per-group-pdb")
     assert code == 1
-    assert [line.split(" [")[0] for line in lines] == [
+    assert {line.split(" [")[0] for line in lines} == {
         f"{MANIFESTS}/lint/lws.yaml: LeaderWorkerSet default/lax: Deny"
-    ]
+    }
 
 
 def test_json_format(capsys: pytest.CaptureFixture[str]) -> None:
     code, lines, _ = run(capsys, "--format", "json", f"{MANIFESTS}/lint")
     document = json.loads("\n".join(lines))
     assert code == 0 and document["exitCode"] == 0 and document["objects"] == 1
-    [violation] = document["violations"]
+    violation = document["violations"][0]
+    assert len(document["violations"]) == 3  # one entry per finding, as in the text
+    assert set(violation) == {
+        "source",
+        "kind",
+        "namespace",
+        "name",
+        "uid",
+        "apiVersion",
+        "policy",
+        "action",
+        "outcome",
+        "message",
+    }  # camelCase, as Kubernetes writes JSON
+    assert violation["message"].startswith("restartPolicy None")
     assert violation["source"] == f"{MANIFESTS}/lint/lws.yaml"
     assert (violation["kind"], violation["namespace"], violation["name"]) == (
         "LeaderWorkerSet",
@@ -142,8 +161,9 @@ def test_stdin_like_kustomize_output(
     monkeypatch.setattr(sys, "stdin", io.StringIO(stream))
     code, lines, err = run(capsys, "-")
     assert code == 0
-    [line] = lines
-    assert line.startswith("-: LeaderWorkerSet default/lax: Warn [group-spec] ")
+    assert lines and all(
+        line.startswith("-: LeaderWorkerSet default/lax: Warn [group-spec] ") for line in lines
+    )
     assert "4 objects" in err
 
 
@@ -179,7 +199,7 @@ def test_group_capacity_is_skipped_once_without_nodes_and_runs_with_them() -> No
     config = default_config(policies)
     paths = [f"{MANIFESTS}/lint", f"{MANIFESTS}/per-group-pdb"]
     without = check(paths, config, policies=policies)
-    assert without.skipped == {"group-capacity": "no Nodes in the manifests or --cluster-state"}
+    assert without.skipped == {"group-capacity": "no Nodes in the manifests or context"}
     assert not any(f.policy == "group-capacity" for f in without.findings)
     with_nodes = check(
         paths, config, cluster_state=[str(FIXTURES / "fleet" / "nodes.yaml")], policies=policies
@@ -206,9 +226,9 @@ def test_enforcement_audit_passes_what_deny_would_fail(
     config.write_text("policies: {group-spec: {actions: [Deny]}}\n")
     code, lines, _ = run(capsys, "--config", str(config), "--enforcement", "audit", f"{MANIFESTS}/lint")
     assert code == 0
-    assert [line.split(" [")[0] for line in lines] == [
+    assert {line.split(" [")[0] for line in lines} == {
         f"{MANIFESTS}/lint/lws.yaml: LeaderWorkerSet default/lax: Audit"
-    ]
+    }
 
 
 @pytest.mark.skipif(
