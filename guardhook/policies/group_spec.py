@@ -12,8 +12,9 @@ behaviour from the Kubernetes docs, "Configure Liveness, Readiness and Startup P
   how many pods and accelerators that is.
 - a leader without a `readinessProbe`, or whose readiness only opens a TCP socket: the leader's
   readiness is what Services and the group count see. With no probe the leader is Ready as soon as
-  its containers run; an open port does not show a loaded model (vLLM binds its port before it
-  loads the weights).
+  its containers run; an open port does not show a loaded model (llama.cpp's server listens while
+  it loads and answers /health with 503 until done; vLLM and SGLang listen only once loaded, so
+  there the TCP check happens to work, but a health endpoint works for every server).
 - a probe that restarts a container before a multi-minute weight load can finish. Only two probes
   restart a container: a `livenessProbe` (held off while a `startupProbe` has not yet succeeded)
   and the `startupProbe` itself. A failing readiness probe never restarts anything: it only keeps
@@ -132,8 +133,9 @@ def _leader_readiness(lws: LeaderWorkerSet) -> list[str]:
         ]
     if all(set(p) & {"tcpSocket", "httpGet", "exec", "grpc"} == {"tcpSocket"} for p in probes):
         return [
-            "leader readinessProbe only checks that a TCP port accepts connections, which some servers "
-            "(vLLM) do before the model is loaded; probe the server's health endpoint (httpGet) instead"
+            "leader readinessProbe only checks that a TCP port accepts connections, which does not show a "
+            "loaded model (llama.cpp's server accepts them while loading, its /health answering 503); "
+            "probe the server's health endpoint (httpGet) instead"
         ]
     return []
 
