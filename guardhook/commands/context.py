@@ -62,6 +62,7 @@ class Unjudged:
         return f"{self.source}: {self.kind} {where}: not judged by [{self.policy}]: {self.why}"
 
     def as_dict(self) -> dict[str, str]:
+        """The JSON form, keyed like a Finding's (`message` holds the reason)."""
         return {
             "source": self.source,
             "kind": self.kind,
