@@ -116,3 +116,23 @@ def test_certs_with_manifests_that_are_not_utf8_exits_2(
     )
     assert f"cannot read {base / 'kustomization.yaml'}" in capsys.readouterr().err
     assert not (tmp_path / "certs").exists()  # nothing written
+
+
+def test_output_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    # `guardhook drain-plan … --format json | head -1`: the reader closes the pipe after one line.
+    env = {**os.environ, "HOME": str(tmp_path)}
+    env.pop("KUBECONFIG", None)
+    with subprocess.Popen(
+        [sys.executable, "-m", "guardhook", "drain-plan", "gpu-node-01", "gpu-node-05", "--format", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env=env,
+        bufsize=0,
+    ) as process:
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.read(1)
+        process.stdout.close()  # before the whole plan is written
+        stderr = process.stderr.read().decode()
+        assert process.wait(timeout=60) in (0, 141)
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr

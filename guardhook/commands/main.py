@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -20,6 +21,7 @@ from guardhook.commands import audit, certs, check, drain_plan, pdb_sync, review
 from guardhook.commands.common import EXIT_USAGE, CommandError
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
 COMMANDS = (serve, review, check, audit, certs, pdb_sync, drain_plan)
 
 # Errors that mean bad configuration, input or source (exit 2 with one line), by module and name:
@@ -68,6 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return int(args.run(args) or 0)
+    except BrokenPipeError:
+        # The reader went away (`guardhook … | head`): stop quietly, as Unix tools do; point stdout
+        # at /dev/null so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except Exception as exc:
         if not is_usage_error(exc):
             raise
