@@ -19,6 +19,8 @@ import pytest
 import yaml
 from cryptography import x509
 
+from guardhook.cluster.listing import DRA_LISTS
+from guardhook.cluster.view.store import KIND_TO_RESOURCE
 from guardhook.config import DEFAULT_EXEMPT_USERS
 
 from conftest import REPO, load_review
@@ -346,6 +348,8 @@ def test_base_cluster_role_only_reads_what_the_view_needs(default_install: list[
         ("apps", "statefulsets"),
         ("policy", "poddisruptionbudgets"),
         ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+        # the DRA kinds the view lists and watches (guardhook.cluster.listing.DRA_LISTS)
+        *{("resource.k8s.io", KIND_TO_RESOURCE[listed.kind]) for listed in DRA_LISTS},
     }
     binding = one(default_install, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]

@@ -138,6 +138,51 @@ class Toleration:
         return tuple(out)
 
 
+# ---- what pods say of DRA claims and scheduling gates ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaimRef:
+    """One `spec.resourceClaims[]` entry: a pod-local `name` and either an existing claim
+    (`claim_name`) or a template to stamp one from (`template_name`)."""
+
+    name: str
+    claim_name: str
+    template_name: str
+
+
+def pod_claim_refs(spec: Mapping[str, Any]) -> tuple[PodClaimRef, ...]:
+    """The `spec.resourceClaims` of a pod (or pod template) spec."""
+    return tuple(
+        PodClaimRef(
+            str(r.get("name") or ""),
+            str(r.get("resourceClaimName") or ""),
+            str(r.get("resourceClaimTemplateName") or ""),
+        )
+        for r in map(as_dict, as_list(spec.get("resourceClaims")))
+    )
+
+
+def pod_claim_names(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[str, ...]:
+    """Names of the ResourceClaims (in the pod's namespace) a pod uses: those named in
+    `spec.resourceClaims[].resourceClaimName`, those generated from templates
+    (`status.resourceClaimStatuses[].resourceClaimName`) and the one the scheduler made for its
+    DRA-backed extended resources (`status.extendedResourceClaimStatus.resourceClaimName`)."""
+    names = [ref.claim_name for ref in pod_claim_refs(spec) if ref.claim_name]
+    for entry in map(as_dict, as_list(status.get("resourceClaimStatuses"))):
+        if entry.get("resourceClaimName"):
+            names.append(str(entry["resourceClaimName"]))
+    extended = as_dict(status.get("extendedResourceClaimStatus")).get("resourceClaimName")
+    if extended:
+        names.append(str(extended))
+    return tuple(dict.fromkeys(names))
+
+
+def scheduling_gates(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """Names in `spec.schedulingGates`: while any remain the scheduler does not place the pod."""
+    return tuple(str(as_dict(g).get("name") or "") for g in as_list(spec.get("schedulingGates")))
+
+
 @dataclass(frozen=True, slots=True)
 class PodRecord:
     """A pod as the policies see it. `requests` are the scheduler's effective requests
@@ -157,6 +202,14 @@ class PodRecord:
     disruption: str = ""
     """`disruption_condition` of the pod's status: "" unless a component marked it for removal."""
     tolerations: tuple[Toleration, ...] = ()
+    scheduling_gates: tuple[str, ...] = ()
+    claims: tuple[str, ...] = ()
+    """ResourceClaims (in the pod's namespace) the pod uses; see pod_claim_names."""
+
+    @property
+    def gated(self) -> bool:
+        """Held by `spec.schedulingGates`: the scheduler does not place it, so it claims nothing."""
+        return bool(self.scheduling_gates)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -186,6 +239,8 @@ class PodRecord:
             requests=pod_requests(spec),
             disruption=disruption_condition(status),
             tolerations=Toleration.parse_all(spec),
+            scheduling_gates=scheduling_gates(spec),
+            claims=pod_claim_names(spec, status),
         )
 
 
