@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 from guardhook.cluster.model import (
     PodClaimRef,
+    Toleration,
     as_dict,
     as_list,
     metadata,
@@ -196,7 +197,8 @@ def _capacity(raw: Mapping[str, Any], driver: str) -> dict[str, int]:
 class DeviceRequest:
     """One request of a claim (or claim template): `count` devices of DeviceClass `device_class`
     with `allocation_mode` ExactCount (the default) or All, narrowed by CEL `selectors`.
-    `alternatives` holds the `firstAvailable` subrequests (the first that can be met is used)."""
+    `alternatives` holds the `firstAvailable` subrequests (the first that can be met is used).
+    `tolerations` are the device taints the request tolerates (same shape as a pod's, KEP-5055)."""
 
     name: str
     device_class: str
@@ -204,6 +206,7 @@ class DeviceRequest:
     allocation_mode: str
     selectors: tuple[str, ...]
     alternatives: tuple[DeviceRequest, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
 
 
 def _request(raw: Mapping[str, Any]) -> DeviceRequest:
@@ -217,6 +220,7 @@ def _request(raw: Mapping[str, Any]) -> DeviceRequest:
         allocation_mode=str(exact.get("allocationMode") or "ExactCount"),
         selectors=_cel_selectors(exact.get("selectors")),
         alternatives=tuple(_request(as_dict(sub)) for sub in as_list(raw.get("firstAvailable"))),
+        tolerations=Toleration.parse_all(exact),
     )
 
 

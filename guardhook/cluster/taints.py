@@ -10,13 +10,26 @@ default), its value is equal. A NoExecute taint evicts a pod unless a matching t
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol
 
 from guardhook.cluster.model import Taint, Toleration
 
 NO_EXECUTE = "NoExecute"
 
 
-def tolerates(toleration: Toleration, taint: Taint) -> bool:
+class TaintLike(Protocol):
+    """A node taint (model.Taint) or a device taint (dra.DeviceTaint): both match tolerations the
+    same way (KEP-5055 reuses core/v1's toleration semantics for devices)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def value(self) -> str: ...
+    @property
+    def effect(self) -> str: ...
+
+
+def tolerates(toleration: Toleration, taint: TaintLike) -> bool:
     """Whether `toleration` matches `taint` (key, value and effect as core/v1 defines)."""
     if toleration.effect and toleration.effect != taint.effect:
         return False
@@ -27,7 +40,7 @@ def tolerates(toleration: Toleration, taint: Taint) -> bool:
     return toleration.key == taint.key and toleration.value == taint.value
 
 
-def eviction_delay(tolerations: Iterable[Toleration], taints: Iterable[Taint]) -> int | None:
+def eviction_delay(tolerations: Iterable[Toleration], taints: Iterable[TaintLike]) -> int | None:
     """Seconds until the NoExecute taints among `taints` evict a pod with `tolerations`: 0 at once,
     N after the shortest matching `tolerationSeconds` (negative counts as 0), None when every such
     taint is tolerated forever (or there is none)."""

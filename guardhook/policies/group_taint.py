@@ -29,11 +29,10 @@ from guardhook.cluster.lws import member_of_pod
 from guardhook.cluster.model import NodeRecord, PodRecord, Taint
 from guardhook.cluster.taints import added_no_execute, eviction_delay
 from guardhook.policies.base import ALLOW, Judgement, Policy, PolicyContext, stale_judgement, target
+from guardhook.policies.group_taint_dra import DEVICE_TAINT_RULES, RESOURCE_GROUP, adds_no_execute, rule_blast
 from guardhook.policies.taint_blast import Blast, Victim, judge_blast
 
 NODES = "nodes"
-RESOURCE_GROUP = "resource.k8s.io"
-DEVICE_TAINT_RULES = "devicetaintrules"
 
 
 class GroupTaint(Policy):
@@ -49,7 +48,15 @@ class GroupTaint(Policy):
         resource: Mapping[str, Any] = ctx.request.get("resource") or {}
         if resource.get("resource") == NODES:
             return self._judge_node(ctx)
-        return ALLOW  # DeviceTaintRules: see guardhook.policies.group_taint_dra (next step)
+        return self._judge_rule(ctx)
+
+    def _judge_rule(self, ctx: PolicyContext) -> Judgement:
+        change = adds_no_execute(ctx)
+        if change is None:
+            return ALLOW
+        if ctx.view.is_stale():
+            return stale_judgement(self, ctx.view)
+        return judge_blast(ctx, rule_blast(ctx.view, change))
 
     def _judge_node(self, ctx: PolicyContext) -> Judgement:
         node = NodeRecord.from_object(ctx.object)
