@@ -20,6 +20,7 @@ from urllib3.exceptions import ReadTimeoutError
 
 from guardhook.cluster.kube import api_client
 from guardhook.cluster.listing import LISTS, Listed
+from guardhook.cluster.paging import request_page
 from guardhook.cluster.sources import Source
 from guardhook.cluster.view.live import (
     CONNECT_TIMEOUT_SECONDS,
@@ -82,18 +83,7 @@ class KubeTransport:
         return form.api_version if form else ""
 
     def list_page(self, kind: str, continue_token: str | None, limit: int) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"limit": limit}
-        if continue_token:
-            kwargs["_continue"] = continue_token
-            response = self._call(kind, (CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS), **kwargs)
-        else:
-            response = self._first_page(kind, kwargs)
-        try:
-            page = json.loads(response.data)
-        except ValueError as exc:
-            raise WatchError(f"{kind}: list answer is not JSON: {exc}") from exc
-        finally:
-            response.release_conn()
+        page = self._page(kind, continue_token, limit) if continue_token else self._first_page(kind, limit)
         if not isinstance(page, dict):
             raise WatchError(f"{kind}: list answer is not an object")
         return page
@@ -124,17 +114,28 @@ class KubeTransport:
                 self._open = None
             response.release_conn()
 
-    def _first_page(self, kind: str, kwargs: dict[str, Any]) -> Any:
+    def _first_page(self, kind: str, limit: int) -> Any:
         forms = listed_for(kind).forms
         for form in forms:
             self._served[kind] = form
             try:
-                return self._call(kind, (CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS), **kwargs)
+                return self._page(kind, None, limit)
             except NotServed:
                 if form is forms[-1]:
                     raise
                 log.debug("%s: %s is not served, trying an older version", kind, form.api_version)
         raise AssertionError("unreachable: a Listed has at least one form")
+
+    def _page(self, kind: str, continue_token: str | None, limit: int) -> Any:
+        """One list page at the version `kind` is served at (guardhook.cluster.paging.request_page)."""
+        form = self._served.get(kind) or listed_for(kind)
+        call, timeout = form.call(self.api), (CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS)
+        try:
+            return request_page(call, continue_token, limit, timeout)
+        except ApiException as exc:
+            raise error_for(int(exc.status or 0), f"{kind}: HTTP {exc.status} {exc.reason}") from exc
+        except ValueError as exc:
+            raise WatchError(f"{kind}: list answer is not JSON: {exc}") from exc
 
     def _call(self, kind: str, timeout: tuple[float, float], **kwargs: Any) -> Any:
         form = self._served.get(kind) or listed_for(kind)

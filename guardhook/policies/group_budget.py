@@ -13,7 +13,7 @@ name), so evictions and drains of one LWS share the budget.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from guardhook.cluster.groups import view_group_health
@@ -99,6 +99,12 @@ def too_many(message: str) -> Judgement:
     return Judgement(violation=Violation(message, code=TOO_MANY_REQUESTS))
 
 
+def within_budget(group: int, broken: Collection[int], budget: int) -> bool:
+    """Whether removing a pod of group `group` is allowed while the groups `broken` of its LWS are
+    broken: always from a broken group, else while fewer than `budget` are broken."""
+    return group in broken or len(broken) < budget
+
+
 def judge_budget(
     view: ClusterView,
     disruption: GroupDisruption,
@@ -117,7 +123,7 @@ def judge_budget(
         broken = with_pending(view, disruption.lws, disruption.broken_in_view, entries)
         if disruption.group in broken:
             return ALLOW, None
-        if len(broken) >= disruption.budget:
+        if not within_budget(disruption.group, broken, disruption.budget):
             return too_many(budget_message(disruption, broken, what)), None
         pod = disruption.pod
         record = Disruption(disruption.group, pod.name, pod.uid, time.time() + ttl)

@@ -33,6 +33,9 @@ whole; answering 429 would wedge a drain on a pod that no longer exists.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
 from guardhook.cluster.model import PodRecord, metadata
 from guardhook.cluster.pdb_budget import matching_pdbs, refusal
 from guardhook.cluster.view.store import ClusterView
@@ -46,7 +49,27 @@ from guardhook.policies.base import (
     stale_judgement,
     target,
 )
-from guardhook.policies.group_budget import group_disruption, judge_budget, too_many
+from guardhook.policies.group_budget import (
+    BUDGET_ANNOTATION,
+    GroupDisruption,
+    group_disruption,
+    judge_budget,
+    too_many,
+    within_budget,
+)
+from guardhook.wire import KubeObject
+
+__all__ = [
+    "BUDGET_ANNOTATION",
+    "Eviction",
+    "eviction_context",
+    "pdb_refusal",
+    "view_pdb_refusal",
+    "within_budget",
+]
+
+Eviction = GroupDisruption
+"""What an eviction asks for: the pod, its LWS, and the group states the view shows."""
 
 
 class GroupEviction(Policy):
@@ -69,10 +92,10 @@ class GroupEviction(Policy):
             return ALLOW
         if pod.disruption:
             return allowed_disruption_target(pod.disruption, ctx.user)
-        eviction = group_disruption(ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)))
+        eviction = eviction_context(ctx.view, pod, ctx.params)
         if eviction is None:
             return ALLOW
-        refused = _pdb_refusal(ctx.view, pod)
+        refused = view_pdb_refusal(ctx.view, pod)
         if refused:
             return too_many(f"evicting pod {namespace}/{name}: {refused}; the API server would refuse it")
         ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
@@ -88,11 +111,27 @@ def _evicted_pod(ctx: PolicyContext) -> tuple[str, str]:
     return namespace, ctx.name
 
 
-def _pdb_refusal(view: ClusterView, pod: PodRecord) -> str | None:
+def eviction_context(view: ClusterView, pod: PodRecord, params: Mapping[str, Any]) -> Eviction | None:
+    """The eviction's group context (group_budget.group_disruption), or None for a pod outside any
+    LWS the view knows (the LWS is gone and its pods are being collected) or of a group beyond
+    `spec.replicas` (scaling down). `params` are the policy's (`maxDisruptedGroups`); the budget is
+    the LWS annotation guardhook.io/max-disrupted-groups when set. Also used by `guardhook drain-plan`."""
+    return group_disruption(view, pod, int(params.get("maxDisruptedGroups", 1)))
+
+
+def view_pdb_refusal(view: ClusterView, pod: PodRecord) -> str | None:
+    """Why a PodDisruptionBudget in `view` will refuse evicting `pod`, or None."""
     pdbs = matching_pdbs(view.pdbs_in_namespace(pod.namespace), pod)
     if not pdbs:
         return None
-    namespace_pods = [p for p in view.all_pods() if p.namespace == pod.namespace]
+    return pdb_refusal(pdbs, pod, [p for p in view.all_pods() if p.namespace == pod.namespace])
+
+
+def pdb_refusal(
+    pdbs: Iterable[KubeObject], pod: PodRecord, namespace_pods: Sequence[PodRecord]
+) -> str | None:
+    """The first refusal (guardhook.cluster.pdb_budget.refusal) among `pdbs` matching `pod`, given
+    the pods of its namespace; None when every one lets it go."""
     for pdb in pdbs:
         reason = refusal(pdb, pod, namespace_pods)
         if reason:
