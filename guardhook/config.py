@@ -19,12 +19,18 @@ from guardhook.policies import REGISTRY
 from guardhook.policies.base import ACTIONS, Action, Policy
 from guardhook.wire import UserInfo
 
+# Kueue's controller in any namespace or Helm release (`kueue-controller-manager` in `kueue-system`
+# by default): it stops a group by deleting every pod of it and gives up at the first error.
+KUEUE_CONTROLLER_PATTERN = "system:serviceaccount:*:*kueue-controller-manager"
+
 DEFAULT_EXEMPT_USERS: tuple[str, ...] = (
     LWS_CONTROLLER_PATTERN,
+    KUEUE_CONTROLLER_PATTERN,
     "system:serviceaccount:kube-system:generic-garbage-collector",
     "system:serviceaccount:kube-system:statefulset-controller",
     "system:serviceaccount:kube-system:pod-garbage-collector",
     "system:serviceaccount:kube-system:namespace-controller",
+    # The node lifecycle and taint eviction controllers both run as node-controller.
     "system:serviceaccount:kube-system:node-controller",
     # A kubelet deletes only pods bound to its own node (the NodeRestriction admission plugin).
     "system:node:*",

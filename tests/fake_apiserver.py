@@ -13,8 +13,9 @@ namespaced and cluster-scoped, keyed by the resource's plural name:
 
 One resourceVersion counter covers every write. The test adds, changes and deletes objects directly
 (`put`, `delete`: watchers see them, `writes` does not), sends bookmarks, answers every request
-with an error (`fail_with`), slows single GETs (`get_delay`), refuses resources (`unserved`: 404,
-as for a CRD that is not installed), and can take the server away (`stop()`: listening socket and
+with an error (`fail_with`), slows single GETs (`get_delay`), refuses resources or whole API
+versions (`unserved`: "leaderworkersets" or "resource.k8s.io/v1" answer 404, as for a CRD or an API
+version the server does not serve), and can take the server away (`stop()`: listening socket and
 open watches closed) and bring it back on the same port (`start()`). What happened is recorded for
 assertions: `requests` ("METHOD /path?query"), `writes` through HTTP (method, namespace, resource,
 name) and `conflicts` (409 answers).
@@ -314,7 +315,8 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         url = urlparse(self.path)
         match = ROUTE.match(url.path)
-        if not match or match.group(2) in fake.unserved:
+        group_version = url.path.split("/")[2:4] if url.path.startswith("/apis/") else []
+        if not match or match.group(2) in fake.unserved or "/".join(group_version) in fake.unserved:
             self._json(404, status(404, "NotFound", f"the server could not find {url.path}"))
             return None
         namespace, resource, name = match.groups()

@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 from guardhook.capacity import CapacityIndex, GroupDemand, fit_groups, index_for, shape_of_template
 from guardhook.capacity.index import ABSENT
 from guardhook.capacity.shapes import PODS
-from guardhook.capacity.solver import domains_that_fit, group_bounds, max_groups, place_pending, pod_caps
+from guardhook.capacity.solver import (
+    Capacity,
+    domains_that_fit,
+    group_bounds,
+    max_groups,
+    place_pending,
+    pod_caps,
+)
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import NODES, ClusterView
 from guardhook.cluster.view.store import PODS as POD_KIND
@@ -344,6 +351,10 @@ def clusters(draw: st.DrawFn) -> dict[str, Any]:
     )
 
 
+def capacity(c: dict[str, Any]) -> Capacity:
+    return Capacity(c["free"], c["leader"], c["worker"], c["leader_ok"], c["worker_ok"])
+
+
 def _fits(c: dict[str, Any], assignment: tuple[int, ...], groups: int) -> bool:
     """Whether putting pod i (group i // size, leader when i % size == 0) on node assignment[i] is
     valid: eligibility and capacity on every node."""
@@ -384,29 +395,16 @@ def _exclusive_ok(c: dict[str, Any], assignment: tuple[int, ...], groups: int) -
 def test_max_groups_equals_brute_force(c: dict[str, Any]) -> None:
     exact = brute_force_groups(c, exclusive=False)
     if c["size"] > 1:
-        lower, upper = group_bounds(
-            c["free"], c["leader"], c["worker"], c["leader_ok"], c["worker_ok"], c["size"], c["wanted"]
-        )
+        lower, upper = group_bounds(capacity(c), c["size"], c["wanted"])
         assert lower <= exact <= upper
-    got = max_groups(
-        c["free"],
-        c["leader"],
-        c["worker"],
-        c["leader_ok"],
-        c["worker_ok"],
-        c["size"],
-        c["wanted"],
-        same_shape=c["same"],
-    )
+    got = max_groups(capacity(c), c["size"], c["wanted"], same_shape=c["same"])
     assert got == exact
 
 
 @settings(max_examples=300, deadline=None)
 @given(clusters())
 def test_exclusive_domains_equal_brute_force(c: dict[str, Any]) -> None:
-    fitting = domains_that_fit(
-        c["free"], c["leader"], c["worker"], c["leader_ok"], c["worker_ok"], c["size"], c["domain"], 2
-    )
+    fitting = domains_that_fit(capacity(c), c["size"], c["domain"], 2)
     assert min(c["wanted"], int(fitting.sum())) == brute_force_groups(c, exclusive=True)
 
 

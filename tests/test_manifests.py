@@ -19,6 +19,8 @@ import pytest
 import yaml
 from cryptography import x509
 
+from guardhook.cluster.listing import DRA_LISTS
+from guardhook.cluster.view.store import KIND_TO_RESOURCE
 from guardhook.config import DEFAULT_EXEMPT_USERS
 
 from conftest import REPO, load_review
@@ -177,8 +179,16 @@ def test_every_webhook_entry_documents_why_its_failure_policy(default_install: l
             assert "Down:" in " ".join(comment), f"{file}: {lines[index]} lacks a why-comment"
 
 
+def cluster_scoped(hook: Object) -> bool:
+    return all(rule.get("scope") == "Cluster" for rule in hook["rules"])
+
+
 def test_namespace_selector_excludes_system_and_own_namespaces(webhooks: list[Object]) -> None:
     for hook in webhooks:
+        if cluster_scoped(hook):
+            # The API server never skips a cluster-scoped object by namespaceSelector: none is set.
+            assert "namespaceSelector" not in hook, hook["name"]
+            continue
         expressions = hook["namespaceSelector"]["matchExpressions"]
         excluded = next(
             set(e["values"])
@@ -199,7 +209,10 @@ def test_eviction_webhook_is_opt_in_by_namespace_label_and_records_only_off_dry_
     assert hook["sideEffects"] == "NoneOnDryRun"
     assert hook["failurePolicy"] == "Fail"
     others = [h for h in webhooks if h is not hook]
-    assert all(h["sideEffects"] == "None" for h in others)
+    # A worker DELETE on a cordoned node (a drain without evictions) is recorded in the same ledger.
+    deletes = [h for h in others if ("", "v1", "pods", "DELETE") in rules_of(h)]
+    assert [h["sideEffects"] for h in deletes] == ["NoneOnDryRun"]
+    assert all(h["sideEffects"] == "None" for h in others if h not in deletes)
     assert all(h["failurePolicy"] == "Ignore" for h in others)  # only the opt-in scope fails closed
 
 
@@ -240,6 +253,15 @@ POLICY_REQUESTS = {
         ("apps", "v1", "statefulsets", "UPDATE"),
         ("apps", "v1", "statefulsets/scale", "UPDATE"),
     ],
+    "group-taint": [
+        ("", "v1", "nodes", "CREATE"),
+        ("", "v1", "nodes", "UPDATE"),
+        *(
+            ("resource.k8s.io", version, "devicetaintrules", op)
+            for version in ("v1alpha3", "v1beta2", "v1")
+            for op in ("CREATE", "UPDATE")
+        ),
+    ],
     "group-capacity": [
         ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "CREATE"),
         ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "UPDATE"),
@@ -261,12 +283,17 @@ def _program(expression: str) -> Any:
     return env.program(env.compile(expression))
 
 
-def _called(hook: Object, review: Object) -> bool:
-    """Whether the API server would call `hook` for this review, by its matchConditions (CEL)."""
-    activation = {"request": celpy.json_to_cel(review["request"])}
-    return all(
-        bool(_program(condition["expression"]).evaluate(activation)) for condition in hook["matchConditions"]
-    )
+def _called(hook: Object, review: Object, identity_only: bool = True) -> bool:
+    """Whether the API server would call `hook` for this review, by its matchConditions (CEL): the
+    identity conditions (`not-…`) only, unless `identity_only` is False."""
+    request = review["request"]
+    activation = {
+        "request": celpy.json_to_cel(request),
+        "object": celpy.json_to_cel(request.get("object")),
+        "oldObject": celpy.json_to_cel(request.get("oldObject")),
+    }
+    conditions = [c for c in hook["matchConditions"] if not identity_only or c["name"].startswith("not-")]
+    return all(bool(_program(condition["expression"]).evaluate(activation)) for condition in conditions)
 
 
 def _as_user(username: str) -> Object:
@@ -293,10 +320,13 @@ def test_match_conditions_skip_exempt_identities_of_captured_requests(
 def test_match_conditions_skip_every_default_exempt_user(webhooks: list[Object]) -> None:
     samples = [pattern.replace("*", "any-x") for pattern in DEFAULT_EXEMPT_USERS]
     samples += ["system:serviceaccount:lws:lws-release-lws-controller-manager", "system:node:gpu-node-03"]
+    samples += ["system:serviceaccount:kueue-system:kueue-controller-manager"]
     non_exempt = [
         "kubernetes-admin",
         "system:serviceaccount:kube-system:deployment-controller",
         "system:serviceaccount:team:lws-controller-manager-helper",
+        "system:serviceaccount:team:kueue-controller-manager-helper",
+        "system:serviceaccount:kube-system:device-taint-eviction-controller",
         "system:nodes",
     ]
     for hook in webhooks:
@@ -318,6 +348,8 @@ def test_base_cluster_role_only_reads_what_the_view_needs(default_install: list[
         ("apps", "statefulsets"),
         ("policy", "poddisruptionbudgets"),
         ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+        # the DRA kinds the view lists and watches (guardhook.cluster.listing.DRA_LISTS)
+        *{("resource.k8s.io", KIND_TO_RESOURCE[listed.kind]) for listed in DRA_LISTS},
     }
     binding = one(default_install, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
@@ -486,3 +518,60 @@ def test_patch_manifests_refuses_a_folder_without_webhook_configurations(tmp_pat
     assert done.returncode == 2
     assert "no webhook configurations" in done.stderr
     assert not (tmp_path / "overlays").exists()  # nothing written
+
+
+def _taint_hook(webhooks: list[Object], resource: str) -> Object:
+    (hook,) = [h for h in webhooks if any(rule[2] == resource for rule in rules_of(h))]
+    return hook
+
+
+def _device_taint_rule_review(effect: str) -> Object:
+    review = load_review("n01-node-taint-noexecute.validating")
+    rule = {
+        "apiVersion": "resource.k8s.io/v1beta2",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "gpu-maintenance"},
+        "spec": {"deviceSelector": {"driver": "gpu.example.com"}, "taint": {"key": "k", "effect": effect}},
+    }
+    review["request"].update(
+        kind={"group": "resource.k8s.io", "version": "v1beta2", "kind": "DeviceTaintRule"},
+        resource={"group": "resource.k8s.io", "version": "v1beta2", "resource": "devicetaintrules"},
+        name="gpu-maintenance",
+        operation="CREATE",
+        object=rule,
+        oldObject=None,
+    )
+    return review
+
+
+@pytest.mark.parametrize(
+    ("review", "called"),
+    [
+        ("n01-node-taint-noexecute.validating", True),  # kubectl taint …:NoExecute
+        ("n02-node-untaint.validating", False),  # the taint removed: nothing to judge
+        ("n03-node-cordon.validating", False),  # spec.unschedulable only
+    ],
+)
+def test_node_entry_is_called_only_for_a_node_with_a_no_execute_taint(
+    webhooks: list[Object], review: str, called: bool
+) -> None:
+    hook = _taint_hook(webhooks, "nodes")
+    assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] <= 5 and hook["sideEffects"] == "None"
+    assert _called(hook, load_review(review), identity_only=False) is called
+
+
+def test_node_entry_skips_the_node_lifecycle_controller_and_kubelets(webhooks: list[Object]) -> None:
+    hook = _taint_hook(webhooks, "nodes")
+    for user in ("system:serviceaccount:kube-system:node-controller", "system:node:gpu-node-06"):
+        review = load_review("n01-node-taint-noexecute.validating")
+        review["request"]["userInfo"] = {"username": user, "groups": ["system:authenticated"]}
+        assert _called(hook, review, identity_only=False) is False
+
+
+@pytest.mark.parametrize(("effect", "called"), [("NoExecute", True), ("None", False), ("NoSchedule", False)])
+def test_device_taint_rule_entry_is_called_only_for_no_execute(
+    webhooks: list[Object], effect: str, called: bool
+) -> None:
+    hook = _taint_hook(webhooks, "devicetaintrules")
+    assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] <= 5 and hook["sideEffects"] == "None"
+    assert _called(hook, _device_taint_rule_review(effect), identity_only=False) is called

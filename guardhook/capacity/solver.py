@@ -44,6 +44,25 @@ INF = float("inf")
 # ---- the pure core (arrays in, counts out) ---------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Capacity:
+    """The arrays one decision reads, over the same rows (nodes) and columns (resources).
+
+    `free`: rows × resources int64 free amounts; `leader` / `worker`: request vectors over the
+    columns (pods slot included, so > 0 there); `leader_ok` / `worker_ok`: bool per row, the node
+    masks of each template."""
+
+    free: np.ndarray
+    leader: np.ndarray
+    worker: np.ndarray
+    leader_ok: np.ndarray
+    worker_ok: np.ndarray
+
+    def restricted(self, rows: np.ndarray) -> Capacity:
+        """The same problem with both masks narrowed to `rows` (bool per row)."""
+        return replace(self, leader_ok=self.leader_ok & rows, worker_ok=self.worker_ok & rows)
+
+
 def pod_caps(free: np.ndarray, request: np.ndarray) -> np.ndarray:
     """How many pods of `request` (vector over free's columns, pods slot > 0) each row holds."""
     caps: np.ndarray | None = None
@@ -54,24 +73,17 @@ def pod_caps(free: np.ndarray, request: np.ndarray) -> np.ndarray:
     return np.maximum(caps, 0, out=caps)
 
 
-def worker_losses(
-    free: np.ndarray,
-    leader: np.ndarray,
-    worker: np.ndarray,
-    leader_ok: np.ndarray,
-    worker_ok: np.ndarray,
-    k: int,
-) -> tuple[np.ndarray, list[np.ndarray]]:
+def worker_losses(cap: Capacity, k: int) -> tuple[np.ndarray, list[np.ndarray]]:
     """y(0) per row (workers a row holds with no leader) and, for j = 1..k, the workers lost by
     putting j leaders on the row (inf where j leaders do not fit or leaders are not eligible)."""
-    y0 = np.where(worker_ok, pod_caps(free, worker), 0)
+    y0 = np.where(cap.worker_ok, pod_caps(cap.free, cap.worker), 0)
     losses: list[np.ndarray] = []
     for j in range(1, k + 1):
-        after = free - j * leader
-        fits = leader_ok & (after >= 0).all(axis=1)
+        after = cap.free - j * cap.leader
+        fits = cap.leader_ok & (after >= 0).all(axis=1)
         if not fits.any():
             break
-        yj = np.where(worker_ok, pod_caps(np.maximum(after, 0), worker), 0)
+        yj = np.where(cap.worker_ok, pod_caps(np.maximum(after, 0), cap.worker), 0)
         losses.append(np.where(fits, (y0 - yj).astype(float), INF))
     return y0, losses
 
@@ -102,28 +114,19 @@ def least_losses(losses: list[np.ndarray], k: int) -> np.ndarray:
     return best
 
 
-def max_groups(
-    free: np.ndarray,
-    leader: np.ndarray,
-    worker: np.ndarray,
-    leader_ok: np.ndarray,
-    worker_ok: np.ndarray,
-    size: int,
-    wanted: int,
-    same_shape: bool = False,
-) -> int:
+def max_groups(cap: Capacity, size: int, wanted: int, same_shape: bool = False) -> int:
     """The largest k ≤ wanted such that k groups (1 leader + size−1 workers each) fit at once,
     anywhere (no topology constraint). `same_shape` asserts leader == worker and equal masks."""
     if wanted <= 0:
         return 0
     if size == 1 or same_shape:
-        shape, ok = (leader, leader_ok) if size == 1 else (worker, worker_ok)
-        total = int(pod_caps(free, shape)[ok].sum())
+        shape, ok = (cap.leader, cap.leader_ok) if size == 1 else (cap.worker, cap.worker_ok)
+        total = int(pod_caps(cap.free, shape)[ok].sum())
         return min(wanted, total // size)
-    lower, upper = group_bounds(free, leader, worker, leader_ok, worker_ok, size, wanted)
+    lower, upper = group_bounds(cap, size, wanted)
     if lower >= upper:
         return lower
-    y0, losses = worker_losses(free, leader, worker, leader_ok, worker_ok, upper)
+    y0, losses = worker_losses(cap, upper)
     total_workers = float(y0.sum())
     best = least_losses(losses, upper)
     for k in range(upper, lower, -1):
@@ -132,46 +135,29 @@ def max_groups(
     return lower
 
 
-def group_bounds(
-    free: np.ndarray,
-    leader: np.ndarray,
-    worker: np.ndarray,
-    leader_ok: np.ndarray,
-    worker_ok: np.ndarray,
-    size: int,
-    wanted: int,
-) -> tuple[int, int]:
+def group_bounds(cap: Capacity, size: int, wanted: int) -> tuple[int, int]:
     """Cheap bounds on max_groups for mixed shapes, so the exact search runs only between them.
 
     Lower: a real placement — at most one leader per row, on the rows that lose the fewest
     workers. Upper: leaders and workers counted apart (each must fit on its own)."""
-    y0 = np.where(worker_ok, pod_caps(free, worker), 0)
+    y0 = np.where(cap.worker_ok, pod_caps(cap.free, cap.worker), 0)
     total_workers = int(y0.sum())
-    leader_rows = leader_ok & (pod_caps(free, leader) >= 1)
-    upper = min(wanted, int(pod_caps(free, leader)[leader_ok].sum()), total_workers // (size - 1))
+    leader_rows = cap.leader_ok & (pod_caps(cap.free, cap.leader) >= 1)
+    upper = min(wanted, int(pod_caps(cap.free, cap.leader)[cap.leader_ok].sum()), total_workers // (size - 1))
     if upper <= 0:
         return 0, 0
-    y1 = np.where(worker_ok, pod_caps(np.maximum(free - leader, 0), worker), 0)
+    y1 = np.where(cap.worker_ok, pod_caps(np.maximum(cap.free - cap.leader, 0), cap.worker), 0)
     cheapest = np.sort((y0 - y1)[leader_rows])[:upper]
     counts = np.arange(1, len(cheapest) + 1)
     lower = int((total_workers - np.cumsum(cheapest) >= counts * (size - 1)).sum())
     return min(lower, upper), upper
 
 
-def domains_that_fit(
-    free: np.ndarray,
-    leader: np.ndarray,
-    worker: np.ndarray,
-    leader_ok: np.ndarray,
-    worker_ok: np.ndarray,
-    size: int,
-    domain: np.ndarray,
-    domain_count: int,
-) -> np.ndarray:
+def domains_that_fit(cap: Capacity, size: int, domain: np.ndarray, domain_count: int) -> np.ndarray:
     """Bool per domain id: can one whole group be placed inside it? `domain` is the domain id per
     row (ABSENT for rows without the topology label, which no group may use)."""
     inside = domain != ABSENT
-    y0, losses = worker_losses(free, leader, worker, leader_ok & inside, worker_ok & inside, 1)
+    y0, losses = worker_losses(cap.restricted(inside), 1)
     workers = np.bincount(domain[inside], weights=y0[inside], minlength=domain_count)
     least = np.full(domain_count, INF)
     if losses:
@@ -242,11 +228,12 @@ def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
             eligible_leader=int(leader_ok.sum()),
             eligible_worker=int(worker_ok.sum()),
         )
+        cap = Capacity(free, leader, worker, leader_ok, worker_ok)
         if demand.exclusive_key:
-            fit = _fit_exclusive(index, demand, base, free, leader, worker, leader_ok, worker_ok, taken_rows)
+            fit = _fit_exclusive(index, demand, base, cap, taken_rows)
         else:
             same = demand.leader.requests == demand.worker.requests and leader_ok is worker_ok
-            fits = max_groups(free, leader, worker, leader_ok, worker_ok, demand.size, demand.count, same)
+            fits = max_groups(cap, demand.size, demand.count, same)
             slots = int(pod_caps(free, worker)[worker_ok].sum()) - fits * demand.size if same else -1
             fit = replace(base, fits=fits, pod_slots=slots)
         if fit.all_fit:
@@ -255,15 +242,7 @@ def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
 
 
 def _fit_exclusive(
-    index: CapacityIndex,
-    demand: GroupDemand,
-    base: Fit,
-    free: np.ndarray,
-    leader: np.ndarray,
-    worker: np.ndarray,
-    leader_ok: np.ndarray,
-    worker_ok: np.ndarray,
-    taken_rows: np.ndarray,
+    index: CapacityIndex, demand: GroupDemand, base: Fit, cap: Capacity, taken_rows: np.ndarray
 ) -> Fit:
     key = demand.exclusive_key or ""
     domain = index.label_column(key)
@@ -273,7 +252,7 @@ def _fit_exclusive(
     live[domain[live_rows & (domain != ABSENT)]] = True
     taken = np.zeros(count, dtype=bool)
     taken[domain[taken_rows & (domain != ABSENT)]] = True
-    fitting = domains_that_fit(free, leader, worker, leader_ok, worker_ok, demand.size, domain, count)
+    fitting = domains_that_fit(cap, demand.size, domain, count)
     free_fitting = int((fitting & ~taken).sum())
     return replace(
         base,

@@ -19,13 +19,14 @@ from kubernetes.watch.watch import iter_resp_lines
 from urllib3.exceptions import ReadTimeoutError
 
 from guardhook.cluster.kube import api_client
-from guardhook.cluster.listing import LISTS
+from guardhook.cluster.listing import LISTS, Listed
 from guardhook.cluster.paging import request_page
 from guardhook.cluster.sources import Source
 from guardhook.cluster.view.live import (
     CONNECT_TIMEOUT_SECONDS,
     READ_TIMEOUT_SECONDS,
     LiveView,
+    NotServed,
     WatchError,
     error_for,
     snapshot,
@@ -46,33 +47,43 @@ _LISTED_BY_RESOURCE = {
 }
 
 
-def list_function(api: client.ApiClient, kind: str) -> Callable[..., Any]:
-    """The client's cluster-wide list/watch call for `kind` (a resource name from store.KINDS, all
-    namespaces). Raises ValueError for a kind the view does not hold."""
+def listed_for(kind: str) -> Listed:
+    """How `kind` (a resource name from store.KINDS) is listed, with its older API versions.
+    Raises ValueError for a kind the view does not hold."""
     listed = _LISTED_BY_RESOURCE.get(kind)
     if listed is None:
         raise ValueError(f"unknown kind {kind!r}")
-    return listed.call(api)
+    return listed
+
+
+def list_function(api: client.ApiClient, kind: str) -> Callable[..., Any]:
+    """The client's cluster-wide list/watch call for `kind` (a resource name from store.KINDS, all
+    namespaces) at its newest API version. Raises ValueError for a kind the view does not hold."""
+    return listed_for(kind).call(api)
 
 
 class KubeTransport:
     """A Transport over one `kubernetes.client.ApiClient` (one per reflector: `close()` aborts
-    this reflector's open watch)."""
+    this reflector's open watch).
+
+    A kind served at several API versions (resource.k8s.io) is listed at the newest version the
+    server serves: the first page of every list tries them newest first (a 404 moves on), and the
+    following pages and the watch use the version that answered. NotServed only when none does."""
 
     def __init__(self, api: client.ApiClient, idle_seconds: float = WATCH_IDLE_SECONDS) -> None:
         self.api = api
         self.idle_seconds = idle_seconds
         self._lock = threading.Lock()
         self._open: Any = None
+        self._served: dict[str, Listed] = {}
+
+    def served_version(self, kind: str) -> str:
+        """The apiVersion `kind` was last listed at ("" before a list answered)."""
+        form = self._served.get(kind)
+        return form.api_version if form else ""
 
     def list_page(self, kind: str, continue_token: str | None, limit: int) -> dict[str, Any]:
-        call, timeout = list_function(self.api, kind), (CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS)
-        try:
-            page = request_page(call, continue_token, limit, timeout)
-        except ApiException as exc:
-            raise error_for(int(exc.status or 0), f"{kind}: HTTP {exc.status} {exc.reason}") from exc
-        except ValueError as exc:
-            raise WatchError(f"{kind}: list answer is not JSON: {exc}") from exc
+        page = self._page(kind, continue_token, limit) if continue_token else self._first_page(kind, limit)
         if not isinstance(page, dict):
             raise WatchError(f"{kind}: list answer is not an object")
         return page
@@ -103,9 +114,33 @@ class KubeTransport:
                 self._open = None
             response.release_conn()
 
-    def _call(self, kind: str, timeout: tuple[float, float], **kwargs: Any) -> Any:
+    def _first_page(self, kind: str, limit: int) -> Any:
+        forms = listed_for(kind).forms
+        for form in forms:
+            self._served[kind] = form
+            try:
+                return self._page(kind, None, limit)
+            except NotServed:
+                if form is forms[-1]:
+                    raise
+                log.debug("%s: %s is not served, trying an older version", kind, form.api_version)
+        raise AssertionError("unreachable: a Listed has at least one form")
+
+    def _page(self, kind: str, continue_token: str | None, limit: int) -> Any:
+        """One list page at the version `kind` is served at (guardhook.cluster.paging.request_page)."""
+        form = self._served.get(kind) or listed_for(kind)
+        call, timeout = form.call(self.api), (CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS)
         try:
-            return list_function(self.api, kind)(_preload_content=False, _request_timeout=timeout, **kwargs)
+            return request_page(call, continue_token, limit, timeout)
+        except ApiException as exc:
+            raise error_for(int(exc.status or 0), f"{kind}: HTTP {exc.status} {exc.reason}") from exc
+        except ValueError as exc:
+            raise WatchError(f"{kind}: list answer is not JSON: {exc}") from exc
+
+    def _call(self, kind: str, timeout: tuple[float, float], **kwargs: Any) -> Any:
+        form = self._served.get(kind) or listed_for(kind)
+        try:
+            return form.call(self.api)(_preload_content=False, _request_timeout=timeout, **kwargs)
         except ApiException as exc:
             raise error_for(int(exc.status or 0), f"{kind}: HTTP {exc.status} {exc.reason}") from exc
 

@@ -5,18 +5,21 @@ with `limit`/`continue` as the API server's list chunking documents. A list's it
 `kind`/`apiVersion`, so both are filled in from the list. A resource the cluster does not serve
 (a CRD that is not installed, e.g. KEDA's ScaledObject) is skipped with a note; a 404 for a
 built-in resource (pods, nodes…) means the server is not a Kubernetes API server and is an error.
+A kind served at several API versions (resource.k8s.io) is listed at the newest one the server
+serves: each version is tried, newest first, and a 404 moves on to the next.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from guardhook.cluster.dra import DRA_VERSIONS, RESOURCE_API_GROUP, TAINT_RULE_VERSIONS
 from guardhook.cluster.lws import LWS_API_GROUP, LWS_API_VERSION
 from guardhook.cluster.paging import pages, request_page
 from guardhook.cluster.view.live import CONNECT_TIMEOUT_SECONDS, PAGE_SIZE, READ_TIMEOUT_SECONDS
@@ -28,12 +31,19 @@ ListCall = Callable[..., Any]
 @dataclass(frozen=True)
 class Listed:
     """A cluster-wide list call of the typed API and the apiVersion/kind of its items. `optional`:
-    the cluster may not serve it (a CRD, or autoscaling/v2 before Kubernetes 1.23)."""
+    the cluster may not serve it (a CRD, or autoscaling/v2 before Kubernetes 1.23). `older`: the
+    same kind at older API versions, tried in order when the server does not serve this one."""
 
     api_version: str
     kind: str
     call: Callable[[client.ApiClient], ListCall]
     optional: bool = False
+    older: tuple[Listed, ...] = ()
+
+    @property
+    def forms(self) -> tuple[Listed, ...]:
+        """This version and the older ones, newest first."""
+        return (self, *self.older)
 
 
 def _custom(group: str, version: str, plural: str) -> Callable[[client.ApiClient], ListCall]:
@@ -42,6 +52,22 @@ def _custom(group: str, version: str, plural: str) -> Callable[[client.ApiClient
 
     return bind
 
+
+def _versions(group: str, versions: tuple[str, ...], kind: str, plural: str) -> Listed:
+    """An optional kind served at `versions` of `group` (newest first)."""
+    forms = [Listed(f"{group}/{v}", kind, _custom(group, v, plural), optional=True) for v in versions]
+    return replace(forms[0], older=tuple(forms[1:]))
+
+
+DRA_LISTS: tuple[Listed, ...] = (
+    _versions(RESOURCE_API_GROUP, DRA_VERSIONS, "ResourceSlice", "resourceslices"),
+    _versions(RESOURCE_API_GROUP, DRA_VERSIONS, "ResourceClaim", "resourceclaims"),
+    _versions(RESOURCE_API_GROUP, DRA_VERSIONS, "ResourceClaimTemplate", "resourceclaimtemplates"),
+    _versions(RESOURCE_API_GROUP, DRA_VERSIONS, "DeviceClass", "deviceclasses"),
+    _versions(RESOURCE_API_GROUP, TAINT_RULE_VERSIONS, "DeviceTaintRule", "devicetaintrules"),
+)
+"""resource.k8s.io: v1 since Kubernetes 1.34, v1beta2 from 1.33, v1beta1 from 1.32; DeviceTaintRule
+v1alpha3 (1.33–1.35, behind the DRADeviceTaints gate) then v1beta2."""
 
 LISTS: tuple[Listed, ...] = (
     Listed("v1", "Node", lambda api: client.CoreV1Api(api).list_node),
@@ -68,6 +94,7 @@ LISTS: tuple[Listed, ...] = (
         _custom(LWS_API_GROUP, "v1", "leaderworkersets"),
         optional=True,
     ),
+    *DRA_LISTS,
 )
 
 
@@ -85,7 +112,7 @@ def list_cluster(api: client.ApiClient, lists: tuple[Listed, ...] = LISTS) -> Cl
     result = ClusterObjects()
     for listed in lists:
         try:
-            result.objects += list(_list_all(api, listed))
+            result.objects += _list_served(api, listed)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -95,10 +122,20 @@ def list_cluster(api: client.ApiClient, lists: tuple[Listed, ...] = LISTS) -> Cl
                     reason=f"the server answered 404 for {listed.kind} ({listed.api_version}), which every "
                     "Kubernetes API server serves: is the kubeconfig's server URL a Kubernetes API server?",
                 ) from exc
-            result.notes.append(
-                f"{listed.kind} ({listed.api_version}) is not served by this cluster: skipped"
-            )
+            versions = ", ".join(form.api_version for form in listed.forms)
+            result.notes.append(f"{listed.kind} ({versions}) is not served by this cluster: skipped")
     return result
+
+
+def _list_served(api: client.ApiClient, listed: Listed) -> list[KubeObject]:
+    """The objects of `listed` at the newest version served; raises the last 404 when none is."""
+    for form in listed.older and listed.forms:
+        try:
+            return list(_list_all(api, form))
+        except ApiException as exc:
+            if exc.status != 404 or form is listed.forms[-1]:
+                raise
+    return list(_list_all(api, listed))
 
 
 def _list_all(api: client.ApiClient, listed: Listed) -> Iterator[KubeObject]:

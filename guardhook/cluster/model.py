@@ -16,6 +16,11 @@ from guardhook.cluster.resources import Resources, parse_resource_list, pod_requ
 from guardhook.wire import KubeObject
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
+# Pod conditions a component sets before it deletes the pod: Kubernetes' DisruptionTarget (k8s.io/api
+# core/v1; reasons PreemptionByScheduler, DeletionByTaintManager, DeletionByDeviceTaintManager,
+# DeletionByPodGC, TerminationByKubelet, EvictionByEvictionAPI) and Kueue's TerminationTarget
+# (sigs.k8s.io/kueue pkg/controller/jobs/pod, set when Kueue stops a pod group).
+DISRUPTION_CONDITIONS = ("DisruptionTarget", "TerminationTarget")
 
 
 def as_dict(value: Any) -> dict[str, Any]:
@@ -95,6 +100,89 @@ def condition_true(status: Mapping[str, Any], condition_type: str) -> bool:
     return False
 
 
+def disruption_condition(status: Mapping[str, Any]) -> str:
+    """`"<type>/<reason>"` of the first DISRUPTION_CONDITIONS entry in `status.conditions` whose
+    status is "True" (reason may be empty), else "". A condition with status "False" (the disruption
+    controller clears a stale one that way) does not count."""
+    for cond in map(as_dict, as_list(status.get("conditions"))):
+        if cond.get("type") in DISRUPTION_CONDITIONS and cond.get("status") == "True":
+            return f"{cond['type']}/{cond.get('reason') or ''}"
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """One entry of a pod's `spec.tolerations` (core/v1 Toleration). `seconds` is
+    `tolerationSeconds` (None: tolerate forever); operator "" means Equal, effect "" any effect."""
+
+    key: str
+    operator: str
+    value: str
+    effect: str
+    seconds: int | None
+
+    @staticmethod
+    def parse_all(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
+        out = []
+        for raw in map(as_dict, as_list(spec.get("tolerations"))):
+            seconds = raw.get("tolerationSeconds")
+            out.append(
+                Toleration(
+                    key=str(raw.get("key") or ""),
+                    operator=str(raw.get("operator") or "Equal"),
+                    value=str(raw.get("value") or ""),
+                    effect=str(raw.get("effect") or ""),
+                    seconds=seconds if isinstance(seconds, int) and not isinstance(seconds, bool) else None,
+                )
+            )
+        return tuple(out)
+
+
+# ---- what pods say of DRA claims and scheduling gates ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaimRef:
+    """One `spec.resourceClaims[]` entry: a pod-local `name` and either an existing claim
+    (`claim_name`) or a template to stamp one from (`template_name`)."""
+
+    name: str
+    claim_name: str
+    template_name: str
+
+
+def pod_claim_refs(spec: Mapping[str, Any]) -> tuple[PodClaimRef, ...]:
+    """The `spec.resourceClaims` of a pod (or pod template) spec."""
+    return tuple(
+        PodClaimRef(
+            str(r.get("name") or ""),
+            str(r.get("resourceClaimName") or ""),
+            str(r.get("resourceClaimTemplateName") or ""),
+        )
+        for r in map(as_dict, as_list(spec.get("resourceClaims")))
+    )
+
+
+def pod_claim_names(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[str, ...]:
+    """Names of the ResourceClaims (in the pod's namespace) a pod uses: those named in
+    `spec.resourceClaims[].resourceClaimName`, those generated from templates
+    (`status.resourceClaimStatuses[].resourceClaimName`) and the one the scheduler made for its
+    DRA-backed extended resources (`status.extendedResourceClaimStatus.resourceClaimName`)."""
+    names = [ref.claim_name for ref in pod_claim_refs(spec) if ref.claim_name]
+    for entry in map(as_dict, as_list(status.get("resourceClaimStatuses"))):
+        if entry.get("resourceClaimName"):
+            names.append(str(entry["resourceClaimName"]))
+    extended = as_dict(status.get("extendedResourceClaimStatus")).get("resourceClaimName")
+    if extended:
+        names.append(str(extended))
+    return tuple(dict.fromkeys(names))
+
+
+def scheduling_gates(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """Names in `spec.schedulingGates`: while any remain the scheduler does not place the pod."""
+    return tuple(str(as_dict(g).get("name") or "") for g in as_list(spec.get("schedulingGates")))
+
+
 @dataclass(frozen=True, slots=True)
 class PodRecord:
     """A pod as the policies see it. `requests` are the scheduler's effective requests
@@ -111,6 +199,17 @@ class PodRecord:
     terminating: bool
     owners: tuple[OwnerRef, ...]
     requests: Resources = field(default_factory=dict)
+    disruption: str = ""
+    """`disruption_condition` of the pod's status: "" unless a component marked it for removal."""
+    tolerations: tuple[Toleration, ...] = ()
+    scheduling_gates: tuple[str, ...] = ()
+    claims: tuple[str, ...] = ()
+    """ResourceClaims (in the pod's namespace) the pod uses; see pod_claim_names."""
+
+    @property
+    def gated(self) -> bool:
+        """Held by `spec.schedulingGates`: the scheduler does not place it, so it claims nothing."""
+        return bool(self.scheduling_gates)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -138,6 +237,10 @@ class PodRecord:
             terminating=bool(meta.get("deletionTimestamp")),
             owners=OwnerRef.parse_all(meta),
             requests=pod_requests(spec),
+            disruption=disruption_condition(status),
+            tolerations=Toleration.parse_all(spec),
+            scheduling_gates=scheduling_gates(spec),
+            claims=pod_claim_names(spec, status),
         )
 
 

@@ -32,6 +32,7 @@ KINDS: dict[str, KindInfo] = {
     "LeaderWorkerSet": KindInfo("leaderworkersets"),
     "StatefulSet": KindInfo("statefulsets"),
     "Deployment": KindInfo("deployments"),
+    "DeviceTaintRule": KindInfo("devicetaintrules", namespaced=False),
 }
 
 DEFAULT_NAMESPACE = "default"

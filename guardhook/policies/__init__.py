@@ -10,6 +10,7 @@ from guardhook.policies import (
     group_eviction,
     group_pdb,
     group_spec,
+    group_taint,
     leader_service,
     pod_counted_scaler,
     worker_delete,
@@ -24,4 +25,5 @@ REGISTRY: tuple[Policy, ...] = (
     pod_counted_scaler.POLICY,
     group_capacity.POLICY,
     group_spec.POLICY,
+    group_taint.POLICY,
 )

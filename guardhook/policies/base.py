@@ -49,9 +49,24 @@ class Judgement:
 
     violation: Violation | None = None
     advisories: tuple[str, ...] = ()
+    audit_annotations: tuple[tuple[str, str], ...] = ()
+    """(key, value) pairs the engine puts in the response's auditAnnotations as `<policy id>-<key>`
+    (the API server prefixes the webhook's name): why a request was allowed, for the audit log."""
 
 
 ALLOW = Judgement()
+DISRUPTION_TARGET_KEY = "disruption-target"
+
+
+def allowed_disruption_target(disruption: str, user: UserInfo) -> Judgement:
+    """Allow removing a pod that a component already marked for removal (`disruption` is
+    model.disruption_condition's "<type>/<reason>"), with an audit annotation saying so. Denying
+    it would leave a worker on a broken node or device, block the scheduler's preemption, or leave
+    a group that Kueue is stopping half deleted (Kueue stops at the first failed delete)."""
+    condition, _, reason = disruption.partition("/")
+    who = str(user.get("username") or "unknown user")
+    why = f"pod carries {condition}=True" + (f" (reason {reason})" if reason else "")
+    return Judgement(audit_annotations=((DISRUPTION_TARGET_KEY, f"allowed: {why}; requested by {who}"),))
 
 
 @dataclass(frozen=True)

@@ -7,23 +7,41 @@ leaders, pods already terminating (the kubelet's final delete), groups already b
 pods. A DELETE carries the pod in `oldObject` only, and some carry no `request.name`; a DELETE
 without `oldObject` (API servers before 1.15, hand-written reviews) is judged from the view's pod.
 
+Who else disrupts a group:
+- A pod a component already marked for removal — `DisruptionTarget=True` (the scheduler's
+  preemption, the taint managers, pod GC, the kubelet, the Eviction API) or Kueue's
+  `TerminationTarget=True` — may be deleted whoever sends the DELETE; an audit annotation says why.
+- A delete-based drain (`kubectl drain --disable-eviction`): a worker DELETE whose pod is bound to
+  an unschedulable (cordoned) node is judged by the group budget of `group-eviction` (B, the shared
+  ledger, broken groups drain freely; guardhook.policies.group_budget): within the budget it is
+  allowed with a warning and recorded (not on a dry run), over it denied with 429 naming the
+  groups already down. Parameters `maxDisruptedGroups` and `ledgerTTLSeconds` mean what they mean
+  for `group-eviction`; keep them equal.
+
+Denials name the leader to delete instead, with `--cascade=foreground`: the workers go first and
+the group is rebuilt sooner, which is how the LWS controller itself restarts a group.
+
 Fail mode: closed. With a stale view the group's state is unknown, so the delete is denied.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from guardhook.cluster.groups import member_group_health
-from guardhook.cluster.lws import member_of_object, member_of_pod
-from guardhook.cluster.model import metadata
+from guardhook.cluster.lws import GroupMember, member_of_pod
+from guardhook.cluster.model import NodeRecord, PodRecord
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
     Policy,
     PolicyContext,
     Violation,
+    allowed_disruption_target,
     stale_judgement,
     target,
 )
+from guardhook.policies.group_budget import group_disruption, judge_budget
 
 
 class WorkerDelete(Policy):
@@ -31,32 +49,63 @@ class WorkerDelete(Policy):
     targets = (target("", "pods", "", "DELETE"),)
     default_actions = ("Deny",)
     fail_closed = True
+    params = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120}
+    param_minimums = {"ledgerTTLSeconds": 1}
 
     def judge(self, ctx: PolicyContext) -> Judgement:
         """Deny deleting a worker of a whole group; see the module docstring for what is allowed."""
-        pod = ctx.old_object
-        if pod:
-            member, terminating = member_of_object(pod), bool(metadata(pod).get("deletionTimestamp"))
-        else:
-            record = ctx.view.pod(ctx.namespace, ctx.name)
-            member = member_of_pod(record) if record is not None else None
-            terminating = record is not None and record.terminating
-        if member is None or member.is_leader or terminating:
+        pod = _deleted_pod(ctx)
+        member = member_of_pod(pod) if pod is not None else None
+        if pod is None or member is None or member.is_leader or pod.terminating:
             return ALLOW
+        if pod.disruption:
+            return allowed_disruption_target(pod.disruption, ctx.user)
         if ctx.view.is_stale():
             return stale_judgement(self, ctx.view)
         health = member_group_health(ctx.view, member)
         if health is None or not health.whole:
             return ALLOW  # unknown size (neither the LWS nor the pod says it), or already broken
-        name = ctx.name or "this pod"
-        return Judgement(
-            violation=Violation(
-                f"pod {member.namespace}/{name} is worker {member.worker_index} of group "
-                f"{member.group_index} of LeaderWorkerSet {member.lws_name}, which is whole; deleting "
-                f"one worker breaks the replica without restarting it. To restart the group, delete "
-                f"its leader instead: kubectl delete pod -n {member.namespace} {member.leader_pod_name}"
-            )
+        node = ctx.view.node(pod.node_name) if pod.node_name else None
+        if node is not None and node.unschedulable:
+            drained = self._drain(ctx, pod, node)
+            if drained is not None:
+                return drained
+        return Judgement(violation=Violation(_message(member, ctx.name or pod.name or "this pod")))
+
+    def _drain(self, ctx: PolicyContext, pod: PodRecord, node: NodeRecord) -> Judgement | None:
+        """A worker DELETE on a cordoned node, judged by the group budget; None when the view
+        does not hold the pod's LWS (then it is judged as any worker delete)."""
+        disruption = group_disruption(ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)))
+        if disruption is None:
+            return None
+        lws = disruption.lws
+        where = f"pod {pod.namespace}/{pod.name} from cordoned node {node.name}"
+        advisory = (
+            f"deleting {where} is a drain without evictions: it breaks group {disruption.group} of "
+            f"LeaderWorkerSet {lws.namespace}/{lws.name} (at most {disruption.budget} at a time); "
+            f"counted against the group-eviction budget"
         )
+        ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
+        what = f"deleting {where} (a drain without evictions)"
+        return judge_budget(ctx.view, disruption, ctx.ledger, ctx.may_record, ttl, what, advisory)
+
+
+def _deleted_pod(ctx: PolicyContext) -> PodRecord | None:
+    """The pod being deleted: from `oldObject` (what the API server sends), else the view's."""
+    if ctx.old_object:
+        record = PodRecord.from_object(ctx.old_object)
+        return record if record.namespace else replace(record, namespace=ctx.namespace)
+    return ctx.view.pod(ctx.namespace, ctx.name)
+
+
+def _message(member: GroupMember, name: str) -> str:
+    return (
+        f"pod {member.namespace}/{name} is worker {member.worker_index} of group "
+        f"{member.group_index} of LeaderWorkerSet {member.lws_name}, which is whole; deleting "
+        f"one worker breaks the replica without restarting it. To restart the group, delete "
+        f"its leader instead: kubectl delete pod -n {member.namespace} {member.leader_pod_name} "
+        f"--cascade=foreground"
+    )
 
 
 POLICY = WorkerDelete()

@@ -7,8 +7,9 @@ BOOKMARK events. A watch that ends is restarted from the last resourceVersion se
 (expired resourceVersion, as HTTP status or as an ERROR event) triggers a relist that replaces the
 kind. A broken connection marks the kind broken in the view and is retried with capped exponential
 backoff; a successful (re)list or watch reconnect marks it synced again. A kind the server does not
-serve (404, e.g. the LeaderWorkerSet CRD not installed) counts as synced and empty, and is probed
-again every `discovery_retry_seconds` — but only a CRD-backed kind (`OPTIONAL_KINDS`): every
+serve (404, e.g. the LeaderWorkerSet CRD not installed, or resource.k8s.io at none of the versions
+the transport tries) counts as synced and empty, and is probed again every
+`discovery_retry_seconds` — but only an optional kind (`OPTIONAL_KINDS`): every
 Kubernetes API server serves pods, nodes, Services, StatefulSets and PDBs, so a 404 for one of those
 means the kubeconfig points at something else, and is a failure (never synced, retried), not an
 empty cluster whose pods guardhook would then allow anything on.
@@ -31,6 +32,7 @@ from typing import Any, Protocol
 from guardhook.cluster.model import as_dict, metadata
 from guardhook.cluster.paging import pages
 from guardhook.cluster.view.store import (
+    DRA_KINDS,
     KINDS,
     LEADERWORKERSETS,
     PODDISRUPTIONBUDGETS,
@@ -68,8 +70,9 @@ class NotServed(WatchError):
     """404: the API server does not serve this kind (e.g. its CRD is not installed)."""
 
 
-OPTIONAL_KINDS = frozenset({LEADERWORKERSETS})
-"""Kinds served through a CRD, which a cluster may lack; every other kind of the view is built in."""
+OPTIONAL_KINDS = frozenset({LEADERWORKERSETS, *DRA_KINDS})
+"""Kinds a cluster may lack: a CRD (LeaderWorkerSet), or resource.k8s.io, which a server serves
+only from 1.32 (beta, off by default) and DeviceTaintRule only behind an alpha feature gate."""
 
 
 def not_a_kubernetes_api(kind: str, error: NotServed) -> WatchError:
@@ -319,7 +322,7 @@ class Reflector:
     def _not_served(self) -> None:
         if self.stats.served:  # log once per transition, not on every probe
             log.warning(
-                "the API server does not serve %s (CRD not installed?): treating it as empty, "
+                "the API server does not serve %s (CRD or API version not installed?): treating it as empty, "
                 "checking again every %.0fs",
                 self.kind,
                 self.discovery_retry_seconds,

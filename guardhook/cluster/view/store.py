@@ -13,6 +13,17 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from guardhook.cluster.dra import (
+    Device,
+    DeviceClassRecord,
+    DeviceId,
+    DeviceTaintRuleRecord,
+    ResourceClaimRecord,
+    ResourceClaimTemplateRecord,
+    ResourceSliceRecord,
+    allocated_devices,
+    devices_by_node,
+)
 from guardhook.cluster.lws import LeaderWorkerSet, member_of_pod
 from guardhook.cluster.model import NodeRecord, PodRecord, StatefulSetRecord, metadata
 from guardhook.cluster.resources import Resources, add_into
@@ -25,7 +36,14 @@ LEADERWORKERSETS = "leaderworkersets"
 STATEFULSETS = "statefulsets"
 SERVICES = "services"
 PODDISRUPTIONBUDGETS = "poddisruptionbudgets"
-KINDS = (NODES, PODS, LEADERWORKERSETS, STATEFULSETS, SERVICES, PODDISRUPTIONBUDGETS)
+RESOURCESLICES = "resourceslices"
+RESOURCECLAIMS = "resourceclaims"
+RESOURCECLAIMTEMPLATES = "resourceclaimtemplates"
+DEVICECLASSES = "deviceclasses"
+DEVICETAINTRULES = "devicetaintrules"
+DRA_KINDS = (RESOURCESLICES, RESOURCECLAIMS, RESOURCECLAIMTEMPLATES, DEVICECLASSES, DEVICETAINTRULES)
+"""resource.k8s.io kinds (guardhook.cluster.dra), kept as compact records."""
+KINDS = (NODES, PODS, LEADERWORKERSETS, STATEFULSETS, SERVICES, PODDISRUPTIONBUDGETS, *DRA_KINDS)
 
 KIND_TO_RESOURCE = {
     "Pod": PODS,
@@ -34,6 +52,19 @@ KIND_TO_RESOURCE = {
     "StatefulSet": STATEFULSETS,
     "Service": SERVICES,
     "PodDisruptionBudget": PODDISRUPTIONBUDGETS,
+    "ResourceSlice": RESOURCESLICES,
+    "ResourceClaim": RESOURCECLAIMS,
+    "ResourceClaimTemplate": RESOURCECLAIMTEMPLATES,
+    "DeviceClass": DEVICECLASSES,
+    "DeviceTaintRule": DEVICETAINTRULES,
+}
+
+_DRA_RECORDS: dict[str, Callable[[KubeObject], Any]] = {
+    RESOURCESLICES: ResourceSliceRecord.from_object,
+    RESOURCECLAIMS: ResourceClaimRecord.from_object,
+    RESOURCECLAIMTEMPLATES: ResourceClaimTemplateRecord.from_object,
+    DEVICECLASSES: DeviceClassRecord.from_object,
+    DEVICETAINTRULES: DeviceTaintRuleRecord.from_object,
 }
 
 Key = tuple[str, str]
@@ -76,7 +107,9 @@ class ClusterView:
         self._services: dict[Key, KubeObject] = {}
         self._pdbs: dict[Key, KubeObject] = {}
         self._pdbs_by_namespace: dict[str, dict[str, KubeObject]] = defaultdict(dict)
-        # Set by a live source: a bounded direct GET for a pod the watch has not delivered yet.
+        self._dra: dict[str, dict[Key, Any]] = {kind: {} for kind in DRA_KINDS}
+        self._pods_by_claim: dict[Key, set[str]] = defaultdict(set)
+        self._generations: dict[str, int] = defaultdict(int)
         self._listeners: list[Listener] = []
 
     # ---- change notification ---------------------------------------------------------------
@@ -137,6 +170,10 @@ class ClusterView:
     def upsert(self, kind: str, obj: KubeObject) -> None:
         """Insert or replace one object of `kind` (a resource name from KINDS)."""
         with self.lock:
+            self._generations[kind] += 1
+            if kind in _DRA_RECORDS:
+                self._dra[kind][object_key(obj)] = _DRA_RECORDS[kind](obj)
+                return
             watched = self._listeners and kind in (PODS, NODES)
             key = object_key(obj)
             old = self._record(kind, key) if watched else None
@@ -154,6 +191,10 @@ class ClusterView:
     def remove(self, kind: str, key: Key) -> None:
         """Remove one object of `kind` by (namespace, name); cluster-scoped use namespace ""."""
         with self.lock:
+            self._generations[kind] += 1
+            if kind in self._dra:
+                self._dra[kind].pop(key, None)
+                return
             old = self._record(kind, key) if self._listeners else None
             if kind == PODS:
                 self._remove_pod(key)
@@ -186,6 +227,8 @@ class ClusterView:
         with self.lock:
             if kind == NODES:
                 return [("", name) for name in self._nodes]
+            if kind in self._dra:
+                return list(self._dra[kind])
             stores: dict[str, dict[Key, Any]] = {
                 PODS: self._pods,
                 LEADERWORKERSETS: self._lws,
@@ -197,6 +240,8 @@ class ClusterView:
 
     def count(self, kind: str) -> int:
         """How many objects of `kind` are held."""
+        if kind in self._dra:
+            return len(self._dra[kind])
         stores: dict[str, Any] = {
             NODES: self._nodes,
             PODS: self._pods,
@@ -206,6 +251,11 @@ class ClusterView:
             PODDISRUPTIONBUDGETS: self._pdbs,
         }
         return len(stores[kind])
+
+    def generation(self, kind: str) -> int:
+        """A number that changes whenever an object of `kind` is written or removed (derived
+        indexes compare it to rebuild lazily)."""
+        return self._generations[kind]
 
     def broken_seconds(self, kind: str, now: float | None = None) -> float:
         """Seconds the watch of `kind` has been broken (0.0 while healthy)."""
@@ -221,6 +271,8 @@ class ClusterView:
         member = member_of_pod(pod)
         if member is not None:
             self._pods_by_group[(pod.namespace, member.lws_name, member.group_index)][pod.name] = pod
+        for claim in pod.claims:
+            self._pods_by_claim[(pod.namespace, claim)].add(pod.name)
         if pod.node_name and not pod.terminal:
             self._pods_by_node[pod.node_name][pod.key] = pod
             add_into(self._node_requested[pod.node_name], pod.requests)
@@ -229,6 +281,12 @@ class ClusterView:
         old = self._pods.pop(key, None)
         if old is None:
             return
+        for claim in old.claims:
+            users = self._pods_by_claim.get((old.namespace, claim))
+            if users is not None:
+                users.discard(old.name)
+                if not users:
+                    del self._pods_by_claim[(old.namespace, claim)]
         member = member_of_pod(old)
         if member is not None:
             group_key = (old.namespace, member.lws_name, member.group_index)
@@ -325,3 +383,66 @@ class ClusterView:
     def all_pods(self) -> list[PodRecord]:
         with self.lock:
             return list(self._pods.values())
+
+    # ---- DRA reads (resource.k8s.io; see guardhook.cluster.dra) ------------------------------
+
+    def resource_slices(self) -> list[ResourceSliceRecord]:
+        """Every ResourceSlice held."""
+        with self.lock:
+            return list(self._dra[RESOURCESLICES].values())
+
+    def resource_claims(self, namespace: str | None = None) -> list[ResourceClaimRecord]:
+        """Every ResourceClaim held, or those of `namespace`."""
+        with self.lock:
+            claims = self._dra[RESOURCECLAIMS].values()
+            return [c for c in claims if namespace is None or c.namespace == namespace]
+
+    def resource_claim(self, namespace: str, name: str) -> ResourceClaimRecord | None:
+        return self._dra[RESOURCECLAIMS].get((namespace, name))
+
+    def resource_claim_template(self, namespace: str, name: str) -> ResourceClaimTemplateRecord | None:
+        return self._dra[RESOURCECLAIMTEMPLATES].get((namespace, name))
+
+    def device_classes(self) -> list[DeviceClassRecord]:
+        """Every DeviceClass held."""
+        with self.lock:
+            return list(self._dra[DEVICECLASSES].values())
+
+    def device_class(self, name: str) -> DeviceClassRecord | None:
+        return self._dra[DEVICECLASSES].get(("", name))
+
+    def device_taint_rules(self) -> list[DeviceTaintRuleRecord]:
+        """Every DeviceTaintRule held."""
+        with self.lock:
+            return list(self._dra[DEVICETAINTRULES].values())
+
+    def devices_by_node(self) -> dict[str, list[Device]]:
+        """Node-local devices the ResourceSlices publish, per node name (newest pool generation
+        only; see dra.devices_by_node)."""
+        with self.lock:
+            return devices_by_node(self._dra[RESOURCESLICES].values())
+
+    def devices_on_node(self, node_name: str) -> list[Device]:
+        """The devices published as local to node `node_name`."""
+        return self.devices_by_node().get(node_name, [])
+
+    def allocated_devices(self) -> set[DeviceId]:
+        """Every device some ResourceClaim's `status.allocation` holds."""
+        with self.lock:
+            return allocated_devices(self._dra[RESOURCECLAIMS].values())
+
+    def claim_devices(self, namespace: str, name: str) -> tuple[DeviceId, ...]:
+        """The devices claim `namespace/name` has allocated (empty when unallocated or absent)."""
+        claim = self.resource_claim(namespace, name)
+        return tuple(entry.id for entry in claim.allocated) if claim else ()
+
+    def pods_using_claim(self, namespace: str, name: str) -> list[PodRecord]:
+        """The pods in the view that use claim `namespace/name`: named in the pod (spec or status,
+        see model.pod_claim_names) or in the claim's `status.reservedFor`."""
+        with self.lock:
+            names = set(self._pods_by_claim.get((namespace, name), ()))
+            claim = self.resource_claim(namespace, name)
+            if claim is not None:
+                names.update(ref.name for ref in claim.reserved_for if ref.resource == "pods")
+            pods = (self._pods.get((namespace, pod_name)) for pod_name in sorted(names))
+            return [pod for pod in pods if pod is not None]

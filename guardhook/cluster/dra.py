@@ -1,0 +1,514 @@
+"""Dynamic Resource Allocation (`resource.k8s.io`) objects as the cluster view keeps them.
+
+Kubernetes publishes devices in ResourceSlices (one driver, one pool; node-local when
+`spec.nodeName` is set, or per device with `spec.perDeviceNodeSelection` and `devices[].nodeName`),
+and pods get them through ResourceClaims (directly, from a ResourceClaimTemplate, or — KEP-5004 —
+from an extended resource such as `nvidia.com/gpu` that a DeviceClass maps with
+`spec.extendedResourceName`). A claim's devices are the ones in `status.allocation.devices.results`.
+
+Every served version is read (the API server converts between them, but a manifest or an older
+server sends its own): `resource.k8s.io/v1` (GA in 1.34) and `v1beta2` keep a device's fields at
+the device and a request's under `exactly`; `v1beta1` (1.32–1.33) nests a device's fields under
+`basic` and keeps a request's fields on the request. DeviceTaintRule is `v1alpha3` (1.33–1.35)
+or `v1beta2`. Shapes from k8s.io/api/resource/{v1,v1beta2,v1beta1,v1alpha3}/types.go.
+
+Records are compact and never raise on a malformed object: missing or mistyped fields are empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from guardhook.cluster.model import (
+    PodClaimRef,
+    Toleration,
+    as_dict,
+    as_list,
+    metadata,
+    pod_claim_names,
+    pod_claim_refs,
+    scheduling_gates,
+)
+from guardhook.cluster.resources import quantity_to_units
+from guardhook.wire import KubeObject
+
+__all__ = [
+    "AllocatedDevice",
+    "ClassMatcher",
+    "Device",
+    "DeviceClassRecord",
+    "DeviceId",
+    "DeviceRequest",
+    "DeviceTaint",
+    "DeviceTaintRuleRecord",
+    "PodClaimRef",
+    "ResourceClaimRecord",
+    "ResourceClaimTemplateRecord",
+    "ResourceSliceRecord",
+    "allocated_devices",
+    "claim_spec_requests",
+    "devices_by_node",
+    "effective_taints",
+    "pod_claim_names",
+    "pod_claim_refs",
+    "scheduling_gates",
+]
+
+RESOURCE_API_GROUP = "resource.k8s.io"
+DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")
+"""Versions serving ResourceSlice, ResourceClaim(Template) and DeviceClass, newest first."""
+TAINT_RULE_VERSIONS = ("v1beta2", "v1alpha3")
+"""Versions serving DeviceTaintRule, newest first (alpha v1alpha3 in 1.33–1.35)."""
+
+IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
+"""KEP-5004: every DeviceClass can also be requested as `deviceclass.resource.kubernetes.io/<name>`."""
+
+FILTERING_DEVICE_EFFECTS = ("NoSchedule", "NoExecute")
+"""Device taint effects that keep a device from being allocated to a claim that does not tolerate
+them (KEP-5055; `None` is informational only)."""
+
+
+class DeviceId(NamedTuple):
+    """A device's identity across the cluster: (driver, pool, device name)."""
+
+    driver: str
+    pool: str
+    device: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaint:
+    """One taint on a device (ResourceSlice `devices[].taints` or a DeviceTaintRule's `taint`)."""
+
+    key: str
+    value: str
+    effect: str
+
+    @staticmethod
+    def parse(raw: Any) -> DeviceTaint:
+        raw = as_dict(raw)
+        return DeviceTaint(
+            str(raw.get("key") or ""), str(raw.get("value") or ""), str(raw.get("effect") or "")
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One published device. `node_name` is the node it is local to ("" when it is reachable from a
+    node selector or every node instead). `attributes` map fully qualified names
+    (`<domain>/<name>`; unqualified names get the driver as domain) to str / int / bool / version
+    text; `capacity` maps qualified names to amounts in base units."""
+
+    id: DeviceId
+    node_name: str
+    attributes: Mapping[str, Any]
+    capacity: Mapping[str, int]
+    taints: tuple[DeviceTaint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSliceRecord:
+    """A ResourceSlice: `devices` of one `driver` in one `pool` (pool `generation`); `node_name`
+    when the whole slice is local to one node, `all_nodes` / `node_selector` for devices reachable
+    from several nodes (network-attached), `per_device_nodes` when each device names its own."""
+
+    name: str
+    driver: str
+    pool: str
+    generation: int
+    node_name: str
+    all_nodes: bool
+    node_selector: bool
+    per_device_nodes: bool
+    devices: tuple[Device, ...]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return ("", self.name)
+
+    @staticmethod
+    def from_object(obj: KubeObject) -> ResourceSliceRecord:
+        spec = as_dict(obj.get("spec"))
+        driver = str(spec.get("driver") or "")
+        pool = as_dict(spec.get("pool"))
+        pool_name = str(pool.get("name") or "")
+        node_name = str(spec.get("nodeName") or "")
+        generation = pool.get("generation")
+        devices = tuple(
+            _device(as_dict(raw), driver, pool_name, node_name) for raw in as_list(spec.get("devices"))
+        )
+        return ResourceSliceRecord(
+            name=str(metadata(obj).get("name") or ""),
+            driver=driver,
+            pool=pool_name,
+            generation=generation if isinstance(generation, int) else 0,
+            node_name=node_name,
+            all_nodes=spec.get("allNodes") is True,
+            node_selector=isinstance(spec.get("nodeSelector"), dict),
+            per_device_nodes=spec.get("perDeviceNodeSelection") is True,
+            devices=devices,
+        )
+
+
+def _device(raw: Mapping[str, Any], driver: str, pool: str, slice_node: str) -> Device:
+    # v1beta1 nests everything but the name under `basic`; v1 / v1beta2 keep it on the device.
+    body = as_dict(raw.get("basic")) if isinstance(raw.get("basic"), dict) else raw
+    node = str(body.get("nodeName") or "") or slice_node
+    return Device(
+        id=DeviceId(driver, pool, str(raw.get("name") or "")),
+        node_name=node,
+        attributes=_attributes(as_dict(body.get("attributes")), driver),
+        capacity=_capacity(as_dict(body.get("capacity")), driver),
+        taints=tuple(DeviceTaint.parse(t) for t in as_list(body.get("taints"))),
+    )
+
+
+def qualified(name: str, driver: str) -> str:
+    """An attribute or capacity name with its domain: unqualified names belong to the driver."""
+    return name if "/" in name else f"{driver}/{name}"
+
+
+def _attributes(raw: Mapping[str, Any], driver: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in raw.items():
+        value = as_dict(value)
+        for field in ("string", "int", "bool", "version"):
+            if field in value:
+                out[qualified(str(name), driver)] = value[field]
+                break
+    return out
+
+
+def _capacity(raw: Mapping[str, Any], driver: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name, value in raw.items():
+        # v1 / v1beta2 / v1beta1: DeviceCapacity {value: Quantity}; v1alpha3 had a bare Quantity.
+        quantity = as_dict(value).get("value") if isinstance(value, dict) else value
+        try:
+            out[qualified(str(name), driver)] = quantity_to_units(str(name), quantity)
+        except (ValueError, ArithmeticError, TypeError):
+            continue
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    """One request of a claim (or claim template): `count` devices of DeviceClass `device_class`
+    with `allocation_mode` ExactCount (the default) or All, narrowed by CEL `selectors`.
+    `alternatives` holds the `firstAvailable` subrequests (the first that can be met is used).
+    `tolerations` are the device taints the request tolerates (same shape as a pod's, KEP-5055)."""
+
+    name: str
+    device_class: str
+    count: int
+    allocation_mode: str
+    selectors: tuple[str, ...]
+    alternatives: tuple[DeviceRequest, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+
+def _request(raw: Mapping[str, Any]) -> DeviceRequest:
+    # v1 / v1beta2: the request's fields under `exactly`; v1beta1: on the request itself.
+    exact = as_dict(raw.get("exactly")) if isinstance(raw.get("exactly"), dict) else raw
+    count = exact.get("count")
+    return DeviceRequest(
+        name=str(raw.get("name") or ""),
+        device_class=str(exact.get("deviceClassName") or ""),
+        count=count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1,
+        allocation_mode=str(exact.get("allocationMode") or "ExactCount"),
+        selectors=_cel_selectors(exact.get("selectors")),
+        alternatives=tuple(_request(as_dict(sub)) for sub in as_list(raw.get("firstAvailable"))),
+        tolerations=Toleration.parse_all(exact),
+    )
+
+
+def _cel_selectors(raw: Any) -> tuple[str, ...]:
+    return tuple(
+        str(as_dict(as_dict(s).get("cel")).get("expression") or "")
+        for s in as_list(raw)
+        if as_dict(as_dict(s).get("cel")).get("expression")
+    )
+
+
+def claim_spec_requests(spec: Mapping[str, Any]) -> tuple[DeviceRequest, ...]:
+    """The device requests of a ResourceClaimSpec (`{devices: {requests: [...]}}`)."""
+    return tuple(_request(as_dict(r)) for r in as_list(as_dict(spec.get("devices")).get("requests")))
+
+
+class AllocatedDevice(NamedTuple):
+    """One `status.allocation.devices.results[]` entry: which request got which device."""
+
+    request: str
+    id: DeviceId
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRef:
+    """One `status.reservedFor[]` entry (a pod, normally): resource, name and uid."""
+
+    resource: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClaimRecord:
+    """A ResourceClaim: its `requests`, the `allocated` devices (empty until the scheduler
+    allocates), the node its allocation is pinned to (`allocation_node`, "" when none or not a
+    single node by name) and the consumers it is `reserved_for`."""
+
+    namespace: str
+    name: str
+    uid: str
+    requests: tuple[DeviceRequest, ...]
+    allocated: tuple[AllocatedDevice, ...]
+    allocation_node: str
+    reserved_for: tuple[ConsumerRef, ...]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+    @staticmethod
+    def from_object(obj: KubeObject) -> ResourceClaimRecord:
+        meta = metadata(obj)
+        status = as_dict(obj.get("status"))
+        allocation = as_dict(status.get("allocation"))
+        results = as_list(as_dict(allocation.get("devices")).get("results"))
+        return ResourceClaimRecord(
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""),
+            requests=claim_spec_requests(as_dict(obj.get("spec"))),
+            allocated=tuple(_allocated(as_dict(r)) for r in results),
+            allocation_node=_single_node(as_dict(allocation.get("nodeSelector"))),
+            reserved_for=tuple(
+                ConsumerRef(str(c.get("resource") or ""), str(c.get("name") or ""), str(c.get("uid") or ""))
+                for c in map(as_dict, as_list(status.get("reservedFor")))
+            ),
+        )
+
+
+def _allocated(raw: Mapping[str, Any]) -> AllocatedDevice:
+    device = DeviceId(str(raw.get("driver") or ""), str(raw.get("pool") or ""), str(raw.get("device") or ""))
+    return AllocatedDevice(str(raw.get("request") or ""), device)
+
+
+def _single_node(selector: Mapping[str, Any]) -> str:
+    """The node an allocation's node selector names, when it is one node by `metadata.name`
+    (the scheduler writes that for node-local devices); else ""."""
+    terms = as_list(selector.get("nodeSelectorTerms"))
+    if len(terms) != 1:
+        return ""
+    for field in as_list(as_dict(terms[0]).get("matchFields")):
+        field = as_dict(field)
+        values = as_list(field.get("values"))
+        if field.get("key") == "metadata.name" and field.get("operator") == "In" and len(values) == 1:
+            return str(values[0])
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClaimTemplateRecord:
+    """A ResourceClaimTemplate: the device `requests` of the claims it stamps out (one per pod)."""
+
+    namespace: str
+    name: str
+    requests: tuple[DeviceRequest, ...]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+    @staticmethod
+    def from_object(obj: KubeObject) -> ResourceClaimTemplateRecord:
+        meta = metadata(obj)
+        spec = as_dict(as_dict(obj.get("spec")).get("spec"))
+        return ResourceClaimTemplateRecord(
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+            requests=claim_spec_requests(spec),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClassRecord:
+    """A DeviceClass: CEL `selectors` a device must all satisfy, and the extended resource name
+    pods may request it by (`spec.extendedResourceName`, KEP-5004; "" when unset)."""
+
+    name: str
+    selectors: tuple[str, ...]
+    extended_resource_name: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return ("", self.name)
+
+    @property
+    def resource_names(self) -> tuple[str, ...]:
+        """Extended resource names that request this class: the explicit one (if any) and the
+        implicit `deviceclass.resource.kubernetes.io/<name>`."""
+        implicit = IMPLICIT_EXTENDED_RESOURCE_PREFIX + self.name
+        return (self.extended_resource_name, implicit) if self.extended_resource_name else (implicit,)
+
+    @property
+    def column(self) -> str:
+        """The resource name guardhook counts this class's devices under: the explicit extended
+        resource name, else the implicit one."""
+        return self.resource_names[0]
+
+    @staticmethod
+    def from_object(obj: KubeObject) -> DeviceClassRecord:
+        spec = as_dict(obj.get("spec"))
+        return DeviceClassRecord(
+            name=str(metadata(obj).get("name") or ""),
+            selectors=_cel_selectors(spec.get("selectors")),
+            extended_resource_name=str(spec.get("extendedResourceName") or ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaintRuleRecord:
+    """A DeviceTaintRule: `taint` on every device matching the selector's `driver`, `pool`,
+    `device` (each "" = any) and — v1alpha3 only — `device_class` and CEL `selectors`. A rule
+    without `spec.deviceSelector` matches no device (`has_selector` False)."""
+
+    name: str
+    has_selector: bool
+    driver: str
+    pool: str
+    device: str
+    device_class: str
+    selectors: tuple[str, ...]
+    taint: DeviceTaint
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return ("", self.name)
+
+    @staticmethod
+    def from_object(obj: KubeObject) -> DeviceTaintRuleRecord:
+        spec = as_dict(obj.get("spec"))
+        selector = spec.get("deviceSelector")
+        sel = as_dict(selector)
+        return DeviceTaintRuleRecord(
+            name=str(metadata(obj).get("name") or ""),
+            has_selector=isinstance(selector, dict),
+            driver=str(sel.get("driver") or ""),
+            pool=str(sel.get("pool") or ""),
+            device=str(sel.get("device") or ""),
+            device_class=str(sel.get("deviceClassName") or ""),
+            selectors=_cel_selectors(sel.get("selectors")),
+            taint=DeviceTaint.parse(spec.get("taint")),
+        )
+
+    def matches_id(self, device: DeviceId) -> bool:
+        """Whether driver / pool / device name select `device` (class and CEL selectors, v1alpha3
+        only, are not judged here)."""
+        if not self.has_selector:
+            return False
+        return (
+            (not self.driver or self.driver == device.driver)
+            and (not self.pool or self.pool == device.pool)
+            and (not self.device or self.device == device.device)
+        )
+
+
+# ---- devices per node, allocation ---------------------------------------------------------
+
+
+def devices_by_node(slices: Iterable[ResourceSliceRecord]) -> dict[str, list[Device]]:
+    """Node-local devices published by `slices`, per node name. Only the newest generation of
+    each (driver, pool) counts, as the scheduler's allocator does; devices reachable from a node
+    selector or all nodes (no single node) are left out."""
+    newest: dict[tuple[str, str], int] = {}
+    slices = list(slices)
+    for s in slices:
+        pool = (s.driver, s.pool)
+        newest[pool] = max(newest.get(pool, s.generation), s.generation)
+    out: dict[str, list[Device]] = {}
+    for s in slices:
+        if s.generation != newest[(s.driver, s.pool)]:
+            continue
+        for device in s.devices:
+            if device.node_name:
+                out.setdefault(device.node_name, []).append(device)
+    return out
+
+
+def allocated_devices(claims: Iterable[ResourceClaimRecord]) -> set[DeviceId]:
+    """Every device held by the allocation of one of `claims` (a device is allocated to at most
+    one claim unless it allows multiple allocations; either way it is not free)."""
+    return {entry.id for claim in claims for entry in claim.allocated}
+
+
+def effective_taints(device: Device, rules: Iterable[DeviceTaintRuleRecord]) -> tuple[DeviceTaint, ...]:
+    """A device's own taints plus those of the DeviceTaintRules whose driver / pool / device
+    select it."""
+    return device.taints + tuple(rule.taint for rule in rules if rule.matches_id(device.id))
+
+
+# ---- DeviceClass selectors ------------------------------------------------------------------
+
+
+class ClassMatcher:
+    """Judges whether a device belongs to a DeviceClass by evaluating the class's CEL selectors
+    (cel-python) on `device.driver`, `device.attributes[domain][name]` and
+    `device.capacity[domain][name]` (amounts as integers), as the DRA CEL environment names them.
+
+    Kubernetes' CEL library (quantities, semver, `compareTo`) is not available: a selector that
+    needs it, or that fails for any reason, cannot be judged and `matches` returns None. Results
+    are cached per (class, device driver / attributes / capacity), so identical devices on many
+    nodes cost one evaluation. Not thread-safe; callers hold the view's lock.
+    """
+
+    def __init__(self) -> None:
+        self._programs: dict[str, Any] = {}
+        self._results: dict[tuple[Any, ...], bool | None] = {}
+
+    def matches(self, device_class: DeviceClassRecord, device: Device) -> bool | None:
+        """True / False when every selector could be evaluated; None when one could not."""
+        if not device_class.selectors:
+            return True
+        key = (
+            device_class.selectors,
+            device.id.driver,
+            tuple(sorted(device.attributes.items())),
+            tuple(sorted(device.capacity.items())),
+        )
+        if key not in self._results:
+            self._results[key] = self._evaluate(device_class.selectors, device)
+        return self._results[key]
+
+    def _evaluate(self, selectors: tuple[str, ...], device: Device) -> bool | None:
+        import celpy  # imported on first use: only clusters with DRA classes pay for it
+
+        activation = {"device": celpy.json_to_cel(_cel_device(device))}
+        for expression in selectors:
+            try:
+                program = self._programs.get(expression)
+                if program is None:
+                    env = celpy.Environment()
+                    program = self._programs[expression] = env.program(env.compile(expression))
+                result = program.evaluate(activation)
+            except Exception:  # celpy raises CELEvalError / CELParseError / KeyError variants
+                return None
+            if not isinstance(result, bool | celpy.celtypes.BoolType):  # a CELEvalError value, or not a bool
+                return None
+            if not result:
+                return False
+        return True
+
+
+def _cel_device(device: Device) -> dict[str, Any]:
+    attributes: dict[str, dict[str, Any]] = {}
+    for name, value in device.attributes.items():
+        domain, _, short = name.rpartition("/")
+        attributes.setdefault(domain, {})[short] = value
+    capacity: dict[str, dict[str, Any]] = {}
+    for name, amount in device.capacity.items():
+        domain, _, short = name.rpartition("/")
+        capacity.setdefault(domain, {})[short] = amount
+    return {"driver": device.id.driver, "attributes": attributes, "capacity": capacity}
