@@ -7,6 +7,7 @@ import itertools
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -154,9 +155,47 @@ def test_no_execute_taint_with_other_effect_toleration_does_not_fit() -> None:
     assert groups_that_fit(view, same_effect) == 1
 
 
-def test_not_ready_and_unschedulable_nodes_are_skipped() -> None:
-    view = view_from_objects([node("a", ready=False), node("b", unschedulable=True), node("c")])
-    assert groups_that_fit(view, template(cpu="8"), count=3) == 1
+NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+UNREACHABLE = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}
+CORDON = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize(
+    ("nodes", "tolerations", "fits"),
+    [
+        # kube-scheduler never reads the Ready condition: a NotReady node without the lifecycle
+        # controller's taints is a candidate (the controller taints it within seconds)
+        ([node("a", ready=False)], [], 1),
+        ([node("a", ready=False, taints=[NOT_READY])], [], 0),
+        ([node("a", taints=[UNREACHABLE])], [], 0),
+        ([node("a", ready=False, taints=[NOT_READY])], [{"key": NOT_READY["key"], "operator": "Exists"}], 1),
+        # NodeUnschedulable: a cordoned node takes a pod that tolerates unschedulable:NoSchedule
+        ([node("b", unschedulable=True)], [], 0),
+        ([node("b", unschedulable=True)], [CORDON], 1),
+        ([node("b", unschedulable=True)], [{"operator": "Exists"}], 1),  # the wildcard toleration
+        ([node("b", unschedulable=True)], [{**CORDON, "effect": "NoExecute"}], 0),
+        # the controller's own taint for a cordon is the same taint, not judged twice
+        ([node("b", unschedulable=True, taints=[{**CORDON, "value": ""}])], [CORDON], 1),
+        ([node("a", ready=False, taints=[NOT_READY]), node("b", unschedulable=True), node("c")], [], 1),
+        (
+            [node("a", ready=False, taints=[NOT_READY]), node("b", unschedulable=True), node("c")],
+            [{"operator": "Exists"}],
+            3,
+        ),
+    ],
+)
+def test_node_filter_is_kube_schedulers(
+    nodes: list[dict[str, Any]], tolerations: list[Any], fits: int
+) -> None:
+    view = view_from_objects(nodes)
+    assert groups_that_fit(view, template(cpu="8", tolerations=tolerations), count=3) == fits
+
+
+def test_pending_pods_are_not_placed_on_cordoned_or_not_ready_nodes() -> None:
+    nodes = [node("cordoned", unschedulable=True), node("sick", taints=[NOT_READY]), node("ok", cpu="8")]
+    view = view_from_objects([*nodes, pod("waiting", cpu="8")])
+    # the pending pod can only go to "ok"; a tolerant group still has the two others
+    assert groups_that_fit(view, template(cpu="8", tolerations=[{"operator": "Exists"}]), count=3) == 2
 
 
 def test_node_selector_and_required_affinity_operators() -> None:

@@ -148,6 +148,8 @@ class Engine:
         if endpoint == "validate" or not self._actions_at(policy, "validate"):
             for advisory in judgement.advisories:
                 _add_warning(response, f"[{policy.id}] {advisory}")
+            for key, value in judgement.annotations:
+                response.setdefault("auditAnnotations", {})[key] = value
         violation = judgement.violation
         if violation is None:
             verdict.decisions.append(Decision(policy.id, "error" if errored else "allowed"))

@@ -42,10 +42,13 @@ class Violation:
 @dataclass(frozen=True)
 class Judgement:
     """A policy's verdict on one request: at most one violation, plus advisory warnings that the
-    /validate endpoint emits whatever the actions (e.g. a percentage PDB on one group)."""
+    /validate endpoint emits whatever the actions (e.g. a percentage PDB on one group), and
+    `annotations`: (key, value) pairs the engine adds to the response's auditAnnotations whatever
+    the verdict (e.g. the capacity model group-capacity used)."""
 
     violation: Violation | None = None
     advisories: tuple[str, ...] = ()
+    annotations: tuple[tuple[str, str], ...] = ()
 
 
 ALLOW = Judgement()

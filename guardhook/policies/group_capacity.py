@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from guardhook.capacity import Fit, GroupDemand, fit_groups, index_for, shape_of_template
+from guardhook.capacity.claims import with_devices
 from guardhook.cluster.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation
 from guardhook.cluster.model import scaled, spec_replicas
 from guardhook.cluster.view.store import ClusterView
@@ -37,6 +38,9 @@ from guardhook.policies.base import (
 from guardhook.wire import KubeObject
 
 SPARE_GROUPS_ANNOTATION = "guardhook.io/spare-groups"
+MODEL_ANNOTATION = "group-capacity-model"
+"""auditAnnotations key of the model every answer states."""
+BASE_MODEL = "node allocatable less bound and pending pods' requests"
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
 
 
@@ -113,19 +117,43 @@ class GroupCapacity(Policy):
             return Judgement(advisories=("the cluster view holds no nodes; group capacity was not checked",))
         lws = change.lws
         spare = int_annotation(lws.annotations, SPARE_GROUPS_ANNOTATION, int(ctx.params["spareGroups"]))
+        namespace = lws.namespace or ctx.namespace
+        with ctx.view.lock:
+            devices = index.devices()
+            leader, leader_notes = with_devices(
+                shape_of_template(lws.leader_template), lws.leader_template, namespace, ctx.view, devices
+            )
+            worker, worker_notes = with_devices(
+                shape_of_template(lws.worker_template), lws.worker_template, namespace, ctx.view, devices
+            )
         demand = GroupDemand(
-            leader=shape_of_template(lws.leader_template),
-            worker=shape_of_template(lws.worker_template),
+            leader=leader,
+            worker=worker,
             size=max(1, change.new_size),
             count=new_groups + spare,
-            namespace=lws.namespace or ctx.namespace,
+            namespace=namespace,
             exclusive_key=lws.exclusive_topology,
         )
         fit = fit_groups(index, demand)
-        if fit.all_fit:
-            return ALLOW
+        model = describe_model(fit, tuple(dict.fromkeys((*leader_notes, *worker_notes))))
+        annotations = ((MODEL_ANNOTATION, model),)
         name = lws.name or ctx.name
-        return Judgement(violation=Violation(shortfall_message(fit, name, new_groups)))
+        if fit.all_fit:
+            advisories: tuple[str, ...] = ()
+            if fit.needs_flagged_nodes:
+                advisories = (
+                    f"the new groups of LeaderWorkerSet {name} fit only with cordoned or NotReady nodes, "
+                    f"which its templates tolerate (kube-scheduler places pods there too). Model: {model}",
+                )
+            return Judgement(advisories=advisories, annotations=annotations)
+        message = f"{shortfall_message(fit, name, new_groups)}. Model: {model}"
+        return Judgement(violation=Violation(message), annotations=annotations)
+
+
+def describe_model(fit: Fit, notes: tuple[str, ...]) -> str:
+    """The model an answer used, in a few words: the base count, then DRA devices, gated pods and
+    whatever of the templates' DRA requests was not counted."""
+    return "; ".join((BASE_MODEL, *fit.model, *notes))
 
 
 def read_scale_up(ctx: PolicyContext) -> ScaleUp | str:
