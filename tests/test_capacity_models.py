@@ -1,0 +1,268 @@
+"""group-capacity on 2026 GPU clusters, policy by policy through the engine (no HTTP): DRA devices
+(issue 14 item 1), scheduling-gated pods (item 2), kube-scheduler's node filter (item 6), and the
+model every answer states. The HTTP / `guardhook review` runs are in test_capacity_models_http.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from gpu_cluster import (
+    GPU,
+    allocated_claim,
+    claim_template,
+    device_class,
+    dra_cluster,
+    lws_create,
+    node,
+    pod,
+    resource_slice,
+    taint_rule,
+)
+
+from guardhook.admission.engine import Engine
+from guardhook.cluster.view.static import view_from_objects
+from guardhook.policies.group_capacity import MODEL_ANNOTATION
+
+
+def judge(objects: list[dict[str, Any]], request: dict[str, Any], config: Any = None) -> dict[str, Any]:
+    return dict(Engine(view_from_objects(objects), config, record=False).judge(request).response)
+
+
+def model_of(response: dict[str, Any]) -> str:
+    return str(response.get("auditAnnotations", {}).get(MODEL_ANNOTATION, ""))
+
+
+def message(response: dict[str, Any]) -> str:
+    return str(response.get("status", {}).get("message", ""))
+
+
+# ---- item 1: DRA devices ---------------------------------------------------------------------------
+
+# 8 DRA nodes of 8 GPUs: 2 groups of 4 pods × 8 GPUs fit exactly, 3 do not.
+DRA_CASES = [
+    pytest.param(
+        dra_cluster(),
+        lws_create(replicas=2),
+        True,
+        "counted DRA devices for nvidia.com/gpu",
+        id="extended-resource-fits",
+    ),
+    pytest.param(
+        dra_cluster(), lws_create(replicas=3), False, "2 of 3 new groups", id="extended-resource-short"
+    ),
+    pytest.param(
+        [o for o in dra_cluster() if o["kind"] != "DeviceClass"] + [device_class(extended="")],
+        lws_create(replicas=1),
+        False,
+        "short of nvidia.com/gpu",
+        id="no-class-maps-the-resource",
+    ),
+    pytest.param(
+        dra_cluster() + [allocated_claim("taken", "gpu-0", range(8))],
+        lws_create(replicas=2),
+        False,
+        "1 of 2 new groups",
+        id="allocated-devices-are-not-free",
+    ),
+    pytest.param(
+        dra_cluster() + [allocated_claim("some", "gpu-0", range(4))],
+        lws_create(replicas=2, gpus=4, size=2),
+        True,
+        "DeviceClass gpu.nvidia.com",
+        id="half-allocated-node-still-takes-half",
+    ),
+    pytest.param(
+        dra_cluster() + [taint_rule("gpu-0")],
+        lws_create(replicas=2),
+        False,
+        "8 tainted devices left out",
+        id="device-taint-rule-keeps-devices-out",
+    ),
+    pytest.param(
+        dra_cluster() + [taint_rule("gpu-0", effect="None")],
+        lws_create(replicas=2),
+        True,
+        "counted DRA devices",
+        id="informational-device-taint-does-not",
+    ),
+    pytest.param(
+        [o for o in dra_cluster() if o["kind"] != "DeviceClass"]
+        + [
+            device_class(selector="device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0")
+        ],
+        lws_create(replicas=2),
+        True,
+        "CEL selectors need Kubernetes' CEL library",
+        id="unjudgeable-selector-is-said",
+    ),
+    pytest.param(
+        [o for o in dra_cluster() if o["kind"] != "DeviceClass"]
+        + [device_class(selector="device.driver == 'other.example.com'")],
+        lws_create(replicas=1),
+        False,
+        "short of nvidia.com/gpu",
+        id="class-selector-excludes-the-devices",
+    ),
+    # claim templates: the pods take GPUs only through ResourceClaimTemplates
+    pytest.param(
+        dra_cluster() + [claim_template()],
+        lws_create(replicas=2, claim="gpus-8"),
+        True,
+        "DeviceClass gpu.nvidia.com",
+        id="claim-template-fits",
+    ),
+    pytest.param(
+        dra_cluster() + [claim_template()],
+        lws_create(replicas=3, claim="gpus-8"),
+        False,
+        "2 of 3 new groups",
+        id="claim-template-short",
+    ),
+    pytest.param(
+        [node(f"cpu-{i}") for i in range(8)] + [device_class(), claim_template()],
+        lws_create(replicas=1, claim="gpus-8"),
+        False,
+        "short of nvidia.com/gpu",
+        id="claim-template-without-devices-is-denied",
+    ),
+    pytest.param(
+        dra_cluster(),
+        lws_create(replicas=2, claim="gpus-8"),
+        True,
+        "ResourceClaimTemplate serve/gpus-8 is not in the view",
+        id="missing-claim-template-is-said",
+    ),
+    pytest.param(
+        dra_cluster() + [claim_template(allocationMode="All")],
+        lws_create(replicas=2, claim="gpus-8"),
+        True,
+        "takes All devices of its class: not counted",
+        id="all-mode-is-said",
+    ),
+    # a device plugin node (allocatable lists nvidia.com/gpu) is counted by allocatable, not DRA
+    pytest.param(
+        [device_class()] + [node(f"dp-{i}", gpus=8) for i in range(4)] + [resource_slice("dp-0")],
+        lws_create(replicas=1),
+        True,
+        "counted DRA devices",
+        id="device-plugin-nodes-keep-allocatable",
+    ),
+]
+
+
+@pytest.mark.parametrize(("objects", "request_", "allowed", "says"), DRA_CASES)
+def test_dra_devices(
+    objects: list[dict[str, Any]], request_: dict[str, Any], allowed: bool, says: str
+) -> None:
+    response = judge(objects, request_)
+    assert response["allowed"] is allowed, response
+    assert says in (message(response) if not allowed else model_of(response)), response
+    assert model_of(response)  # every answer states its model
+    if not allowed:
+        assert "Model: node allocatable less bound and pending pods' requests" in message(response)
+
+
+def test_before_dra_counting_every_dra_scale_up_was_short_of_gpus() -> None:
+    # without the DeviceClass's mapping the same cluster is the 2024 model's: no GPU in allocatable
+    objects = [o for o in dra_cluster() if o["kind"] != "DeviceClass"]
+    response = judge(objects, lws_create(replicas=1))
+    assert response["allowed"] is False and "short of nvidia.com/gpu" in message(response)
+
+
+def test_an_implicit_device_class_resource_name_is_counted_on_the_class_column() -> None:
+    request = lws_create(replicas=2, gpus=0)
+    for part in ("leaderTemplate", "workerTemplate"):
+        spec = request["object"]["spec"]["leaderWorkerTemplate"][part]["spec"]
+        spec["containers"][0]["resources"]["requests"][
+            "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
+        ] = "8"
+    assert judge(dra_cluster(), request)["allowed"] is True
+    request["object"]["spec"]["replicas"] = 3
+    assert judge(dra_cluster(), request)["allowed"] is False
+
+
+# ---- item 2: scheduling-gated pods ---------------------------------------------------------------------
+
+
+def test_gated_pods_claim_nothing_and_the_model_says_so() -> None:
+    cluster = [node(f"gpu-{i}", gpus=8) for i in range(4)]
+    gated = [pod(f"queued-{i}", gates=("kueue.x-k8s.io/admission",)) for i in range(12)]
+    response = judge(cluster + gated, lws_create(replicas=1))
+    assert response["allowed"] is True
+    assert "12 gated pods ignored" in model_of(response)
+    pending = [pod(f"waiting-{i}") for i in range(2)]  # ungated pending pods still claim first
+    response = judge(cluster + gated + pending, lws_create(replicas=1))
+    assert response["allowed"] is False
+    assert "12 gated pods ignored" in message(response)
+
+
+def test_a_pod_whose_gates_were_removed_claims_again() -> None:
+    cluster = [node(f"gpu-{i}", gpus=8) for i in range(4)]
+    view = view_from_objects([*cluster, pod("q", gates=("example.com/hold",))])
+    engine = Engine(view, record=False)
+    assert engine.judge(lws_create(replicas=1)).response["allowed"] is True
+    view.upsert("pods", pod("q"))  # the gate was lifted: now a pending pod like any other
+    assert engine.judge(lws_create(replicas=1)).response["allowed"] is False
+
+
+# ---- item 6: kube-scheduler's node filter --------------------------------------------------------------
+
+NOT_READY = [{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "tolerations", "allowed", "warned"),
+    [
+        pytest.param(
+            [node("a", 8, unschedulable=True)] + [node(f"n{i}", 8) for i in range(3)],
+            None,
+            False,
+            False,
+            id="cordoned-skipped",
+        ),
+        pytest.param(
+            [node("a", 8, unschedulable=True)] + [node(f"n{i}", 8) for i in range(3)],
+            [{"operator": "Exists"}],
+            True,
+            True,
+            id="cordoned-used-by-wildcard-toleration",
+        ),
+        pytest.param(
+            [node("a", 8, taints=NOT_READY)] + [node(f"n{i}", 8) for i in range(3)],
+            [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
+            True,
+            True,
+            id="not-ready-tolerated",
+        ),
+        pytest.param(
+            [node("a", 8, ready=False)] + [node(f"n{i}", 8) for i in range(3)],
+            None,
+            True,
+            False,
+            id="ready-condition-not-read",
+        ),
+        pytest.param(
+            [node("a", 8, unschedulable=True)] + [node(f"n{i}", 8) for i in range(4)],
+            [{"operator": "Exists"}],
+            True,
+            False,
+            id="room-without-flagged-nodes-says-nothing",
+        ),
+    ],
+)
+def test_node_filter(nodes: list[dict[str, Any]], tolerations: Any, allowed: bool, warned: bool) -> None:
+    response = judge(nodes, lws_create(replicas=1, tolerations=tolerations))
+    assert response["allowed"] is allowed, response
+    warnings = " ".join(response.get("warnings", []))
+    assert ("fit only with cordoned or NotReady nodes" in warnings) is warned, warnings
+
+
+# ---- the model on a plain cluster ----------------------------------------------------------------------
+
+
+def test_a_plain_cluster_answer_states_the_base_model() -> None:
+    response = judge([node(f"gpu-{i}", gpus=8) for i in range(4)], lws_create(replicas=1))
+    assert response["allowed"] is True and not response.get("warnings")
+    assert model_of(response) == "node allocatable less bound and pending pods' requests"
+    assert GPU not in model_of(response)
