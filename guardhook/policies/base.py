@@ -147,6 +147,14 @@ class Policy(ABC):
     """False for a policy that judges the object alone (a lint): a stale view cannot change it."""
     reads_nodes: ClassVar[bool] = False
     """True for a policy that judges against free node capacity: meaningless without Nodes."""
+    judges_lws_controller: ClassVar[bool] = False
+    """True for a policy whose default exemptions leave the LWS controller's account judged
+    (guardhook.config.PER_POLICY_EXEMPT_USERS); every other policy exempts it by default."""
+
+    def param_problem(self, name: str, value: Any) -> str | None:
+        """What is wrong with parameter `name` = `value` beyond its type (None when fine); the
+        configuration rejects it with this text."""
+        return None
 
     @abstractmethod
     def judge(self, ctx: PolicyContext) -> Judgement:

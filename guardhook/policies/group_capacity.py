@@ -84,6 +84,7 @@ class GroupCapacity(Policy):
     default_actions = ("Deny",)
     fail_closed = False
     reads_nodes = True
+    judges_lws_controller = True  # LWS spec changes are judged whoever makes them (DisaggregatedSet)
     params = {"spareGroups": 0}
 
     def already_running(self, view: ClusterView, obj: KubeObject) -> bool:
