@@ -22,6 +22,7 @@ from gpu_cluster import (
 
 from guardhook.admission.engine import Engine
 from guardhook.cluster.view.static import view_from_objects
+from guardhook.config import ConfigError, build_config
 from guardhook.policies.group_capacity import MODEL_ANNOTATION
 
 
@@ -266,3 +267,70 @@ def test_a_plain_cluster_answer_states_the_base_model() -> None:
     assert response["allowed"] is True and not response.get("warnings")
     assert model_of(response) == "node allocatable less bound and pending pods' requests"
     assert GPU not in model_of(response)
+
+
+# ---- item 4: queues and gangs place groups themselves --------------------------------------------------
+
+
+def _gang_template(request: dict[str, Any], where: str, key: str, value: Any) -> dict[str, Any]:
+    template = request["object"]["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+    template.setdefault(where, {})[key] = value
+    return request
+
+
+QUEUE_CASES = [
+    pytest.param(
+        lws_create(replicas=3, labels={"kueue.x-k8s.io/queue-name": "gpu-queue"}),
+        "managed by Kueue (queue gpu-queue)",
+        id="kueue",
+    ),
+    pytest.param(
+        _gang_template(lws_create(replicas=3), "spec", "workloadRef", {"name": "llm", "podGroup": "replica"}),
+        "gang-scheduled (workloadRef)",
+        id="workload-api",
+    ),
+    pytest.param(
+        _gang_template(
+            lws_create(replicas=3), "metadata", "labels", {"scheduling.x-k8s.io/pod-group": "llm"}
+        ),
+        "gang-scheduled (scheduling.x-k8s.io/pod-group)",
+        id="coscheduling",
+    ),
+]
+
+
+@pytest.mark.parametrize(("request_", "says"), QUEUE_CASES)
+def test_queue_or_gang_managed_lws_gets_its_fit_as_a_warning(request_: dict[str, Any], says: str) -> None:
+    cluster = [node(f"gpu-{i}", gpus=8) for i in range(8)]  # 2 groups fit, 3 are asked
+    response = judge(cluster, request_)
+    assert response["allowed"] is True
+    (warning,) = response["warnings"]
+    assert says in warning and "2 of 3 new groups" in warning and "Model:" in warning
+
+
+def test_lws_spec_scheduling_field_marks_a_gang() -> None:
+    request = lws_create(replicas=3)
+    request["object"]["spec"]["scheduling"] = {}
+    response = judge([node(f"gpu-{i}", gpus=8) for i in range(8)], request)
+    assert response["allowed"] is True and "gang-scheduled (spec.scheduling)" in response["warnings"][0]
+
+
+@pytest.mark.parametrize(
+    ("param", "request_"),
+    [("kueueManaged", QUEUE_CASES[0].values[0]), ("gangScheduled", QUEUE_CASES[1].values[0])],
+)
+def test_each_source_can_be_set_to_deny(param: str, request_: dict[str, Any]) -> None:
+    config = build_config({"policies": {"group-capacity": {param: "Deny"}}})
+    response = judge([node(f"gpu-{i}", gpus=8) for i in range(8)], request_, config)
+    assert response["allowed"] is False and "2 of 3 new groups" in message(response)
+
+
+def test_source_actions_are_validated() -> None:
+    with pytest.raises(ConfigError, match="policies.group-capacity.kueueManaged: must be one of Warn, Deny"):
+        build_config({"policies": {"group-capacity": {"kueueManaged": "Audit"}}})
+
+
+def test_a_queue_managed_lws_that_fits_is_a_plain_allow() -> None:
+    request = lws_create(replicas=2, labels={"kueue.x-k8s.io/queue-name": "gpu-queue"})
+    response = judge([node(f"gpu-{i}", gpus=8) for i in range(8)], request)
+    assert response["allowed"] is True and not response.get("warnings")

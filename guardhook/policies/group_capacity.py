@@ -24,7 +24,7 @@ from typing import Any
 from guardhook.capacity import Fit, GroupDemand, fit_groups, index_for, shape_of_template
 from guardhook.capacity.claims import with_devices
 from guardhook.cluster.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation
-from guardhook.cluster.model import scaled, spec_replicas
+from guardhook.cluster.model import as_dict, scaled, spec_replicas
 from guardhook.cluster.view.store import ClusterView
 from guardhook.policies.base import (
     ALLOW,
@@ -41,6 +41,15 @@ SPARE_GROUPS_ANNOTATION = "guardhook.io/spare-groups"
 MODEL_ANNOTATION = "group-capacity-model"
 """auditAnnotations key of the model every answer states."""
 BASE_MODEL = "node allocatable less bound and pending pods' requests"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+"""Kueue's label on a workload (the LWS integration reads it from the LeaderWorkerSet)."""
+GANG_TEMPLATE_FIELDS = ("workloadRef", "schedulingGroup")
+"""Pod spec fields tying pods to a gang: KEP-4671's Workload (scheduling.k8s.io/v1alpha1
+`workloadRef`, 1.35) and PodGroup (v1alpha2 `schedulingGroup`, 1.36)."""
+GANG_TEMPLATE_MARKS = ("scheduling.x-k8s.io/pod-group", "scheduling.k8s.io/group-name")
+"""Template labels / annotations of out-of-tree gang schedulers: scheduler-plugins' coscheduling
+PodGroup label and Volcano's PodGroup annotation."""
+SOURCE_ACTIONS = ("Warn", "Deny")
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
 
 
@@ -85,7 +94,12 @@ class GroupCapacity(Policy):
     fail_closed = False
     reads_nodes = True
     judges_lws_controller = True  # LWS spec changes are judged whoever makes them (DisaggregatedSet)
-    params = {"spareGroups": 0}
+    params = {"spareGroups": 0, "kueueManaged": "Warn", "gangScheduled": "Warn"}
+
+    def param_problem(self, name: str, value: Any) -> str | None:
+        if name in ("kueueManaged", "gangScheduled") and value not in SOURCE_ACTIONS:
+            return f"must be one of {', '.join(SOURCE_ACTIONS)}, got {value!r}"
+        return None
 
     def already_running(self, view: ClusterView, obj: KubeObject) -> bool:
         """An LWS whose pods the view holds is running: judged as a CREATE, its own groups would
@@ -148,7 +162,42 @@ class GroupCapacity(Policy):
                 )
             return Judgement(advisories=advisories, annotations=annotations)
         message = f"{shortfall_message(fit, name, new_groups)}. Model: {model}"
+        placement = placed_by(lws)
+        if placement is not None and ctx.params[placement[0]] == "Warn":
+            note = f"{placement[1]} decides its placement, so its fit is reported, not enforced: {message}"
+            return Judgement(advisories=(note,), annotations=annotations)
         return Judgement(violation=Violation(message), annotations=annotations)
+
+
+def placed_by(lws: LeaderWorkerSet) -> tuple[str, str] | None:
+    """Who places this LWS's groups whole instead of the default scheduler, as (parameter,
+    description): Kueue (the queue-name label: quota and topology-aware scheduling admit it) or a
+    gang scheduler (LWS `spec.scheduling`, a template's `workloadRef` / `schedulingGroup`, or a
+    coscheduling / Volcano pod-group mark); None for neither."""
+    queue = str(as_dict(lws.meta.get("labels")).get(KUEUE_QUEUE_LABEL) or "")
+    if queue:
+        return (
+            "kueueManaged",
+            f"LeaderWorkerSet {lws.name} is managed by Kueue (queue {queue}): Kueue's admission",
+        )
+    if "scheduling" in lws.spec:
+        return (
+            "gangScheduled",
+            f"LeaderWorkerSet {lws.name} is gang-scheduled (spec.scheduling): the gang scheduler",
+        )
+    for template in (lws.leader_template, lws.worker_template):
+        spec = as_dict(template.get("spec"))
+        meta = as_dict(template.get("metadata"))
+        marks = {**as_dict(meta.get("labels")), **as_dict(meta.get("annotations"))}
+        field = next((f for f in GANG_TEMPLATE_FIELDS if spec.get(f)), None) or next(
+            (m for m in GANG_TEMPLATE_MARKS if marks.get(m)), None
+        )
+        if field:
+            return (
+                "gangScheduled",
+                f"LeaderWorkerSet {lws.name}'s pods are gang-scheduled ({field}): the gang scheduler",
+            )
+    return None
 
 
 def describe_model(fit: Fit, notes: tuple[str, ...]) -> str:
