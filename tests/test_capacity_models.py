@@ -15,6 +15,7 @@ from gpu_cluster import (
     dra_cluster,
     lws_create,
     node,
+    node_pool,
     pod,
     resource_slice,
     taint_rule,
@@ -334,3 +335,161 @@ def test_a_queue_managed_lws_that_fits_is_a_plain_allow() -> None:
     request = lws_create(replicas=2, labels={"kueue.x-k8s.io/queue-name": "gpu-queue"})
     response = judge([node(f"gpu-{i}", gpus=8) for i in range(8)], request)
     assert response["allowed"] is True and not response.get("warnings")
+
+
+# ---- item 3: node autoscalers ---------------------------------------------------------------------------
+
+H100 = {"karpenter.sh/nodepool": "gpu-h100", "node.kubernetes.io/instance-type": "p5.48xlarge"}
+
+
+def pool_node(name: str, **extra: Any) -> dict[str, Any]:
+    return node(name, gpus=8, labels=H100, **extra)
+
+
+AUTOSCALER_CASES = [
+    pytest.param(
+        [pool_node("h100-a"), node_pool("gpu-h100", limits={GPU: "56"}, used={GPU: "8"})],
+        lws_create(replicas=1),
+        None,
+        True,
+        "needs 3 new nodes from NodePool gpu-h100; limits allow 6",
+        id="karpenter-provisions",
+    ),
+    pytest.param(
+        [pool_node("h100-a"), node_pool("gpu-h100", limits={GPU: "24"}, used={GPU: "8"})],
+        lws_create(replicas=1),
+        None,
+        False,
+        "NodePool gpu-h100: its limits allow 2 more nodes, and 2 new nodes would take 0 of the 1 groups",
+        id="karpenter-limits-too-low",
+    ),
+    pytest.param(
+        [pool_node("h100-a"), node_pool("gpu-h100", limits={"nodes": "3"})],
+        lws_create(replicas=1),
+        None,
+        False,
+        "its limits allow 2 more nodes",
+        id="karpenter-node-count-limit",
+    ),
+    pytest.param(
+        [pool_node("h100-a"), node_pool("gpu-h100")],
+        lws_create(replicas=2),
+        None,
+        True,
+        "needs 7 new nodes from NodePool gpu-h100; no limit set",
+        id="karpenter-without-limits",
+    ),
+    pytest.param(
+        [
+            pool_node(
+                "h100-a", taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+            ),
+            node_pool("gpu-h100"),
+        ],
+        lws_create(replicas=1),
+        None,
+        False,
+        "its nodes' taint nvidia.com/gpu=present:NoSchedule is not tolerated",
+        id="pool-taint-not-tolerated",
+    ),
+    pytest.param(
+        [
+            node("cpu-0"),
+            node_pool(
+                "gpu-h100",
+                requirements=[
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p5.48xlarge"]}
+                ],
+            ),
+        ],
+        lws_create(replicas=1),
+        None,
+        True,
+        "NodePool gpu-h100 may add nodes for them (it runs no node, so the shape of its nodes is unknown",
+        id="empty-pool-shape-unknown",
+    ),
+    pytest.param(
+        [
+            node("cpu-0"),
+            node_pool("gpu-h100", taints=[{"key": "dedicated", "value": "training", "effect": "NoSchedule"}]),
+        ],
+        lws_create(replicas=1),
+        None,
+        False,
+        "NodePool gpu-h100: its taints are not tolerated by the templates",
+        id="empty-pool-taint-rules-it-out",
+    ),
+    pytest.param(
+        [node(f"a100-{i}", gpus=8, labels={"pool": "a100"}) for i in range(2)],
+        lws_create(replicas=1),
+        [{"name": "a100", "nodeSelector": {"pool": "a100"}, "maxNodes": 5}],
+        True,
+        "needs 2 new nodes from autoscaled pool a100; limits allow 3",
+        id="cluster-autoscaler-pool",
+    ),
+    pytest.param(
+        [node(f"a100-{i}", gpus=8, labels={"pool": "a100"}) for i in range(2)],
+        lws_create(replicas=1),
+        [{"name": "a100", "nodeSelector": {"pool": "a100"}, "maxNodes": 3}],
+        False,
+        "autoscaled pool a100: its limits allow 1 more nodes, and 1 new node would take 0 of the 1 groups",
+        id="cluster-autoscaler-pool-at-max",
+    ),
+    pytest.param(
+        [
+            device_class(),
+            node("dra-0", labels=H100),
+            resource_slice("dra-0"),
+            node_pool("gpu-h100", limits={"nodes": "10"}),
+        ],
+        lws_create(replicas=1),
+        None,
+        True,
+        "needs 3 new nodes from NodePool gpu-h100; limits allow 9",
+        id="dra-pool-node-shape-carries-its-devices",
+    ),
+]
+
+
+@pytest.mark.parametrize(("objects", "request_", "pools", "allowed", "says"), AUTOSCALER_CASES)
+def test_node_autoscalers(
+    objects: list[dict[str, Any]], request_: dict[str, Any], pools: Any, allowed: bool, says: str
+) -> None:
+    config = build_config({"policies": {"group-capacity": {"autoscaledPools": pools}}}) if pools else None
+    response = judge(objects, request_, config)
+    assert response["allowed"] is allowed, response
+    text = " ".join(response.get("warnings", [])) if allowed else message(response)
+    assert says in text, text
+    assert "Model:" in text
+
+
+def test_without_pools_a_shortfall_is_denied_as_before() -> None:
+    response = judge([pool_node("h100-a")], lws_create(replicas=1))
+    assert response["allowed"] is False and "autoscaling" not in message(response)
+
+
+def test_exclusive_topology_on_hostname_counts_each_new_node_as_a_domain() -> None:
+    request = lws_create(replicas=2, size=1)
+    request["object"]["metadata"]["annotations"] = {
+        "leaderworkerset.sigs.k8s.io/exclusive-topology": "kubernetes.io/hostname"
+    }
+    response = judge([pool_node("h100-a"), node_pool("gpu-h100")], request)
+    assert response["allowed"] is True
+    assert "needs 1 new node from NodePool gpu-h100" in response["warnings"][0]
+
+
+@pytest.mark.parametrize(
+    ("pools", "error"),
+    [
+        ([{"name": "a"}], "entry 0 must have exactly name, nodeSelector and maxNodes"),
+        ([{"name": "a", "nodeSelector": {}, "maxNodes": 3}], "nodeSelector must be a non-empty map"),
+        (
+            [{"name": "a", "nodeSelector": {"p": "a"}, "maxNodes": -1}],
+            "maxNodes must be a non-negative integer",
+        ),
+        ("a", "must be a list"),
+    ],
+)
+def test_autoscaled_pools_are_validated(pools: Any, error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        build_config({"policies": {"group-capacity": {"autoscaledPools": pools}}})

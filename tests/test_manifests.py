@@ -366,6 +366,7 @@ def test_base_cluster_role_only_reads_what_the_view_needs(default_install: list[
         ("leaderworkerset.x-k8s.io", "leaderworkersets"),
         # the DRA kinds the view lists and watches (guardhook.cluster.listing.DRA_LISTS)
         *{("resource.k8s.io", KIND_TO_RESOURCE[listed.kind]) for listed in DRA_LISTS},
+        ("karpenter.sh", "nodepools"),
     }
     binding = one(default_install, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]

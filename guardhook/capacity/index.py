@@ -300,6 +300,24 @@ class CapacityIndex:
             self._devices = (key, apply_allocation(self._published[1], view.resource_claims()))
         return self._devices[1]
 
+    def row_of(self, node_name: str) -> int | None:
+        """The row of node `node_name` (None when the index never saw it)."""
+        return self._row_of.get(node_name)
+
+    def fresh_free(self, resources: Sequence[str], row: int) -> np.ndarray:
+        """What an empty node shaped like `row` offers, over `resources`: its allocatable, and for
+        a resource a DeviceClass maps (not in its allocatable), every DRA device it publishes."""
+        out = np.zeros(len(resources), dtype=np.int64)
+        devices = self.devices()
+        for i, name in enumerate(resources):
+            column = self._columns.get(name)
+            if column is not None:
+                out[i] = self._alloc[row, column]
+            device_column = devices.column_of(name)
+            if device_column is not None and out[i] == 0:
+                out[i] = devices.published[device_column][row]
+        return out
+
     def usable(self) -> np.ndarray:
         """Bool per row: a node in the view a pod without special tolerations may use — neither
         cordoned nor tainted not-ready / unreachable (where pending pods, whose tolerations the

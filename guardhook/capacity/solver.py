@@ -209,20 +209,39 @@ class Fit:
         return self.fits >= self.demand.count
 
 
+@dataclass(frozen=True)
+class Problem:
+    """One demand against the index, pending pods placed: the `resources` (columns), the arrays
+    (`cap`) and the rows already holding a group of the namespace (`taken_rows`)."""
+
+    resources: list[str]
+    cap: Capacity
+    taken_rows: np.ndarray
+
+
+def prepare(index: CapacityIndex, demand: GroupDemand) -> Problem:
+    """Free capacity after placing pending pods, with the demand's vectors and node masks. Hold
+    the index's lock."""
+    pending = index.pending()
+    resources = _resource_names([demand.leader, demand.worker], pending)
+    free = index.free(resources)
+    leader = _vector(demand.leader.request_map, resources)
+    worker = _vector(demand.worker.request_map, resources)
+    leader_ok = index.eligible(demand.leader)
+    same_constraints = demand.leader.constraints == demand.worker.constraints
+    worker_ok = leader_ok if same_constraints else index.eligible(demand.worker)
+    taken_rows = index.holding_groups(demand.namespace)
+    taken_rows |= _place_pending(index, free, resources, pending, demand.namespace)
+    return Problem(resources, Capacity(free, leader, worker, leader_ok, worker_ok), taken_rows)
+
+
 def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
     """Decide how many of `demand.count` groups fit on the index's current free capacity, after
     placing pending pods. Takes the index's lock; reads only."""
     with index.lock:
-        pending = index.pending()
-        resources = _resource_names([demand.leader, demand.worker], pending)
-        free = index.free(resources)
-        leader = _vector(demand.leader.request_map, resources)
-        worker = _vector(demand.worker.request_map, resources)
-        leader_ok = index.eligible(demand.leader)
-        same_constraints = demand.leader.constraints == demand.worker.constraints
-        worker_ok = leader_ok if same_constraints else index.eligible(demand.worker)
-        taken_rows = index.holding_groups(demand.namespace)
-        taken_rows |= _place_pending(index, free, resources, pending, demand.namespace)
+        problem = prepare(index, demand)
+        resources, cap, taken_rows = problem.resources, problem.cap, problem.taken_rows
+        free, worker, leader_ok, worker_ok = cap.free, cap.worker, cap.leader_ok, cap.worker_ok
         base = Fit(
             demand=demand,
             fits=0,
@@ -231,7 +250,6 @@ def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
             eligible_worker=int(worker_ok.sum()),
         )
         base = replace(base, model=capacity_model(index, resources))
-        cap = Capacity(free, leader, worker, leader_ok, worker_ok)
         fit = _solve(index, demand, base, cap, taken_rows)
         if fit.all_fit:
             flagged = index.cordoned() | index.not_ready()
@@ -286,8 +304,7 @@ def _fit_exclusive(
     live[domain[live_rows & (domain != ABSENT)]] = True
     taken = np.zeros(count, dtype=bool)
     taken[domain[taken_rows & (domain != ABSENT)]] = True
-    fitting = domains_that_fit(cap, demand.size, domain, count)
-    free_fitting = int((fitting & ~taken).sum())
+    free_fitting = free_domains_that_fit(cap, demand.size, domain, count, taken)
     return replace(
         base,
         fits=min(demand.count, free_fitting),
@@ -295,6 +312,11 @@ def _fit_exclusive(
         domains_taken=int((taken & live).sum()),
         domains_free_fitting=free_fitting,
     )
+
+
+def free_domains_that_fit(cap: Capacity, size: int, domain: np.ndarray, count: int, taken: np.ndarray) -> int:
+    """How many domains not `taken` (bool per domain id) can each host one whole group."""
+    return int((domains_that_fit(cap, size, domain, count) & ~taken).sum())
 
 
 def _place_pending(

@@ -23,6 +23,7 @@ from typing import Any
 
 from guardhook.capacity import Fit, GroupDemand, fit_groups, index_for, shape_of_template
 from guardhook.capacity.claims import with_devices
+from guardhook.capacity.provision import Provision, describe, pools_of, provision
 from guardhook.cluster.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation
 from guardhook.cluster.model import as_dict, scaled, spec_replicas
 from guardhook.cluster.view.store import ClusterView
@@ -94,11 +95,18 @@ class GroupCapacity(Policy):
     fail_closed = False
     reads_nodes = True
     judges_lws_controller = True  # LWS spec changes are judged whoever makes them (DisaggregatedSet)
-    params = {"spareGroups": 0, "kueueManaged": "Warn", "gangScheduled": "Warn"}
+    params = {
+        "spareGroups": 0,
+        "kueueManaged": "Warn",
+        "gangScheduled": "Warn",
+        "autoscaledPools": [],
+    }
 
     def param_problem(self, name: str, value: Any) -> str | None:
         if name in ("kueueManaged", "gangScheduled") and value not in SOURCE_ACTIONS:
             return f"must be one of {', '.join(SOURCE_ACTIONS)}, got {value!r}"
+        if name == "autoscaledPools":
+            return _pools_problem(value)
         return None
 
     def already_running(self, view: ClusterView, obj: KubeObject) -> bool:
@@ -161,12 +169,57 @@ class GroupCapacity(Policy):
                     f"which its templates tolerate (kube-scheduler places pods there too). Model: {model}",
                 )
             return Judgement(advisories=advisories, annotations=annotations)
-        message = f"{shortfall_message(fit, name, new_groups)}. Model: {model}"
+        shortfall = shortfall_message(fit, name, new_groups)
+        pools = pools_of(ctx.view, ctx.params["autoscaledPools"])
+        answers = provision(index, ctx.view, demand, pools) if pools else []
+        grown = autoscaled(answers, shortfall, model)
+        if grown is not None:
+            return Judgement(advisories=(grown,), annotations=annotations)
+        if answers:
+            shortfall += "; node autoscaling does not help: " + "; ".join(describe(a) for a in answers)
+        message = f"{shortfall}. Model: {model}"
         placement = placed_by(lws)
         if placement is not None and ctx.params[placement[0]] == "Warn":
             note = f"{placement[1]} decides its placement, so its fit is reported, not enforced: {message}"
             return Judgement(advisories=(note,), annotations=annotations)
         return Judgement(violation=Violation(message), annotations=annotations)
+
+
+def autoscaled(answers: list[Provision], shortfall: str, model: str) -> str | None:
+    """The warning for a shortfall an autoscaled pool could provision (the pool needing the fewest
+    new nodes), or for one a pool of unknown shape might; None when no pool helps."""
+    helping = sorted((a for a in answers if a.helps), key=lambda a: a.nodes_needed or 0)
+    if helping:
+        return (
+            f"{shortfall}; the group {describe(helping[0])}: allowed, since an autoscaler adds nodes only "
+            f"for Pending pods. Model: {model}"
+        )
+    possible = [a for a in answers if a.possible]
+    if possible:
+        return (
+            f"{shortfall}; {possible[0].pool.title} may add nodes for them ({possible[0].why}; not checked): "
+            f"allowed, since an autoscaler adds nodes only for Pending pods. Model: {model}"
+        )
+    return None
+
+
+def _pools_problem(value: Any) -> str | None:
+    """What is wrong with an `autoscaledPools` list: entries `{name, nodeSelector, maxNodes}`."""
+    for i, entry in enumerate(value):
+        if not isinstance(entry, dict) or set(entry) != {"name", "nodeSelector", "maxNodes"}:
+            return f"entry {i} must have exactly name, nodeSelector and maxNodes"
+        selector, max_nodes = entry["nodeSelector"], entry["maxNodes"]
+        if not isinstance(entry["name"], str) or not entry["name"]:
+            return f"entry {i}: name must be a non-empty string"
+        if (
+            not isinstance(selector, dict)
+            or not selector
+            or not all(isinstance(v, str) for v in selector.values())
+        ):
+            return f"entry {i}: nodeSelector must be a non-empty map of label to value"
+        if not isinstance(max_nodes, int) or isinstance(max_nodes, bool) or max_nodes < 0:
+            return f"entry {i}: maxNodes must be a non-negative integer"
+    return None
 
 
 def placed_by(lws: LeaderWorkerSet) -> tuple[str, str] | None:

@@ -26,6 +26,7 @@ from guardhook.cluster.dra import (
 )
 from guardhook.cluster.lws import LeaderWorkerSet, member_of_pod
 from guardhook.cluster.model import NodeRecord, PodRecord, StatefulSetRecord, metadata
+from guardhook.cluster.nodepools import NodePoolRecord
 from guardhook.cluster.resources import Resources, add_into
 from guardhook.wire import KubeObject
 
@@ -43,7 +44,11 @@ DEVICECLASSES = "deviceclasses"
 DEVICETAINTRULES = "devicetaintrules"
 DRA_KINDS = (RESOURCESLICES, RESOURCECLAIMS, RESOURCECLAIMTEMPLATES, DEVICECLASSES, DEVICETAINTRULES)
 """resource.k8s.io kinds (guardhook.cluster.dra), kept as compact records."""
-KINDS = (NODES, PODS, LEADERWORKERSETS, STATEFULSETS, SERVICES, PODDISRUPTIONBUDGETS, *DRA_KINDS)
+NODEPOOLS = "nodepools"
+"""Karpenter NodePools (guardhook.cluster.nodepools)."""
+RECORD_KINDS = (*DRA_KINDS, NODEPOOLS)
+"""Kinds kept as compact records in one generic table (no listeners, no secondary indexes)."""
+KINDS = (NODES, PODS, LEADERWORKERSETS, STATEFULSETS, SERVICES, PODDISRUPTIONBUDGETS, *RECORD_KINDS)
 
 KIND_TO_RESOURCE = {
     "Pod": PODS,
@@ -57,6 +62,7 @@ KIND_TO_RESOURCE = {
     "ResourceClaimTemplate": RESOURCECLAIMTEMPLATES,
     "DeviceClass": DEVICECLASSES,
     "DeviceTaintRule": DEVICETAINTRULES,
+    "NodePool": NODEPOOLS,
 }
 
 _DRA_RECORDS: dict[str, Callable[[KubeObject], Any]] = {
@@ -65,6 +71,7 @@ _DRA_RECORDS: dict[str, Callable[[KubeObject], Any]] = {
     RESOURCECLAIMTEMPLATES: ResourceClaimTemplateRecord.from_object,
     DEVICECLASSES: DeviceClassRecord.from_object,
     DEVICETAINTRULES: DeviceTaintRuleRecord.from_object,
+    NODEPOOLS: NodePoolRecord.from_object,
 }
 
 Key = tuple[str, str]
@@ -107,7 +114,7 @@ class ClusterView:
         self._services: dict[Key, KubeObject] = {}
         self._pdbs: dict[Key, KubeObject] = {}
         self._pdbs_by_namespace: dict[str, dict[str, KubeObject]] = defaultdict(dict)
-        self._dra: dict[str, dict[Key, Any]] = {kind: {} for kind in DRA_KINDS}
+        self._dra: dict[str, dict[Key, Any]] = {kind: {} for kind in RECORD_KINDS}
         self._pods_by_claim: dict[Key, set[str]] = defaultdict(set)
         self._generations: dict[str, int] = defaultdict(int)
         self._listeners: list[Listener] = []
@@ -446,3 +453,8 @@ class ClusterView:
                 names.update(ref.name for ref in claim.reserved_for if ref.resource == "pods")
             pods = (self._pods.get((namespace, pod_name)) for pod_name in sorted(names))
             return [pod for pod in pods if pod is not None]
+
+    def node_pools(self) -> list[NodePoolRecord]:
+        """Every Karpenter NodePool held."""
+        with self.lock:
+            return list(self._dra[NODEPOOLS].values())
