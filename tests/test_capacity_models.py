@@ -7,6 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
+from guardhook.admission.engine import Engine
+from guardhook.cluster.view.static import view_from_objects
+from guardhook.config import ConfigError, build_config
+from guardhook.policies.group_capacity import MODEL_ANNOTATION
+
 from gpu_cluster import (
     GPU,
     allocated_claim,
@@ -20,11 +26,6 @@ from gpu_cluster import (
     resource_slice,
     taint_rule,
 )
-
-from guardhook.admission.engine import Engine
-from guardhook.cluster.view.static import view_from_objects
-from guardhook.config import ConfigError, build_config
-from guardhook.policies.group_capacity import MODEL_ANNOTATION
 
 
 def judge(objects: list[dict[str, Any]], request: dict[str, Any], config: Any = None) -> dict[str, Any]:

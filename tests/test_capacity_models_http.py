@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from gpu_cluster import dra_cluster, node, node_pool, pod, review_of
 
 from guardhook.cluster.view.static import embedded_fleet_objects
 from guardhook.policies.group_capacity import MODEL_ANNOTATION
 
 from conftest import Server, clean_env, load_review
+from gpu_cluster import dra_cluster, node, node_pool, pod, review_of
 
 LWS_CONTROLLER = "system:serviceaccount:lws-system:lws-controller-manager"
 
