@@ -494,3 +494,18 @@ def test_exclusive_topology_on_hostname_counts_each_new_node_as_a_domain() -> No
 def test_autoscaled_pools_are_validated(pools: Any, error: str) -> None:
     with pytest.raises(ConfigError, match=error):
         build_config({"policies": {"group-capacity": {"autoscaledPools": pools}}})
+
+
+def test_claim_changes_after_the_index_is_built_are_applied_incrementally() -> None:
+    view = view_from_objects(dra_cluster(nodes=8))
+    engine = Engine(view, record=False)
+    assert engine.judge(lws_create(replicas=2)).response["allowed"] is True
+    view.upsert("resourceclaims", allocated_claim("a", "gpu-0", range(8)))
+    assert engine.judge(lws_create(replicas=2)).response["allowed"] is False
+    view.upsert("resourceclaims", allocated_claim("b", "gpu-0", range(2)))  # names devices a holds too
+    view.remove("resourceclaims", ("other", "a"))
+    assert engine.judge(lws_create(replicas=2)).response["allowed"] is False  # b still holds 2 of them
+    view.remove("resourceclaims", ("other", "b"))
+    assert engine.judge(lws_create(replicas=2)).response["allowed"] is True
+    view.upsert("resourceslices", resource_slice("gpu-0", gpus=4))  # the driver republishes fewer
+    assert engine.judge(lws_create(replicas=2)).response["allowed"] is False

@@ -117,9 +117,36 @@ def _matching_columns(
     return tuple(matched)
 
 
-def apply_allocation(published: DeviceCounts, claims: Iterable[ResourceClaimRecord]) -> DeviceCounts:
-    """A copy of `published` with every device some claim's allocation holds taken out of `free`
-    (a tainted device is not free already)."""
+class Allocation:
+    """Devices held by ResourceClaims' allocations, kept from claim changes (a reference count
+    per device, so a device two claims name is freed only when both let go)."""
+
+    def __init__(self) -> None:
+        self.refs: dict[DeviceId, int] = {}
+
+    def change(
+        self, old: ResourceClaimRecord | None, new: ResourceClaimRecord | None
+    ) -> list[tuple[DeviceId, int]]:
+        """Apply one claim change; returns the devices that became taken (+1) or free (-1)."""
+        moved: list[tuple[DeviceId, int]] = []
+        for entry in {e.id for e in (old.allocated if old else ())}:
+            count = self.refs.get(entry, 0) - 1
+            if count <= 0:
+                self.refs.pop(entry, None)
+                moved.append((entry, -1))
+            else:
+                self.refs[entry] = count
+        for entry in {e.id for e in (new.allocated if new else ())}:
+            count = self.refs.get(entry, 0) + 1
+            self.refs[entry] = count
+            if count == 1:
+                moved.append((entry, +1))
+        return moved
+
+
+def apply_allocation(published: DeviceCounts, taken: Iterable[DeviceId]) -> DeviceCounts:
+    """A copy of `published` with every device in `taken` (allocated to some claim) taken out of
+    `free` (a tainted device is not free already)."""
     counts = DeviceCounts(
         published.rows,
         free={column: array.copy() for column, array in published.free.items()},
@@ -131,14 +158,16 @@ def apply_allocation(published: DeviceCounts, claims: Iterable[ResourceClaimReco
         placed=published.placed,
         blocked=published.blocked,
     )
-    seen: set[DeviceId] = set()
-    for claim in claims:
-        for entry in claim.allocated:
-            placed = published.placed.get(entry.id)
-            if placed is None or entry.id in seen or entry.id in published.blocked:
-                continue
-            seen.add(entry.id)
-            row, columns = placed
-            for column in columns:
-                counts.free[column][row] -= 1
+    for device in taken:
+        take(counts, device, +1)
     return counts
+
+
+def take(counts: DeviceCounts, device: DeviceId, sign: int) -> None:
+    """Take (`sign` +1) or free (-1) one counted, untainted device in `counts.free`, in place."""
+    placed = counts.placed.get(device)
+    if placed is None or device in counts.blocked:
+        return
+    row, columns = placed
+    for column in columns:
+        counts.free[column][row] -= sign

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from guardhook.capacity.devices import DeviceCounts, apply_allocation, count_published
+from guardhook.capacity.devices import Allocation, DeviceCounts, apply_allocation, count_published, take
 from guardhook.capacity.shapes import NODE_NAME_FIELD, PODS, NodeRequirement, PodShape
 from guardhook.cluster.dra import ClassMatcher
 from guardhook.cluster.lws import GROUP_KEY_LABEL
@@ -102,7 +102,7 @@ class CapacityIndex:
         """Non-terminal, unbound pods held by scheduling gates (not counted as pending)."""
         self._view: ClusterView | None = None
         self._matcher = ClassMatcher()
-        self._published: tuple[tuple[int, ...], DeviceCounts] | None = None
+        self._allocation = Allocation()
         self._devices: tuple[tuple[int, ...], DeviceCounts] | None = None
 
     # ---- building and feeding ----------------------------------------------------------------
@@ -117,12 +117,20 @@ class CapacityIndex:
                 index.on_change(NODES, None, node)
             for pod in view.all_pods():
                 index.on_change(POD_KIND, None, pod)
+            for claim in view.resource_claims():
+                index.on_change(RESOURCECLAIMS, None, claim)
             view.subscribe(index.on_change)
+            index.devices()  # count DRA devices now, not on the first decision
             return index
 
     def on_change(self, kind: str, old: Any, new: Any) -> None:
-        """ClusterView listener: apply one pod or node change (see store.Listener)."""
-        if kind == POD_KIND:
+        """ClusterView listener: apply one pod, node or ResourceClaim change (see store.Listener)."""
+        if kind == RESOURCECLAIMS:
+            moved = self._allocation.change(old, new)
+            if self._devices is not None:
+                for device, sign in moved:
+                    take(self._devices[1], device, sign)
+        elif kind == POD_KIND:
             if old is not None:
                 self._apply_pod(old, -1)
             if new is not None:
@@ -273,19 +281,18 @@ class CapacityIndex:
 
     def devices(self) -> DeviceCounts:
         """Free DRA devices per DeviceClass column and row (guardhook.capacity.devices), rebuilt
-        when ResourceSlices, DeviceClasses, DeviceTaintRules or nodes changed, and their
-        allocation when ResourceClaims did. An index without a view has none."""
+        when ResourceSlices, DeviceClasses or DeviceTaintRules changed or a node was first seen;
+        ResourceClaims' allocations are applied as they change. An index without a view has none."""
         view = self._view
         if view is None:
             return DeviceCounts(self.rows)
-        published_key = (
+        key = (  # node status updates do not move devices: only a new row (a node first seen) does
             self.rows,
-            view.generation(NODES),
             view.generation(RESOURCESLICES),
             view.generation(DEVICECLASSES),
             view.generation(DEVICETAINTRULES),
         )
-        if self._published is None or self._published[0] != published_key:
+        if self._devices is None or self._devices[0] != key:
             published = count_published(
                 view.device_classes(),
                 view.devices_by_node(),
@@ -294,10 +301,7 @@ class CapacityIndex:
                 view.device_taint_rules(),
                 self._matcher,
             )
-            self._published = (published_key, published)
-        key = (*published_key, view.generation(RESOURCECLAIMS))
-        if self._devices is None or self._devices[0] != key:
-            self._devices = (key, apply_allocation(self._published[1], view.resource_claims()))
+            self._devices = (key, apply_allocation(published, self._allocation.refs))
         return self._devices[1]
 
     def row_of(self, node_name: str) -> int | None:

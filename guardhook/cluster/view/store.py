@@ -80,8 +80,9 @@ GroupKey = tuple[str, str, int]
 
 
 Listener = Callable[[str, Any, Any], None]
-"""Called as `listener(kind, old_record, new_record)` after a pod or node changes in the view
-(old None on insert, new None on removal); records are PodRecord / NodeRecord."""
+"""Called as `listener(kind, old_record, new_record)` after a pod, node or ResourceClaim changes in
+the view (old None on insert, new None on removal); records are PodRecord / NodeRecord /
+ResourceClaimRecord."""
 
 
 def object_key(obj: KubeObject) -> Key:
@@ -122,7 +123,7 @@ class ClusterView:
     # ---- change notification ---------------------------------------------------------------
 
     def subscribe(self, listener: Listener) -> None:
-        """Call `listener` after every pod or node change, under the view's lock (so derived
+        """Call `listener` after every pod, node or ResourceClaim change, under the view's lock (so derived
         indexes such as guardhook.capacity stay in step). It must be quick and must not raise."""
         with self.lock:
             self._listeners.append(listener)
@@ -179,7 +180,11 @@ class ClusterView:
         with self.lock:
             self._generations[kind] += 1
             if kind in _DRA_RECORDS:
-                self._dra[kind][object_key(obj)] = _DRA_RECORDS[kind](obj)
+                key = object_key(obj)
+                table = self._dra[kind]
+                old_record, table[key] = table.get(key), _DRA_RECORDS[kind](obj)
+                if kind == RESOURCECLAIMS:
+                    self._notify(kind, old_record, table[key])
                 return
             watched = self._listeners and kind in (PODS, NODES)
             key = object_key(obj)
@@ -200,7 +205,9 @@ class ClusterView:
         with self.lock:
             self._generations[kind] += 1
             if kind in self._dra:
-                self._dra[kind].pop(key, None)
+                removed = self._dra[kind].pop(key, None)
+                if kind == RESOURCECLAIMS:
+                    self._notify(kind, removed, None)
                 return
             old = self._record(kind, key) if self._listeners else None
             if kind == PODS:
