@@ -8,6 +8,17 @@ old ones. A reserve of `spareGroups` more groups (config, overridden per LWS by 
 `guardhook.io/spare-groups`) must fit too. Scale-downs (neither replicas nor size raised) are
 always allowed. The feasibility answer comes from guardhook.capacity (exact within its model).
 
+Capacity as GPU clusters provide it (issue 14): DRA devices of DeviceClasses are counted for the
+extended resources they map and for the templates' ResourceClaimTemplates (guardhook.capacity.
+claims / devices); scheduling-gated pods claim nothing; nodes are filtered as kube-scheduler does
+(a cordon is the unschedulable taint, NotReady only through its taints). When not every group
+fits, a Karpenter NodePool or configured `autoscaledPools` entry that could add the nodes turns the
+denial into a warning naming the pool and the nodes it needs (guardhook.capacity.provision), and
+an LWS that Kueue admits or a gang scheduler places gets its fit as a warning (`kueueManaged`,
+`gangScheduled`: Warn or Deny). Every answer states the model it used: in the message and in the
+audit annotation `group-capacity-model`. The LWS controller's account is judged too
+(`judges_lws_controller`): the DisaggregatedSet controller scales LWSs as that account.
+
 Skipped, with an advisory, when the view holds no nodes (an offline check of manifests), and for a
 `/scale` of an LWS the view does not hold. A size change with `maxSurge: 0` replaces groups in
 place; that replacement is not checked (advisory).
