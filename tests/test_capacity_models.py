@@ -4,13 +4,20 @@ model every answer states. The HTTP / `guardhook review` runs are in test_capaci
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_capacity import brute_force_groups
 
 from guardhook.admission.engine import Engine
 from guardhook.cluster.view.static import view_from_objects
-from guardhook.config import ConfigError, build_config
+from guardhook.commands.check import check
+from guardhook.config import ConfigError, build_config, default_config
 from guardhook.policies.group_capacity import MODEL_ANNOTATION
 
 from gpu_cluster import (
@@ -509,3 +516,87 @@ def test_claim_changes_after_the_index_is_built_are_applied_incrementally() -> N
     assert engine.judge(lws_create(replicas=2)).response["allowed"] is True
     view.upsert("resourceslices", resource_slice("gpu-0", gpus=4))  # the driver republishes fewer
     assert engine.judge(lws_create(replicas=2)).response["allowed"] is False
+
+
+# ---- `check` reads the same view sources ----------------------------------------------------------------
+
+
+def test_check_judges_an_lws_manifest_against_a_dra_cluster_state(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": dra_cluster(nodes=4)}))
+    lws = lws_create(replicas=2)["object"]
+    (tmp_path / "lws.yaml").write_text(yaml.safe_dump(lws))
+    result = check([str(tmp_path / "lws.yaml")], default_config(), cluster_state=[str(cluster)])
+    (finding,) = [f for f in result.findings if f.policy == "group-capacity"]
+    assert finding.outcome == "denied"
+    assert (
+        "1 of 2 new groups" in finding.message and "counted DRA devices for nvidia.com/gpu" in finding.message
+    )
+
+
+# ---- provisioning is exact: the fewest new nodes, against brute force ------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_fewest_new_nodes_equals_brute_force(data: st.DataObject) -> None:
+    members = data.draw(st.integers(1, 2))
+    gpus = [data.draw(st.integers(0, 1)) for _ in range(members)]  # bound 90-cpu pods per member (fit)
+    used = [data.draw(st.integers(0, 8)) for _ in range(members)]
+    size, replicas = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2))
+    gpu_request, max_nodes = (
+        data.draw(st.sampled_from([2, 4, 8])),
+        data.draw(st.integers(members, members + 3)),
+    )
+    labels = {"pool": "p"}
+    objects: list[dict[str, Any]] = []
+    for m in range(members):
+        objects.append(node(f"m{m}", gpus=8, labels=labels))
+        for k in range(gpus[m]):
+            objects.append(pod(f"b{m}-{k}", gpus=used[m] // max(1, gpus[m]), node_name=f"m{m}"))
+    config = build_config(
+        {
+            "policies": {
+                "group-capacity": {
+                    "autoscaledPools": [{"name": "p", "nodeSelector": labels, "maxNodes": max_nodes}]
+                }
+            }
+        }
+    )
+    response = judge(objects, lws_create(replicas=replicas, size=size, gpus=gpu_request), config)
+    view = view_from_objects(objects)
+    free_gpus = [8 - sum(used[m] // max(1, gpus[m]) for _ in range(gpus[m])) for m in range(members)]
+    free_cpu = [96 - 90 * gpus[m] for m in range(members)]
+    free_pods = [110 - gpus[m] for m in range(members)]
+
+    def fits_with(n: int) -> bool:
+        c = dict(
+            free=np.array(
+                [[free_cpu[m], free_gpus[m], free_pods[m]] for m in range(members)] + [[96, 8, 110]] * n,
+                dtype=np.int64,
+            ),
+            leader=np.array([90, gpu_request, 1]),
+            worker=np.array([90, gpu_request, 1]),
+            leader_ok=np.ones(members + n, dtype=bool),
+            worker_ok=np.ones(members + n, dtype=bool),
+            size=size,
+            wanted=replicas,
+        )
+        return brute_force_groups(c, exclusive=False) >= replicas
+
+    assert view.count("nodes") == members
+    if fits_with(0):
+        assert response["allowed"] is True and not response.get("warnings")
+        return
+    room = max_nodes - members
+    needed = next((n for n in range(1, room + 1) if fits_with(n)), None)
+    if needed is None:
+        assert response["allowed"] is False
+        assert "autoscaled pool p:" in message(response)
+    else:
+        assert response["allowed"] is True
+        plural = "" if needed == 1 else "s"
+        assert (
+            f"needs {needed} new node{plural} from autoscaled pool p; limits allow {room}"
+            in response["warnings"][0]
+        )

@@ -413,3 +413,39 @@ def test_audit_lists_dra_kinds_with_the_served_api_version(tmp_path: Path) -> No
         }
     finally:
         fake.stop()
+
+
+def test_snapshot_lists_karpenter_nodepools(tmp_path: Path) -> None:
+    pool = {
+        "metadata": {"name": "gpu-h100"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "requirements": [
+                        {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["p5"]}
+                    ],
+                    "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+                }
+            },
+            "limits": {"nvidia.com/gpu": "64", "cpu": "1000"},
+        },
+        "status": {"resources": {"nvidia.com/gpu": "16", "cpu": "384", "nodes": "2"}},
+    }
+    fake = FakeApiServer().start()
+    try:
+        fake.put("nodepools", pool)
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
+        view = snapshot(
+            ClusterView("test"), KubeTransport(reflector_client(Source(KUBECONFIG, (str(kubeconfig),))))
+        )
+        (record,) = view.node_pools()
+        assert (
+            record.name == "gpu-h100"
+            and record.limits["nvidia.com/gpu"] == 64
+            and record.used["cpu"] == 384_000
+        )
+        assert record.requirements == (("karpenter.k8s.aws/instance-family", "In", ("p5",)),)
+        assert [t.key for t in record.taints] == ["nvidia.com/gpu"]
+        assert any(r.startswith("GET /apis/karpenter.sh/v1/nodepools") for r in fake.requests)
+    finally:
+        fake.stop()
