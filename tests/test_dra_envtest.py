@@ -4,12 +4,13 @@ serve resource.k8s.io/v1 (GA since Kubernetes 1.34; older servers had beta shape
 
 No controllers and no DRA driver run: the test publishes ResourceSlices itself, as a driver's
 kubelet plugin would, and writes a ResourceClaim's `status.allocation` as the scheduler would. The
-live view (one reflector per kind) is then asked to judge LWS scale-ups whose pods take GPUs only
-through a ResourceClaimTemplate.
+live view (one reflector per kind) is then asked to judge `kubectl scale lws` requests (built from
+the captured s29) on an LWS whose pods take GPUs only through a ResourceClaimTemplate.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,8 +23,8 @@ from guardhook.cluster.sources import KUBECONFIG, Source
 from guardhook.cluster.view.live import LiveView
 from guardhook.policies.group_capacity import MODEL_ANNOTATION
 
+from conftest import load_review
 from envtest import ApiServer, api_server, requires_api_server
-from gpu_cluster import lws_create
 
 pytestmark = [pytest.mark.envtest, requires_api_server]
 
@@ -113,6 +114,29 @@ def _create_cluster(server: ApiServer) -> None:
             },
         },
     )
+    _create_lws(server)
+
+
+def _create_lws(server: ApiServer) -> None:
+    """LWS serve/llm: 1 group of 1 pod taking 4 GPUs through the ResourceClaimTemplate gpus-4."""
+    container = {
+        "name": "server",
+        "image": "example.com/llm-server:1.0",
+        "resources": {"requests": {"cpu": "8", "memory": "100Gi"}, "claims": [{"name": "gpus"}]},
+    }
+    template = {
+        "spec": {
+            "containers": [container],
+            "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "gpus-4"}],
+        }
+    }
+    lws = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "llm", "namespace": NAMESPACE},
+        "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 1, "workerTemplate": template}},
+    }
+    server.create(f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{NAMESPACE}/leaderworkersets", lws)
 
 
 def _allocate_gpu0(server: ApiServer) -> None:
@@ -153,8 +177,13 @@ def live(api: ApiServer) -> Iterator[LiveView]:
 
 
 def _judge(live: LiveView, replicas: int) -> dict[str, Any]:
-    # one pod per group, taking its 4 GPUs only through the ResourceClaimTemplate gpus-4
-    request = lws_create(replicas=replicas, size=1, claim="gpus-4")
+    """`kubectl scale lws llm --replicas=N` from 1 (the captured s29, re-aimed): N-1 new groups."""
+    request = copy.deepcopy(load_review("s29-lws-scale-up-1.validating")["request"])
+    request["name"] = "llm"
+    request["namespace"] = NAMESPACE
+    for side, count in (("object", replicas), ("oldObject", 1)):
+        request[side]["metadata"].update(name="llm", namespace=NAMESPACE)
+        request[side]["spec"]["replicas"] = count
     return dict(Engine(live.view, record=False).judge(request).response)
 
 
