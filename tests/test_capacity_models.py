@@ -600,3 +600,35 @@ def test_fewest_new_nodes_equals_brute_force(data: st.DataObject) -> None:
             f"needs {needed} new node{plural} from autoscaled pool p; limits allow {room}"
             in response["warnings"][0]
         )
+
+
+@pytest.mark.parametrize(
+    ("selector", "tainted"),
+    [
+        ({"driver": "gpu.nvidia.com", "pool": "gpu-0"}, True),
+        ({"driver": "gpu.nvidia.com", "pool": "gpu-0", "deviceClassName": "gpu.nvidia.com"}, True),
+        ({"driver": "gpu.nvidia.com", "pool": "gpu-0", "deviceClassName": "absent.example.com"}, False),
+        (
+            {
+                "pool": "gpu-0",
+                "selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}],
+            },
+            True,
+        ),
+        (
+            {
+                "pool": "gpu-0",
+                "selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].type == 'nic'"}}],
+            },
+            False,
+        ),
+    ],
+)
+def test_v1alpha3_taint_rules_are_judged_by_class_and_selectors(
+    selector: dict[str, Any], tainted: bool
+) -> None:
+    rule = taint_rule("gpu-0")
+    rule["spec"]["deviceSelector"] = selector
+    response = judge(dra_cluster() + [rule], lws_create(replicas=2))
+    assert response["allowed"] is not tainted
+    assert ("8 tainted devices left out" in model_of(response)) is tainted

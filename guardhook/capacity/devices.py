@@ -74,6 +74,7 @@ def count_published(
     in it are left out). Allocation is applied separately (`apply_allocation`)."""
     counts = DeviceCounts(rows)
     classes = sorted(classes, key=lambda c: c.name)
+    by_name = {c.name: c for c in classes}
     rules = list(rules)
     for device_class in classes:
         column = device_class.column
@@ -92,7 +93,8 @@ def count_published(
             if not matched:
                 continue
             counts.placed[device.id] = (row, matched)
-            blocked = any(t.effect in FILTERING_DEVICE_EFFECTS for t in effective_taints(device, rules))
+            applying = [r for r in rules if _rule_applies(r, device, by_name, matcher)]
+            blocked = any(t.effect in FILTERING_DEVICE_EFFECTS for t in effective_taints(device, applying))
             if blocked:
                 counts.blocked.add(device.id)
             for column in matched:
@@ -102,6 +104,27 @@ def count_published(
                 else:
                     counts.free[column][row] += 1
     return counts
+
+
+def _rule_applies(
+    rule: DeviceTaintRuleRecord,
+    device: DraDevice,
+    classes: Mapping[str, DeviceClassRecord],
+    matcher: ClassMatcher,
+) -> bool:
+    """Whether a DeviceTaintRule selects `device`: driver / pool / device name, and (v1alpha3) the
+    named DeviceClass and CEL selectors, judged like a class's (a class not in the view matches
+    nothing; a selector that cannot be judged counts as matching)."""
+    if not rule.matches_id(device.id):
+        return False
+    if rule.device_class:
+        device_class = classes.get(rule.device_class)
+        if device_class is None or matcher.matches(device_class, device) is False:
+            return False
+    if rule.selectors:
+        as_class = DeviceClassRecord(f"DeviceTaintRule {rule.name}", rule.selectors, "")
+        return matcher.matches(as_class, device) is not False
+    return True
 
 
 def _matching_columns(
