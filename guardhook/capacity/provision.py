@@ -117,16 +117,12 @@ def _pool_answer(
         return _unknown_shape(demand, pool)
     if demand.exclusive_key and demand.exclusive_key != HOSTNAME_LABEL:
         return Provision(pool, None, None, why=f"a new node's {demand.exclusive_key} domain is unknown")
-    best: Provision | None = None
-    for prototype in _distinct_shapes(members):
-        room = _room(pool, prototype, members)
-        answer = _fewest_nodes(index, demand, problem, pool, prototype, room)
-        if best is None or (
-            answer.helps and (not best.helps or (answer.nodes_needed or 0) < (best.nodes_needed or 0))
-        ):
-            best = answer
-    assert best is not None
-    return best
+    answers = [
+        _fewest_nodes(index, demand, problem, pool, prototype, _room(pool, prototype, members))
+        for prototype in _distinct_shapes(members)
+    ]
+    helping = [a for a in answers if a.helps]
+    return min(helping, key=lambda a: a.nodes_needed or 0) if helping else answers[0]
 
 
 def _distinct_shapes(members: list[NodeRecord], limit: int = 3) -> list[NodeRecord]:
@@ -196,7 +192,10 @@ def _fewest_nodes(
     ceiling = demand.count * demand.size if room is None else min(room, demand.count * demand.size)
     if ceiling <= 0:
         return Provision(pool, None, room, why="its limits allow no more nodes")
-    fits = lambda n: _fits_with(index, demand, problem, fresh, leader_ok, worker_ok, n)  # noqa: E731
+
+    def fits(n: int) -> int:
+        return _fits_with(index, demand, problem, fresh, leader_ok, worker_ok, n)
+
     most = fits(ceiling)
     if most < demand.count:
         limited = room is not None and room <= demand.count * demand.size
