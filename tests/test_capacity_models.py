@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from test_capacity import brute_force_groups
 
 from guardhook.admission.engine import Engine
+from guardhook.capacity import index_for
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.commands.check import check
 from guardhook.config import ConfigError, build_config, default_config
@@ -632,3 +633,71 @@ def test_v1alpha3_taint_rules_are_judged_by_class_and_selectors(
     response = judge(dra_cluster() + [rule], lws_create(replicas=2))
     assert response["allowed"] is not tainted
     assert ("8 tainted devices left out" in model_of(response)) is tainted
+
+
+def _counts(view: Any) -> dict[str, list[int]]:
+    index = index_for(view)
+    with view.lock:
+        devices = index.devices()
+        alive = index.alive()
+        names = index.names(range(index.rows))
+        return {
+            f"{kind}:{column}:{name}": int(table[column][row])
+            for kind, table in (("free", devices.free), ("published", devices.published))
+            for column in table
+            for row, name in enumerate(names)
+            if alive[row]
+        }
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(
+                ["node", "slice", "slice-gen", "drop-slice", "claim", "drop-claim", "rule", "class"]
+            ),
+            st.integers(0, 2),
+            st.integers(0, 4),
+        ),
+        max_size=12,
+    )
+)
+def test_incremental_device_counts_equal_a_fresh_build(ops: list[tuple[str, int, int]]) -> None:
+    """Slices, claims and nodes applied one by one to a built index count what a fresh index of the
+    final state counts."""
+    state: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    def put(kind: str, obj: dict[str, Any]) -> None:
+        state[(kind, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])] = obj
+        view.upsert(kind, obj)
+
+    def drop(kind: str, namespace: str, name: str) -> None:
+        state.pop((kind, namespace, name), None)
+        view.remove(kind, (namespace, name))
+
+    view = view_from_objects([])
+    put("deviceclasses", device_class())
+    put("nodes", node("n0"))
+    index_for(view)  # built now: every later change is applied incrementally
+    generation = 1
+    for op, n, k in ops:
+        name = f"n{n}"
+        if op == "node":
+            put("nodes", node(name))
+        elif op in ("slice", "slice-gen"):
+            generation += op == "slice-gen"
+            piece = resource_slice(name, gpus=k)
+            piece["spec"]["pool"]["generation"] = generation
+            put("resourceslices", piece)
+        elif op == "drop-slice":
+            drop("resourceslices", "", resource_slice(name)["metadata"]["name"])
+        elif op == "claim":
+            put("resourceclaims", allocated_claim(f"c{n}", name, range(k)))
+        elif op == "drop-claim":
+            drop("resourceclaims", "other", f"c{n}")
+        elif op == "rule":
+            put("devicetaintrules", taint_rule(name))
+        else:
+            put("deviceclasses", device_class())
+    assert _counts(view) == _counts(view_from_objects(list(state.values())))

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from guardhook.capacity.devices import Allocation, DeviceCounts, apply_allocation, count_published, take
+from guardhook.capacity.devices import Allocation, DeviceCounts, build_counts
 from guardhook.capacity.shapes import NODE_NAME_FIELD, PODS, NodeRequirement, PodShape
 from guardhook.cluster.dra import ClassMatcher
 from guardhook.cluster.lws import GROUP_KEY_LABEL
@@ -103,7 +103,7 @@ class CapacityIndex:
         self._view: ClusterView | None = None
         self._matcher = ClassMatcher()
         self._allocation = Allocation()
-        self._devices: tuple[tuple[int, ...], DeviceCounts] | None = None
+        self._devices: tuple[tuple[int, int], DeviceCounts] | None = None
 
     # ---- building and feeding ----------------------------------------------------------------
 
@@ -129,7 +129,10 @@ class CapacityIndex:
             moved = self._allocation.change(old, new)
             if self._devices is not None:
                 for device, sign in moved:
-                    take(self._devices[1], device, sign)
+                    self._devices[1].take(device, sign)
+        elif kind == RESOURCESLICES:
+            if self._devices is not None:
+                self._devices[1].set_slice(old, new, self._row_of)
         elif kind == POD_KIND:
             if old is not None:
                 self._apply_pod(old, -1)
@@ -280,28 +283,27 @@ class CapacityIndex:
         return out
 
     def devices(self) -> DeviceCounts:
-        """Free DRA devices per DeviceClass column and row (guardhook.capacity.devices), rebuilt
-        when ResourceSlices, DeviceClasses or DeviceTaintRules changed or a node was first seen;
-        ResourceClaims' allocations are applied as they change. An index without a view has none."""
+        """Free DRA devices per DeviceClass column and row (guardhook.capacity.devices): built on
+        first use and rebuilt when a DeviceClass or DeviceTaintRule changed; ResourceSlice and
+        ResourceClaim changes are applied as they come, and nodes first seen widen it. An index
+        without a view has none."""
         view = self._view
         if view is None:
             return DeviceCounts(self.rows)
-        key = (  # node status updates do not move devices: only a new row (a node first seen) does
-            self.rows,
-            view.generation(RESOURCESLICES),
-            view.generation(DEVICECLASSES),
-            view.generation(DEVICETAINTRULES),
-        )
+        key = (view.generation(DEVICECLASSES), view.generation(DEVICETAINTRULES))
         if self._devices is None or self._devices[0] != key:
-            published = count_published(
-                view.device_classes(),
-                view.devices_by_node(),
-                self._row_of,
+            counts = build_counts(
                 self.rows,
+                view.device_classes(),
+                view.resource_slices(),
                 view.device_taint_rules(),
+                self._row_of,
                 self._matcher,
+                self._allocation.refs,
             )
-            self._devices = (key, apply_allocation(published, self._allocation.refs))
+            self._devices = (key, counts)
+        elif self._devices[1].rows < self.rows:
+            self._devices[1].grow(self.rows, self._row_of)
         return self._devices[1]
 
     def row_of(self, node_name: str) -> int | None:

@@ -49,6 +49,8 @@ NODEPOOLS = "nodepools"
 RECORD_KINDS = (*DRA_KINDS, NODEPOOLS)
 """Kinds kept as compact records in one generic table (no listeners, no secondary indexes)."""
 KINDS = (NODES, PODS, LEADERWORKERSETS, STATEFULSETS, SERVICES, PODDISRUPTIONBUDGETS, *RECORD_KINDS)
+NOTIFIED_RECORD_KINDS = (RESOURCESLICES, RESOURCECLAIMS)
+"""Record kinds whose changes listeners hear of (the capacity index counts devices from them)."""
 
 KIND_TO_RESOURCE = {
     "Pod": PODS,
@@ -80,9 +82,9 @@ GroupKey = tuple[str, str, int]
 
 
 Listener = Callable[[str, Any, Any], None]
-"""Called as `listener(kind, old_record, new_record)` after a pod, node or ResourceClaim changes in
-the view (old None on insert, new None on removal); records are PodRecord / NodeRecord /
-ResourceClaimRecord."""
+"""Called as `listener(kind, old_record, new_record)` after a pod, node, ResourceSlice or
+ResourceClaim changes in the view (old None on insert, new None on removal); records are
+PodRecord / NodeRecord / ResourceSliceRecord / ResourceClaimRecord."""
 
 
 def object_key(obj: KubeObject) -> Key:
@@ -123,8 +125,9 @@ class ClusterView:
     # ---- change notification ---------------------------------------------------------------
 
     def subscribe(self, listener: Listener) -> None:
-        """Call `listener` after every pod, node or ResourceClaim change, under the view's lock (so derived
-        indexes such as guardhook.capacity stay in step). It must be quick and must not raise."""
+        """Call `listener` after every pod, node, ResourceSlice or ResourceClaim change, under the
+        view's lock (so derived indexes such as guardhook.capacity stay in step). It must be quick
+        and must not raise."""
         with self.lock:
             self._listeners.append(listener)
 
@@ -183,7 +186,7 @@ class ClusterView:
                 key = object_key(obj)
                 table = self._dra[kind]
                 old_record, table[key] = table.get(key), _DRA_RECORDS[kind](obj)
-                if kind == RESOURCECLAIMS:
+                if kind in NOTIFIED_RECORD_KINDS:
                     self._notify(kind, old_record, table[key])
                 return
             watched = self._listeners and kind in (PODS, NODES)
@@ -206,7 +209,7 @@ class ClusterView:
             self._generations[kind] += 1
             if kind in self._dra:
                 removed = self._dra[kind].pop(key, None)
-                if kind == RESOURCECLAIMS:
+                if kind in NOTIFIED_RECORD_KINDS:
                     self._notify(kind, removed, None)
                 return
             old = self._record(kind, key) if self._listeners else None
