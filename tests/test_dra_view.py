@@ -11,8 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+from guardhook.capacity import index_for
 from guardhook.cluster.dra import (
     ClassMatcher,
     DeviceClassRecord,
@@ -449,3 +451,73 @@ def test_snapshot_lists_karpenter_nodepools(tmp_path: Path) -> None:
         assert any(r.startswith("GET /apis/karpenter.sh/v1/nodepools") for r in fake.requests)
     finally:
         fake.stop()
+
+
+MALFORMED = [
+    {"spec": None, "status": []},
+    {
+        "spec": {
+            "devices": [
+                1,
+                "x",
+                {"basic": []},
+                {"name": 3, "capacity": {"m": {"value": None}}, "attributes": []},
+            ]
+        }
+    },
+    {"spec": {"pool": "p", "nodeName": ["n"], "devices": {"a": 1}}},
+    {
+        "spec": {"devices": {"requests": [None, {"exactly": [], "firstAvailable": [1]}]}},
+        "status": {"allocation": 1},
+    },
+    {
+        "status": {
+            "allocation": {"devices": {"results": [1, {"driver": None}]}, "nodeSelector": []},
+            "reservedFor": [2],
+        }
+    },
+    {
+        "spec": {
+            "selectors": [{"cel": None}, 5],
+            "extendedResourceName": 7,
+            "deviceSelector": [],
+            "taint": "x",
+        }
+    },
+    {
+        "spec": {
+            "template": {"spec": {"requirements": [1, {"values": "a"}], "taints": [None]}},
+            "limits": {"cpu": "x"},
+        }
+    },
+    {
+        "spec": {"resourceClaims": [1], "schedulingGates": [None, {"name": 2}]},
+        "status": {"resourceClaimStatuses": [3]},
+    },
+]
+
+
+@pytest.mark.parametrize("shape", MALFORMED)
+def test_malformed_dra_and_nodepool_objects_never_raise(shape: dict[str, Any]) -> None:
+    view = view_from_objects([])
+    kinds = [
+        "resourceslices",
+        "resourceclaims",
+        "resourceclaimtemplates",
+        "deviceclasses",
+        "devicetaintrules",
+        "nodepools",
+        "pods",
+    ]
+    for kind in kinds:
+        view.upsert(kind, {"metadata": {"name": "x", "namespace": "default"}, **copy.deepcopy(shape)})
+    view.upsert(
+        "deviceclasses",
+        {"metadata": {"name": "gpu"}, "spec": {"selectors": [{"cel": {"expression": "1 +"}}]}},
+    )
+    view.upsert("nodes", {"metadata": {"name": "x"}, "status": {"allocatable": {"cpu": "1"}}})
+    view.devices_by_node()
+    view.allocated_devices()
+    view.pods_using_claim("default", "x")
+    with view.lock:
+        assert index_for(view).devices().rows >= 1  # the capacity index counts what it can
