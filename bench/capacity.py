@@ -9,7 +9,15 @@ pod changes, so the capacity index is exercised incrementally. Prints p50/p99 pe
 - same shape: leader and workers alike (8 GPUs each), size 4, +2 groups;
 - mixed shape: a cpu-only leader and 8-GPU workers, size 5, +2 groups;
 - exclusive: same shape with `exclusive-topology` on the NVLink domain, +2 groups;
-- too big: same shape asking for more groups than fit (the deny path, message included).
+- too big: same shape asking for more groups than fit (the deny path, message included);
+- DRA claims +2: same shape, the pods taking their GPUs through a ResourceClaimTemplate.
+
+DRA (issue 14): every other node publishes its 8 GPUs in a ResourceSlice instead of listing
+nvidia.com/gpu in allocatable, a DeviceClass maps nvidia.com/gpu to them (KEP-5004), the 8-GPU pod
+on such a node holds an allocated ResourceClaim for its devices, and a DeviceTaintRule taints one
+pool; 20 scheduling-gated pods per 1,000 nodes wait (ignored as claims). Between decisions a pod
+changes, every other decision a claim is allocated or released and every tenth a node's
+ResourceSlice is republished, so the DRA device counts follow changes as on a live view.
 
 Targets (issue 6): p99 <= 5 ms at 5,000 nodes and <= 50 ms at 65,000.
 
@@ -29,27 +37,121 @@ from typing import Any
 
 from guardhook.admission.engine import Engine
 from guardhook.capacity import index_for
-from guardhook.cluster.view.store import LEADERWORKERSETS, NODES, PODS, ClusterView
+from guardhook.cluster.view.store import (
+    KIND_TO_RESOURCE,
+    KINDS,
+    LEADERWORKERSETS,
+    NODES,
+    PODS,
+    RESOURCECLAIMS,
+    RESOURCESLICES,
+    ClusterView,
+)
 
 GPU = "nvidia.com/gpu"
+DRIVER = "gpu.nvidia.com"
+GATED_PODS_PER_1000_NODES = 20
+CLASS_SELECTOR = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'"
 PODS_PER_NODE = 30
 PENDING_PODS_PER_1000_NODES = 20
 NAMESPACE = "bench"
 DOMAIN_LABEL = "example.com/nvlink-domain"
 
 
+def dra(i: int) -> bool:
+    """Every other node publishes its GPUs through DRA."""
+    return i % 2 == 1
+
+
 def node(i: int) -> dict[str, Any]:
+    allocatable = {"cpu": "192", "memory": "2000Gi", "pods": "110"}
+    if not dra(i):
+        allocatable[GPU] = "8"
     return {
         "kind": "Node",
         "metadata": {
             "name": f"gpu-{i:05d}",
             "labels": {"kubernetes.io/hostname": f"gpu-{i:05d}", DOMAIN_LABEL: f"nvl-{i // 4}"},
         },
-        "status": {
-            "allocatable": {"cpu": "192", "memory": "2000Gi", "pods": "110", GPU: "8"},
-            "conditions": [{"type": "Ready", "status": "True"}],
+        "status": {"allocatable": allocatable, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def resource_slice(i: int) -> dict[str, Any]:
+    name = f"gpu-{i:05d}"
+    return {
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{name}-{DRIVER}"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": name,
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {
+                    "name": f"gpu-{d}",
+                    "attributes": {"type": {"string": "gpu"}},
+                    "capacity": {"memory": {"value": "80Gi"}},
+                }
+                for d in range(8)
+            ],
         },
     }
+
+
+def claim(i: int, devices: int = 8) -> dict[str, Any]:
+    """The ResourceClaim the scheduler allocated for node i's 8-GPU pod (or a smaller one)."""
+    pool = f"gpu-{i:05d}"
+    results = [
+        {"request": "gpus", "driver": DRIVER, "pool": pool, "device": f"gpu-{d}"} for d in range(devices)
+    ]
+    return {
+        "kind": "ResourceClaim",
+        "metadata": {"name": f"fleet-{i}-gpus", "namespace": NAMESPACE},
+        "spec": {
+            "devices": {
+                "requests": [{"name": "gpus", "exactly": {"deviceClassName": DRIVER, "count": devices}}]
+            }
+        },
+        "status": {"allocation": {"devices": {"results": results}}},
+    }
+
+
+DRA_OBJECTS: list[dict[str, Any]] = [
+    {
+        "kind": "DeviceClass",
+        "metadata": {"name": DRIVER},
+        "spec": {
+            "selectors": [{"cel": {"expression": CLASS_SELECTOR}}],
+            "extendedResourceName": GPU,
+        },
+    },
+    {
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "gpus-8", "namespace": NAMESPACE},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "gpus", "exactly": {"deviceClassName": DRIVER, "count": 8}}]
+                }
+            }
+        },
+    },
+    {
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "xid-79"},
+        "spec": {
+            "deviceSelector": {"driver": DRIVER, "pool": "gpu-00001"},
+            "taint": {"key": "xid", "effect": "NoSchedule"},
+        },
+    },
+]
+
+
+def gated_pod(k: int) -> dict[str, Any]:
+    pod = pending_pod(k)
+    pod["metadata"]["name"] = f"gated-{k}"
+    pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    return pod
 
 
 def small_pod(i: int, j: int, cpu: str = "500m") -> dict[str, Any]:
@@ -102,7 +204,28 @@ def template(cpu: str, gpu: int) -> dict[str, Any]:
     return {"spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]}}
 
 
-def lws(name: str, size: int, leader: dict[str, Any], exclusive: bool = False) -> dict[str, Any]:
+def claim_template() -> dict[str, Any]:
+    """Pods taking 8 GPUs through the ResourceClaimTemplate gpus-8 (no extended resource)."""
+    return {
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {"requests": {"cpu": "8", "memory": "100Gi"}, "claims": [{"name": "gpus"}]},
+                }
+            ],
+            "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "gpus-8"}],
+        }
+    }
+
+
+def lws(
+    name: str,
+    size: int,
+    leader: dict[str, Any],
+    exclusive: bool = False,
+    worker: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     annotations = {"leaderworkerset.sigs.k8s.io/exclusive-topology": DOMAIN_LABEL} if exclusive else {}
     return {
         "kind": "LeaderWorkerSet",
@@ -113,7 +236,7 @@ def lws(name: str, size: int, leader: dict[str, Any], exclusive: bool = False) -
             "leaderWorkerTemplate": {
                 "size": size,
                 "leaderTemplate": leader,
-                "workerTemplate": template("8", 8),
+                "workerTemplate": worker or template("8", 8),
             },
         },
     }
@@ -145,6 +268,10 @@ def build(nodes: int, rng: random.Random) -> tuple[ClusterView, float, float]:
     started = time.perf_counter()
     for i in range(nodes):
         view.upsert(NODES, node(i))
+        if dra(i):
+            view.upsert(RESOURCESLICES, resource_slice(i))
+    for obj in DRA_OBJECTS:
+        view.upsert(KIND_TO_RESOURCE[obj["kind"]], obj)
     domains = nodes // 4  # whole NVLink domains are busy or free, as a topology-aware scheduler leaves them
     busy_domains = set(rng.sample(range(domains), int(domains * 0.95)))
     busy = {i for i in range(nodes) if i // 4 in busy_domains}
@@ -152,13 +279,18 @@ def build(nodes: int, rng: random.Random) -> tuple[ClusterView, float, float]:
         for j in range(PODS_PER_NODE - 1):
             view.upsert(PODS, small_pod(i, j))
         view.upsert(PODS, gpu_pod(i) if i in busy else small_pod(i, PODS_PER_NODE))
+        if i in busy and dra(i):
+            view.upsert(RESOURCECLAIMS, claim(i))
     # a backlog the scheduler has not placed: claimed before new groups
     for k in range(nodes * PENDING_PODS_PER_1000_NODES // 1000):
         view.upsert(PODS, pending_pod(k))
+    for k in range(nodes * GATED_PODS_PER_1000_NODES // 1000):
+        view.upsert(PODS, gated_pod(k))
     view.upsert(LEADERWORKERSETS, lws("same", 4, template("8", 8)))
     view.upsert(LEADERWORKERSETS, lws("mixed", 5, template("16", 0)))
     view.upsert(LEADERWORKERSETS, lws("exclusive", 4, template("8", 8), exclusive=True))
-    for kind in ("nodes", "pods", "leaderworkersets", "statefulsets", "services", "poddisruptionbudgets"):
+    view.upsert(LEADERWORKERSETS, lws("claims", 4, claim_template(), worker=claim_template()))
+    for kind in KINDS:
         view.mark_synced(kind)
     filled = time.perf_counter()
     index_for(view)
@@ -197,15 +329,22 @@ def run(nodes: int, decisions: int) -> None:
     def churn(n: int) -> None:  # a pod comes and goes on some node: the index follows incrementally
         i = rng.randrange(nodes)
         view.upsert(PODS, small_pod(i, 999, cpu=f"{100 + n % 7}m"))
+        if n % 2:  # a claim is allocated or released: DRA allocation is recounted
+            j = rng.randrange(nodes // 2) * 2 + 1
+            view.upsert(
+                RESOURCECLAIMS, {**claim(j, devices=1), "metadata": {"name": "churn", "namespace": "batch"}}
+            )
 
     scenarios = {
         "same shape +2": scale_request("same", 1, 3),
         "mixed shape +2": scale_request("mixed", 1, 3),
         "exclusive +2": scale_request("exclusive", 1, 3),
         "too big (deny)": scale_request("same", 1, nodes),
+        "DRA claims +2": scale_request("claims", 1, 3),
     }
     print(
-        f"\n{nodes:,} nodes, {nodes * PODS_PER_NODE:,} pods: view filled in {fill_s:.1f} s, "
+        f"\n{nodes:,} nodes, {nodes * PODS_PER_NODE:,} pods, {view.count(RESOURCESLICES):,} ResourceSlices, "
+        f"{view.count(RESOURCECLAIMS):,} ResourceClaims: view filled in {fill_s:.1f} s, "
         f"capacity index built in {index_s:.2f} s"
     )
     print(f"  {'scenario':<16} {'p50 ms':>8} {'p99 ms':>8} {'cpu p50':>8} {'cpu p99':>8}  answer")

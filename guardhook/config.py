@@ -35,6 +35,14 @@ DEFAULT_EXEMPT_USERS: tuple[str, ...] = (
     # A kubelet deletes only pods bound to its own node (the NodeRestriction admission plugin).
     "system:node:*",
 )
+PER_POLICY_EXEMPT_USERS: tuple[str, ...] = (LWS_CONTROLLER_PATTERN,)
+"""Default users exempt per policy instead of globally: every policy exempts them unless it judges
+their writes (`Policy.judges_lws_controller`: group-capacity judges LWS spec changes whoever
+makes them, e.g. the DisaggregatedSet controller, which runs as the LWS controller's account)."""
+GLOBAL_EXEMPT_USERS: tuple[str, ...] = tuple(
+    u for u in DEFAULT_EXEMPT_USERS if u not in PER_POLICY_EXEMPT_USERS
+)
+"""The default global `exemptions.users`: DEFAULT_EXEMPT_USERS less the per-policy ones."""
 DEFAULT_STALE_AFTER_SECONDS = 60.0
 ENFORCEMENT_MODES = ("deny", "audit")
 
@@ -44,18 +52,11 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class PolicySettings:
-    """One policy's configured actions (empty = off) and parameters (defaults merged)."""
-
-    actions: tuple[Action, ...]
-    params: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
 class Exemptions:
-    """Requests that no policy judges: by username (`*` wildcards), group, or namespace."""
+    """Requests that no policy judges (global) or one policy does not (`policies.<id>.exemptions`,
+    added to the global ones): by username (`*` wildcards), group, or namespace."""
 
-    users: tuple[str, ...] = DEFAULT_EXEMPT_USERS
+    users: tuple[str, ...] = GLOBAL_EXEMPT_USERS
     groups: tuple[str, ...] = ()
     namespaces: tuple[str, ...] = ()
 
@@ -76,6 +77,16 @@ class Exemptions:
 
 
 @dataclass(frozen=True)
+class PolicySettings:
+    """One policy's configured actions (empty = off), parameters (defaults merged) and its own
+    exemptions (`policies.<id>.exemptions`; the global ones apply on top)."""
+
+    actions: tuple[Action, ...]
+    params: Mapping[str, Any]
+    exemptions: Exemptions = field(default_factory=lambda: Exemptions(users=()))
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration. `policies` holds an entry for every registered policy."""
 
@@ -85,6 +96,10 @@ class Config:
 
     def settings(self, policy_id: str) -> PolicySettings:
         return self.policies[policy_id]
+
+    def exempt_users(self, policy_id: str) -> tuple[str, ...]:
+        """The user patterns policy `policy_id` does not judge: global plus its own."""
+        return self.exemptions.users + self.policies[policy_id].exemptions.users
 
 
 def default_config(policies: Iterable[Policy] | None = None) -> Config:
@@ -120,7 +135,9 @@ def apply_enforcement(config: Config, enforcement: str) -> Config:
     softened = {}
     for policy_id, settings in config.policies.items():
         actions = [a if a != "Deny" else "Audit" for a in settings.actions]
-        softened[policy_id] = PolicySettings(tuple(dict.fromkeys(actions)), settings.params)
+        softened[policy_id] = PolicySettings(
+            tuple(dict.fromkeys(actions)), settings.params, settings.exemptions
+        )
     return Config(softened, config.exemptions, config.stale_after_seconds)
 
 
@@ -144,14 +161,30 @@ def build_config(raw: Any, policies: Iterable[Policy] | None = None) -> Config:
 def _policy_settings(policy: Policy, raw: Any) -> PolicySettings:
     where = f"policies.{policy.id}"
     doc = _mapping(raw if raw is not None else {}, where)
-    _reject_unknown(doc, {"actions", *policy.params}, where + ".")
+    _reject_unknown(doc, {"actions", "exemptions", *policy.params}, where + ".")
     actions = _actions(policy, doc.get("actions", list(policy.default_actions)), where)
     params = dict(policy.params)
     for name, default in policy.params.items():
         if name in doc:
             params[name] = _same_type(doc[name], default, f"{where}.{name}")
             _at_least(params[name], policy.param_minimums.get(name), f"{where}.{name}")
-    return PolicySettings(actions, params)
+            problem = policy.param_problem(name, params[name])
+            if problem:
+                raise ConfigError(f"{where}.{name}: {problem}")
+    return PolicySettings(actions, params, _policy_exemptions(policy, doc.get("exemptions"), where))
+
+
+def _policy_exemptions(policy: Policy, raw: Any, where: str) -> Exemptions:
+    """`policies.<id>.exemptions`: each key given replaces its default (users default to
+    PER_POLICY_EXEMPT_USERS, none for a policy that judges the LWS controller)."""
+    doc = _mapping(raw if raw is not None else {}, f"{where}.exemptions")
+    _reject_unknown(doc, {"users", "groups", "namespaces"}, f"{where}.exemptions.")
+    users = () if policy.judges_lws_controller else PER_POLICY_EXEMPT_USERS
+    return Exemptions(
+        users=_strings(doc.get("users", list(users)), f"{where}.exemptions.users"),
+        groups=_strings(doc.get("groups", []), f"{where}.exemptions.groups"),
+        namespaces=_strings(doc.get("namespaces", []), f"{where}.exemptions.namespaces"),
+    )
 
 
 def _actions(policy: Policy, raw: Any, where: str) -> tuple[Action, ...]:

@@ -7,6 +7,7 @@ import itertools
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -154,9 +155,47 @@ def test_no_execute_taint_with_other_effect_toleration_does_not_fit() -> None:
     assert groups_that_fit(view, same_effect) == 1
 
 
-def test_not_ready_and_unschedulable_nodes_are_skipped() -> None:
-    view = view_from_objects([node("a", ready=False), node("b", unschedulable=True), node("c")])
-    assert groups_that_fit(view, template(cpu="8"), count=3) == 1
+NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+UNREACHABLE = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}
+CORDON = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize(
+    ("nodes", "tolerations", "fits"),
+    [
+        # kube-scheduler never reads the Ready condition: a NotReady node without the lifecycle
+        # controller's taints is a candidate (the controller taints it within seconds)
+        ([node("a", ready=False)], [], 1),
+        ([node("a", ready=False, taints=[NOT_READY])], [], 0),
+        ([node("a", taints=[UNREACHABLE])], [], 0),
+        ([node("a", ready=False, taints=[NOT_READY])], [{"key": NOT_READY["key"], "operator": "Exists"}], 1),
+        # NodeUnschedulable: a cordoned node takes a pod that tolerates unschedulable:NoSchedule
+        ([node("b", unschedulable=True)], [], 0),
+        ([node("b", unschedulable=True)], [CORDON], 1),
+        ([node("b", unschedulable=True)], [{"operator": "Exists"}], 1),  # the wildcard toleration
+        ([node("b", unschedulable=True)], [{**CORDON, "effect": "NoExecute"}], 0),
+        # the controller's own taint for a cordon is the same taint, not judged twice
+        ([node("b", unschedulable=True, taints=[{**CORDON, "value": ""}])], [CORDON], 1),
+        ([node("a", ready=False, taints=[NOT_READY]), node("b", unschedulable=True), node("c")], [], 1),
+        (
+            [node("a", ready=False, taints=[NOT_READY]), node("b", unschedulable=True), node("c")],
+            [{"operator": "Exists"}],
+            3,
+        ),
+    ],
+)
+def test_node_filter_is_kube_schedulers(
+    nodes: list[dict[str, Any]], tolerations: list[Any], fits: int
+) -> None:
+    view = view_from_objects(nodes)
+    assert groups_that_fit(view, template(cpu="8", tolerations=tolerations), count=3) == fits
+
+
+def test_pending_pods_are_not_placed_on_cordoned_or_not_ready_nodes() -> None:
+    nodes = [node("cordoned", unschedulable=True), node("sick", taints=[NOT_READY]), node("ok", cpu="8")]
+    view = view_from_objects([*nodes, pod("waiting", cpu="8")])
+    # the pending pod can only go to "ok"; a tolerant group still has the two others
+    assert groups_that_fit(view, template(cpu="8", tolerations=[{"operator": "Exists"}]), count=3) == 2
 
 
 def test_node_selector_and_required_affinity_operators() -> None:
@@ -505,3 +544,98 @@ def test_pod_caps_is_exact_floor_division_for_large_amounts(amounts: list[int], 
     request = np.array([size, 1], dtype=np.int64)
     expected = [max(0, min(a // size, 110)) for a in amounts]
     assert pod_caps(free, request).tolist() == expected
+
+
+# ---- exactness with DRA devices, gated pods and cordons, through the view and the index -------------
+
+DRA_DRIVER = "gpu.example.com"
+
+
+def _dra_objects(draw: st.DrawFn, rows: int) -> tuple[list[dict[str, Any]], np.ndarray, np.ndarray]:
+    """Random nodes (device plugin or DRA GPUs, bound pods, allocated claims, gated pods, cordons)
+    and, computed independently of guardhook, their free (cpu, gpu, pods) and cordon flags."""
+    objects: list[dict[str, Any]] = [
+        {
+            "kind": "DeviceClass",
+            "metadata": {"name": "gpu"},
+            "spec": {
+                "selectors": [{"cel": {"expression": f"device.driver == '{DRA_DRIVER}'"}}],
+                "extendedResourceName": GPU,
+            },
+        }
+    ]
+    free = np.zeros((rows, 3), dtype=np.int64)
+    cordoned = np.zeros(rows, dtype=bool)
+    for r in range(rows):
+        name = f"n{r}"
+        cpu, slots, gpus = draw(st.integers(0, 6)), draw(st.integers(0, 4)), draw(st.integers(0, 4))
+        dra = draw(st.booleans())
+        cordoned[r] = draw(st.booleans())
+        objects.append(
+            node(name, cpu=str(cpu), gpu=0 if dra else gpus, pods=slots, unschedulable=bool(cordoned[r]))
+        )
+        bound_cpu = draw(st.integers(0, cpu))
+        bound = bound_cpu > 0 and slots > 0
+        if bound:
+            objects.append(pod(f"b{r}", name, cpu=str(bound_cpu)))
+        taken = 0
+        if dra:
+            devices = [{"name": f"d{i}"} for i in range(gpus)]
+            objects.append(
+                {
+                    "kind": "ResourceSlice",
+                    "metadata": {"name": f"{name}-slice"},
+                    "spec": {
+                        "driver": DRA_DRIVER,
+                        "nodeName": name,
+                        "pool": {"name": name, "generation": 1},
+                        "devices": devices,
+                    },
+                }
+            )
+            taken = draw(st.integers(0, gpus))
+            results = [
+                {"request": "r", "driver": DRA_DRIVER, "pool": name, "device": f"d{i}"} for i in range(taken)
+            ]
+            objects.append(
+                {
+                    "kind": "ResourceClaim",
+                    "metadata": {"name": f"{name}-claim", "namespace": "default"},
+                    "status": {"allocation": {"devices": {"results": results}}},
+                }
+            )
+        for g in range(draw(st.integers(0, 2))):  # gated pods: never placed, claim nothing
+            gated = pod(f"g{r}-{g}", cpu=str(draw(st.integers(1, 6))), gpu=draw(st.integers(0, 4)))
+            gated["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+            objects.append(gated)
+        free[r] = [cpu - bound_cpu, gpus - taken, slots - (1 if bound else 0)]
+    return objects, free, cordoned
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_fit_through_the_index_equals_brute_force_with_dra_gated_pods_and_cordons(
+    data: st.DataObject,
+) -> None:
+    rows = data.draw(st.integers(1, 3))
+    objects, free, cordoned = _dra_objects(data.draw, rows)
+    leader = [data.draw(st.integers(0, 3)), data.draw(st.integers(0, 2))]
+    worker = [data.draw(st.integers(0, 3)), data.draw(st.integers(0, 2))]
+    leader_tolerates, worker_tolerates = data.draw(st.booleans()), data.draw(st.booleans())
+    size = data.draw(st.integers(1, 3))
+    wanted = data.draw(st.integers(1, max(1, 6 // size)))
+    wildcard = [{"operator": "Exists"}]
+    leader_template = template(str(leader[0]), leader[1], tolerations=wildcard if leader_tolerates else [])
+    worker_template = template(str(worker[0]), worker[1], tolerations=wildcard if worker_tolerates else [])
+    view = view_from_objects(objects)
+    got = groups_that_fit(view, leader_template, worker_template, size=size, count=wanted)
+    c = dict(
+        free=free * np.array([1000, 1, 1]),  # cpu in millicores, as the index counts it
+        leader=np.array([leader[0] * 1000, leader[1], 1]),
+        worker=np.array([worker[0] * 1000, worker[1], 1]),
+        leader_ok=~cordoned | leader_tolerates,
+        worker_ok=~cordoned | worker_tolerates,
+        size=size,
+        wanted=wanted,
+    )
+    assert got == brute_force_groups(c, exclusive=False)

@@ -11,8 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+from guardhook.capacity import index_for
 from guardhook.cluster.dra import (
     ClassMatcher,
     DeviceClassRecord,
@@ -413,3 +415,109 @@ def test_audit_lists_dra_kinds_with_the_served_api_version(tmp_path: Path) -> No
         }
     finally:
         fake.stop()
+
+
+def test_snapshot_lists_karpenter_nodepools(tmp_path: Path) -> None:
+    pool = {
+        "metadata": {"name": "gpu-h100"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "requirements": [
+                        {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["p5"]}
+                    ],
+                    "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+                }
+            },
+            "limits": {"nvidia.com/gpu": "64", "cpu": "1000"},
+        },
+        "status": {"resources": {"nvidia.com/gpu": "16", "cpu": "384", "nodes": "2"}},
+    }
+    fake = FakeApiServer().start()
+    try:
+        fake.put("nodepools", pool)
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
+        view = snapshot(
+            ClusterView("test"), KubeTransport(reflector_client(Source(KUBECONFIG, (str(kubeconfig),))))
+        )
+        (record,) = view.node_pools()
+        assert (
+            record.name == "gpu-h100"
+            and record.limits["nvidia.com/gpu"] == 64
+            and record.used["cpu"] == 384_000
+        )
+        assert record.requirements == (("karpenter.k8s.aws/instance-family", "In", ("p5",)),)
+        assert [t.key for t in record.taints] == ["nvidia.com/gpu"]
+        assert any(r.startswith("GET /apis/karpenter.sh/v1/nodepools") for r in fake.requests)
+    finally:
+        fake.stop()
+
+
+MALFORMED = [
+    {"spec": None, "status": []},
+    {
+        "spec": {
+            "devices": [
+                1,
+                "x",
+                {"basic": []},
+                {"name": 3, "capacity": {"m": {"value": None}}, "attributes": []},
+            ]
+        }
+    },
+    {"spec": {"pool": "p", "nodeName": ["n"], "devices": {"a": 1}}},
+    {
+        "spec": {"devices": {"requests": [None, {"exactly": [], "firstAvailable": [1]}]}},
+        "status": {"allocation": 1},
+    },
+    {
+        "status": {
+            "allocation": {"devices": {"results": [1, {"driver": None}]}, "nodeSelector": []},
+            "reservedFor": [2],
+        }
+    },
+    {
+        "spec": {
+            "selectors": [{"cel": None}, 5],
+            "extendedResourceName": 7,
+            "deviceSelector": [],
+            "taint": "x",
+        }
+    },
+    {
+        "spec": {
+            "template": {"spec": {"requirements": [1, {"values": "a"}], "taints": [None]}},
+            "limits": {"cpu": "x"},
+        }
+    },
+    {
+        "spec": {"resourceClaims": [1], "schedulingGates": [None, {"name": 2}]},
+        "status": {"resourceClaimStatuses": [3]},
+    },
+]
+
+
+@pytest.mark.parametrize("shape", MALFORMED)
+def test_malformed_dra_and_nodepool_objects_never_raise(shape: dict[str, Any]) -> None:
+    view = view_from_objects([])
+    kinds = [
+        "resourceslices",
+        "resourceclaims",
+        "resourceclaimtemplates",
+        "deviceclasses",
+        "devicetaintrules",
+        "nodepools",
+        "pods",
+    ]
+    for kind in kinds:
+        view.upsert(kind, {"metadata": {"name": "x", "namespace": "default"}, **copy.deepcopy(shape)})
+    view.upsert(
+        "deviceclasses",
+        {"metadata": {"name": "gpu"}, "spec": {"selectors": [{"cel": {"expression": "1 +"}}]}},
+    )
+    view.upsert("nodes", {"metadata": {"name": "x"}, "status": {"allocatable": {"cpu": "1"}}})
+    view.devices_by_node()
+    view.allocated_devices()
+    view.pods_using_claim("default", "x")
+    with view.lock:
+        assert index_for(view).devices().rows >= 1  # the capacity index counts what it can

@@ -314,7 +314,42 @@ def test_match_conditions_skip_exempt_identities_of_captured_requests(
     webhooks: list[Object], review: str, called: bool
 ) -> None:
     for hook in webhooks:
+        if hook["name"] in LWS_HOOKS and "lws-controller" in review:
+            continue  # LWS spec changes are judged whoever makes them (below)
         assert _called(hook, load_review(review)) is called, hook["name"]
+
+
+LWS_HOOKS = {"leaderworkersets.guardhook.io", "leaderworkerset-scale.guardhook.io"}
+LWS_CONTROLLER = "system:serviceaccount:lws-system:lws-controller-manager"
+
+
+@pytest.mark.parametrize(
+    ("review", "spec_changed", "called"),
+    [
+        ("s31-lws-patch-replicas-6.validating", True, True),  # an LWS spec change: judged
+        ("s31-lws-patch-replicas-6.validating", False, False),  # metadata only: skipped
+        ("s33-lws-create-fits.validating", True, True),  # a create (the DisaggregatedSet controller)
+        ("s29-lws-scale-up-1.validating", True, True),  # the scale subresource
+    ],
+)
+def test_the_lws_controller_reaches_group_capacity_only_with_a_spec_change(
+    webhooks: list[Object], review: str, spec_changed: bool, called: bool
+) -> None:
+    loaded = load_review(review)
+    request = loaded["request"]
+    request["userInfo"] = {"username": LWS_CONTROLLER, "groups": ["system:serviceaccounts"]}
+    if not spec_changed:
+        request["object"]["spec"] = request["oldObject"]["spec"]
+    resource = request["resource"]["resource"] + (
+        "/" + request["subResource"] if request.get("subResource") else ""
+    )
+    (hook,) = [
+        h
+        for h in webhooks
+        if (request["resource"]["group"], "v1", resource, request["operation"]) in rules_of(h)
+    ]
+    assert hook["name"] in LWS_HOOKS
+    assert _called(hook, loaded) is called
 
 
 def test_match_conditions_skip_every_default_exempt_user(webhooks: list[Object]) -> None:
@@ -330,7 +365,10 @@ def test_match_conditions_skip_every_default_exempt_user(webhooks: list[Object])
         "system:nodes",
     ]
     for hook in webhooks:
-        assert not any(_called(hook, _as_user(user)) for user in samples), hook["name"]
+        exempt = [
+            u for u in samples if not (hook["name"] in LWS_HOOKS and u.endswith("lws-controller-manager"))
+        ]
+        assert not any(_called(hook, _as_user(user)) for user in exempt), hook["name"]
         assert all(_called(hook, _as_user(user)) for user in non_exempt), hook["name"]
 
 
@@ -350,6 +388,7 @@ def test_base_cluster_role_only_reads_what_the_view_needs(default_install: list[
         ("leaderworkerset.x-k8s.io", "leaderworkersets"),
         # the DRA kinds the view lists and watches (guardhook.cluster.listing.DRA_LISTS)
         *{("resource.k8s.io", KIND_TO_RESOURCE[listed.kind]) for listed in DRA_LISTS},
+        ("karpenter.sh", "nodepools"),
     }
     binding = one(default_install, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]

@@ -57,6 +57,7 @@ def test_serve_warns_at_start_when_the_lws_controller_is_not_exempt(
     config = tmp_path / "config.yaml"
     config.write_text(
         "exemptions:\n  users: ['system:serviceaccount:kube-system:generic-garbage-collector']\n"
+        "policies:\n  pod-counted-scaler:\n    exemptions: {users: []}\n"
     )
     running = fresh_server("--config", str(config))
     assert "no exempt user covers the LWS controller" in running.log.read_text()

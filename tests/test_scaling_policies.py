@@ -116,8 +116,16 @@ def test_lws_controller_and_statefulset_controller_are_exempt() -> None:
 def test_startup_warns_when_no_exemption_covers_the_lws_controller(caplog: pytest.LogCaptureFixture) -> None:
     view = embedded_fleet_view()
     assert lws_controller_exemption_warning(view, default_config()) is None
-    bare = build_config(
+    # the LWS controller is exempt per policy by default: replacing the global list keeps it exempt
+    replaced = build_config(
         {"exemptions": {"users": ["system:serviceaccount:kube-system:generic-garbage-collector"]}}
+    )
+    assert lws_controller_exemption_warning(view, replaced) is None
+    bare = build_config(
+        {
+            "exemptions": {"users": ["system:serviceaccount:kube-system:generic-garbage-collector"]},
+            "policies": {"pod-counted-scaler": {"exemptions": {"users": []}}},
+        }
     )
     assert lws_controller_exemption_warning(view, bare) is not None
     warning = lws_controller_exemption_warning(view, bare) or ""

@@ -85,10 +85,13 @@ class Engine:
         fails follows its failure mode and the failure is logged."""
         verdict = Verdict(response={"uid": str(request.get("uid", "")), "allowed": True})
         namespace = str(request.get("namespace") or "")
-        user = request.get("userInfo") or {}
-        if self.config.exemptions.exempts(user if isinstance(user, dict) else {}, namespace):
+        raw_user = request.get("userInfo") or {}
+        user = raw_user if isinstance(raw_user, dict) else {}
+        if self.config.exemptions.exempts(user, namespace):
             return verdict
         for policy, actions in self._dispatch(request, endpoint):
+            if self.config.settings(policy.id).exemptions.exempts(user, namespace):
+                continue  # exempt from this policy only (policies.<id>.exemptions)
             judgement, errored = self._run(policy, request)
             self._apply(verdict, policy, actions, judgement, endpoint, errored)
         return verdict

@@ -1,13 +1,24 @@
 """An incrementally updated index of node capacity, kept beside the cluster view.
 
 The index holds, per node row, allocatable and requested amounts as numpy columns (one per
-resource name, `pods` counting bound pods), Ready/schedulable flags, label value columns built on
-first use, and taint-set classes. It subscribes to the view's pod and node changes, so a decision
+resource name, `pods` counting bound pods), cordoned / not-ready flags, label value columns built
+on first use, and taint-set classes. It subscribes to the view's pod and node changes, so a decision
 reads arrays instead of rescanning the cluster: every per-request step is a vector operation.
 
 Counted as the scheduler counts (NodeResourcesFit): a pod holds its requests on its node while it
-is bound and not terminal (Succeeded/Failed). Unbound, non-terminal pods are kept as *pending*.
-Rows are never reused: a removed node's row stays, dead, so pods still naming it keep their place.
+is bound and not terminal (Succeeded/Failed). Unbound, non-terminal pods are kept as *pending*,
+except those held by `spec.schedulingGates` (the scheduler does not place them; Kueue holds
+quota-less workloads so): they are only counted. Rows are never reused: a removed node's row
+stays, dead, so pods still naming it keep their place.
+
+Nodes are filtered as kube-scheduler filters them: NodeUnschedulable lets a pod onto a cordoned
+node (`spec.unschedulable`) when it tolerates `node.kubernetes.io/unschedulable:NoSchedule`, and
+TaintToleration judges every NoSchedule / NoExecute taint, including the `not-ready` and
+`unreachable` taints the node lifecycle controller sets; the Ready condition itself is never read.
+
+DRA: resources a DeviceClass maps (guardhook.capacity.devices) are counted from ResourceSlices
+and ResourceClaims on the nodes whose `allocatable` does not list them, rebuilt lazily when one
+of those kinds changed in the view.
 
 Reads must hold `lock` (the view's lock), since the view calls the listener under it.
 """
@@ -23,11 +34,25 @@ from typing import Any
 
 import numpy as np
 
+from guardhook.capacity.devices import Allocation, DeviceCounts, build_counts
 from guardhook.capacity.shapes import NODE_NAME_FIELD, PODS, NodeRequirement, PodShape
+from guardhook.cluster.dra import ClassMatcher
 from guardhook.cluster.lws import GROUP_KEY_LABEL
 from guardhook.cluster.model import NodeRecord, PodRecord, Taint
-from guardhook.cluster.view.store import NODES, ClusterView
+from guardhook.cluster.view.store import (
+    DEVICECLASSES,
+    DEVICETAINTRULES,
+    NODES,
+    RESOURCECLAIMS,
+    RESOURCESLICES,
+    ClusterView,
+)
 from guardhook.cluster.view.store import PODS as POD_KIND
+
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+"""What NodeUnschedulable checks a cordoned node against (k8s.io/api core/v1 TaintNodeUnschedulable)."""
+NOT_READY_KEYS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+"""The node lifecycle controller's taints for a NotReady / Unknown Ready condition."""
 
 
 @dataclass
@@ -65,12 +90,20 @@ class CapacityIndex:
         self._used = np.zeros((size, 1), dtype=np.int64, order="F")
         self._alive = np.zeros(size, dtype=bool)
         self._usable = np.zeros(size, dtype=bool)
+        self._cordoned = np.zeros(size, dtype=bool)
+        self._not_ready = np.zeros(size, dtype=bool)
         self._taint_class = np.zeros(size, dtype=np.int32)
         self._taint_sets: dict[tuple[Taint, ...], int] = {(): 0}
         self._label_columns: dict[str, np.ndarray] = {}
         self._label_values: dict[str, dict[str, int]] = {}
         self._pending: dict[tuple[tuple[str, int], ...], PendingClass] = {}
         self._group_pods: dict[str, np.ndarray] = {}
+        self.gated = 0
+        """Non-terminal, unbound pods held by scheduling gates (not counted as pending)."""
+        self._view: ClusterView | None = None
+        self._matcher = ClassMatcher()
+        self._allocation = Allocation()
+        self._devices: tuple[tuple[int, int], DeviceCounts] | None = None
 
     # ---- building and feeding ----------------------------------------------------------------
 
@@ -79,16 +112,28 @@ class CapacityIndex:
         """Build an index from everything in `view` and subscribe it to the view's changes."""
         with view.lock:
             index = cls(view.lock)
+            index._view = view
             for node in view.nodes():
                 index.on_change(NODES, None, node)
             for pod in view.all_pods():
                 index.on_change(POD_KIND, None, pod)
+            for claim in view.resource_claims():
+                index.on_change(RESOURCECLAIMS, None, claim)
             view.subscribe(index.on_change)
+            index.devices()  # count DRA devices now, not on the first decision
             return index
 
     def on_change(self, kind: str, old: Any, new: Any) -> None:
-        """ClusterView listener: apply one pod or node change (see store.Listener)."""
-        if kind == POD_KIND:
+        """ClusterView listener: apply one pod, node or ResourceClaim change (see store.Listener)."""
+        if kind == RESOURCECLAIMS:
+            moved = self._allocation.change(old, new)
+            if self._devices is not None:
+                for device, sign in moved:
+                    self._devices[1].take(device, sign)
+        elif kind == RESOURCESLICES:
+            if self._devices is not None:
+                self._devices[1].set_slice(old, new, self._row_of)
+        elif kind == POD_KIND:
             if old is not None:
                 self._apply_pod(old, -1)
             if new is not None:
@@ -103,7 +148,10 @@ class CapacityIndex:
         if pod.terminal:
             return
         if not pod.node_name:
-            self._count_pending(pod, sign)
+            if pod.gated:
+                self.gated += sign
+            else:
+                self._count_pending(pod, sign)
             return
         row = self._row(pod.node_name)
         for name, amount in pod.requests.items():
@@ -135,9 +183,15 @@ class CapacityIndex:
         for name, amount in node.allocatable.items():
             column = self._column(name)  # may widen the arrays: index them after
             self._alloc[row, column] = amount
+        taints = node.taints
+        if node.unschedulable and UNSCHEDULABLE_TAINT not in taints:
+            taints = (*taints, UNSCHEDULABLE_TAINT)  # NodeUnschedulable judges a cordon as this taint
+        not_ready = any(t.key in NOT_READY_KEYS and t.effect in ("NoSchedule", "NoExecute") for t in taints)
         self._alive[row] = True
-        self._usable[row] = node.ready and not node.unschedulable
-        self._taint_class[row] = self._taint_sets.setdefault(node.taints, len(self._taint_sets))
+        self._cordoned[row] = node.unschedulable
+        self._not_ready[row] = not_ready
+        self._usable[row] = not node.unschedulable and not not_ready
+        self._taint_class[row] = self._taint_sets.setdefault(taints, len(self._taint_sets))
         self._labels[row] = dict(node.labels)
         for key, labels in self._label_columns.items():
             labels[row] = self._value_id(key, node.labels.get(key))
@@ -148,6 +202,8 @@ class CapacityIndex:
             return
         self._alive[row] = False
         self._usable[row] = False
+        self._cordoned[row] = False
+        self._not_ready[row] = False
         self._alloc[row, :] = 0
         self._labels[row] = {}
         for column in self._label_columns.values():
@@ -174,6 +230,8 @@ class CapacityIndex:
         self._used = np.asfortranarray(np.vstack([self._used, np.zeros_like(self._used[:extra])]))
         self._alive = np.concatenate([self._alive, np.zeros(extra, dtype=bool)])
         self._usable = np.concatenate([self._usable, np.zeros(extra, dtype=bool)])
+        self._cordoned = np.concatenate([self._cordoned, np.zeros(extra, dtype=bool)])
+        self._not_ready = np.concatenate([self._not_ready, np.zeros(extra, dtype=bool)])
         self._taint_class = np.concatenate([self._taint_class, np.zeros(extra, dtype=np.int32)])
         for key, column in self._label_columns.items():
             self._label_columns[key] = np.concatenate([column, np.full(extra, ABSENT, dtype=np.int32)])
@@ -206,18 +264,84 @@ class CapacityIndex:
 
     def free(self, resources: Sequence[str]) -> np.ndarray:
         """A fresh (rows × len(resources)) int64 matrix of allocatable minus requested; a resource
-        no node offers is 0 everywhere. Dead rows are 0 allocatable (so never fit)."""
+        no node offers is 0 everywhere. Dead rows are 0 allocatable (so never fit). A resource a
+        DeviceClass maps is, on the rows whose allocatable does not list it, the count of free DRA
+        devices of that class (see `devices`)."""
         n = self.rows
         out = np.zeros((n, len(resources)), dtype=np.int64, order="F")  # column reads are the hot path
+        devices = self.devices() if self._view is not None else None
         for i, name in enumerate(resources):
             column = self._columns.get(name)
             if column is not None:
                 out[:, i] = self._alloc[:n, column] - self._used[:n, column]
+            device_column = devices.column_of(name) if devices else None
+            if devices is not None and device_column is not None:
+                by_dra = (
+                    self._alive[:n] if column is None else self._alive[:n] & (self._alloc[:n, column] == 0)
+                )
+                out[by_dra, i] = devices.free[device_column][:n][by_dra]
+        return out
+
+    def devices(self) -> DeviceCounts:
+        """Free DRA devices per DeviceClass column and row (guardhook.capacity.devices): built on
+        first use and rebuilt when a DeviceClass or DeviceTaintRule changed; ResourceSlice and
+        ResourceClaim changes are applied as they come, and nodes first seen widen it. An index
+        without a view has none."""
+        view = self._view
+        if view is None:
+            return DeviceCounts(self.rows)
+        key = (view.generation(DEVICECLASSES), view.generation(DEVICETAINTRULES))
+        if self._devices is None or self._devices[0] != key:
+            counts = build_counts(
+                self.rows,
+                view.device_classes(),
+                view.resource_slices(),
+                view.device_taint_rules(),
+                self._row_of,
+                self._matcher,
+                self._allocation.refs,
+            )
+            self._devices = (key, counts)
+        elif self._devices[1].rows < self.rows:
+            self._devices[1].grow(self.rows, self._row_of)
+        return self._devices[1]
+
+    def row_of(self, node_name: str) -> int | None:
+        """The row of node `node_name` (None when the index never saw it)."""
+        return self._row_of.get(node_name)
+
+    def fresh_free(self, resources: Sequence[str], row: int) -> np.ndarray:
+        """What an empty node shaped like `row` offers, over `resources`: its allocatable, and for
+        a resource a DeviceClass maps (not in its allocatable), every DRA device it publishes."""
+        out = np.zeros(len(resources), dtype=np.int64)
+        devices = self.devices()
+        for i, name in enumerate(resources):
+            column = self._columns.get(name)
+            if column is not None:
+                out[i] = self._alloc[row, column]
+            device_column = devices.column_of(name)
+            if device_column is not None and out[i] == 0:
+                out[i] = devices.published[device_column][row]
         return out
 
     def usable(self) -> np.ndarray:
-        """Bool per row: a Ready, schedulable node in the view."""
+        """Bool per row: a node in the view a pod without special tolerations may use — neither
+        cordoned nor tainted not-ready / unreachable (where pending pods, whose tolerations the
+        view does not keep, are placed)."""
         return self._usable[: self.rows].copy()
+
+    def alive(self) -> np.ndarray:
+        """Bool per row: a node present in the view."""
+        return self._alive[: self.rows].copy()
+
+    def cordoned(self) -> np.ndarray:
+        """Bool per row: `spec.unschedulable` (cordoned)."""
+        return self._cordoned[: self.rows].copy()
+
+    def not_ready(self) -> np.ndarray:
+        """Bool per row: tainted node.kubernetes.io/not-ready or /unreachable (NoSchedule or
+        NoExecute), as the node lifecycle controller marks a node whose Ready is not True."""
+        return self._not_ready[: self.rows].copy()
 
     def pending(self) -> list[PendingClass]:
         """Non-terminal pods bound to no node, counted per distinct request (they claim capacity
@@ -225,10 +349,11 @@ class CapacityIndex:
         return list(self._pending.values())
 
     def eligible(self, shape: PodShape) -> np.ndarray:
-        """Bool per row: Ready, schedulable, every filtering taint tolerated, nodeSelector and
-        required node affinity (ORed terms of ANDed requirements) matched."""
+        """Bool per row: every filtering taint tolerated (a cordon as the unschedulable taint;
+        not-ready / unreachable are taints like any other), nodeSelector and required node
+        affinity (ORed terms of ANDed requirements) matched."""
         n = self.rows
-        mask = self._usable[:n].copy()
+        mask = self._alive[:n].copy()
         for key, value in shape.node_selector:
             mask &= self.label_column(key) == self._label_values.get(key, {}).get(value, -2)
         if shape.affinity_terms is not None:

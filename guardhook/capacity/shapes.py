@@ -54,6 +54,27 @@ class NodeRequirement:
     values: tuple[str, ...] = ()
     field: bool = False
 
+    def matches(self, labels: Mapping[str, str], node_name: str | None = None) -> bool:
+        """Whether a node with `labels` (and `node_name`, None for a node not made yet) meets this
+        requirement, as the NodeAffinity filter judges it (unknown operators match nothing)."""
+        if self.field:
+            if self.key != NODE_NAME_FIELD or node_name is None:
+                return self.operator == "NotIn"  # a node not made yet has none of the names listed
+            return (node_name in self.values) == (self.operator == "In")
+        value = labels.get(self.key)
+        op = self.operator
+        if op in ("In", "NotIn"):
+            return (value is not None and value in self.values) == (op == "In")
+        if op in ("Exists", "DoesNotExist"):
+            return (value is not None) == (op == "Exists")
+        if op in ("Gt", "Lt") and value is not None and len(self.values) == 1:
+            try:
+                number, bound = int(value), int(self.values[0])
+            except ValueError:
+                return False
+            return number > bound if op == "Gt" else number < bound
+        return False
+
 
 Term = tuple[NodeRequirement, ...]
 """A nodeSelectorTerm: every requirement must hold."""
@@ -82,6 +103,14 @@ class PodShape:
     def constraints(self) -> tuple[Any, ...]:
         """Everything but the requests: two shapes with equal constraints see the same nodes."""
         return (self.node_selector, self.affinity_terms, self.tolerations)
+
+    def selects(self, labels: Mapping[str, str], node_name: str | None = None) -> bool:
+        """Whether `spec.nodeSelector` and required node affinity select a node with `labels`."""
+        if any(labels.get(key) != value for key, value in self.node_selector):
+            return False
+        if self.affinity_terms is None:
+            return True
+        return any(term and all(r.matches(labels, node_name) for r in term) for term in self.affinity_terms)
 
     def tolerates_all(self, taints: tuple[Taint, ...]) -> bool:
         """Whether every NoSchedule / NoExecute taint is tolerated (TaintToleration filter)."""

@@ -201,26 +201,47 @@ class Fit:
     domains: int = 0
     domains_taken: int = 0
     domains_free_fitting: int = 0
+    model: tuple[str, ...] = ()
+    needs_flagged_nodes: bool = False
 
     @property
     def all_fit(self) -> bool:
         return self.fits >= self.demand.count
 
 
+@dataclass(frozen=True)
+class Problem:
+    """One demand against the index, pending pods placed: the `resources` (columns), the arrays
+    (`cap`) and the rows already holding a group of the namespace (`taken_rows`)."""
+
+    resources: list[str]
+    cap: Capacity
+    taken_rows: np.ndarray
+
+
+def prepare(index: CapacityIndex, demand: GroupDemand) -> Problem:
+    """Free capacity after placing pending pods, with the demand's vectors and node masks. Hold
+    the index's lock."""
+    pending = index.pending()
+    resources = _resource_names([demand.leader, demand.worker], pending)
+    free = index.free(resources)
+    leader = _vector(demand.leader.request_map, resources)
+    worker = _vector(demand.worker.request_map, resources)
+    leader_ok = index.eligible(demand.leader)
+    same_constraints = demand.leader.constraints == demand.worker.constraints
+    worker_ok = leader_ok if same_constraints else index.eligible(demand.worker)
+    taken_rows = index.holding_groups(demand.namespace)
+    taken_rows |= _place_pending(index, free, resources, pending, demand.namespace)
+    return Problem(resources, Capacity(free, leader, worker, leader_ok, worker_ok), taken_rows)
+
+
 def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
     """Decide how many of `demand.count` groups fit on the index's current free capacity, after
     placing pending pods. Takes the index's lock; reads only."""
     with index.lock:
-        pending = index.pending()
-        resources = _resource_names([demand.leader, demand.worker], pending)
-        free = index.free(resources)
-        leader = _vector(demand.leader.request_map, resources)
-        worker = _vector(demand.worker.request_map, resources)
-        leader_ok = index.eligible(demand.leader)
-        same_constraints = demand.leader.constraints == demand.worker.constraints
-        worker_ok = leader_ok if same_constraints else index.eligible(demand.worker)
-        taken_rows = index.holding_groups(demand.namespace)
-        taken_rows |= _place_pending(index, free, resources, pending, demand.namespace)
+        problem = prepare(index, demand)
+        resources, cap, taken_rows = problem.resources, problem.cap, problem.taken_rows
+        free, worker, leader_ok, worker_ok = cap.free, cap.worker, cap.leader_ok, cap.worker_ok
         base = Fit(
             demand=demand,
             fits=0,
@@ -228,17 +249,48 @@ def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
             eligible_leader=int(leader_ok.sum()),
             eligible_worker=int(worker_ok.sum()),
         )
-        cap = Capacity(free, leader, worker, leader_ok, worker_ok)
-        if demand.exclusive_key:
-            fit = _fit_exclusive(index, demand, base, cap, taken_rows)
-        else:
-            same = demand.leader.requests == demand.worker.requests and leader_ok is worker_ok
-            fits = max_groups(cap, demand.size, demand.count, same)
-            slots = int(pod_caps(free, worker)[worker_ok].sum()) - fits * demand.size if same else -1
-            fit = replace(base, fits=fits, pod_slots=slots)
+        base = replace(base, model=capacity_model(index, resources))
+        fit = _solve(index, demand, base, cap, taken_rows)
         if fit.all_fit:
+            flagged = index.cordoned() | index.not_ready()
+            if (flagged & (leader_ok | worker_ok)).any():
+                healthy = _solve(index, demand, base, cap.restricted(~flagged), taken_rows)
+                return replace(fit, needs_flagged_nodes=not healthy.all_fit)
             return fit
         return replace(fit, limiting=_limiting(free, worker, worker_ok, resources))  # for the message
+
+
+def _solve(
+    index: CapacityIndex, demand: GroupDemand, base: Fit, cap: Capacity, taken_rows: np.ndarray
+) -> Fit:
+    if demand.exclusive_key:
+        return _fit_exclusive(index, demand, base, cap, taken_rows)
+    same = demand.leader.requests == demand.worker.requests and cap.leader_ok is cap.worker_ok
+    fits = max_groups(cap, demand.size, demand.count, same)
+    slots = int(pod_caps(cap.free, cap.worker)[cap.worker_ok].sum()) - fits * demand.size if same else -1
+    return replace(base, fits=fits, pod_slots=slots)
+
+
+def capacity_model(index: CapacityIndex, resources: Iterable[str]) -> tuple[str, ...]:
+    """How the capacity of `resources` was counted, in a few words per point: DRA devices per
+    DeviceClass (with selectors that could not be judged, and tainted devices), and the gated
+    pods left out. Hold the index's lock."""
+    model: list[str] = []
+    devices = index.devices()
+    for name in resources:
+        column = devices.column_of(name)
+        if column is None:
+            continue
+        device_class = devices.classes[column]
+        text = f"counted DRA devices for {name} (DeviceClass {device_class})"
+        if devices.tainted.get(column):
+            text += f", {devices.tainted[column]} tainted devices left out"
+        if device_class in devices.unjudged:
+            text += "; its CEL selectors need Kubernetes' CEL library, not judged: every device counted"
+        model.append(text)
+    if index.gated:
+        model.append(f"{index.gated} gated pods ignored (spec.schedulingGates: not placed, claim nothing)")
+    return tuple(model)
 
 
 def _fit_exclusive(
@@ -248,12 +300,11 @@ def _fit_exclusive(
     domain = index.label_column(key)
     count = index.label_value_count(key)
     live = np.zeros(count, dtype=bool)
-    live_rows = index.usable()
+    live_rows = index.alive()
     live[domain[live_rows & (domain != ABSENT)]] = True
     taken = np.zeros(count, dtype=bool)
     taken[domain[taken_rows & (domain != ABSENT)]] = True
-    fitting = domains_that_fit(cap, demand.size, domain, count)
-    free_fitting = int((fitting & ~taken).sum())
+    free_fitting = free_domains_that_fit(cap, demand.size, domain, count, taken)
     return replace(
         base,
         fits=min(demand.count, free_fitting),
@@ -261,6 +312,11 @@ def _fit_exclusive(
         domains_taken=int((taken & live).sum()),
         domains_free_fitting=free_fitting,
     )
+
+
+def free_domains_that_fit(cap: Capacity, size: int, domain: np.ndarray, count: int, taken: np.ndarray) -> int:
+    """How many domains not `taken` (bool per domain id) can each host one whole group."""
+    return int((domains_that_fit(cap, size, domain, count) & ~taken).sum())
 
 
 def _place_pending(

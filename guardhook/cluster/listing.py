@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from guardhook.cluster.dra import DRA_VERSIONS, RESOURCE_API_GROUP, TAINT_RULE_VERSIONS
 from guardhook.cluster.lws import LWS_API_GROUP, LWS_API_VERSION
+from guardhook.cluster.nodepools import KARPENTER_API_GROUP, KARPENTER_API_VERSION
 from guardhook.cluster.paging import pages, request_page
 from guardhook.cluster.view.live import CONNECT_TIMEOUT_SECONDS, PAGE_SIZE, READ_TIMEOUT_SECONDS
 from guardhook.wire import KubeObject
@@ -95,6 +96,12 @@ LISTS: tuple[Listed, ...] = (
         optional=True,
     ),
     *DRA_LISTS,
+    Listed(
+        KARPENTER_API_VERSION,
+        "NodePool",
+        _custom(KARPENTER_API_GROUP, "v1", "nodepools"),
+        optional=True,
+    ),
 )
 
 

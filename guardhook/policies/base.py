@@ -45,7 +45,9 @@ class Violation:
 @dataclass(frozen=True)
 class Judgement:
     """A policy's verdict on one request: at most one violation, plus advisory warnings that the
-    /validate endpoint emits whatever the actions (e.g. a percentage PDB on one group)."""
+    /validate endpoint emits whatever the actions (e.g. a percentage PDB on one group), and
+    `annotations`: (key, value) pairs the engine adds to the response's auditAnnotations whatever
+    the verdict (e.g. the capacity model group-capacity used)."""
 
     violation: Violation | None = None
     advisories: tuple[str, ...] = ()
@@ -162,6 +164,14 @@ class Policy(ABC):
     """False for a policy that judges the object alone (a lint): a stale view cannot change it."""
     reads_nodes: ClassVar[bool] = False
     """True for a policy that judges against free node capacity: meaningless without Nodes."""
+    judges_lws_controller: ClassVar[bool] = False
+    """True for a policy whose default exemptions leave the LWS controller's account judged
+    (guardhook.config.PER_POLICY_EXEMPT_USERS); every other policy exempts it by default."""
+
+    def param_problem(self, name: str, value: Any) -> str | None:
+        """What is wrong with parameter `name` = `value` beyond its type (None when fine); the
+        configuration rejects it with this text."""
+        return None
 
     @abstractmethod
     def judge(self, ctx: PolicyContext) -> Judgement:

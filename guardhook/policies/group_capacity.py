@@ -8,6 +8,17 @@ old ones. A reserve of `spareGroups` more groups (config, overridden per LWS by 
 `guardhook.io/spare-groups`) must fit too. Scale-downs (neither replicas nor size raised) are
 always allowed. The feasibility answer comes from guardhook.capacity (exact within its model).
 
+Capacity as GPU clusters provide it (issue 14): DRA devices of DeviceClasses are counted for the
+extended resources they map and for the templates' ResourceClaimTemplates (guardhook.capacity.
+claims / devices); scheduling-gated pods claim nothing; nodes are filtered as kube-scheduler does
+(a cordon is the unschedulable taint, NotReady only through its taints). When not every group
+fits, a Karpenter NodePool or configured `autoscaledPools` entry that could add the nodes turns the
+denial into a warning naming the pool and the nodes it needs (guardhook.capacity.provision), and
+an LWS that Kueue admits or a gang scheduler places gets its fit as a warning (`kueueManaged`,
+`gangScheduled`: Warn or Deny). Every answer states the model it used: in the message and in the
+audit annotation `group-capacity-model`. The LWS controller's account is judged too
+(`judges_lws_controller`): the DisaggregatedSet controller scales LWSs as that account.
+
 Skipped, with an advisory, when the view holds no nodes (an offline check of manifests), and for a
 `/scale` of an LWS the view does not hold. A size change with `maxSurge: 0` replaces groups in
 place; that replacement is not checked (advisory).
@@ -22,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from guardhook.cluster.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation
-from guardhook.cluster.model import scaled, spec_replicas
+from guardhook.cluster.model import as_dict, scaled, spec_replicas
 from guardhook.cluster.view.store import ClusterView
 from guardhook.policies.base import (
     ALLOW,
@@ -37,8 +48,22 @@ from guardhook.wire import KubeObject
 
 if TYPE_CHECKING:
     from guardhook.capacity import Fit, GroupDemand
+    from guardhook.capacity.provision import Provision
 
 SPARE_GROUPS_ANNOTATION = "guardhook.io/spare-groups"
+MODEL_KEY = "model"
+MODEL_ANNOTATION = "group-capacity-model"
+"""auditAnnotations key of the model every answer states (the engine prefixes the policy id)."""
+BASE_MODEL = "node allocatable less bound and pending pods' requests"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+"""Kueue's label on a workload (the LWS integration reads it from the LeaderWorkerSet)."""
+GANG_TEMPLATE_FIELDS = ("workloadRef", "schedulingGroup")
+"""Pod spec fields tying pods to a gang: KEP-4671's Workload (scheduling.k8s.io/v1alpha1
+`workloadRef`, 1.35) and PodGroup (v1alpha2 `schedulingGroup`, 1.36)."""
+GANG_TEMPLATE_MARKS = ("scheduling.x-k8s.io/pod-group", "scheduling.k8s.io/group-name")
+"""Template labels / annotations of out-of-tree gang schedulers: scheduler-plugins' coscheduling
+PodGroup label and Volcano's PodGroup annotation."""
+SOURCE_ACTIONS = ("Warn", "Deny")
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
 
 
@@ -82,7 +107,20 @@ class GroupCapacity(Policy):
     default_actions = ("Deny",)
     fail_closed = False
     reads_nodes = True
-    params = {"spareGroups": 0}
+    judges_lws_controller = True  # LWS spec changes are judged whoever makes them (DisaggregatedSet)
+    params = {
+        "spareGroups": 0,
+        "kueueManaged": "Warn",
+        "gangScheduled": "Warn",
+        "autoscaledPools": [],
+    }
+
+    def param_problem(self, name: str, value: Any) -> str | None:
+        if name in ("kueueManaged", "gangScheduled") and value not in SOURCE_ACTIONS:
+            return f"must be one of {', '.join(SOURCE_ACTIONS)}, got {value!r}"
+        if name == "autoscaledPools":
+            return _pools_problem(value)
+        return None
 
     def already_running(self, view: ClusterView, obj: KubeObject) -> bool:
         """An LWS whose pods the view holds is running: judged as a CREATE, its own groups would
@@ -113,25 +151,133 @@ class GroupCapacity(Policy):
         # numpy comes with the index: imported on the first capacity decision, not with the policy
         # registry, so commands that never judge capacity (`review` of a delete) start faster.
         from guardhook.capacity import GroupDemand, fit_groups, index_for, shape_of_template
+        from guardhook.capacity.claims import with_devices
+        from guardhook.capacity.provision import describe, pools_of, provision
 
         index = index_for(ctx.view)
         if index.node_count == 0:
             return Judgement(advisories=("the cluster view holds no nodes; group capacity was not checked",))
         lws = change.lws
         spare = int_annotation(lws.annotations, SPARE_GROUPS_ANNOTATION, int(ctx.params["spareGroups"]))
+        namespace = lws.namespace or ctx.namespace
+        with ctx.view.lock:
+            devices = index.devices()
+            leader, leader_notes = with_devices(
+                shape_of_template(lws.leader_template), lws.leader_template, namespace, ctx.view, devices
+            )
+            worker, worker_notes = with_devices(
+                shape_of_template(lws.worker_template), lws.worker_template, namespace, ctx.view, devices
+            )
         demand = GroupDemand(
-            leader=shape_of_template(lws.leader_template),
-            worker=shape_of_template(lws.worker_template),
+            leader=leader,
+            worker=worker,
             size=max(1, change.new_size),
             count=new_groups + spare,
-            namespace=lws.namespace or ctx.namespace,
+            namespace=namespace,
             exclusive_key=lws.exclusive_topology,
         )
         fit = fit_groups(index, demand)
-        if fit.all_fit:
-            return ALLOW
+        model = describe_model(fit, tuple(dict.fromkeys((*leader_notes, *worker_notes))))
+        annotations = ((MODEL_KEY, model),)
         name = lws.name or ctx.name
-        return Judgement(violation=Violation(shortfall_message(fit, name, new_groups)))
+        if fit.all_fit:
+            advisories: tuple[str, ...] = ()
+            if fit.needs_flagged_nodes:
+                advisories = (
+                    f"the new groups of LeaderWorkerSet {name} fit only with cordoned or NotReady nodes, "
+                    f"which its templates tolerate (kube-scheduler places pods there too). Model: {model}",
+                )
+            return Judgement(advisories=advisories, audit_annotations=annotations)
+        shortfall = shortfall_message(fit, name, new_groups)
+        pools = pools_of(ctx.view, ctx.params["autoscaledPools"])
+        answers = provision(index, ctx.view, demand, pools) if pools else []
+        grown = autoscaled(answers, shortfall, model)
+        if grown is not None:
+            return Judgement(advisories=(grown,), audit_annotations=annotations)
+        if answers:
+            shortfall += "; node autoscaling does not help: " + "; ".join(describe(a) for a in answers)
+        message = f"{shortfall}. Model: {model}"
+        placement = placed_by(lws)
+        if placement is not None and ctx.params[placement[0]] == "Warn":
+            note = f"{placement[1]} decides its placement, so its fit is reported, not enforced: {message}"
+            return Judgement(advisories=(note,), audit_annotations=annotations)
+        return Judgement(violation=Violation(message), audit_annotations=annotations)
+
+
+def autoscaled(answers: list[Provision], shortfall: str, model: str) -> str | None:
+    """The warning for a shortfall an autoscaled pool could provision (the pool needing the fewest
+    new nodes), or for one a pool of unknown shape might; None when no pool helps."""
+    from guardhook.capacity.provision import describe
+
+    helping = sorted((a for a in answers if a.helps), key=lambda a: a.nodes_needed or 0)
+    if helping:
+        return (
+            f"{shortfall}; the group {describe(helping[0])}: allowed, since an autoscaler adds nodes only "
+            f"for Pending pods. Model: {model}"
+        )
+    possible = [a for a in answers if a.possible]
+    if possible:
+        return (
+            f"{shortfall}; {possible[0].pool.title} may add nodes for them ({possible[0].why}; not checked): "
+            f"allowed, since an autoscaler adds nodes only for Pending pods. Model: {model}"
+        )
+    return None
+
+
+def _pools_problem(value: Any) -> str | None:
+    """What is wrong with an `autoscaledPools` list: entries `{name, nodeSelector, maxNodes}`."""
+    for i, entry in enumerate(value):
+        if not isinstance(entry, dict) or set(entry) != {"name", "nodeSelector", "maxNodes"}:
+            return f"entry {i} must have exactly name, nodeSelector and maxNodes"
+        selector, max_nodes = entry["nodeSelector"], entry["maxNodes"]
+        if not isinstance(entry["name"], str) or not entry["name"]:
+            return f"entry {i}: name must be a non-empty string"
+        if (
+            not isinstance(selector, dict)
+            or not selector
+            or not all(isinstance(v, str) for v in selector.values())
+        ):
+            return f"entry {i}: nodeSelector must be a non-empty map of label to value"
+        if not isinstance(max_nodes, int) or isinstance(max_nodes, bool) or max_nodes < 0:
+            return f"entry {i}: maxNodes must be a non-negative integer"
+    return None
+
+
+def placed_by(lws: LeaderWorkerSet) -> tuple[str, str] | None:
+    """Who places this LWS's groups whole instead of the default scheduler, as (parameter,
+    description): Kueue (the queue-name label: quota and topology-aware scheduling admit it) or a
+    gang scheduler (LWS `spec.scheduling`, a template's `workloadRef` / `schedulingGroup`, or a
+    coscheduling / Volcano pod-group mark); None for neither."""
+    queue = str(as_dict(lws.meta.get("labels")).get(KUEUE_QUEUE_LABEL) or "")
+    if queue:
+        return (
+            "kueueManaged",
+            f"LeaderWorkerSet {lws.name} is managed by Kueue (queue {queue}): Kueue's admission",
+        )
+    if "scheduling" in lws.spec:
+        return (
+            "gangScheduled",
+            f"LeaderWorkerSet {lws.name} is gang-scheduled (spec.scheduling): the gang scheduler",
+        )
+    for template in (lws.leader_template, lws.worker_template):
+        spec = as_dict(template.get("spec"))
+        meta = as_dict(template.get("metadata"))
+        marks = {**as_dict(meta.get("labels")), **as_dict(meta.get("annotations"))}
+        field = next((f for f in GANG_TEMPLATE_FIELDS if spec.get(f)), None) or next(
+            (m for m in GANG_TEMPLATE_MARKS if marks.get(m)), None
+        )
+        if field:
+            return (
+                "gangScheduled",
+                f"LeaderWorkerSet {lws.name}'s pods are gang-scheduled ({field}): the gang scheduler",
+            )
+    return None
+
+
+def describe_model(fit: Fit, notes: tuple[str, ...]) -> str:
+    """The model an answer used, in a few words: the base count, then DRA devices, gated pods and
+    whatever of the templates' DRA requests was not counted."""
+    return "; ".join((BASE_MODEL, *fit.model, *notes))
 
 
 def read_scale_up(ctx: PolicyContext) -> ScaleUp | str:

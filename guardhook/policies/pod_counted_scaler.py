@@ -42,19 +42,13 @@ from guardhook.policies.base import (
 )
 
 
-class ExemptUsers(Protocol):
-    """The exempt-user patterns of a configuration (guardhook.config.Exemptions)."""
-
-    @property
-    def users(self) -> tuple[str, ...]: ...
-
-
 class ExemptingConfig(Protocol):
     """What the start-up check reads of guardhook.config.Config (the config layer sits above the
     policies, so they never import it)."""
 
-    @property
-    def exemptions(self) -> ExemptUsers: ...
+    def exempt_users(self, policy_id: str) -> tuple[str, ...]:
+        """The user patterns policy `policy_id` does not judge (global plus its own)."""
+        ...
 
 
 log = logging.getLogger(__name__)
@@ -215,7 +209,7 @@ def lws_controller_exemption_warning(view: ClusterView, config: ExemptingConfig)
     controller identity (its own StatefulSet scaling would then be judged); None when fine."""
     if not view.all_lws():
         return None
-    patterns = config.exemptions.users
+    patterns = config.exempt_users(POLICY.id)
     if any(p == LWS_CONTROLLER_PATTERN or fnmatch.fnmatchcase(DEFAULT_LWS_CONTROLLER, p) for p in patterns):
         return None
     if any("controller-manager" in p for p in patterns):
@@ -223,7 +217,7 @@ def lws_controller_exemption_warning(view: ClusterView, config: ExemptingConfig)
     return (
         "the cluster view holds LeaderWorkerSets but no exempt user covers the LWS controller "
         f"(default pattern {LWS_CONTROLLER_PATTERN}); guardhook would judge the controller's own writes. "
-        "Add its service account to exemptions.users"
+        "Add its service account to exemptions.users or policies.pod-counted-scaler.exemptions.users"
     )
 
 

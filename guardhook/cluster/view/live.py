@@ -35,6 +35,7 @@ from guardhook.cluster.view.store import (
     DRA_KINDS,
     KINDS,
     LEADERWORKERSETS,
+    NODEPOOLS,
     PODDISRUPTIONBUDGETS,
     SERVICES,
     ClusterView,
@@ -70,9 +71,10 @@ class NotServed(WatchError):
     """404: the API server does not serve this kind (e.g. its CRD is not installed)."""
 
 
-OPTIONAL_KINDS = frozenset({LEADERWORKERSETS, *DRA_KINDS})
-"""Kinds a cluster may lack: a CRD (LeaderWorkerSet), or resource.k8s.io, which a server serves
-only from 1.32 (beta, off by default) and DeviceTaintRule only behind an alpha feature gate."""
+OPTIONAL_KINDS = frozenset({LEADERWORKERSETS, NODEPOOLS, *DRA_KINDS})
+"""Kinds a cluster may lack: a CRD (LeaderWorkerSet, Karpenter's NodePool), or resource.k8s.io,
+which a server serves only from 1.32 (beta, off by default) and DeviceTaintRule only behind an
+alpha feature gate."""
 
 
 def not_a_kubernetes_api(kind: str, error: NotServed) -> WatchError:

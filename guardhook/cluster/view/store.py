@@ -26,6 +26,7 @@ from guardhook.cluster.dra import (
 )
 from guardhook.cluster.lws import LeaderWorkerSet, member_of_pod
 from guardhook.cluster.model import NodeRecord, PodRecord, StatefulSetRecord, metadata
+from guardhook.cluster.nodepools import NodePoolRecord
 from guardhook.cluster.resources import Resources, add_into
 from guardhook.wire import KubeObject
 
@@ -43,7 +44,13 @@ DEVICECLASSES = "deviceclasses"
 DEVICETAINTRULES = "devicetaintrules"
 DRA_KINDS = (RESOURCESLICES, RESOURCECLAIMS, RESOURCECLAIMTEMPLATES, DEVICECLASSES, DEVICETAINTRULES)
 """resource.k8s.io kinds (guardhook.cluster.dra), kept as compact records."""
-KINDS = (NODES, PODS, LEADERWORKERSETS, STATEFULSETS, SERVICES, PODDISRUPTIONBUDGETS, *DRA_KINDS)
+NODEPOOLS = "nodepools"
+"""Karpenter NodePools (guardhook.cluster.nodepools)."""
+RECORD_KINDS = (*DRA_KINDS, NODEPOOLS)
+"""Kinds kept as compact records in one generic table (no listeners, no secondary indexes)."""
+KINDS = (NODES, PODS, LEADERWORKERSETS, STATEFULSETS, SERVICES, PODDISRUPTIONBUDGETS, *RECORD_KINDS)
+NOTIFIED_RECORD_KINDS = (RESOURCESLICES, RESOURCECLAIMS)
+"""Record kinds whose changes listeners hear of (the capacity index counts devices from them)."""
 
 KIND_TO_RESOURCE = {
     "Pod": PODS,
@@ -57,6 +64,7 @@ KIND_TO_RESOURCE = {
     "ResourceClaimTemplate": RESOURCECLAIMTEMPLATES,
     "DeviceClass": DEVICECLASSES,
     "DeviceTaintRule": DEVICETAINTRULES,
+    "NodePool": NODEPOOLS,
 }
 
 _DRA_RECORDS: dict[str, Callable[[KubeObject], Any]] = {
@@ -65,6 +73,7 @@ _DRA_RECORDS: dict[str, Callable[[KubeObject], Any]] = {
     RESOURCECLAIMTEMPLATES: ResourceClaimTemplateRecord.from_object,
     DEVICECLASSES: DeviceClassRecord.from_object,
     DEVICETAINTRULES: DeviceTaintRuleRecord.from_object,
+    NODEPOOLS: NodePoolRecord.from_object,
 }
 
 Key = tuple[str, str]
@@ -73,8 +82,9 @@ GroupKey = tuple[str, str, int]
 
 
 Listener = Callable[[str, Any, Any], None]
-"""Called as `listener(kind, old_record, new_record)` after a pod or node changes in the view
-(old None on insert, new None on removal); records are PodRecord / NodeRecord."""
+"""Called as `listener(kind, old_record, new_record)` after a pod, node, ResourceSlice or
+ResourceClaim changes in the view (old None on insert, new None on removal); records are
+PodRecord / NodeRecord / ResourceSliceRecord / ResourceClaimRecord."""
 
 
 def object_key(obj: KubeObject) -> Key:
@@ -107,7 +117,7 @@ class ClusterView:
         self._services: dict[Key, KubeObject] = {}
         self._pdbs: dict[Key, KubeObject] = {}
         self._pdbs_by_namespace: dict[str, dict[str, KubeObject]] = defaultdict(dict)
-        self._dra: dict[str, dict[Key, Any]] = {kind: {} for kind in DRA_KINDS}
+        self._dra: dict[str, dict[Key, Any]] = {kind: {} for kind in RECORD_KINDS}
         self._pods_by_claim: dict[Key, set[str]] = defaultdict(set)
         self._generations: dict[str, int] = defaultdict(int)
         self._listeners: list[Listener] = []
@@ -115,8 +125,9 @@ class ClusterView:
     # ---- change notification ---------------------------------------------------------------
 
     def subscribe(self, listener: Listener) -> None:
-        """Call `listener` after every pod or node change, under the view's lock (so derived
-        indexes such as guardhook.capacity stay in step). It must be quick and must not raise."""
+        """Call `listener` after every pod, node, ResourceSlice or ResourceClaim change, under the
+        view's lock (so derived indexes such as guardhook.capacity stay in step). It must be quick
+        and must not raise."""
         with self.lock:
             self._listeners.append(listener)
 
@@ -172,7 +183,11 @@ class ClusterView:
         with self.lock:
             self._generations[kind] += 1
             if kind in _DRA_RECORDS:
-                self._dra[kind][object_key(obj)] = _DRA_RECORDS[kind](obj)
+                key = object_key(obj)
+                table = self._dra[kind]
+                old_record, table[key] = table.get(key), _DRA_RECORDS[kind](obj)
+                if kind in NOTIFIED_RECORD_KINDS:
+                    self._notify(kind, old_record, table[key])
                 return
             watched = self._listeners and kind in (PODS, NODES)
             key = object_key(obj)
@@ -193,7 +208,9 @@ class ClusterView:
         with self.lock:
             self._generations[kind] += 1
             if kind in self._dra:
-                self._dra[kind].pop(key, None)
+                removed = self._dra[kind].pop(key, None)
+                if kind in NOTIFIED_RECORD_KINDS:
+                    self._notify(kind, removed, None)
                 return
             old = self._record(kind, key) if self._listeners else None
             if kind == PODS:
@@ -446,3 +463,8 @@ class ClusterView:
                 names.update(ref.name for ref in claim.reserved_for if ref.resource == "pods")
             pods = (self._pods.get((namespace, pod_name)) for pod_name in sorted(names))
             return [pod for pod in pods if pod is not None]
+
+    def node_pools(self) -> list[NodePoolRecord]:
+        """Every Karpenter NodePool held."""
+        with self.lock:
+            return list(self._dra[NODEPOOLS].values())
