@@ -25,6 +25,13 @@ def add_parser(commands: Any) -> None:
     serve.add_argument("--port", type=argtypes.port, default=8443, help="port (default 8443)")
     serve.add_argument("--threads", type=argtypes.positive_int, default=8, help="request threads (default 8)")
     serve.add_argument(
+        "--request-timeout",
+        type=argtypes.positive_seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="time from a connection's first byte to a complete request, else it is closed (default 5)",
+    )
+    serve.add_argument(
         "--cert-dir", default="certs", help="folder with ca.crt, tls.crt, tls.key (default certs/)"
     )
     serve.add_argument(
@@ -87,7 +94,13 @@ def run_serve(args: argparse.Namespace) -> int:
         runtime.collectors.append(live.collect)
         return runtime
 
-    options = ServeOptions(host=args.host, port=args.port, threads=args.threads, certs=certs)
+    options = ServeOptions(
+        host=args.host,
+        port=args.port,
+        threads=args.threads,
+        certs=certs,
+        request_timeout=args.request_timeout,
+    )
     WebhookServer(options, make_runtime).run()
     return 0
 

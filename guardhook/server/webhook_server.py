@@ -1,4 +1,5 @@
-"""Serve the webhook app over HTTPS under gunicorn (gthread worker, one process).
+"""Serve the webhook app over HTTPS under gunicorn (a gthread worker that reads requests whole in
+its event loop, guardhook.server.readahead; one process).
 
 Why these settings: the API server keeps connections alive for ~90 s, which the sync worker would
 drop, so we use gthread with `keepalive` above that; one worker process holds one cluster view
@@ -20,8 +21,10 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
+from guardhook.admission.codec import MAX_BODY_BYTES
 from guardhook.server.app import Runtime, create_app
 from guardhook.server.certs import CertPaths, RotatingServerContext
+from guardhook.server.readahead import READ_TIMEOUT_SECONDS, worker_class
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,8 @@ class ServeOptions:
     port: int
     threads: int
     certs: CertPaths
+    request_timeout: float = READ_TIMEOUT_SECONDS
+    """Seconds from a connection's first byte to a complete request (headers and body)."""
 
 
 class WebhookServer(BaseApplication):
@@ -54,7 +59,7 @@ class WebhookServer(BaseApplication):
         settings: dict[str, Any] = {
             "bind": f"{host}:{self.options.port}",
             "workers": 1,
-            "worker_class": "gthread",
+            "worker_class": worker_class(self.options.request_timeout, MAX_BODY_BYTES),
             "threads": self.options.threads,
             "keepalive": KEEPALIVE_SECONDS,
             "timeout": REQUEST_TIMEOUT_SECONDS,
