@@ -151,7 +151,9 @@ def _judge_budget(
             return ALLOW, None
         if len(broken) >= eviction.budget:
             return _deny(_budget_message(eviction, broken)), None
-        record = Disruption(eviction.group, eviction.pod.name, eviction.pod.uid, time.time() + ttl)
+        # Stamped with the ledger's own clock, the one that later decides expiry.
+        now = ledger.now() if ledger is not None else time.time()
+        record = Disruption(eviction.group, eviction.pod.name, eviction.pod.uid, now + ttl)
         # Entries leave storage only by expiry: a replica whose view lags still counts them.
         kept = tuple(e for e in entries if e.group < eviction.lws.replicas)
         return ALLOW, (*kept, record)
