@@ -10,10 +10,12 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from guardhook.admission.decisionlog import log_decisions
 from guardhook.cluster.view.store import ClusterView
 from guardhook.config import Config, default_config
 from guardhook.policies import REGISTRY
@@ -50,17 +52,21 @@ class Decision:
 
 @dataclass
 class Verdict:
-    """The engine's answer: the AdmissionResponse plus one Decision per policy that ran."""
+    """The engine's answer: the AdmissionResponse plus one Decision per policy that ran,
+    `timings` (seconds each policy's `judge` took, by policy id) and `seconds` (the whole judging)."""
 
     response: AdmissionResponse
     decisions: list[Decision] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
 
 
 class Engine:
     """Judge AdmissionRequests against a cluster view with a configuration.
 
     `ledger` is the eviction disruption ledger the group-eviction policy records into; with
-    `record=False` (offline `review`/`check`) nothing is ever recorded.
+    `record=False` (offline `review`/`check`) nothing is ever recorded. With `log_decisions`
+    (the webhook) every decision is written to the decision log (guardhook.admission.decisionlog).
     """
 
     def __init__(
@@ -70,25 +76,33 @@ class Engine:
         policies: Sequence[Policy] = REGISTRY,
         ledger: Any = None,
         record: bool = True,
+        log_decisions: bool = False,
     ) -> None:
         self.view = view
         self.config = config or default_config(policies)
         self.policies = list(policies)
         self.ledger = ledger
         self.record = record
+        self.log_decisions = log_decisions
         self._routes: dict[tuple[str, ...], list[Route]] = {}
 
     def judge(self, request: AdmissionRequest, endpoint: Endpoint = "validate") -> Verdict:
         """Judge one request at `endpoint`. Never raises for any request content: a policy that
         fails follows its failure mode and the failure is logged."""
+        started = time.perf_counter()
         verdict = Verdict(response={"uid": str(request.get("uid", "")), "allowed": True})
         namespace = str(request.get("namespace") or "")
         user = request.get("userInfo") or {}
         if self.config.exemptions.exempts(user if isinstance(user, dict) else {}, namespace):
             return verdict
         for policy, actions in self._dispatch(request, endpoint):
+            policy_started = time.perf_counter()
             judgement, errored = self._run(policy, request)
+            verdict.timings[policy.id] = time.perf_counter() - policy_started
             self._apply(verdict, policy, actions, judgement, endpoint, errored)
+        verdict.seconds = time.perf_counter() - started
+        if self.log_decisions:
+            log_decisions(request, verdict.decisions, verdict.timings, verdict.seconds)
         return verdict
 
     def _dispatch(

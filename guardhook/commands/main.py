@@ -4,7 +4,6 @@ with `add_parser(subparsers)` and a `run` default."""
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 
@@ -15,6 +14,8 @@ from guardhook.commands.common import EXIT_USAGE, SourceError
 from guardhook.config import ConfigError
 from guardhook.server.cabundle import ManifestsError
 from guardhook.server.certs import CertificateError
+from guardhook.server.logformat import FORMATS
+from guardhook.server.logformat import configure as configure_logging
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 COMMANDS = (serve, review, check, audit, certs, pdb_sync)
@@ -29,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help=", ".join(LOG_LEVELS)
     )
+    parser.add_argument(
+        "--log-format", default="text", choices=FORMATS, help="log lines as text or JSON (default text)"
+    )
     subparsers = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_parser(subparsers)
@@ -38,11 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; exit 2 with one line on stderr for bad configuration, input or source."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(str(args.log_level), args.log_format)
     try:
         return int(args.run(args) or 0)
     except (ConfigError, ManifestError, CertificateError, SourceError, ManifestsError) as exc:

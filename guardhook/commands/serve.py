@@ -84,11 +84,11 @@ def run_serve(args: argparse.Namespace) -> int:
         if not source.live:
             view = open_view(source, config.stale_after_seconds)
             scaling_startup(view, config)
-            return Runtime(Engine(view, config, ledger=ledger))
+            return Runtime(Engine(view, config, ledger=ledger, log_decisions=True))
         live = using_source(source, "use", lambda: live_view(source, config.stale_after_seconds))
         scaling_startup(live.view, config)  # the capacity index follows the watches from the start
         live.start()
-        runtime = Runtime(Engine(live.view, config, ledger=ledger))
+        runtime = Runtime(Engine(live.view, config, ledger=ledger, log_decisions=True))
         if args.sync_group_pdbs:  # plans from this same live view
             start_background_sync(live_client(source), namespace, lambda: live.view)
         runtime.collectors.append(live.collect)

@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.glogging import Logger as GunicornLogger
 
 from guardhook.admission.codec import MAX_BODY_BYTES
 from guardhook.server.app import Runtime, create_app
 from guardhook.server.certs import CertPaths, RotatingServerContext
+from guardhook.server.logformat import formatter
 from guardhook.server.readahead import READ_TIMEOUT_SECONDS, worker_class
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,15 @@ class ServeOptions:
     certs: CertPaths
     request_timeout: float = READ_TIMEOUT_SECONDS
     """Seconds from a connection's first byte to a complete request (headers and body)."""
+
+
+class SameFormatLogger(GunicornLogger):
+    """gunicorn's logger, writing its lines in guardhook's format (`--log-format`)."""
+
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)
+        for handler in (*self.error_log.handlers, *self.access_log.handlers):
+            handler.setFormatter(formatter())
 
 
 class WebhookServer(BaseApplication):
@@ -69,7 +80,8 @@ class WebhookServer(BaseApplication):
             "ssl_context": self._ssl_context,
             "accesslog": None,
             "errorlog": "-",
-            "loglevel": "info",
+            "loglevel": logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower(),
+            "logger_class": SameFormatLogger,
             "preload_app": False,
             "proc_name": "guardhook",
             "control_socket_disable": True,
