@@ -79,34 +79,45 @@ class Engine:
         log_decisions: bool = False,
     ) -> None:
         self.view = view
-        self.config = config or default_config(policies)
         self.policies = list(policies)
         self.ledger = ledger
         self.record = record
         self.log_decisions = log_decisions
-        self._routes: dict[tuple[str, ...], list[Route]] = {}
+        self._setup = _Setup(config or default_config(policies))
+
+    @property
+    def config(self) -> Config:
+        """The configuration requests are judged with now."""
+        return self._setup.config
+
+    def reconfigure(self, config: Config) -> None:
+        """Judge the requests that start from now on with `config` (a request in flight finishes
+        with the configuration it started with), and apply its staleness limit to the view."""
+        self._setup = _Setup(config)
+        self.view.stale_after_seconds = config.stale_after_seconds
 
     def judge(self, request: AdmissionRequest, endpoint: Endpoint = "validate") -> Verdict:
         """Judge one request at `endpoint`. Never raises for any request content: a policy that
         fails follows its failure mode and the failure is logged."""
         started = time.perf_counter()
+        setup = self._setup  # one configuration for the whole request, even across a reload
         verdict = Verdict(response={"uid": str(request.get("uid", "")), "allowed": True})
         namespace = str(request.get("namespace") or "")
         user = request.get("userInfo") or {}
-        if self.config.exemptions.exempts(user if isinstance(user, dict) else {}, namespace):
+        if setup.config.exemptions.exempts(user if isinstance(user, dict) else {}, namespace):
             return verdict
-        for policy, actions in self._dispatch(request, endpoint):
+        for policy, actions in self._dispatch(setup, request, endpoint):
             policy_started = time.perf_counter()
-            judgement, errored = self._run(policy, request)
+            judgement, errored = self._run(setup.config, policy, request)
             verdict.timings[policy.id] = time.perf_counter() - policy_started
-            self._apply(verdict, policy, actions, judgement, endpoint, errored)
+            self._apply(setup.config, verdict, policy, actions, judgement, endpoint, errored)
         verdict.seconds = time.perf_counter() - started
         if self.log_decisions:
             log_decisions(request, verdict.decisions, verdict.timings, verdict.seconds)
         return verdict
 
     def _dispatch(
-        self, request: AdmissionRequest, endpoint: Endpoint
+        self, setup: _Setup, request: AdmissionRequest, endpoint: Endpoint
     ) -> list[tuple[Policy, tuple[str, ...]]]:
         """The policies (with their actions at `endpoint`) that see this request, in registry order.
         Dispatch is by (group, resource, subResource, operation), so the answer is cached per key."""
@@ -118,27 +129,21 @@ class Engine:
             request.get("subResource") or "",
             request.get("operation", ""),
         )
-        found = self._routes.get(key)
+        found = setup.routes.get(key)
         if found is None:
             found = []
             for policy in self.policies:
-                actions = self._actions_at(policy, endpoint)
+                actions = _actions_at(setup.config, policy, endpoint)
                 if actions and any(t.matches(request) for t in policy.targets):
                     found.append((policy, actions))
-            self._routes[key] = found
+            setup.routes[key] = found
         return found
 
-    def _actions_at(self, policy: Policy, endpoint: Endpoint) -> tuple[str, ...]:
-        configured = self.config.settings(policy.id).actions
-        if endpoint == "mutate":
-            return ("Mutate",) if "Mutate" in configured else ()
-        return tuple(a for a in configured if a != "Mutate")
-
-    def _run(self, policy: Policy, request: AdmissionRequest) -> tuple[Judgement, bool]:
+    def _run(self, config: Config, policy: Policy, request: AdmissionRequest) -> tuple[Judgement, bool]:
         ctx = PolicyContext(
             request=request,
             view=self.view,
-            params=self.config.settings(policy.id).params,
+            params=config.settings(policy.id).params,
             ledger=self.ledger,
             may_record=self.record and request.get("dryRun") is not True,
         )
@@ -150,6 +155,7 @@ class Engine:
 
     def _apply(
         self,
+        config: Config,
         verdict: Verdict,
         policy: Policy,
         actions: tuple[str, ...],
@@ -159,7 +165,7 @@ class Engine:
     ) -> None:
         response = verdict.response
         # Advisories go out on /validate, or on /mutate for a policy that runs there only.
-        if endpoint == "validate" or not self._actions_at(policy, "validate"):
+        if endpoint == "validate" or not _actions_at(config, policy, "validate"):
             for advisory in judgement.advisories:
                 _add_warning(response, f"[{policy.id}] {advisory}")
         violation = judgement.violation
@@ -180,6 +186,21 @@ class Engine:
             elif action == "Mutate" and violation.patch:
                 _add_patch(response, violation.patch)
                 verdict.decisions.append(Decision(policy.id, "mutated", violation.message, "Mutate"))
+
+
+@dataclass
+class _Setup:
+    """A configuration and the dispatch cache built from it, swapped together on a reload."""
+
+    config: Config
+    routes: dict[tuple[str, ...], list[Route]] = field(default_factory=dict)
+
+
+def _actions_at(config: Config, policy: Policy, endpoint: Endpoint) -> tuple[str, ...]:
+    configured = config.settings(policy.id).actions
+    if endpoint == "mutate":
+        return ("Mutate",) if "Mutate" in configured else ()
+    return tuple(a for a in configured if a != "Mutate")
 
 
 def _add_warning(response: AdmissionResponse, text: str) -> None:

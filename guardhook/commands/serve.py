@@ -25,6 +25,11 @@ def add_parser(commands: Any) -> None:
     serve.add_argument("--port", type=argtypes.port, default=8443, help="port (default 8443)")
     serve.add_argument("--threads", type=argtypes.positive_int, default=8, help="request threads (default 8)")
     serve.add_argument(
+        "--metrics-port",
+        type=argtypes.port,
+        help="also serve GET /metrics over plain HTTP on this port (default: only on --port)",
+    )
+    serve.add_argument(
         "--request-timeout",
         type=argtypes.positive_seconds,
         default=5.0,
@@ -58,6 +63,8 @@ def run_serve(args: argparse.Namespace) -> int:
     from guardhook.pdbsync.runner import start_background_sync
     from guardhook.server.app import Runtime
     from guardhook.server.certs import ensure_certs
+    from guardhook.server.configwatch import ConfigWatcher
+    from guardhook.server.metricsport import serve_metrics
     from guardhook.server.webhook_server import ServeOptions, WebhookServer
 
     config = load_config(args.config, args.enforcement)
@@ -78,6 +85,16 @@ def run_serve(args: argparse.Namespace) -> int:
         open_view(source, config.stale_after_seconds)  # fail fast on unreadable manifests
 
     def make_runtime() -> Runtime:
+        runtime = build_runtime()
+        if args.config:  # a changed file (a ConfigMap update) applies without a restart
+            ConfigWatcher(
+                args.config, args.enforcement, runtime.engine, runtime.metrics.config_reloaded
+            ).start()
+        if args.metrics_port:
+            serve_metrics(runtime, args.host, args.metrics_port)
+        return runtime
+
+    def build_runtime() -> Runtime:
         # Runs in the gunicorn worker after fork, so the watch threads live there.
         # The eviction ledger: in memory for a static view, Leases in `namespace` for a live one.
         ledger = open_ledger(source, namespace)

@@ -54,6 +54,13 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.config_reloads = Counter(
+            "guardhook_config_reloads",
+            "Changes of the --config file seen, by result: success (applied) or failure (the "
+            "previous configuration kept).",
+            ["result"],
+            registry=self.registry,
+        )
         self.view_synced = Gauge(
             "guardhook_cluster_view_synced",
             "1 once every kind of the cluster view has synced for the first time.",
@@ -97,6 +104,10 @@ class Metrics:
             self._child(self.policy_latency, policy, endpoint).observe(seconds)
         for decision in verdict.decisions:
             self._child(self.decisions, decision.policy, decision.action or "none", decision.outcome).inc()
+
+    def config_reloaded(self, ok: bool) -> None:
+        """Count one change of the --config file: applied (`ok`) or refused."""
+        self._child(self.config_reloads, "success" if ok else "failure").inc()
 
     def answered(self, endpoint: str, status_code: int, seconds: float) -> None:
         """Count one answered request and its latency in seconds."""
