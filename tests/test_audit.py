@@ -52,6 +52,7 @@ DEGRADED_XL_ROW = {
     "whole": 1,
     "broken": 3,
     "leader_ready_group_incomplete": 2,
+    "spare": 1,  # gpu-node-16..19 and gpu-node-06 (group 1's missing worker) are free: one group fits
 }
 
 
@@ -101,8 +102,8 @@ def test_cli_text_json_and_reports_file(tmp_path: Path, capsys: pytest.CaptureFi
     assert "Violations (1):" in text
     assert f"{state}: LeaderWorkerSet default/lax: Warn [group-spec]" in text
     rows = [line.split() for line in text.splitlines()]
-    assert ["serve", "llm-xl", "4", "1", "3", "2"] in rows
-    assert ["NAMESPACE", "NAME", "DESIRED", "WHOLE", "BROKEN", "LEADER-READY-INCOMPLETE"] in rows
+    assert ["serve", "llm-xl", "4", "1", "3", "2", "1"] in rows
+    assert ["NAMESPACE", "NAME", "DESIRED", "WHOLE", "BROKEN", "LEADER-READY-INCOMPLETE", "SPARE"] in rows
 
     reports_file = tmp_path / "reports.yaml"
     assert (
@@ -178,3 +179,24 @@ def test_unreachable_cluster_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtu
     kubeconfig.write_text(kubeconfig_text("http://127.0.0.1:1"))
     assert main(["audit", "--kubeconfig", str(kubeconfig)]) == 2
     assert "cannot list objects" in capsys.readouterr().err
+
+
+def test_spare_counts_whole_groups_that_fit_now() -> None:
+    # The sample fleet: gpu-node-16..19 are free, so one more 4-node group of llm-xl fits.
+    objects = [copy.deepcopy(m.obj) for m in load_paths([FIXTURES / "fleet"])]
+    assert audit([Located("cluster", o) for o in objects], default_config()).spare == {("serve", "llm-xl"): 1}
+    # Group 3's pods gone frees 4 more nodes: two spare groups. Then a node cordoned: one again.
+    objects = [
+        o for o in objects if not (o["kind"] == "Pod" and o["metadata"]["name"].startswith("llm-xl-3"))
+    ]
+    assert audit([Located("cluster", o) for o in objects], default_config()).spare == {("serve", "llm-xl"): 2}
+    node = next(o for o in objects if o["kind"] == "Node" and o["metadata"]["name"] == "gpu-node-19")
+    node["spec"]["unschedulable"] = True
+    assert audit([Located("cluster", o) for o in objects], default_config()).spare == {("serve", "llm-xl"): 1}
+
+
+def test_spare_is_a_dash_without_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", "--cluster-state", str(LINT_LWS)]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    [row] = [r for r in rows if "lax" in r]
+    assert row[-1] == "-"

@@ -6,6 +6,9 @@ from `--cluster-state` manifests. Each object is judged as a CREATE (guardhook.c
 `group-capacity`: an existing LWS judged as new would be counted twice against free capacity, so
 capacity is reported as group counts instead (guardhook.cluster.groups).
 
+The groups table's SPARE column counts how many more whole groups of each LWS fit in free
+capacity now (guardhook.planning.spare: the capacity solver, the spare reserve ignored).
+
 `--write-reports` writes the results as `wgpolicyk8s.io/v1alpha2` PolicyReport objects, one per
 namespace, the format of the Policy Report API (kubernetes-sigs/wg-policy-prototypes) that
 Kyverno and policy-reporter read.
@@ -34,6 +37,7 @@ from guardhook.cluster.view.static import embedded_fleet_objects, view_from_obje
 from guardhook.commands.common import SourceError, add_view_flags, live_client, using_source, write_text
 from guardhook.commands.scan import Finding, Located, scan, usable_policies
 from guardhook.config import Config, load_config
+from guardhook.planning.spare import SPARE_LIMIT, spare_by_lws
 from guardhook.policies import REGISTRY
 from guardhook.policies.base import Policy
 from guardhook.wire import KubeObject
@@ -58,11 +62,14 @@ RESULT_OF_OUTCOME = {
 
 @dataclass
 class AuditResult:
-    """Every finding (passes included), group counts per LWS, and notes (skipped policies/lists)."""
+    """Every finding (passes included), group counts per LWS, and notes (skipped policies/lists).
+    `spare`: more whole groups that fit now, per (namespace, LWS name) (guardhook.planning.spare;
+    empty when the objects hold no nodes)."""
 
     findings: list[Finding]
     groups: list[LwsGroups]
     notes: list[str] = field(default_factory=list)
+    spare: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def violations(self) -> list[Finding]:
@@ -83,7 +90,7 @@ def audit(
         if policy not in usable:
             all_notes.append(f"{policy.id} skipped: existing groups are counted below instead")
     findings = scan(view, config, usable, objects, username=AUDIT_USER)
-    return AuditResult(findings, all_groups(view), all_notes)
+    return AuditResult(findings, all_groups(view), all_notes, spare_by_lws(view))
 
 
 def render_text(result: AuditResult, out: TextIO) -> None:
@@ -92,7 +99,7 @@ def render_text(result: AuditResult, out: TextIO) -> None:
     for finding in result.violations:
         print("  " + finding.line(), file=out)
     print("Groups per LeaderWorkerSet:", file=out)
-    header = ("NAMESPACE", "NAME", "DESIRED", "WHOLE", "BROKEN", "LEADER-READY-INCOMPLETE")
+    header = ("NAMESPACE", "NAME", "DESIRED", "WHOLE", "BROKEN", "LEADER-READY-INCOMPLETE", "SPARE")
     rows = [header] + [
         (
             g.namespace,
@@ -101,6 +108,7 @@ def render_text(result: AuditResult, out: TextIO) -> None:
             str(g.whole),
             str(g.broken),
             str(g.leader_ready_group_incomplete),
+            _spare(result, g),
         )
         for g in result.groups
     ]
@@ -118,11 +126,19 @@ def render_json(result: AuditResult, out: TextIO) -> None:
     """`{"violations": [Finding…], "groups": [LwsGroups…], "notes": […]}` on `out`."""
     document = {
         "violations": [f.as_dict() for f in result.violations],
-        "groups": [g.as_dict() for g in result.groups],
+        "groups": [{**g.as_dict(), "spare": result.spare.get((g.namespace, g.name))} for g in result.groups],
         "notes": result.notes,
     }
     json.dump(document, out, indent=2)
     out.write("\n")
+
+
+def _spare(result: AuditResult, groups: LwsGroups) -> str:
+    """The SPARE cell: a count, `64+` at the limit, `-` with no nodes to count against."""
+    spare = result.spare.get((groups.namespace, groups.name))
+    if spare is None:
+        return "-"
+    return f"{spare}+" if spare >= SPARE_LIMIT else str(spare)
 
 
 def policy_reports(result: AuditResult, now: float | None = None) -> list[KubeObject]:

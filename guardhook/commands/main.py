@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from guardhook import __version__
 from guardhook.cluster.view.manifests import ManifestError
-from guardhook.commands import audit, certs, check, pdb_sync, review, serve
+from guardhook.commands import audit, certs, check, drain_plan, pdb_sync, review, serve
 from guardhook.commands.common import EXIT_USAGE, SourceError
 from guardhook.config import ConfigError
 from guardhook.server.cabundle import ManifestsError
@@ -18,7 +18,7 @@ from guardhook.server.logformat import FORMATS
 from guardhook.server.logformat import configure as configure_logging
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-COMMANDS = (serve, review, check, audit, certs, pdb_sync)
+COMMANDS = (serve, review, check, audit, certs, pdb_sync, drain_plan)
 
 
 def build_parser() -> argparse.ArgumentParser:
