@@ -202,3 +202,29 @@ def test_metrics_endpoint_shows_the_policy_histogram(server: Server) -> None:
     text = server.session.get(server.url + "/metrics", timeout=10).text
     assert 'guardhook_policy_duration_seconds_count{endpoint="validate",policy="worker-delete"}' in text
     assert 'guardhook_request_duration_seconds_count{endpoint="validate"}' in text  # beside it
+
+
+def test_configure_leaves_a_foreign_handler_alone_and_replaces_its_own() -> None:
+    from guardhook.server.logformat import configure, formatter
+
+    root = logging.getLogger()
+    saved_handlers, saved_level = list(root.handlers), root.level
+    try:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        configure("WARNING", "json")
+        configure("DEBUG", "text")  # called twice: still one handler, the last format
+        (ours,) = root.handlers
+        assert isinstance(ours.formatter, TextFormatter) and root.level == logging.DEBUG
+        root.removeHandler(ours)
+        foreign = logging.NullHandler()
+        root.addHandler(foreign)
+        configure("INFO", "json")
+        assert root.handlers == [foreign]  # someone else's logging is left alone...
+        assert isinstance(formatter(), JsonFormatter)  # ...but gunicorn's lines follow the flag
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in saved_handlers:
+            root.addHandler(handler)
+        root.setLevel(saved_level)

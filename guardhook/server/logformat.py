@@ -68,16 +68,21 @@ def formatter() -> logging.Formatter:
 
 
 def configure(level: str = "INFO", fmt: str = "text") -> None:
-    """Send the root logger's lines to stderr at `level` in `fmt` ("text" or "json"); replaces
-    earlier handlers. Raises ValueError for another format."""
+    """Send the root logger's lines to stderr at `level` in `fmt` ("text" or "json"), replacing a
+    handler an earlier call installed. Like `logging.basicConfig`, it leaves logging alone when
+    someone else already gave the root logger a handler (an embedding program, a test harness);
+    gunicorn's lines still use `fmt` (see `formatter`). Raises ValueError for another format."""
     global _formatter
     if fmt not in FORMATS:
         raise ValueError(f"unknown log format {fmt!r} (one of {', '.join(FORMATS)})")
     _formatter = JsonFormatter() if fmt == "json" else TextFormatter()
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "guardhook", False)]:
+        root.removeHandler(old)
+    if root.handlers:
+        return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_formatter)
-    root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
+    handler.guardhook = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(getattr(logging, level.upper(), logging.INFO))
