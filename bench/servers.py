@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,8 +69,9 @@ def _wait_ready(process: subprocess.Popen[bytes], running: Running, log: Path) -
 
 
 @contextmanager
-def serve(kind: str, threads: int = 8) -> Iterator[Running]:
-    """Run `guardhook serve` (kind "guardhook") or bench/bare.py (kind "bare") until the block ends."""
+def serve(kind: str, threads: int = 8, extra: Sequence[str] = ()) -> Iterator[Running]:
+    """Run `guardhook serve` (kind "guardhook") or bench/bare.py (kind "bare") until the block ends;
+    `extra` are more command-line flags."""
     with tempfile.TemporaryDirectory(prefix=f"bench-{kind}-") as tmp:
         folder = Path(tmp)
         port = free_port()
@@ -88,6 +89,7 @@ def serve(kind: str, threads: int = 8) -> Iterator[Running]:
             str(certs),
             "--threads",
             str(threads),
+            *extra,
         ]
         log = folder / "serve.log"
         with log.open("wb") as out:

@@ -90,7 +90,8 @@ def _collection(obj: dict[str, Any]) -> str:
 
 
 def create_with_status(api: ApiServer, captured: dict[str, Any]) -> None:
-    """Create one fleet object, then write its captured status through the status subresource."""
+    """Create one fleet object, then write its captured status through the status subresource and
+    (a Node) put back its captured taints."""
     collection = _collection(captured)
     created = api.request("POST", collection, _strip(captured))
     if created.status_code not in (200, 201):
@@ -102,6 +103,29 @@ def create_with_status(api: ApiServer, captured: dict[str, Any]) -> None:
         updated = api.request("PUT", path, body)
         if updated.status_code != 200:
             raise RuntimeError(f"status of {path}: {updated.text}")
+        created = updated
+    if captured["kind"] == "Node":
+        restore_taints(api, captured, created.json())
+
+
+def restore_taints(api: ApiServer, captured: dict[str, Any], stored: dict[str, Any]) -> None:
+    """Give a created Node back the taints of its dump. The API server's TaintNodesAtCreation
+    admission plugin (enabled with TaintNodesByCondition) adds `node.kubernetes.io/not-ready:
+    NoSchedule` to every Node at CREATE only; on a real cluster the node lifecycle controller
+    removes it once the node is Ready, but no controller runs here, so the fleet's Ready nodes
+    would stay unschedulable. An UPDATE is not re-tainted by the plugin."""
+    wanted = (captured.get("spec") or {}).get("taints") or []
+    spec = stored.setdefault("spec", {})
+    if (spec.get("taints") or []) == wanted:
+        return
+    if wanted:
+        spec["taints"] = wanted
+    else:
+        spec.pop("taints", None)
+    path = f"{_collection(captured)}/{captured['metadata']['name']}"
+    updated = api.request("PUT", path, stored)
+    if updated.status_code != 200:
+        raise RuntimeError(f"taints of {path}: {updated.text}")
 
 
 def fleet_objects() -> Iterator[dict[str, Any]]:

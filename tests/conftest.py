@@ -77,14 +77,20 @@ class Server:
 
 
 def start_server(
-    tmp: Path, *extra: str, env: dict[str, str] | None = None, wait_ready: bool = True
+    tmp: Path,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    wait_ready: bool = True,
+    log_format: str | None = None,
 ) -> Server:
-    """Start `guardhook serve` on a free 127.0.0.1 port with certificates generated into tmp/certs."""
+    """Start `guardhook serve` on a free 127.0.0.1 port with certificates generated into tmp/certs
+    (with `--log-format log_format` when given)."""
     tmp.mkdir(parents=True, exist_ok=True)
     port = free_port()
     cert_dir = tmp / "certs"
     log = tmp / "serve.log"
-    args = [sys.executable, "-m", "guardhook", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    formats = ["--log-format", log_format] if log_format else []
+    args = [sys.executable, "-m", "guardhook", *formats, "serve", "--host", "127.0.0.1", "--port", str(port)]
     args += ["--cert-dir", str(cert_dir), "--threads", "4", *extra]
     with log.open("wb") as out:
         process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env or clean_env(tmp))

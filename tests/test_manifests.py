@@ -422,7 +422,9 @@ def test_deployment_is_replicated_spread_probed_and_locked_down(default_install:
     assert container["lifecycle"]["preStop"]["exec"]["command"][0] == "sleep"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
-    assert container["args"][0] == "serve" and "--cert-dir=/certs" in container["args"]
+    assert (
+        container["args"][:2] == ["--log-format=json", "serve"] and "--cert-dir=/certs" in container["args"]
+    )
     mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/certs")
     assert "subPath" not in mount  # a subPath mount never sees a rotated secret
     volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])

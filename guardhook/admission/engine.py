@@ -10,10 +10,12 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from guardhook.admission.decisionlog import log_decisions
 from guardhook.cluster.view.store import ClusterView
 from guardhook.config import Config, default_config
 from guardhook.policies import REGISTRY
@@ -52,17 +54,21 @@ class Decision:
 
 @dataclass
 class Verdict:
-    """The engine's answer: the AdmissionResponse plus one Decision per policy that ran."""
+    """The engine's answer: the AdmissionResponse plus one Decision per policy that ran,
+    `timings` (seconds each policy's `judge` took, by policy id) and `seconds` (the whole judging)."""
 
     response: AdmissionResponse
     decisions: list[Decision] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
 
 
 class Engine:
     """Judge AdmissionRequests against a cluster view with a configuration.
 
     `ledger` is the eviction disruption ledger the group-eviction policy records into; with
-    `record=False` (offline `review`/`check`) nothing is ever recorded.
+    `record=False` (offline `review`/`check`) nothing is ever recorded. With `log_decisions`
+    (the webhook) every decision is written to the decision log (guardhook.admission.decisionlog).
     """
 
     def __init__(
@@ -72,32 +78,51 @@ class Engine:
         policies: Sequence[Policy] = REGISTRY,
         ledger: Any = None,
         record: bool = True,
+        log_decisions: bool = False,
     ) -> None:
         self.view = view
-        self.config = config or default_config(policies)
         self.policies = list(policies)
         self.ledger = ledger
         self.record = record
-        self._routes: dict[tuple[str, ...], list[Route]] = {}
+        self.log_decisions = log_decisions
+        self._setup = _Setup(config or default_config(policies))
+
+    @property
+    def config(self) -> Config:
+        """The configuration requests are judged with now."""
+        return self._setup.config
+
+    def reconfigure(self, config: Config) -> None:
+        """Judge the requests that start from now on with `config` (a request in flight finishes
+        with the configuration it started with), and apply its staleness limit to the view."""
+        self._setup = _Setup(config)
+        self.view.stale_after_seconds = config.stale_after_seconds
 
     def judge(self, request: AdmissionRequest, endpoint: Endpoint = "validate") -> Verdict:
         """Judge one request at `endpoint`. Never raises for any request content: a policy that
         fails follows its failure mode and the failure is logged."""
+        started = time.perf_counter()
+        setup = self._setup  # one configuration for the whole request, even across a reload
         verdict = Verdict(response={"uid": str(request.get("uid", "")), "allowed": True})
         namespace = str(request.get("namespace") or "")
         raw_user = request.get("userInfo") or {}
         user = raw_user if isinstance(raw_user, dict) else {}
-        if self.config.exemptions.exempts(user, namespace):
+        if setup.config.exemptions.exempts(user, namespace):
             return verdict
-        for policy, actions in self._dispatch(request, endpoint):
-            if self.config.settings(policy.id).exemptions.exempts(user, namespace):
+        for policy, actions in self._dispatch(setup, request, endpoint):
+            if setup.config.settings(policy.id).exemptions.exempts(user, namespace):
                 continue  # exempt from this policy only (policies.<id>.exemptions)
-            judgement, errored = self._run(policy, request)
-            self._apply(verdict, policy, actions, judgement, endpoint, errored)
+            policy_started = time.perf_counter()
+            judgement, errored = self._run(setup.config, policy, request)
+            verdict.timings[policy.id] = time.perf_counter() - policy_started
+            self._apply(setup.config, verdict, policy, actions, judgement, endpoint, errored)
+        verdict.seconds = time.perf_counter() - started
+        if self.log_decisions:
+            log_decisions(request, verdict.decisions, verdict.timings, verdict.seconds)
         return verdict
 
     def _dispatch(
-        self, request: AdmissionRequest, endpoint: Endpoint
+        self, setup: _Setup, request: AdmissionRequest, endpoint: Endpoint
     ) -> list[tuple[Policy, tuple[str, ...]]]:
         """The policies (with their actions at `endpoint`) that see this request, in registry order.
         Dispatch is by (group, resource, subResource, operation), so the answer is cached per key."""
@@ -109,27 +134,21 @@ class Engine:
             request.get("subResource") or "",
             request.get("operation", ""),
         )
-        found = self._routes.get(key)
+        found = setup.routes.get(key)
         if found is None:
             found = []
             for policy in self.policies:
-                actions = self._actions_at(policy, endpoint)
+                actions = _actions_at(setup.config, policy, endpoint)
                 if actions and any(t.matches(request) for t in policy.targets):
                     found.append((policy, actions))
-            self._routes[key] = found
+            setup.routes[key] = found
         return found
 
-    def _actions_at(self, policy: Policy, endpoint: Endpoint) -> tuple[str, ...]:
-        configured = self.config.settings(policy.id).actions
-        if endpoint == "mutate":
-            return ("Mutate",) if "Mutate" in configured else ()
-        return tuple(a for a in configured if a != "Mutate")
-
-    def _run(self, policy: Policy, request: AdmissionRequest) -> tuple[Judgement, bool]:
+    def _run(self, config: Config, policy: Policy, request: AdmissionRequest) -> tuple[Judgement, bool]:
         ctx = PolicyContext(
             request=request,
             view=self.view,
-            params=self.config.settings(policy.id).params,
+            params=config.settings(policy.id).params,
             ledger=self.ledger,
             may_record=self.record and request.get("dryRun") is not True,
         )
@@ -141,6 +160,7 @@ class Engine:
 
     def _apply(
         self,
+        config: Config,
         verdict: Verdict,
         policy: Policy,
         actions: tuple[str, ...],
@@ -150,7 +170,7 @@ class Engine:
     ) -> None:
         response = verdict.response
         # Advisories go out on /validate, or on /mutate for a policy that runs there only.
-        if endpoint == "validate" or not self._actions_at(policy, "validate"):
+        if endpoint == "validate" or not _actions_at(config, policy, "validate"):
             for advisory in judgement.advisories:
                 _add_warning(response, f"[{policy.id}] {advisory}")
         for key, value in judgement.audit_annotations:
@@ -174,6 +194,21 @@ class Engine:
             elif action == "Mutate" and violation.patch:
                 _add_patch(response, violation.patch)
                 verdict.decisions.append(Decision(policy.id, "mutated", message, "Mutate", findings))
+
+
+@dataclass
+class _Setup:
+    """A configuration and the dispatch cache built from it, swapped together on a reload."""
+
+    config: Config
+    routes: dict[tuple[str, ...], list[Route]] = field(default_factory=dict)
+
+
+def _actions_at(config: Config, policy: Policy, endpoint: Endpoint) -> tuple[str, ...]:
+    configured = config.settings(policy.id).actions
+    if endpoint == "mutate":
+        return ("Mutate",) if "Mutate" in configured else ()
+    return tuple(a for a in configured if a != "Mutate")
 
 
 def _add_warning(response: AdmissionResponse, text: str) -> None:

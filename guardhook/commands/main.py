@@ -11,7 +11,6 @@ so a command added here later is held to it too.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -19,6 +18,8 @@ from collections.abc import Sequence
 from guardhook import __version__
 from guardhook.commands import audit, certs, check, drain_plan, pdb_sync, review, serve
 from guardhook.commands.common import EXIT_USAGE, CommandError
+from guardhook.server.logformat import FORMATS
+from guardhook.server.logformat import configure as configure_logging
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
@@ -43,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help=", ".join(LOG_LEVELS)
     )
+    parser.add_argument(
+        "--log-format", default="text", choices=FORMATS, help="log lines as text or JSON (default text)"
+    )
     subparsers = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_parser(subparsers)
@@ -63,11 +67,7 @@ def is_usage_error(exc: BaseException) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; exit 2 with one line on stderr for bad configuration, input or source."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(str(args.log_level), args.log_format)
     try:
         return int(args.run(args) or 0)
     except BrokenPipeError:

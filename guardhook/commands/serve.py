@@ -25,6 +25,18 @@ def add_parser(commands: Any) -> None:
     serve.add_argument("--port", type=argtypes.port, default=8443, help="port (default 8443)")
     serve.add_argument("--threads", type=argtypes.positive_int, default=8, help="request threads (default 8)")
     serve.add_argument(
+        "--metrics-port",
+        type=argtypes.port,
+        help="also serve GET /metrics over plain HTTP on this port (default: only on --port)",
+    )
+    serve.add_argument(
+        "--request-timeout",
+        type=argtypes.positive_seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="time from a connection's first byte to a complete request, else it is closed (default 5)",
+    )
+    serve.add_argument(
         "--cert-dir", default="certs", help="folder with ca.crt, tls.crt, tls.key (default certs/)"
     )
     serve.add_argument(
@@ -54,6 +66,8 @@ def run_serve(args: argparse.Namespace) -> int:
     from guardhook.pdbsync.runner import start_background_sync
     from guardhook.server.app import Runtime
     from guardhook.server.certs import ensure_certs
+    from guardhook.server.configwatch import ConfigWatcher
+    from guardhook.server.metricsport import serve_metrics
     from guardhook.server.webhook_server import ServeOptions, WebhookServer
 
     config = load_config(args.config, args.enforcement)
@@ -74,23 +88,39 @@ def run_serve(args: argparse.Namespace) -> int:
         open_view(source, config.stale_after_seconds)  # fail fast on unreadable manifests
 
     def make_runtime() -> Runtime:
+        runtime = build_runtime()
+        if args.config:  # a changed file (a ConfigMap update) applies without a restart
+            ConfigWatcher(
+                args.config, args.enforcement, runtime.engine, runtime.metrics.config_reloaded
+            ).start()
+        if args.metrics_port:
+            serve_metrics(runtime, args.host, args.metrics_port)
+        return runtime
+
+    def build_runtime() -> Runtime:
         # Runs in the gunicorn worker after fork, so the watch threads live there.
         # The eviction ledger: in memory for a static view, Leases in `namespace` for a live one.
         ledger = open_ledger(source, namespace)
         if not source.live:
             view = open_view(source, config.stale_after_seconds)
             scaling_startup(view, config)
-            return Runtime(Engine(view, config, ledger=ledger))
+            return Runtime(Engine(view, config, ledger=ledger, log_decisions=True))
         live = using_source(source, "use", lambda: live_view(source, config.stale_after_seconds))
         scaling_startup(live.view, config)  # the capacity index follows the watches from the start
         live.start()
-        runtime = Runtime(Engine(live.view, config, ledger=ledger))
+        runtime = Runtime(Engine(live.view, config, ledger=ledger, log_decisions=True))
         if args.sync_group_pdbs:  # plans from this same live view
             start_background_sync(live_client(source), namespace, lambda: live.view)
         runtime.collectors.append(live.collect)
         return runtime
 
-    options = ServeOptions(host=args.host, port=args.port, threads=args.threads, certs=certs)
+    options = ServeOptions(
+        host=args.host,
+        port=args.port,
+        threads=args.threads,
+        certs=certs,
+        request_timeout=args.request_timeout,
+    )
     WebhookServer(options, make_runtime).run()
     return 0
 

@@ -48,6 +48,11 @@ class LedgerError(RuntimeError):
 class Ledger(Protocol):
     """Where allowed disruptions are recorded, per LWS."""
 
+    def now(self) -> float:
+        """The ledger's clock (Unix seconds): the one clock that both stamps an entry's `expires`
+        (callers add the TTL to it) and decides which entries have expired."""
+        ...
+
     def entries(self, lws: LwsKey) -> Entries:
         """The unexpired entries of `lws`. Raises LedgerError."""
         ...

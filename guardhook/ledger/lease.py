@@ -79,6 +79,10 @@ class LeaseLedger:
         self.namespace = namespace
         self.clock = clock
 
+    def now(self) -> float:
+        """`clock()`: stamps expiries and checks them."""
+        return self.clock()
+
     def entries(self, lws: LwsKey) -> Entries:
         """The unexpired entries of `lws` (none when its Lease does not exist yet)."""
         return self._unexpired(self._read(lws))
@@ -116,7 +120,7 @@ class LeaseLedger:
 
     def _unexpired(self, lease: Any) -> Entries:
         annotations = (lease.metadata.annotations or {}) if lease is not None else {}
-        now = self.clock()
+        now = self.now()
         return tuple(e for e in decode_entries(annotations.get(ENTRIES_ANNOTATION)) if e.expires > now)
 
     def _write(self, lws: LwsKey, lease: Any, entries: Entries, timeout: float) -> None:

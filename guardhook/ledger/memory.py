@@ -18,6 +18,10 @@ class MemoryLedger:
         self._lock = threading.Lock()
         self._entries: dict[LwsKey, Entries] = {}
 
+    def now(self) -> float:
+        """`clock()`: stamps expiries and checks them."""
+        return self.clock()
+
     def entries(self, lws: LwsKey) -> Entries:
         """The unexpired entries of `lws`."""
         with self._lock:
@@ -32,5 +36,5 @@ class MemoryLedger:
             return result
 
     def _unexpired(self, lws: LwsKey) -> Entries:
-        now = self.clock()
+        now = self.now()
         return tuple(e for e in self._entries.get(lws, ()) if e.expires > now)

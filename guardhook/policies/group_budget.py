@@ -126,7 +126,9 @@ def judge_budget(
         if not within_budget(disruption.group, broken, disruption.budget):
             return too_many(budget_message(disruption, broken, what)), None
         pod = disruption.pod
-        record = Disruption(disruption.group, pod.name, pod.uid, time.time() + ttl)
+        # Stamped with the ledger's own clock, the one that later decides expiry.
+        now = ledger.now() if ledger is not None else time.time()
+        record = Disruption(disruption.group, pod.name, pod.uid, now + ttl)
         # Entries leave storage only by expiry: a replica whose view lags still counts them.
         kept = tuple(e for e in entries if e.group < disruption.lws.replicas)
         allowed = Judgement(advisories=(recorded_advisory,)) if recorded_advisory else ALLOW

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import logging
 import os
 import ssl
 import threading
@@ -19,6 +20,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from guardhook.server.tlssock import bound_io
+
+log = logging.getLogger(__name__)
 
 CA_FILE = "ca.crt"
 CERT_FILE = "tls.crt"
@@ -226,9 +229,14 @@ class RotatingServerContext:
                     self._context = self._build()
                     self._stamp = stamp
                     self.reloads += 1
-                except (OSError, ssl.SSLError):
+                    verb = "loaded" if self.reloads == 1 else "reloaded"
+                    log.info("%s the serving certificate %s", verb, self.paths.cert)
+                except (OSError, ssl.SSLError) as exc:
                     if self._context is None:
                         raise
+                    log.warning(
+                        "keeping the previous serving certificate: cannot load %s (%s)", self.paths.cert, exc
+                    )
         return self._context
 
     def _build(self) -> ssl.SSLContext:

@@ -47,6 +47,20 @@ class Metrics:
             ["policy", "action", "outcome"],
             registry=self.registry,
         )
+        self.policy_latency = Histogram(
+            "guardhook_policy_duration_seconds",
+            "Time one policy's judge took on one request, in seconds, by policy id and endpoint.",
+            ["policy", "endpoint"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.config_reloads = Counter(
+            "guardhook_config_reloads",
+            "Changes of the --config file seen, by result: success (applied) or failure (the "
+            "previous configuration kept).",
+            ["result"],
+            registry=self.registry,
+        )
         self.view_synced = Gauge(
             "guardhook_cluster_view_synced",
             "1 once every kind of the cluster view has synced for the first time.",
@@ -85,9 +99,15 @@ class Metrics:
         )
 
     def observe(self, endpoint: str, verdict: Verdict) -> None:
-        """Count the decisions of one judged request."""
+        """Count the decisions of one judged request and time each policy that ran."""
+        for policy, seconds in verdict.timings.items():
+            self._child(self.policy_latency, policy, endpoint).observe(seconds)
         for decision in verdict.decisions:
             self._child(self.decisions, decision.policy, decision.action or "none", decision.outcome).inc()
+
+    def config_reloaded(self, ok: bool) -> None:
+        """Count one change of the --config file: applied (`ok`) or refused."""
+        self._child(self.config_reloads, "success" if ok else "failure").inc()
 
     def answered(self, endpoint: str, status_code: int, seconds: float) -> None:
         """Count one answered request and its latency in seconds."""

@@ -1,11 +1,9 @@
 """Server TLS sockets whose every blocking read and write is bounded by a timeout.
 
-gunicorn's gthread worker waits (5 s) for a new connection's first bytes without holding a thread,
-but once a byte arrives it completes the TLS handshake and reads the request headers and body on a
-pool thread with a blocking socket and no timeout: a client that sends half a request and stalls
-would hold that thread for good, and `--threads` such clients would stop the webhook. gunicorn's
-`timeout` setting does not help (the gthread main loop keeps the worker's heartbeat alive). So each
-socket gets a per-operation timeout: a stalled client's connection is closed, freeing the thread.
+The worker (guardhook.server.readahead) reads each request whole in its event loop before a pool
+thread sees it, so the threads only block on a client while writing the answer (and on a body
+gunicorn drains). Each such operation gets a timeout here: a client that stops reading its answer
+is closed, freeing the thread, rather than holding it for good.
 """
 
 from __future__ import annotations

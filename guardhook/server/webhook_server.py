@@ -1,4 +1,5 @@
-"""Serve the webhook app over HTTPS under gunicorn (gthread worker, one process).
+"""Serve the webhook app over HTTPS under gunicorn (a gthread worker that reads requests whole in
+its event loop, guardhook.server.readahead; one process).
 
 Why these settings: the API server keeps connections alive for ~90 s, which the sync worker would
 drop, so we use gthread with `keepalive` above that; one worker process holds one cluster view
@@ -19,9 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.glogging import Logger as GunicornLogger
 
+from guardhook.admission.codec import MAX_BODY_BYTES
 from guardhook.server.app import Runtime, create_app
 from guardhook.server.certs import CertPaths, RotatingServerContext
+from guardhook.server.logformat import formatter
+from guardhook.server.readahead import READ_TIMEOUT_SECONDS, worker_class
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +43,17 @@ class ServeOptions:
     port: int
     threads: int
     certs: CertPaths
+    request_timeout: float = READ_TIMEOUT_SECONDS
+    """Seconds from a connection's first byte to a complete request (headers and body)."""
+
+
+class SameFormatLogger(GunicornLogger):
+    """gunicorn's logger, writing its lines in guardhook's format (`--log-format`)."""
+
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)
+        for handler in (*self.error_log.handlers, *self.access_log.handlers):
+            handler.setFormatter(formatter())
 
 
 class WebhookServer(BaseApplication):
@@ -54,7 +70,7 @@ class WebhookServer(BaseApplication):
         settings: dict[str, Any] = {
             "bind": f"{host}:{self.options.port}",
             "workers": 1,
-            "worker_class": "gthread",
+            "worker_class": worker_class(self.options.request_timeout, MAX_BODY_BYTES),
             "threads": self.options.threads,
             "keepalive": KEEPALIVE_SECONDS,
             "timeout": REQUEST_TIMEOUT_SECONDS,
@@ -64,7 +80,8 @@ class WebhookServer(BaseApplication):
             "ssl_context": self._ssl_context,
             "accesslog": None,
             "errorlog": "-",
-            "loglevel": "info",
+            "loglevel": logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower(),
+            "logger_class": SameFormatLogger,
             "preload_app": False,
             "proc_name": "guardhook",
             "control_socket_disable": True,

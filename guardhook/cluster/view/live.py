@@ -219,7 +219,10 @@ class Reflector:
             for key in self.view.keys(self.kind):
                 if key not in versions:
                     self.view.remove(self.kind, key)
+            was_synced = self.view.synced
             self.view.mark_synced(self.kind)
+            if not was_synced and self.view.synced:
+                log.info("cluster view synced: every kind listed; the webhook is ready")
         self.versions = versions
         self.resource_version = version
         self._heard()

@@ -1,0 +1,88 @@
+"""One log format for every line guardhook writes, gunicorn's included: `--log-format text|json`.
+
+`text`: `2026-12-01 12:00:00,123 INFO guardhook.decisions: admission decision policy=... uid=...`
+(the fields of a structured line as key=value pairs after the message). `json`: one JSON object
+per line, `{"time": RFC 3339 UTC, "level", "logger", "msg", ...fields}`, for log pipelines
+(Loki, Elasticsearch, Cloud Logging) that parse JSON. A structured line passes its fields as
+`extra={"fields": {...}}`. Standard library only: every command imports this at start-up.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import sys
+from typing import Any
+
+FORMATS = ("text", "json")
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+_formatter: logging.Formatter | None = None
+
+
+class TextFormatter(logging.Formatter):
+    """The classic text line, with a structured line's fields appended as key=value."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict) and fields:
+            line += " " + " ".join(f"{key}={_text_value(value)}" for key, value in fields.items())
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time (RFC 3339, UTC, milliseconds), level, logger, msg, the
+    record's fields, and `exc` with the traceback when there is one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = datetime.datetime.fromtimestamp(record.created, tz=datetime.UTC)
+        line: dict[str, Any] = {
+            "time": stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            line.update(fields)
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str, separators=(",", ":"))
+
+
+def _text_value(value: Any) -> str:
+    text = str(value)
+    if not text or any(c in text for c in ' "=\n'):
+        return json.dumps(text)
+    return text
+
+
+def formatter() -> logging.Formatter:
+    """The formatter `configure` chose (text before it was called)."""
+    return _formatter or TextFormatter()
+
+
+def configure(level: str = "INFO", fmt: str = "text") -> None:
+    """Send the root logger's lines to stderr at `level` in `fmt` ("text" or "json"), replacing a
+    handler an earlier call installed. Like `logging.basicConfig`, it leaves logging alone when
+    someone else already gave the root logger a handler (an embedding program, a test harness);
+    gunicorn's lines still use `fmt` (see `formatter`). Raises ValueError for another format."""
+    global _formatter
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown log format {fmt!r} (one of {', '.join(FORMATS)})")
+    _formatter = JsonFormatter() if fmt == "json" else TextFormatter()
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "guardhook", False)]:
+        root.removeHandler(old)
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_formatter)
+    handler.guardhook = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(getattr(logging, level.upper(), logging.INFO))

@@ -1,0 +1,252 @@
+"""A gunicorn gthread worker that reads each request whole before a request thread sees it.
+
+gunicorn's gthread worker hands a connection to a pool thread as soon as its first byte arrives;
+the thread then does the TLS handshake and reads headers and body with blocking calls. A client
+that trickles a header line a second holds that thread as long as it likes (the per-operation
+socket timeout, guardhook.server.tlssock, only bounds each single read), and `--threads` such
+clients stop the webhook. Measured with bench/slowloris.py: 64 trickling connections against 8
+threads put a normal review's p99 past 100 s.
+
+Here the worker's own event loop (its selector, which already waits on kept-alive connections
+without holding a thread) also does the TLS handshake and reads the request line, headers and
+body with non-blocking calls into a buffer. Only a complete request is queued for a pool thread,
+with the bytes already in the parser's buffer, so waiting connections never hold the threads that
+answer complete requests. Like the Go API server's `http.Server.ReadHeaderTimeout` (here covering
+the body too), a connection gets `request_timeout` seconds from its first byte (or from accept, for
+the TLS handshake of a new connection) to a complete request; past that it is closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import selectors
+import ssl
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from gunicorn import http
+from gunicorn.sock import ssl_context
+from gunicorn.workers.gthread import ThreadWorker
+
+log = logging.getLogger(__name__)
+
+READ_TIMEOUT_SECONDS = 5.0
+"""Default time from a connection's first byte to a complete request. The API server sends a
+review in one write and waits 10 s by default (at most 30 s) for the answer."""
+
+MAX_HEADER_BYTES = 64 * 1024
+"""A header block still open past this is handed to gunicorn's parser, which answers 400 (its
+limit_request_line / limit_request_field_size are lower)."""
+
+READ_CHUNK = 64 * 1024
+TIMEOUT_ANSWER = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+HEADER_END = b"\r\n\r\n"
+_CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)[ \t]*(?=\r\n)", re.IGNORECASE)
+_CHUNKED = re.compile(rb"\r\ntransfer-encoding:[^\r\n]*chunked", re.IGNORECASE)
+_EXPECT_CONTINUE = re.compile(rb"\r\nexpect:[ \t]*100-continue", re.IGNORECASE)
+
+
+def request_complete(buffer: bytes | bytearray, max_body: int) -> bool:
+    """Whether `buffer` starts with a whole HTTP/1.1 request (headers and body) or with enough to
+    be answered without reading more: a header block over MAX_HEADER_BYTES, or a declared body
+    over `max_body` bytes (the app refuses those unread, with 400 and Connection: close)."""
+    end = buffer.find(HEADER_END)
+    if end < 0:
+        return len(buffer) > MAX_HEADER_BYTES
+    head, body = buffer[: end + 2], buffer[end + len(HEADER_END) :]  # head keeps its last CRLF
+    if _CHUNKED.search(head):
+        return chunked_complete(body, max_body)
+    match = _CONTENT_LENGTH.search(head)
+    if match is None:
+        return True  # no body (a GET, or a body gunicorn refuses for lack of a length)
+    length = int(match.group(1))
+    return length > max_body or len(body) >= length
+
+
+def chunked_complete(body: bytes | bytearray, max_body: int) -> bool:
+    """Whether a chunked body (RFC 9112 §7.1) has reached its last chunk and the trailer section's
+    end, or has grown over `max_body` (then the app refuses it). A malformed size line counts as
+    complete: gunicorn's parser answers it with 400."""
+    at = 0
+    while True:
+        line_end = body.find(b"\r\n", at)
+        if line_end < 0:
+            return len(body) > max_body
+        try:
+            size = int(body[at:line_end].split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            return True
+        at = line_end + 2
+        if size == 0:
+            return body.find(b"\r\n\r\n", at - 2) >= 0 or len(body) > max_body
+        at += size + 2
+        if at > len(body):
+            return len(body) > max_body
+
+
+@dataclass
+class Reading:
+    """A connection being read: what arrived, and by when the request must be complete."""
+
+    deadline: float
+    buffer: bytearray = field(default_factory=bytearray)
+    events: int = 0
+    continued: bool = False
+
+
+class ReadAheadWorker(ThreadWorker):
+    """gthread, with handshake and request reading moved from the pool threads to the event loop.
+
+    Subclassed per server with `request_timeout` (seconds) and `max_body` (bytes) set.
+    """
+
+    request_timeout: float = READ_TIMEOUT_SECONDS
+    max_body: int = 3 * 1024 * 1024
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reading: dict[Any, Reading] = {}
+        self.cut_off = 0
+
+    def enqueue_req(self, conn: Any) -> None:
+        """Called by gthread for a new connection, a kept-alive one that became readable, and one
+        with read-ahead bytes left by the previous request: read it whole before queueing it."""
+        state = Reading(deadline=time.monotonic() + self.request_timeout)
+        if conn.parser is not None:
+            state.buffer += conn.parser.unreader.take_buffered()
+        self.reading[conn] = state
+        self._advance(conn)
+
+    def _advance(self, conn: Any, _fileobj: Any = None) -> None:
+        state = self.reading.get(conn)
+        if state is None:
+            return
+        try:
+            wanted = self._handshake(conn) or self._read(conn, state)
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError: a bad or broken client
+            log.debug("closing a connection while reading its request: %s", exc)
+            self._drop(conn)
+            return
+        if wanted is None:
+            self._release(conn)
+            conn.parser.unreader.unread(bytes(state.buffer))
+            conn.data_ready = True
+            super().enqueue_req(conn)
+            return
+        if wanted == -1:  # the client closed the connection
+            self._drop(conn)
+            return
+        self._watch(conn, state, wanted)
+
+    def _handshake(self, conn: Any) -> int:
+        """Start or continue a new connection's TLS handshake; the selector event it waits for,
+        or 0 once done (and the HTTP/1.1 parser is set up)."""
+        if conn.initialized:
+            return 0
+        if self.cfg.is_ssl:
+            if not isinstance(conn.sock, ssl.SSLSocket):
+                conn.sock.setblocking(False)
+                conn.sock = ssl_context(self.cfg).wrap_socket(
+                    conn.sock,
+                    server_side=True,
+                    suppress_ragged_eofs=self.cfg.suppress_ragged_eofs,
+                    do_handshake_on_connect=False,
+                )
+            try:
+                conn.sock.do_handshake()
+            except ssl.SSLWantReadError:
+                return selectors.EVENT_READ
+            except ssl.SSLWantWriteError:
+                return selectors.EVENT_WRITE
+        else:
+            conn.sock.setblocking(False)
+        conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
+        conn.initialized = True
+        return 0
+
+    def _read(self, conn: Any, state: Reading) -> int | None:
+        """Read what is there; None once the request is complete, -1 at EOF, else the selector
+        event to wait for."""
+        conn.sock.setblocking(False)
+        while not request_complete(state.buffer, self.max_body):
+            try:
+                data = conn.sock.recv(READ_CHUNK)
+            except (ssl.SSLWantReadError, BlockingIOError):
+                self._continue_if_expected(conn, state)
+                return selectors.EVENT_READ
+            except ssl.SSLWantWriteError:
+                return selectors.EVENT_WRITE
+            if not data:
+                return -1
+            state.buffer += data
+        return None
+
+    def _continue_if_expected(self, conn: Any, state: Reading) -> None:
+        """A client that sent `Expect: 100-continue` waits for the interim 100 before its body
+        (RFC 9110 §10.1.1): send it once the headers are in. gunicorn may send one more when it
+        parses the request; a client must accept several 1xx answers (RFC 9110 §15.2)."""
+        if state.continued:
+            return
+        end = state.buffer.find(HEADER_END)
+        if end >= 0 and _EXPECT_CONTINUE.search(bytes(state.buffer[:end])):
+            state.continued = True
+            conn.sock.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def _watch(self, conn: Any, state: Reading, events: int) -> None:
+        callback = partial(self._advance, conn)
+        if state.events == 0:
+            self.poller.register(conn.sock, events, callback)
+        elif state.events != events:
+            self.poller.modify(conn.sock, events, callback)
+        state.events = events
+
+    def _release(self, conn: Any) -> None:
+        state = self.reading.pop(conn, None)
+        if state is not None and state.events:
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                self.poller.unregister(conn.sock)
+
+    def _drop(self, conn: Any) -> None:
+        self._release(conn)
+        self.nr_conns -= 1
+        conn.close()
+
+    def murder_pending(self) -> None:
+        """Also close connections whose request did not complete in time (gthread's event loop
+        calls this at least once a second)."""
+        super().murder_pending()
+        now = time.monotonic()
+        for conn in [c for c, s in self.reading.items() if s.deadline <= now]:
+            self.cut_off += 1
+            log.debug("closed %s: no complete request within %gs", _peer(conn), self.request_timeout)
+            self._time_out(conn)
+            self._drop(conn)
+
+    def _time_out(self, conn: Any) -> None:
+        """Tell a client that sent part of a request why it is closed (408, RFC 9110 §15.5.9);
+        one non-blocking attempt, since the client may not be reading either."""
+        state = self.reading.get(conn)
+        if state is None or not state.buffer or not conn.initialized:
+            return
+        with contextlib.suppress(OSError):
+            conn.sock.send(TIMEOUT_ANSWER)
+
+
+def _peer(conn: Any) -> str:
+    client = conn.client
+    if isinstance(client, tuple) and len(client) >= 2:
+        return f"{client[0]}:{client[1]}"
+    return str(client)
+
+
+def worker_class(request_timeout: float, max_body: int) -> type[ReadAheadWorker]:
+    """A ReadAheadWorker subclass with these limits (gunicorn instantiates the class itself)."""
+    return type(
+        "ReadAheadWorker",
+        (ReadAheadWorker,),
+        {"request_timeout": request_timeout, "max_body": max_body, "__module__": __name__},
+    )
