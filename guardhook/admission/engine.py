@@ -84,9 +84,13 @@ class Engine:
         verdict = Verdict(response={"uid": str(request.get("uid", "")), "allowed": True})
         namespace = str(request.get("namespace") or "")
         user = request.get("userInfo") or {}
-        if self.config.exemptions.exempts(user if isinstance(user, dict) else {}, namespace):
+        exemptions = self.config.exemptions
+        if exemptions.exempts({}, namespace):
             return verdict
+        exempt_user = exemptions.exempts(user if isinstance(user, dict) else {}, "")
         for policy, actions in self._dispatch(request, endpoint):
+            if exempt_user and policy.honours_user_exemptions:
+                continue
             judgement, errored = self._run(policy, request)
             self._apply(verdict, policy, actions, judgement, endpoint, errored)
         return verdict

@@ -10,14 +10,14 @@ from collections.abc import Sequence
 
 from guardhook import __version__
 from guardhook.cluster.view.manifests import ManifestError
-from guardhook.commands import audit, certs, check, pdb_sync, review, serve
+from guardhook.commands import audit, certs, check, group_readiness, pdb_sync, review, serve
 from guardhook.commands.common import EXIT_USAGE, SourceError
 from guardhook.config import ConfigError
 from guardhook.server.cabundle import ManifestsError
 from guardhook.server.certs import CertificateError
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-COMMANDS = (serve, review, check, audit, certs, pdb_sync)
+COMMANDS = (serve, review, check, audit, certs, pdb_sync, group_readiness)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,6 +9,7 @@ from guardhook.policies import (
     group_capacity,
     group_eviction,
     group_pdb,
+    group_readiness,
     group_spec,
     leader_service,
     pod_counted_scaler,
@@ -24,4 +25,5 @@ REGISTRY: tuple[Policy, ...] = (
     pod_counted_scaler.POLICY,
     group_capacity.POLICY,
     group_spec.POLICY,
+    group_readiness.POLICY,
 )

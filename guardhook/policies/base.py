@@ -144,6 +144,9 @@ class Policy(ABC):
     """False for a policy that judges the object alone (a lint): a stale view cannot change it."""
     reads_nodes: ClassVar[bool] = False
     """True for a policy that judges against free node capacity: meaningless without Nodes."""
+    honours_user_exemptions: ClassVar[bool] = True
+    """False for a policy that must see the exempt controllers' requests too (group-readiness:
+    leader pods are created by the StatefulSet controller). Namespace exemptions always apply."""
 
     @abstractmethod
     def judge(self, ctx: PolicyContext) -> Judgement:
