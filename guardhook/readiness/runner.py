@@ -106,11 +106,15 @@ class Reconciler:
         return outcome
 
     def _awaiting_own_write(self, entry: Entry) -> bool:
-        """True when this exact condition was written while the view showed what it still shows
-        (the view lags behind our own write): writing it again would change nothing."""
+        """True while the view lags behind our own last write to this leader (it still shows what
+        it showed then) and that write set the same status: only a status flip is urgent; a new
+        reason waits for the view to catch up, which wakes the next round anyway."""
         with self._lock:
             written = self._written.get(entry.key)
-        return written is not None and written == (_want(entry), _seen(entry))
+        if written is None:
+            return False
+        wrote, seen = written
+        return seen == _seen(entry) and wrote is not None and wrote[0] == entry.want.status
 
     def _patch(self, entry: Entry, outcome: Outcome, started: float) -> None:
         if self.pods is None:
