@@ -5,6 +5,7 @@ whole again, a worker deleted, leader containers not ready, opt-out; patches onl
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -192,14 +193,21 @@ def test_every_transition_follows_the_group(tmp_path: Path) -> None:
 
 
 def test_patches_only_on_change(tmp_path: Path) -> None:
-    with running_fake() as fake, reconciling(fake, tmp_path):
-        load(fake, fleet())
-        assert wait_for(lambda: all(condition(fake, name) == WHOLE for name in LEADERS))
-        settled = len(status_writes(fake))
-        assert settled == 4
-        edit_pod(fake, "llm-xl-3-1", lambda p: p["metadata"].setdefault("annotations", {}).update(x="y"))
-        time.sleep(1.5)  # a woken round and full resyncs: the group is still whole
-        assert len(status_writes(fake)) == settled
+    with running_fake() as fake:
+        load(fake, fleet())  # listed at once: one write per leader, no intermediate states
+        with reconciling(fake, tmp_path):
+            assert_one_write_per_change(fake)
+
+
+def assert_one_write_per_change(fake: FakeApiServer) -> None:
+    assert wait_for(lambda: all(condition(fake, name) == WHOLE for name in LEADERS))
+    time.sleep(1.2)  # full resyncs and the rounds our own writes wake: nothing more to write
+    assert sorted(status_writes(fake)) == LEADERS
+    edit_pod(fake, "llm-xl-3-1", lambda p: p["metadata"].setdefault("annotations", {}).update(x="y"))
+    edit_pod(fake, "llm-xl-0-2", lambda p: set_condition(p, "Ready", False))
+    assert wait_for(lambda: condition(fake, "llm-xl-0") == ("False", "WorkerNotReady: llm-xl-0-2"))
+    time.sleep(1.2)  # the group llm-xl-3 is still whole: never written again
+    assert sorted(status_writes(fake)) == sorted([*LEADERS, "llm-xl-0"])
 
 
 def test_opt_out_removes_nothing_and_releases_held_leaders(tmp_path: Path) -> None:
@@ -341,3 +349,30 @@ def test_serve_sync_group_readiness_sets_conditions_and_reports_metrics(tmp_path
             assert 'guardhook_group_readiness_patches_total{result="patched"} 5.0' in text
         finally:
             running.stop()
+
+
+def test_a_view_lagging_behind_our_own_writes_causes_no_second_write() -> None:
+    with running_fake() as fake:
+        objects = fleet()
+        load(fake, objects)
+        reconciler = Reconciler(fake.api_client())
+        without_worker = [o for o in objects if o["metadata"]["name"] != "llm-xl-0-1"]
+        assert reconciler.sync(view_from_objects(without_worker)).patched == [f"serve/{n}" for n in LEADERS]
+        # The view has not seen that write yet, and now says another False reason: held back.
+        not_ready = [
+            set_condition(copy.deepcopy(o), "Ready", False) if o["metadata"]["name"] == "llm-xl-0-2" else o
+            for o in objects
+        ]
+        assert reconciler.sync(view_from_objects(not_ready)).patched == []
+        # A status flip is never held back.
+        assert reconciler.sync(view_from_objects(objects)).patched == ["serve/llm-xl-0"]
+        # The view now shows our first write (an older one of ours): no write again.
+        first = [o if o["metadata"]["name"] != "llm-xl-0" else fake_pod_after_first_write(o) for o in objects]
+        assert reconciler.sync(view_from_objects(first)).patched == []
+        assert status_writes(fake).count("llm-xl-0") == 2
+
+
+def fake_pod_after_first_write(leader: Object) -> Object:
+    return set_condition(
+        copy.deepcopy(leader), GATE, False, reason="WorkerMissing", message="WorkerMissing: 3 of 4 pods"
+    )

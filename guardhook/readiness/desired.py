@@ -19,6 +19,7 @@ stay as last written.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from guardhook.cluster.group_ready import (
@@ -90,15 +91,26 @@ class Plan:
         return [e for e in self.entries if e.action == PATCH]
 
 
-def plan(view: ClusterView, all_lws: bool = False) -> Plan:
-    """The plan for `view`; `all_lws` is the `group-readiness` policy's `allLeaderWorkerSets`."""
+GroupKey = tuple[str, str, int]
+"""(namespace, LWS name, group index)."""
+
+
+def plan(view: ClusterView, all_lws: bool = False, only: Collection[GroupKey] | None = None) -> Plan:
+    """The plan for `view`; `all_lws` is the `group-readiness` policy's `allLeaderWorkerSets`.
+    With `only`, just those groups are planned (a round woken by pod changes)."""
     result = Plan()
     if view.is_stale():
         result.warnings.append("cluster view is stale or not synced; group-ready conditions left as they are")
         return result
-    for lws in sorted(view.all_lws(), key=lambda lws: (lws.namespace, lws.name)):
+    if only is not None:
+        candidates = [lws for ns, name in sorted({(k[0], k[1]) for k in only}) if (lws := view.lws(ns, name))]
+    else:
+        candidates = sorted(view.all_lws(), key=lambda lws: (lws.namespace, lws.name))
+    for lws in candidates:
         opted = opted_in(lws, all_lws)
         for leader in leaders(view, lws):
+            if only is not None and (lws.namespace, lws.name, leader.group_index) not in only:
+                continue
             entry = _entry(view, leader, opted)
             if entry is not None:
                 result.entries.append(entry)

@@ -3,11 +3,12 @@
 
 A `Reconciler` subscribes to the view's pod changes: a change to a pod of an LWS group wakes the
 round loop at once (so a condition follows the view within a round trip, not an interval) and
-stamps the time the view saw that group change. Each round plans from the view
-(`guardhook.readiness.desired.plan`) and patches only what differs; a condition it has just
-written is not written again while the view has not caught up with its own write. With several
-replicas only the holder of the Lease `guardhook-group-readiness` reconciles (the election and loop
-every reconciler shares, `guardhook.reconcile`).
+stamps the time the view saw that group change. A woken round plans just the changed groups; every
+`interval` a full round plans every group (and sees LWS changes such as an opt-out). Each round
+plans from the view (`guardhook.readiness.desired.plan`) and patches only what differs; a
+condition it has just written is not written again while the view has not caught up with its own
+write. With several replicas only the holder of the Lease `guardhook-group-readiness` reconciles
+(the election and loop every reconciler shares, `guardhook.reconcile`).
 """
 
 from __future__ import annotations
@@ -23,15 +24,16 @@ from kubernetes import client
 from guardhook.cluster.lws import member_of_pod
 from guardhook.cluster.view.store import PODS, ClusterView
 from guardhook.readiness.apply import PATCHED, Outcome, PodStatusApi, patch_condition
-from guardhook.readiness.desired import PATCH, Entry, Plan, plan
+from guardhook.readiness.desired import PATCH, Entry, GroupKey, Plan, plan
 from guardhook.reconcile import election, loop
 
 NAME = "group-readiness"
 LEASE_NAME = "guardhook-group-readiness"
 DEFAULT_INTERVAL_SECONDS = 10.0
 """Full resync period; pod changes wake a round at once (LWS changes wait for the resync)."""
+IN_FLIGHT_SECONDS = 5.0
+"""How long the view may lag behind our own write before we trust the view again."""
 
-GroupKey = tuple[str, str, int]
 Seen = tuple[str, str, str] | None
 
 
@@ -64,7 +66,12 @@ class Reconciler:
         self.wake = threading.Event()
         self._lock = threading.Lock()
         self._changed: dict[GroupKey, float] = {}
-        self._written: dict[tuple[str, str, str], tuple[Seen, Seen]] = {}
+        self._dirty: set[GroupKey] = set()
+        self._last_full = float("-inf")
+        self.full_every = DEFAULT_INTERVAL_SECONDS
+        # Per leader: our last write, the states the view may still show from before it (its state
+        # then, and our earlier writes), and when.
+        self._written: dict[tuple[str, str, str], tuple[Seen, frozenset[Seen], float]] = {}
 
     # ---- the view listener ------------------------------------------------------------------
 
@@ -78,8 +85,10 @@ class Reconciler:
         member = member_of_pod(new if new is not None else old)
         if member is None:
             return
+        key = (member.namespace, member.lws_name, member.group_index)
         with self._lock:
-            self._changed[(member.namespace, member.lws_name, member.group_index)] = time.monotonic()
+            self._changed[key] = time.monotonic()
+            self._dirty.add(key)
         self.wake.set()
 
     # ---- rounds -----------------------------------------------------------------------------
@@ -88,13 +97,30 @@ class Reconciler:
         return plan(view, self.all_lws)
 
     def sync(self, view: ClusterView) -> Outcome:
-        """One round: plan from `view`, patch what differs. Never raises for an API error."""
-        started = time.monotonic()
+        """One full round: plan every group from `view`, patch what differs. Never raises for an
+        API error."""
+        with self._lock:
+            self._dirty.clear()
+        self._last_full = time.monotonic()
         planned = self.plan(view)
-        outcome = Outcome()
         live = {entry.key for entry in planned.entries}
         with self._lock:
             self._written = {k: v for k, v in self._written.items() if k in live}
+        return self._apply(planned)
+
+    def sync_changed(self, view: ClusterView) -> Outcome:
+        """A round for the loop: only the groups whose pods changed since the last round, or a
+        full round once `full_every` seconds have passed (LWS changes, e.g. an opt-out, are seen
+        there). Never raises for an API error."""
+        if time.monotonic() - self._last_full >= self.full_every:
+            return self.sync(view)
+        with self._lock:
+            dirty, self._dirty = self._dirty, set()
+        return self._apply(plan(view, self.all_lws, only=dirty)) if dirty else Outcome()
+
+    def _apply(self, planned: Plan) -> Outcome:
+        started = time.monotonic()
+        outcome = Outcome()
         for entry in planned.entries:
             if entry.action != PATCH:
                 with self._lock:
@@ -106,15 +132,17 @@ class Reconciler:
         return outcome
 
     def _awaiting_own_write(self, entry: Entry) -> bool:
-        """True while the view lags behind our own last write to this leader (it still shows what
-        it showed then) and that write set the same status: only a status flip is urgent; a new
-        reason waits for the view to catch up, which wakes the next round anyway."""
+        """True while the view lags behind our own last write to this leader — it still shows a
+        state from before that write (its state then, or one of our earlier writes), for at most
+        IN_FLIGHT_SECONDS — and that write set the same status: only a status flip is urgent; a
+        new reason waits for the view to catch up, which wakes the next round anyway."""
         with self._lock:
             written = self._written.get(entry.key)
         if written is None:
             return False
-        wrote, seen = written
-        return seen == _seen(entry) and wrote is not None and wrote[0] == entry.want.status
+        wrote, before, at = written
+        fresh = time.monotonic() - at < IN_FLIGHT_SECONDS
+        return fresh and _seen(entry) in before and wrote is not None and wrote[0] == entry.want.status
 
     def _patch(self, entry: Entry, outcome: Outcome, started: float) -> None:
         if self.pods is None:
@@ -123,14 +151,19 @@ class Reconciler:
         self.observer.patched(result)
         if result == PATCHED:
             with self._lock:
-                self._written[entry.key] = (_want(entry), _seen(entry))
+                previous = self._written.get(entry.key)
+                before = {_seen(entry)}
+                if previous is not None and _seen(entry) in previous[1]:
+                    before |= previous[1] | {previous[0]}
+                self._written[entry.key] = (_want(entry), frozenset(before), time.monotonic())
                 changed = self._changed.get((entry.namespace, entry.lws, entry.group_index), started)
             if entry.want.ready and (entry.current is None or entry.current.status != "True"):
                 self.observer.ready_after(max(0.0, time.monotonic() - changed))
 
     def run_until(self, current_view: loop.ViewSource, stop: threading.Event, interval: float) -> None:
         """Rounds until `stop`: woken by pod changes, else every `interval` seconds."""
-        loop.reconcile_until(self.sync, current_view, stop, interval, wake=self.wake, name=NAME)
+        self.full_every = interval
+        loop.reconcile_until(self.sync_changed, current_view, stop, interval, wake=self.wake, name=NAME)
 
 
 def _want(entry: Entry) -> Seen:
