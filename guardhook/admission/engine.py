@@ -80,7 +80,9 @@ class Engine:
 
     def judge(self, request: AdmissionRequest, endpoint: Endpoint = "validate") -> Verdict:
         """Judge one request at `endpoint`. Never raises for any request content: a policy that
-        fails follows its failure mode and the failure is logged."""
+        fails follows its failure mode and the failure is logged. An exempt namespace skips every
+        policy; an exempt user or group skips every policy that honours user exemptions (all but
+        group-readiness, which must see the StatefulSet controller's pod creations)."""
         verdict = Verdict(response={"uid": str(request.get("uid", "")), "allowed": True})
         namespace = str(request.get("namespace") or "")
         user = request.get("userInfo") or {}
