@@ -376,3 +376,24 @@ def fake_pod_after_first_write(leader: Object) -> Object:
     return set_condition(
         copy.deepcopy(leader), GATE, False, reason="WorkerMissing", message="WorkerMissing: 3 of 4 pods"
     )
+
+
+def test_the_standalone_reconciler_holds_its_lease_and_follows_the_group(tmp_path: Path) -> None:
+    with running_fake() as fake:
+        load(fake, fleet())
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
+        command = [sys.executable, "-m", "guardhook", "group-readiness", "--kubeconfig", str(kubeconfig)]
+        command += ["--namespace", "guardhook-system", "--interval", "0.5"]
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=clean_env(tmp_path)
+        )
+        try:
+            assert wait_for(lambda: all(condition(fake, name) == WHOLE for name in LEADERS), 40)
+            lease = fake.get("leases", "guardhook-system", "guardhook-group-readiness")
+            assert lease is not None and lease["spec"]["holderIdentity"]
+            edit_pod(fake, "llm-xl-2-2", lambda p: set_condition(p, "Ready", False))
+            assert wait_for(lambda: condition(fake, "llm-xl-2") == ("False", "WorkerNotReady: llm-xl-2-2"))
+        finally:
+            process.terminate()
+            output = process.communicate(timeout=30)[0].decode()
+        assert "successfully acquired lease" in output
