@@ -58,6 +58,7 @@ class GroupReadiness:
 
     @property
     def status(self) -> str:
+        """The condition's status: "True" or "False"."""
         return "True" if self.ready else "False"
 
     @property

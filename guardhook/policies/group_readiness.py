@@ -54,6 +54,8 @@ def gate_patch(pod: KubeObject) -> tuple[JSONPatchOp, ...]:
 
 
 class GroupReadiness(Policy):
+    """The `group-readiness` policy (see the module docstring)."""
+
     id = "group-readiness"
     targets = (target("", "pods", "", "CREATE"),)
     default_actions = ("Mutate",)

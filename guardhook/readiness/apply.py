@@ -33,7 +33,8 @@ NOT_FOUND = 404
 class PodStatusApi(Protocol):
     """The CoreV1Api method the applier calls."""
 
-    def patch_namespaced_pod_status(self, name: str, namespace: str, body: Any, **kwargs: Any) -> Any: ...
+    def patch_namespaced_pod_status(self, name: str, namespace: str, body: Any, **kwargs: Any) -> Any:
+        """PATCH pods/<name>/status in `namespace` with `body`."""
 
 
 @dataclass
@@ -47,6 +48,7 @@ class Outcome:
     errors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, list[str]]:
+        """The outcome as printed by `guardhook group-readiness --once`."""
         return {
             "patched": self.patched,
             "conflicts": self.conflicts,

@@ -58,6 +58,7 @@ class Entry:
 
     @property
     def key(self) -> tuple[str, str, str]:
+        """(namespace, pod name, pod uid): one leader incarnation."""
         return (self.namespace, self.pod, self.uid)
 
     def line(self) -> str:
@@ -68,6 +69,7 @@ class Entry:
         )
 
     def as_dict(self) -> dict[str, object]:
+        """The entry as JSON-ready fields (pod, leaderWorkerSet, group, status, reason, message, action)."""
         return {
             "pod": f"{self.namespace}/{self.pod}",
             "leaderWorkerSet": self.lws,
@@ -88,6 +90,7 @@ class Plan:
 
     @property
     def patches(self) -> list[Entry]:
+        """The entries to write."""
         return [e for e in self.entries if e.action == PATCH]
 
 

@@ -94,6 +94,7 @@ class Reconciler:
     # ---- rounds -----------------------------------------------------------------------------
 
     def plan(self, view: ClusterView) -> Plan:
+        """The full plan for `view` (guardhook.readiness.desired.plan); changes nothing."""
         return plan(view, self.all_lws)
 
     def sync(self, view: ClusterView) -> Outcome:

@@ -173,6 +173,7 @@ class GroupReadinessMetrics:
         )
 
     def patched(self, result: str) -> None:
+        """Count one condition PATCH by its result."""
         self.patches.labels(result).inc()
 
 
