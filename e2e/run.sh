@@ -45,7 +45,8 @@ kind load docker-image guardhook:e2e --name "$CLUSTER"
 # Self-managed certificates: written into the overlay (git-ignored), then installed.
 "$PYTHON" -m venv "$WORK/venv"
 "$WORK/venv/bin/pip" install --quiet -e '.[test]'
-"$WORK/venv/bin/guardhook" certs --patch-manifests manifests >/dev/null
+# --force: a rerun of this script replaces the certificates of the cluster it tore down.
+"$WORK/venv/bin/guardhook" certs --force --patch-manifests manifests >/dev/null
 kubectl apply --server-side -k e2e/overlay
 kubectl -n guardhook-system rollout status deployment/guardhook --timeout=300s
 

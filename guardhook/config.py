@@ -95,6 +95,10 @@ def load_config(path: str | Path | None, enforcement: str = "deny") -> Config:
     if path is not None:
         try:
             raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except UnicodeDecodeError as exc:  # a ValueError, not an OSError: bytes that are not UTF-8
+            raise ConfigError(
+                f"cannot read config {path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+            ) from exc
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(f"cannot read config {path}: {exc}") from exc
     config = build_config(raw)

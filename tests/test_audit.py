@@ -51,7 +51,8 @@ DEGRADED_XL_ROW = {
     "desired": 4,
     "whole": 1,
     "broken": 3,
-    "leader_ready_group_incomplete": 2,
+    "leaderReadyGroupIncomplete": 2,
+    "spare": 1,  # gpu-node-16..19 and gpu-node-06 (group 1's missing worker) are free: one group fits
 }
 
 
@@ -62,8 +63,9 @@ def test_groups_are_counted_per_lws() -> None:
     assert (xl.desired, xl.whole, xl.broken, xl.leader_ready_group_incomplete) == (4, 1, 3, 2)
     lax = groups[("default", "lax")]
     assert (lax.desired, lax.whole, lax.broken, lax.leader_ready_group_incomplete) == (2, 0, 2, 0)
-    [violation] = result.violations
-    assert (violation.name, violation.policy, violation.action) == ("lax", "group-spec", "Warn")
+    # lax breaks three group-spec rules: one finding each
+    assert [(v.name, v.policy, v.action) for v in result.violations] == [("lax", "group-spec", "Warn")] * 3
+    assert "restartPolicy None restarts a failed pod alone" in result.violations[0].message
 
 
 def test_policy_reports_follow_the_wgpolicyk8s_format() -> None:
@@ -72,8 +74,8 @@ def test_policy_reports_follow_the_wgpolicyk8s_format() -> None:
     assert set(reports) == {"default", "serve"}
     lax = reports["default"]
     assert lax["apiVersion"] == "wgpolicyk8s.io/v1alpha2" and lax["kind"] == "PolicyReport"
-    assert lax["summary"] == {"pass": 0, "fail": 0, "warn": 1, "error": 0, "skip": 0}
-    [entry] = lax["results"]
+    assert lax["summary"] == {"pass": 0, "fail": 0, "warn": 3, "error": 0, "skip": 0}
+    entry = lax["results"][0]
     assert entry["policy"] == "group-spec" and entry["result"] == "warn" and entry["source"] == "guardhook"
     assert entry["resources"] == [
         {
@@ -98,11 +100,14 @@ def test_cli_text_json_and_reports_file(tmp_path: Path, capsys: pytest.CaptureFi
     state = write_state(tmp_path)
     assert main(["audit", "--cluster-state", str(state)]) == 0
     text = capsys.readouterr().out
-    assert "Violations (1):" in text
-    assert f"{state}: LeaderWorkerSet default/lax: Warn [group-spec]" in text
+    assert "Violations (3):" in text
+    lax = [line for line in text.splitlines() if "[group-spec]" in line]
+    assert len(lax) == 3  # one line per finding, the kind and name once on each
+    assert all(line.count("lax") == 1 for line in lax)
+    assert f"{state}: LeaderWorkerSet default/lax: Warn [group-spec] restartPolicy None" in text
     rows = [line.split() for line in text.splitlines()]
-    assert ["serve", "llm-xl", "4", "1", "3", "2"] in rows
-    assert ["NAMESPACE", "NAME", "DESIRED", "WHOLE", "BROKEN", "LEADER-READY-INCOMPLETE"] in rows
+    assert ["serve", "llm-xl", "4", "1", "3", "2", "1"] in rows
+    assert ["NAMESPACE", "NAME", "DESIRED", "WHOLE", "BROKEN", "LEADER-READY-INCOMPLETE", "SPARE"] in rows
 
     reports_file = tmp_path / "reports.yaml"
     assert (
@@ -113,7 +118,9 @@ def test_cli_text_json_and_reports_file(tmp_path: Path, capsys: pytest.CaptureFi
     )
     document = json.loads(capsys.readouterr().out)
     assert DEGRADED_XL_ROW in document["groups"]
-    assert [v["name"] for v in document["violations"]] == ["lax"]
+    assert [v["name"] for v in document["violations"]] == ["lax"] * 3
+    assert document["violations"][0]["apiVersion"] == "leaderworkerset.x-k8s.io/v1"
+    assert all("_" not in key for v in document["violations"] for key in v)  # camelCase keys
     written = list(yaml.safe_load_all(reports_file.read_text()))
     assert {r["metadata"]["namespace"] for r in written} == {"default", "serve"}
 
@@ -147,12 +154,14 @@ def test_live_audit_lists_pages_and_writes_reports(
     assert main(["audit", "--kubeconfig", str(kubeconfig), "--format", "json", "--write-reports"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert DEGRADED_XL_ROW in document["groups"]
-    assert [v["name"] for v in document["violations"]] == ["lax"]
+    assert [v["name"] for v in document["violations"]] == ["lax"] * 3
+    assert document["violations"][0]["apiVersion"] == "leaderworkerset.x-k8s.io/v1"
+    assert all("_" not in key for v in document["violations"] for key in v)  # camelCase keys
     assert any("ScaledObject" in note and "not served" in note for note in document["notes"])
     pod_pages = [c for c in fake_api.requests if c.startswith("GET /api/v1/pods")]
     assert len(pod_pages) == 3 and "continue=10" in pod_pages[-1]
     assert {namespace for namespace, _ in fake_api.objects["policyreports"]} == {"default", "serve"}
-    assert report(fake_api, "default")["summary"]["warn"] == 1
+    assert report(fake_api, "default")["summary"]["warn"] == 3
     first_version = int(report(fake_api, "serve")["metadata"]["resourceVersion"])
     assert [c for c in fake_api.requests if c.startswith("POST")] == [
         "POST " + REPORTS.format("default"),
@@ -178,3 +187,24 @@ def test_unreachable_cluster_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtu
     kubeconfig.write_text(kubeconfig_text("http://127.0.0.1:1"))
     assert main(["audit", "--kubeconfig", str(kubeconfig)]) == 2
     assert "cannot list objects" in capsys.readouterr().err
+
+
+def test_spare_counts_whole_groups_that_fit_now() -> None:
+    # The sample fleet: gpu-node-16..19 are free, so one more 4-node group of llm-xl fits.
+    objects = [copy.deepcopy(m.obj) for m in load_paths([FIXTURES / "fleet"])]
+    assert audit([Located("cluster", o) for o in objects], default_config()).spare == {("serve", "llm-xl"): 1}
+    # Group 3's pods gone frees 4 more nodes: two spare groups. Then a node cordoned: one again.
+    objects = [
+        o for o in objects if not (o["kind"] == "Pod" and o["metadata"]["name"].startswith("llm-xl-3"))
+    ]
+    assert audit([Located("cluster", o) for o in objects], default_config()).spare == {("serve", "llm-xl"): 2}
+    node = next(o for o in objects if o["kind"] == "Node" and o["metadata"]["name"] == "gpu-node-19")
+    node["spec"]["unschedulable"] = True
+    assert audit([Located("cluster", o) for o in objects], default_config()).spare == {("serve", "llm-xl"): 1}
+
+
+def test_spare_is_a_dash_without_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", "--cluster-state", str(LINT_LWS)]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    [row] = [r for r in rows if "lax" in r]
+    assert row[-1] == "-"

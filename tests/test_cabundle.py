@@ -50,3 +50,38 @@ def test_bundle_keeps_only_the_newest_previous_ca(tmp_path: Path) -> None:
     three = bundle_with_previous(cas[2], two)  # the bundle grows by one CA, never more
     loaded = x509.load_pem_x509_certificates(three)
     assert loaded == [x509.load_pem_x509_certificate(cas[2]), x509.load_pem_x509_certificate(cas[1])]
+
+
+def test_certs_refuses_to_overwrite_certificates_in_use_without_force(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["certs"]) == 0
+    folder = tmp_path / "certs"
+    before = {name: (folder / name).read_bytes() for name in ("ca.crt", "tls.crt", "tls.key")}
+    capsys.readouterr()
+    assert main(["certs"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        "guardhook: certs: certs already holds ca.crt, tls.crt, tls.key, which a running webhook or an "
+        "applied overlay may be using; pass --force to replace them\n"
+    )
+    assert {name: (folder / name).read_bytes() for name in before} == before  # untouched
+    (folder / "ca.crt").unlink()
+    assert main(["certs"]) == 2  # one file left is still a certificate in use
+    assert main(["certs", "--force"]) == 0
+    assert (folder / "tls.key").read_bytes() != before["tls.key"]
+
+
+def test_patch_manifests_refuses_to_replace_the_overlay_certificates_without_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifests = tmp_path / "manifests"
+    shutil.copytree(REPO / "manifests", manifests, ignore=shutil.ignore_patterns("certs", "ca-bundle.*.yaml"))
+    assert main(["certs", "--patch-manifests", str(manifests)]) == 0
+    patch = manifests / "overlays" / "self-managed" / "ca-bundle.validating.yaml"
+    written = patch.read_bytes()
+    assert main(["certs", "--patch-manifests", str(manifests)]) == 2
+    assert "pass --force" in capsys.readouterr().err
+    assert patch.read_bytes() == written  # neither the certificates nor the patches changed

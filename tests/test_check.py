@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from guardhook.commands.check import check
 from guardhook.commands.main import main
@@ -79,13 +80,18 @@ def test_lws_with_per_group_integer_pdbs_exits_0_with_nothing_printed(
 def test_lint_findings_are_printed_but_do_not_fail(capsys: pytest.CaptureFixture[str]) -> None:
     code, lines, _ = run(capsys, f"{MANIFESTS}/lint")
     assert code == 0
-    [line] = lines
-    assert line.startswith(f"{MANIFESTS}/lint/lws.yaml: LeaderWorkerSet default/lax: Warn [group-spec] ")
-    for finding in (
-        "restartPolicy None",
-        "rollout takes up to 1 of 2",
-        "only checks a TCP socket",
-        "no startupProbe",
+    prefix = f"{MANIFESTS}/lint/lws.yaml: LeaderWorkerSet default/lax: Warn [group-spec] "
+    # One line per finding; the kind and name once on each (not again inside the message).
+    assert [line.removeprefix(prefix).split(" ")[0] for line in lines] == [
+        "restartPolicy",
+        "rollout",
+        "leader",
+    ]
+    assert all(line.startswith(prefix) and line.count("lax") == 1 for line in lines)
+    for line, finding in zip(
+        lines,
+        ("restartPolicy None", "rollout takes up to 1 of 2", "only checks that a TCP port accepts"),
+        strict=True,
     ):
         assert finding in line
 
@@ -97,16 +103,30 @@ def test_a_policy_configured_to_deny_fails_the_check(
     config.write_text("policies: {group-spec: {actions: [Deny]}}\n")
     code, lines, _ = run(capsys, "--config", str(config), f"{MANIFESTS}/lint", f"{MANIFESTS}/per-group-pdb")
     assert code == 1
-    assert [line.split(" [")[0] for line in lines] == [
+    assert {line.split(" [")[0] for line in lines} == {
         f"{MANIFESTS}/lint/lws.yaml: LeaderWorkerSet default/lax: Deny"
-    ]
+    }
 
 
 def test_json_format(capsys: pytest.CaptureFixture[str]) -> None:
     code, lines, _ = run(capsys, "--format", "json", f"{MANIFESTS}/lint")
     document = json.loads("\n".join(lines))
     assert code == 0 and document["exitCode"] == 0 and document["objects"] == 1
-    [violation] = document["violations"]
+    violation = document["violations"][0]
+    assert len(document["violations"]) == 3  # one entry per finding, as in the text
+    assert set(violation) == {
+        "source",
+        "kind",
+        "namespace",
+        "name",
+        "uid",
+        "apiVersion",
+        "policy",
+        "action",
+        "outcome",
+        "message",
+    }  # camelCase, as Kubernetes writes JSON
+    assert violation["message"].startswith("restartPolicy None")
     assert violation["source"] == f"{MANIFESTS}/lint/lws.yaml"
     assert (violation["kind"], violation["namespace"], violation["name"]) == (
         "LeaderWorkerSet",
@@ -142,8 +162,9 @@ def test_stdin_like_kustomize_output(
     monkeypatch.setattr(sys, "stdin", io.StringIO(stream))
     code, lines, err = run(capsys, "-")
     assert code == 0
-    [line] = lines
-    assert line.startswith("-: LeaderWorkerSet default/lax: Warn [group-spec] ")
+    assert lines and all(
+        line.startswith("-: LeaderWorkerSet default/lax: Warn [group-spec] ") for line in lines
+    )
     assert "4 objects" in err
 
 
@@ -179,7 +200,7 @@ def test_group_capacity_is_skipped_once_without_nodes_and_runs_with_them() -> No
     config = default_config(policies)
     paths = [f"{MANIFESTS}/lint", f"{MANIFESTS}/per-group-pdb"]
     without = check(paths, config, policies=policies)
-    assert without.skipped == {"group-capacity": "no Nodes in the manifests or --cluster-state"}
+    assert without.skipped == {"group-capacity": "no Nodes in the manifests or context"}
     assert not any(f.policy == "group-capacity" for f in without.findings)
     with_nodes = check(
         paths, config, cluster_state=[str(FIXTURES / "fleet" / "nodes.yaml")], policies=policies
@@ -206,9 +227,9 @@ def test_enforcement_audit_passes_what_deny_would_fail(
     config.write_text("policies: {group-spec: {actions: [Deny]}}\n")
     code, lines, _ = run(capsys, "--config", str(config), "--enforcement", "audit", f"{MANIFESTS}/lint")
     assert code == 0
-    assert [line.split(" [")[0] for line in lines] == [
+    assert {line.split(" [")[0] for line in lines} == {
         f"{MANIFESTS}/lint/lws.yaml: LeaderWorkerSet default/lax: Audit"
-    ]
+    }
 
 
 @pytest.mark.skipif(
@@ -242,3 +263,155 @@ def test_a_new_lws_beside_a_cluster_dump_is_still_judged_for_room(tmp_path: Path
     (tmp_path / "new.yaml").write_text(lws)
     result = check([str(tmp_path / "new.yaml")], default_config(), cluster_state=[str(FIXTURES / "fleet")])
     assert [f.outcome for f in result.findings if f.policy == "group-capacity"] == ["denied"]
+
+
+# ---- what check cannot judge, context, and input it cannot read ---------------------------------
+
+PDB = f"{MANIFESTS}/lws-wide-pdb/pdb.yaml"
+LWS = f"{MANIFESTS}/lws-wide-pdb/lws.yaml"
+
+
+def write(folder: Path, name: str, text: str) -> str:
+    path = folder / name
+    path.write_text(text)
+    return str(path)
+
+
+@needs_group_pdb
+def test_a_pdb_checked_without_its_lws_gets_a_note_instead_of_silence(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, lines, err = run(capsys, PDB)
+    assert (code, lines) == (0, [])
+    [note] = [line for line in err.splitlines() if "note:" in line]
+    assert note == (
+        f"guardhook check: note: {PDB}: PodDisruptionBudget serve/llm: not judged by [group-pdb]: no "
+        "LeaderWorkerSet (nor any other workload) in the input or context creates pods its selector "
+        "matches, so whether it selects the pods of LWS groups is unknown; add the LeaderWorkerSet to the "
+        "input, or pass --cluster-state PATH or --kubeconfig FILE"
+    )
+    assert "1 objects, 0 findings, 0 denied, 1 not judged" in err
+    code, lines, _ = run(capsys, "--format", "json", PDB)
+    [entry] = json.loads("\n".join(lines))["notJudged"]
+    assert (entry["kind"], entry["name"], entry["policy"]) == ("PodDisruptionBudget", "llm", "group-pdb")
+
+
+@needs_group_pdb
+def test_cluster_state_is_context_that_judges_the_input_and_is_not_checked(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # The context LWS breaks group-spec rules: checked, it would be warned about; as context it is not.
+    lax = (REPO / LWS).read_text().replace("RecreateGroupOnPodRestart", "None")
+    context = write(tmp_path, "lws.yaml", lax)
+    code, lines, err = run(capsys, "--cluster-state", context, PDB)
+    assert code == 1
+    assert [line.split(" [")[0] for line in lines] == [f"{PDB}: PodDisruptionBudget serve/llm: Deny"]
+    assert "1 objects, 1 findings, 1 denied" in err and "note:" not in err
+
+
+@pytest.mark.parametrize(
+    ("text", "policy"),
+    [
+        (
+            "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: serve}\n"
+            "spec: {selector: {app: llm}, ports: [{port: 80}]}\n",
+            "leader-service",
+        ),
+        (
+            "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\n"
+            "metadata: {name: hpa, namespace: serve}\n"
+            "spec: {scaleTargetRef: {apiVersion: apps/v1, kind: StatefulSet, name: llm-0}, maxReplicas: 3}\n",
+            "pod-counted-scaler",
+        ),
+    ],
+)
+def test_a_service_or_scaler_without_its_lws_gets_a_note(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, policy: str
+) -> None:
+    path = write(tmp_path, "alone.yaml", text)
+    code, _, err = run(capsys, path)
+    assert code == 0 and f"not judged by [{policy}]" in err
+    # Beside the LWS it is judged, and no note is printed.
+    code, _, err = run(capsys, path, LWS)
+    assert "note:" not in err
+
+
+def test_objects_whose_target_is_in_the_input_or_not_an_lws_get_no_note(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = write(
+        tmp_path,
+        "web.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n"
+        "spec: {selector: {matchLabels: {app: web}}, template: {metadata: {labels: {app: web}}, "
+        "spec: {containers: [{name: c, image: i}]}}}\n---\n"
+        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web}\n"
+        "spec: {minAvailable: 1, selector: {matchLabels: {app: web}}}\n---\n"
+        "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: web}\n"
+        "spec: {scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}, maxReplicas: 3}\n",
+    )
+    code, lines, err = run(capsys, path)
+    assert (code, lines) == (0, []) and "note:" not in err
+
+
+@pytest.mark.parametrize("text", ["", "# nothing\n", "foo: bar\nitems: [1, 2]\n", "- a\n- b\n"])
+def test_input_without_any_kubernetes_object_exits_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str
+) -> None:
+    code, lines, err = run(capsys, write(tmp_path, "empty.yaml", text))
+    assert (code, lines) == (2, [])
+    assert "no Kubernetes object (a document with apiVersion and kind) in the input" in err
+    code, lines, _ = run(capsys, "--format", "json", str(tmp_path / "empty.yaml"))
+    assert code == 2 and json.loads("\n".join(lines))["exitCode"] == 2
+
+
+def test_one_unreadable_file_does_not_hide_the_findings_of_the_others(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes(b"apiVersion: v1\nkind: Service\nmetadata: {name: caf\xe9}\n")
+    code, lines, err = run(capsys, f"{MANIFESTS}/unreadable", str(latin1), f"{MANIFESTS}/lint", "missing/")
+    assert code == 2
+    assert len(lines) == 3 and all(line.startswith(f"{MANIFESTS}/lint/lws.yaml: ") for line in lines)
+    assert f"{MANIFESTS}/unreadable/broken.yaml: not valid YAML or JSON" in err
+    assert f"{latin1}: cannot read: 'utf-8' codec can't decode byte 0xe9" in err
+    assert "missing: no such file or folder" in err
+    assert "1 objects, 3 findings, 0 denied, 3 unreadable" in err
+    code, lines, _ = run(capsys, "--format", "json", str(latin1), f"{MANIFESTS}/lint")
+    document = json.loads("\n".join(lines))
+    assert code == 2 and document["exitCode"] == 2 and len(document["violations"]) == 3
+    assert [e.split(":")[0] for e in document["errors"]] == [str(latin1)]
+
+
+def test_an_object_in_the_context_is_judged_as_the_update_applying_it_would_be(tmp_path: Path) -> None:
+    fleet = FIXTURES / "fleet"
+    raised = (fleet / "leaderworkersets.yaml").read_text().replace("replicas: 4", "replicas: 6")
+    path = write(tmp_path, "lws.yaml", raised)
+    result = check([path], default_config(), cluster_state=[str(fleet)])
+    [finding] = [f for f in result.findings if f.policy == "group-capacity"]
+    # 4 groups run already (context): only the 2 new ones need room, not 6.
+    assert finding.outcome == "denied" and finding.message.startswith("1 of 2 new groups")
+
+
+@needs_group_pdb
+def test_kubeconfig_is_context_listed_once(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from fake_apiserver import running_fake
+
+    with running_fake() as fake:
+        fake.load(yaml.safe_load_all((REPO / LWS).read_text()))
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
+        code, lines, err = run(capsys, "--kubeconfig", str(kubeconfig), PDB)
+        assert any(
+            r.startswith("GET /apis/leaderworkerset.x-k8s.io/v1/leaderworkersets") for r in fake.requests
+        )
+    assert code == 1, err
+    assert [line.split(" [")[0] for line in lines] == [f"{PDB}: PodDisruptionBudget serve/llm: Deny"]
+    assert "1 objects" in err
+
+
+def test_an_unreachable_kubeconfig_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from fake_apiserver import kubeconfig_text
+
+    kubeconfig = write(tmp_path, "kubeconfig", kubeconfig_text("http://127.0.0.1:1"))
+    code, lines, err = run(capsys, "--kubeconfig", kubeconfig, PDB)
+    assert (code, lines) == (2, []) and "cannot list objects from kubeconfig" in err

@@ -79,12 +79,12 @@ LONG_STARTUP = {"httpGet": {"path": "/ready", "port": 8000}, "failureThreshold":
         ({"name": "s", "startupProbe": LONG_STARTUP}, "leader has no readinessProbe"),
         (
             {"name": "s", "readinessProbe": {"tcpSocket": {"port": 8000}}, "startupProbe": LONG_STARTUP},
-            "only checks a TCP socket",
+            "only checks that a TCP port accepts connections",
         ),
-        (
-            {"name": "s", "readinessProbe": HTTP_READY},
-            "leader container s has a readinessProbe and no startupProbe",
-        ),
+        # A failing readiness probe never restarts a container: a short one with no startupProbe
+        # just keeps the loading leader out of Service endpoints, which is right.
+        ({"name": "s", "readinessProbe": HTTP_READY}, None),
+        ({"name": "s", "readinessProbe": {**HTTP_READY, "failureThreshold": 1, "periodSeconds": 1}}, None),
         (
             {
                 "name": "s",
@@ -92,11 +92,28 @@ LONG_STARTUP = {"httpGet": {"path": "/ready", "port": 8000}, "failureThreshold":
                 "startupProbe": LONG_STARTUP,
                 "livenessProbe": HTTP_READY,
             },
-            None,
+            None,  # the startupProbe holds the short liveness probe off while the weights load
         ),
         (
-            {"name": "s", "readinessProbe": {**HTTP_READY, "initialDelaySeconds": 600}},
-            None,  # the probe itself waits out the load
+            {
+                "name": "s",
+                "readinessProbe": HTTP_READY,
+                "livenessProbe": {**HTTP_READY, "initialDelaySeconds": 600},
+            },
+            None,  # the liveness probe itself waits out the load
+        ),
+        (
+            {"name": "s", "readinessProbe": HTTP_READY, "livenessProbe": HTTP_READY},
+            "leader container s: its livenessProbe, with no startupProbe to hold it off, fails after 15s",
+        ),
+        (
+            {
+                "name": "s",
+                "readinessProbe": HTTP_READY,
+                "startupProbe": {**LONG_STARTUP, "failureThreshold": 6},
+            },
+            "leader container s: its startupProbe fails after 60s, then the kubelet restarts the container "
+            "and its whole group",
         ),
     ],
 )
@@ -113,8 +130,35 @@ def test_liveness_without_startup_probe_on_a_worker() -> None:
     worker = obj["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
     worker["livenessProbe"] = {"httpGet": {"path": "/live", "port": 8000}}
     [finding] = lint(LeaderWorkerSet(obj), 300)
-    assert "worker container shard has a livenessProbe" in finding and "after 30s" in finding
+    assert finding.startswith("worker container shard: its livenessProbe, with no startupProbe")
+    assert "fails after 30s" in finding and "restarts the container and its whole group" in finding
     assert lint(LeaderWorkerSet(obj), 30) == []  # within weightLoadSeconds
+    obj["spec"]["leaderWorkerTemplate"]["restartPolicy"] = "None"
+    restarted = [f for f in lint(LeaderWorkerSet(obj), 300) if "livenessProbe" in f]
+    assert restarted and "restarts the container, before" in restarted[0]  # the pod alone
+
+
+def test_restart_policy_default_is_the_deprecated_name_of_none() -> None:
+    [finding] = lint(with_changes(restartPolicy="Default"), 300)
+    assert "restartPolicy Default restarts a failed pod alone" in finding
+
+
+def test_surge_advice_states_the_cost_of_a_spare_group() -> None:
+    [finding] = lint(with_changes(rollout=None), 300)
+    # size 4, 8 GPUs per pod (leader and workers): one spare group is 4 pods and 32 GPUs.
+    assert "set maxSurge 1 and maxUnavailable 0" in finding
+    assert finding.endswith("needs room for one spare group during a rollout (4 pods, 32 nvidia.com/gpu)")
+
+
+def test_findings_are_kept_apart_for_one_per_line_reports() -> None:
+    obj = copy.deepcopy(CLEAN)
+    obj["spec"]["leaderWorkerTemplate"]["restartPolicy"] = "None"
+    del obj["spec"]["rolloutStrategy"]
+    request = load_review("s35-lws-restart-none.validating")["request"]
+    verdict = Engine(embedded_fleet_view(), record=False).judge({**request, "object": obj})
+    [decision] = [d for d in verdict.decisions if d.policy == "group-spec"]
+    assert len(decision.findings) == 2 and not any("LeaderWorkerSet" in f for f in decision.findings)
+    assert decision.message == "LeaderWorkerSet llm: " + "; ".join(decision.findings)
 
 
 def test_s35_is_allowed_with_group_spec_warnings() -> None:

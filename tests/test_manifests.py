@@ -471,7 +471,7 @@ def test_rotating_self_managed_certs_trusts_old_and_new_ca_during_the_switch(tmp
     assert _certs(manifests).returncode == 0
     certs = manifests / "overlays" / "self-managed" / "certs"
     old_ca = x509.load_pem_x509_certificate((certs / "ca.crt").read_bytes())
-    assert _certs(manifests).returncode == 0
+    assert _certs(manifests, "--force").returncode == 0
     new_ca = x509.load_pem_x509_certificate((certs / "ca.crt").read_bytes())
     assert new_ca != old_ca
     patch = yaml.safe_load(

@@ -39,13 +39,15 @@ class Decision:
     """What one policy did to one request, for metrics and reports.
 
     `outcome` is "allowed" (no violation), "denied", "warned", "audited", "mutated" or "error";
-    `action` is the enforcement action taken (Deny, Warn, Audit, Mutate), "" when none was.
+    `action` is the enforcement action taken (Deny, Warn, Audit, Mutate), "" when none was;
+    `findings` the violation's separate findings (Violation.findings), for one-per-line reports.
     """
 
     policy: str
     outcome: str
     message: str = ""
     action: str = ""
+    findings: tuple[str, ...] = ()
 
 
 @dataclass
@@ -159,19 +161,20 @@ class Engine:
             verdict.decisions.append(Decision(policy.id, "error" if errored else "allowed"))
             return
         text = f"[{policy.id}] {violation.message}"
+        message, findings = violation.message, violation.findings
         for action in actions:
             if action == "Deny":
                 _deny(response, violation, text)
-                verdict.decisions.append(Decision(policy.id, "denied", violation.message, "Deny"))
+                verdict.decisions.append(Decision(policy.id, "denied", message, "Deny", findings))
             elif action == "Warn":
                 _add_warning(response, text)
-                verdict.decisions.append(Decision(policy.id, "warned", violation.message, "Warn"))
+                verdict.decisions.append(Decision(policy.id, "warned", message, "Warn", findings))
             elif action == "Audit":
-                response.setdefault("auditAnnotations", {})[policy.id] = violation.message
-                verdict.decisions.append(Decision(policy.id, "audited", violation.message, "Audit"))
+                response.setdefault("auditAnnotations", {})[policy.id] = message
+                verdict.decisions.append(Decision(policy.id, "audited", message, "Audit", findings))
             elif action == "Mutate" and violation.patch:
                 _add_patch(response, violation.patch)
-                verdict.decisions.append(Decision(policy.id, "mutated", violation.message, "Mutate"))
+                verdict.decisions.append(Decision(policy.id, "mutated", message, "Mutate", findings))
 
 
 def _add_warning(response: AdmissionResponse, text: str) -> None:

@@ -20,6 +20,7 @@ from urllib3.exceptions import ReadTimeoutError
 
 from guardhook.cluster.kube import api_client
 from guardhook.cluster.listing import LISTS
+from guardhook.cluster.paging import request_page
 from guardhook.cluster.sources import Source
 from guardhook.cluster.view.live import (
     CONNECT_TIMEOUT_SECONDS,
@@ -65,16 +66,13 @@ class KubeTransport:
         self._open: Any = None
 
     def list_page(self, kind: str, continue_token: str | None, limit: int) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"limit": limit}
-        if continue_token:
-            kwargs["_continue"] = continue_token
-        response = self._call(kind, (CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS), **kwargs)
+        call, timeout = list_function(self.api, kind), (CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS)
         try:
-            page = json.loads(response.data)
+            page = request_page(call, continue_token, limit, timeout)
+        except ApiException as exc:
+            raise error_for(int(exc.status or 0), f"{kind}: HTTP {exc.status} {exc.reason}") from exc
         except ValueError as exc:
             raise WatchError(f"{kind}: list answer is not JSON: {exc}") from exc
-        finally:
-            response.release_conn()
         if not isinstance(page, dict):
             raise WatchError(f"{kind}: list answer is not an object")
         return page

@@ -9,7 +9,6 @@ built-in resource (pods, nodes…) means the server is not a Kubernetes API serv
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -19,6 +18,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from guardhook.cluster.lws import LWS_API_GROUP, LWS_API_VERSION
+from guardhook.cluster.paging import pages, request_page
 from guardhook.cluster.view.live import CONNECT_TIMEOUT_SECONDS, PAGE_SIZE, READ_TIMEOUT_SECONDS
 from guardhook.wire import KubeObject
 
@@ -103,24 +103,11 @@ def list_cluster(api: client.ApiClient, lists: tuple[Listed, ...] = LISTS) -> Cl
 
 def _list_all(api: client.ApiClient, listed: Listed) -> Iterator[KubeObject]:
     call = listed.call(api)
-    token = ""
-    while True:
-        paging: dict[str, Any] = {"limit": PAGE_SIZE}
-        if token:
-            paging["_continue"] = token
-        # Raw JSON (not the generated models): the policies read API objects as dicts.
-        # Bounded like the reflectors' lists: a server that stops answering fails the audit, never hangs it.
-        timeout = (CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS)
-        response = call(_preload_content=False, _request_timeout=timeout, **paging)
-        try:
-            page = json.loads(response.data)
-        finally:
-            response.release_conn()
+    # Bounded like the reflectors' lists: a server that stops answering fails the audit, never hangs it.
+    timeout = (CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS)
+    for page in pages(lambda token: request_page(call, token, PAGE_SIZE, timeout)):
         for item in page.get("items") or []:
             if isinstance(item, dict):
                 item.setdefault("apiVersion", listed.api_version)
                 item.setdefault("kind", listed.kind)
                 yield item
-        token = str((page.get("metadata") or {}).get("continue") or "")
-        if not token:
-            return

@@ -14,11 +14,37 @@ bytes, `nvidia.com/gpu` and `pods` as counts). Rules (k8s.io/component-helpers r
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
-from collections.abc import Iterable, Mapping
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
-from kubernetes.utils import parse_quantity
+
+def _load_parse_quantity() -> Callable[[Any], Decimal]:
+    """`kubernetes.utils.parse_quantity`, the client library's own quantity parser. While the
+    `kubernetes` package is not loaded yet, its `utils/quantity.py` (which imports only `decimal`)
+    is loaded on its own: importing the package runs the whole generated client (~0.3 s), which a
+    one-shot command such as `guardhook review` on manifests never otherwise needs."""
+    loaded = sys.modules.get("kubernetes.utils")
+    if loaded is not None:
+        return loaded.parse_quantity
+    package = importlib.util.find_spec("kubernetes")  # locates the package without importing it
+    if package is not None and package.origin:
+        path = Path(package.origin).parent / "utils" / "quantity.py"
+        spec = importlib.util.spec_from_file_location("guardhook._kubernetes_quantity", path)
+        if spec is not None and spec.loader is not None and path.is_file():
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module.parse_quantity
+    from kubernetes.utils import parse_quantity
+
+    return parse_quantity
+
+
+parse_quantity = _load_parse_quantity()
 
 Resources = dict[str, int]
 """Resource name -> amount (millicores for cpu, base units otherwise)."""

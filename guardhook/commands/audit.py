@@ -6,6 +6,9 @@ from `--cluster-state` manifests. Each object is judged as a CREATE (guardhook.c
 `group-capacity`: an existing LWS judged as new would be counted twice against free capacity, so
 capacity is reported as group counts instead (guardhook.cluster.groups).
 
+The groups table's SPARE column counts how many more whole groups of each LWS fit in free
+capacity now (guardhook.planning.spare: the capacity solver, the spare reserve ignored).
+
 `--write-reports` writes the results as `wgpolicyk8s.io/v1alpha2` PolicyReport objects, one per
 namespace, the format of the Policy Report API (kubernetes-sigs/wg-policy-prototypes) that
 Kyverno and policy-reporter read.
@@ -15,30 +18,32 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
+from guardhook.commands.common import (
+    SourceError,
+    add_view_flags,
+    live_client,
+    require_cluster,
+    using_source,
+    write_text,
+)
 
-from guardhook.cluster.groups import LwsGroups, all_groups
-from guardhook.cluster.listing import list_cluster
-from guardhook.cluster.sources import EMBEDDED, Source, choose_source
-from guardhook.cluster.view.manifests import load_paths
-from guardhook.cluster.view.static import embedded_fleet_objects, view_from_objects
-from guardhook.commands.common import SourceError, add_view_flags, live_client, using_source, write_text
-from guardhook.commands.scan import Finding, Located, scan, usable_policies
-from guardhook.config import Config, load_config
-from guardhook.policies import REGISTRY
-from guardhook.policies.base import Policy
-from guardhook.wire import KubeObject
+if TYPE_CHECKING:
+    from kubernetes import client
 
-log = logging.getLogger("guardhook")
+    from guardhook.cluster.groups import LwsGroups
+    from guardhook.cluster.sources import Source
+    from guardhook.commands.scan import Finding, Located
+    from guardhook.config import Config
+    from guardhook.policies.base import Policy
+    from guardhook.wire import KubeObject
+
 
 AUDIT_USER = "guardhook:audit"
 REPORT_GROUP = "wgpolicyk8s.io"
@@ -58,11 +63,14 @@ RESULT_OF_OUTCOME = {
 
 @dataclass
 class AuditResult:
-    """Every finding (passes included), group counts per LWS, and notes (skipped policies/lists)."""
+    """Every finding (passes included), group counts per LWS, and notes (skipped policies/lists).
+    `spare`: more whole groups that fit now, per (namespace, LWS name) (guardhook.planning.spare;
+    empty when the objects hold no nodes)."""
 
     findings: list[Finding]
     groups: list[LwsGroups]
     notes: list[str] = field(default_factory=list)
+    spare: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def violations(self) -> list[Finding]:
@@ -72,10 +80,17 @@ class AuditResult:
 def audit(
     objects: Sequence[Located],
     config: Config,
-    policies: Sequence[Policy] = REGISTRY,
+    policies: Sequence[Policy] | None = None,
     notes: Sequence[str] = (),
 ) -> AuditResult:
     """Judge `objects` (an existing cluster's) and count their groups."""
+    from guardhook.cluster.groups import all_groups
+    from guardhook.cluster.view.static import view_from_objects
+    from guardhook.commands.scan import scan, usable_policies
+    from guardhook.planning.spare import spare_by_lws
+    from guardhook.policies import REGISTRY
+
+    policies = REGISTRY if policies is None else policies
     view = view_from_objects([o.obj for o in objects], source="audit")
     usable = usable_policies(policies, view, skip_node_readers=True)
     all_notes = list(notes)
@@ -83,7 +98,7 @@ def audit(
         if policy not in usable:
             all_notes.append(f"{policy.id} skipped: existing groups are counted below instead")
     findings = scan(view, config, usable, objects, username=AUDIT_USER)
-    return AuditResult(findings, all_groups(view), all_notes)
+    return AuditResult(findings, all_groups(view), all_notes, spare_by_lws(view))
 
 
 def render_text(result: AuditResult, out: TextIO) -> None:
@@ -92,7 +107,7 @@ def render_text(result: AuditResult, out: TextIO) -> None:
     for finding in result.violations:
         print("  " + finding.line(), file=out)
     print("Groups per LeaderWorkerSet:", file=out)
-    header = ("NAMESPACE", "NAME", "DESIRED", "WHOLE", "BROKEN", "LEADER-READY-INCOMPLETE")
+    header = ("NAMESPACE", "NAME", "DESIRED", "WHOLE", "BROKEN", "LEADER-READY-INCOMPLETE", "SPARE")
     rows = [header] + [
         (
             g.namespace,
@@ -101,6 +116,7 @@ def render_text(result: AuditResult, out: TextIO) -> None:
             str(g.whole),
             str(g.broken),
             str(g.leader_ready_group_incomplete),
+            _spare(result, g),
         )
         for g in result.groups
     ]
@@ -115,14 +131,36 @@ def render_text(result: AuditResult, out: TextIO) -> None:
 
 
 def render_json(result: AuditResult, out: TextIO) -> None:
-    """`{"violations": [Finding…], "groups": [LwsGroups…], "notes": […]}` on `out`."""
+    """`{"violations": [Finding…], "groups": [LwsGroups…], "notes": […]}` on `out`, with camelCase
+    keys throughout (`apiVersion`, `leaderReadyGroupIncomplete`), as Kubernetes writes JSON."""
     document = {
         "violations": [f.as_dict() for f in result.violations],
-        "groups": [g.as_dict() for g in result.groups],
+        "groups": [
+            {
+                "namespace": g.namespace,
+                "name": g.name,
+                "desired": g.desired,
+                "whole": g.whole,
+                "broken": g.broken,
+                "leaderReadyGroupIncomplete": g.leader_ready_group_incomplete,
+                "spare": result.spare.get((g.namespace, g.name)),
+            }
+            for g in result.groups
+        ],
         "notes": result.notes,
     }
     json.dump(document, out, indent=2)
     out.write("\n")
+
+
+def _spare(result: AuditResult, groups: LwsGroups) -> str:
+    """The SPARE cell: a count, `64+` at the limit, `-` with no nodes to count against."""
+    from guardhook.planning.spare import SPARE_LIMIT
+
+    spare = result.spare.get((groups.namespace, groups.name))
+    if spare is None:
+        return "-"
+    return f"{spare}+" if spare >= SPARE_LIMIT else str(spare)
 
 
 def policy_reports(result: AuditResult, now: float | None = None) -> list[KubeObject]:
@@ -183,6 +221,9 @@ def _report_result(finding: Finding, seconds: int) -> dict[str, Any]:
 def write_reports(api: client.ApiClient, reports: Sequence[KubeObject]) -> None:
     """Create each PolicyReport, or replace the one already there (keeping its resourceVersion).
     Raises ApiException on any API error (e.g. the PolicyReport CRD is not installed: 404)."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
     custom = client.CustomObjectsApi(api)
     for report in reports:
         namespace = report["metadata"]["namespace"]
@@ -221,8 +262,12 @@ def run_audit(args: argparse.Namespace) -> int:
     """Print the audit; write PolicyReports when asked. Raises SourceError for an unusable source."""
     import yaml
 
+    from guardhook.cluster.sources import choose_source
+    from guardhook.config import load_config
+
     config = load_config(args.config, args.enforcement)
     source = choose_source(args.cluster_state, args.kubeconfig)
+    require_cluster(source, "audit")
     objects, notes = _audit_objects(source)
     result = audit(objects, config, notes=notes)
     if args.format == "json":
@@ -241,10 +286,11 @@ def run_audit(args: argparse.Namespace) -> int:
 
 
 def _audit_objects(source: Source) -> tuple[list[Located], list[str]]:
+    from guardhook.cluster.listing import list_cluster
+    from guardhook.cluster.view.manifests import load_paths
+    from guardhook.commands.scan import Located
+
     if not source.live:
-        if source.kind == EMBEDDED:
-            log.warning("no cluster configured: auditing the bundled sample fleet")
-            return [Located("sample fleet", obj) for obj in embedded_fleet_objects()], []
         return [Located(m.source, m.obj) for m in load_paths(source.paths)], []
     api = live_client(source)
     listed = using_source(source, "list objects from", lambda: list_cluster(api))

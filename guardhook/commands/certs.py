@@ -1,5 +1,6 @@
 """`guardhook certs`: write a CA and a serving certificate, print the caBundle, and optionally the
-self-managed overlay's caBundle patches."""
+self-managed overlay's caBundle patches. Refuses to replace certificates already in the folder
+(a running webhook or an applied overlay may be using them) unless `--force` is given."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from guardhook.server.cabundle import base_webhook_configurations, self_managed_certs, write_patches
-from guardhook.server.certs import CertPaths, ca_bundle, generate, service_dns_names
+from guardhook.commands.common import CommandError
 
 
 def add_parser(commands: Any) -> None:
@@ -28,18 +28,33 @@ def add_parser(commands: Any) -> None:
         metavar="DIR",
         help="also write the caBundle patches of the self-managed overlay of the manifests folder DIR",
     )
+    certs.add_argument(
+        "--force",
+        action="store_true",
+        help="replace certificates already in the folder (a rotation: the caBundle keeps the previous CA)",
+    )
     certs.set_defaults(run=run_certs)
 
 
 def run_certs(args: argparse.Namespace) -> int:
-    """Write the certificates (and patches); raise ManifestsError/CertificateError on bad input."""
+    """Write the certificates (and patches); raise ManifestsError/CertificateError on bad input and
+    CommandError when the folder already holds certificates and `--force` is not given."""
+    from guardhook.server.cabundle import base_webhook_configurations, self_managed_certs, write_patches
+    from guardhook.server.certs import CertPaths, ca_bundle, generate, service_dns_names
+
     names = [*service_dns_names(args.service, args.namespace), *args.dns]
     manifests = Path(args.patch_manifests) if args.patch_manifests else None
     if manifests is not None:
         base_webhook_configurations(manifests)  # fail before writing anything
     out = args.out or (self_managed_certs(manifests) if manifests is not None else "certs")
-    previous = CertPaths(Path(out)).ca
-    previous_ca = previous.read_bytes() if previous.is_file() else None
+    existing = CertPaths(Path(out))
+    present = [p.name for p in (existing.ca, existing.cert, existing.key) if p.exists()]
+    if present and not args.force:
+        raise CommandError(
+            f"certs: {out} already holds {', '.join(present)}, which a running webhook or an applied "
+            "overlay may be using; pass --force to replace them"
+        )
+    previous_ca = existing.ca.read_bytes() if existing.ca.is_file() else None
     paths = generate(out, names)
     print(f"wrote {paths.ca}, {paths.cert}, {paths.key} for {', '.join(names)}", file=sys.stderr)
     if manifests is not None:

@@ -1,10 +1,17 @@
 """`guardhook check PATH…`: the offline CI check of manifests (design.md §4).
 
 Reads files, folders, multi-document YAML and `-` (standard input, e.g. `kustomize build .`),
-builds a static cluster view from them plus `--cluster-state` extras, judges every object as a
-CREATE through the one Engine and prints the violations. Exit codes: 0 clean (or only Warn /
-Audit / Mutate results), 1 when a policy whose actions include Deny is violated, 2 on unreadable
-input or configuration (raised as ManifestError / ConfigError for the CLI to report).
+builds a static cluster view from them plus context — `--cluster-state` manifests or dumps and the
+cluster of `--kubeconfig`, which are never checked themselves — judges every input object through
+the one Engine (as a CREATE; as an UPDATE from the context's copy when the context holds the same
+object, as `kubectl apply` would) and prints one line per finding.
+
+Objects a policy could not judge for lack of context get a note (guardhook.commands.context).
+A file that cannot be read is reported after the findings of the others.
+
+Exit codes: 0 clean (or only Warn / Audit / Mutate results), 1 when a policy whose actions include
+Deny is violated, 2 when an input file is unreadable, the input holds no Kubernetes object at all,
+or the configuration or context is unusable.
 """
 
 from __future__ import annotations
@@ -14,28 +21,33 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from guardhook.cluster.view.manifests import ManifestError, load_paths, parse_text
-from guardhook.cluster.view.static import view_from_objects
-from guardhook.commands.scan import Finding, Located, scan, usable_policies
-from guardhook.commands.synthetic import with_namespace
-from guardhook.config import Config, load_config
-from guardhook.policies import REGISTRY
-from guardhook.policies.base import Policy
+from guardhook.commands.common import EXIT_USAGE, add_config_flags
+
+if TYPE_CHECKING:
+    from guardhook.commands.context import Unjudged
+    from guardhook.commands.scan import Finding, Located
+    from guardhook.config import Config
+    from guardhook.policies.base import Policy
+    from guardhook.wire import KubeObject
 
 EXIT_CLEAN = 0
 EXIT_DENIED = 1
 STDIN = "-"
+NO_OBJECTS = "no Kubernetes object (a document with apiVersion and kind) in the input"
 
 
 @dataclass
 class CheckResult:
-    """What `check` found: every finding (passes included), the policies skipped and why."""
+    """What `check` found: every finding (passes included), the policies skipped and why, notes on
+    objects a policy could not judge, and the input that could not be read."""
 
     findings: list[Finding]
     skipped: dict[str, str] = field(default_factory=dict)
     objects: int = 0
+    unjudged: list[Unjudged] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
 
     @property
     def violations(self) -> list[Finding]:
@@ -43,61 +55,118 @@ class CheckResult:
 
     @property
     def exit_code(self) -> int:
+        if self.errors or not self.objects:
+            return EXIT_USAGE
         return EXIT_DENIED if any(f.outcome == "denied" for f in self.findings) else EXIT_CLEAN
 
 
-def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> list[Located]:
-    """Objects from files, folders and "-" (stdin). Raises ManifestError naming what is unreadable."""
+def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> tuple[list[Located], list[str]]:
+    """Objects from files, folders and "-" (stdin), and one error line per path or file that could
+    not be read (a missing path, bytes that are not UTF-8, text that is not YAML/JSON): one bad file
+    never hides the objects of the others."""
+    from pathlib import Path
+
+    from guardhook.cluster.view.manifests import ManifestError, files_under, parse_text
+    from guardhook.commands.scan import Located
+    from guardhook.commands.synthetic import with_namespace
+
     located: list[Located] = []
+    errors: list[str] = []
     for path in paths:
-        if path == STDIN:
+        try:
+            if path == STDIN:
+                try:
+                    text = (stdin or sys.stdin).read()
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise ManifestError(f"-: cannot read standard input: {exc}") from exc
+                located += [Located(STDIN, m.obj) for m in parse_text(text, STDIN)]
+                continue
+            files = files_under(Path(path))
+        except ManifestError as exc:
+            errors.append(str(exc))
+            continue
+        for file in files:
             try:
-                text = (stdin or sys.stdin).read()
+                text = file.read_text(encoding="utf-8")
+                located += [Located(m.source, m.obj) for m in parse_text(text, str(file))]
             except (OSError, UnicodeDecodeError) as exc:
-                raise ManifestError(f"-: cannot read standard input: {exc}") from exc
-            located += [Located(STDIN, m.obj) for m in parse_text(text, STDIN)]
-        else:
-            located += [Located(m.source, m.obj) for m in load_paths([path])]
-    return [Located(item.source, with_namespace(item.obj)) for item in located]
+                errors.append(f"{file}: cannot read: {exc}")
+            except ManifestError as exc:
+                errors.append(str(exc))
+    return [Located(item.source, with_namespace(item.obj)) for item in located], errors
 
 
 def check(
     paths: Sequence[str],
     config: Config,
     cluster_state: Sequence[str] = (),
-    policies: Sequence[Policy] = REGISTRY,
+    policies: Sequence[Policy] | None = None,
     stdin: TextIO | None = None,
+    context: Sequence[KubeObject] = (),
 ) -> CheckResult:
-    """Judge every manifest under `paths` as a CREATE against a view of the manifests plus
-    `cluster_state`. Raises ManifestError on unreadable input."""
-    manifests = read_manifests(paths, stdin)
-    extras = [m.obj for m in load_paths(cluster_state)] if cluster_state else []
-    view = view_from_objects([*extras, *(m.obj for m in manifests)], source="check")
+    """Judge every manifest under `paths` against a view of the manifests plus the context:
+    `cluster_state` paths and `context` objects (e.g. listed from a cluster). Raises ManifestError
+    when a `cluster_state` path is unreadable; unreadable input goes into CheckResult.errors."""
+    from guardhook.cluster.view.manifests import load_paths
+    from guardhook.cluster.view.static import view_from_objects
+    from guardhook.cluster.view.store import object_key
+    from guardhook.commands.context import unjudged
+    from guardhook.commands.scan import scan, usable_policies
+    from guardhook.commands.synthetic import with_namespace
+    from guardhook.policies import REGISTRY
+
+    policies = REGISTRY if policies is None else policies
+    manifests, errors = read_manifests(paths, stdin)
+    extras = [with_namespace(m.obj) for m in load_paths(cluster_state)] if cluster_state else []
+    known = [*extras, *(with_namespace(obj) for obj in context)]
+
+    def identity(obj: KubeObject) -> tuple[str, str, str]:
+        return (str(obj.get("kind") or ""), *object_key(obj))
+
+    checked = {identity(m.obj) for m in manifests}
+    previous = {identity(obj): obj for obj in known if identity(obj) in checked}
+    view = view_from_objects(
+        [*(obj for obj in known if identity(obj) not in checked), *(m.obj for m in manifests)], source="check"
+    )
     usable = usable_policies(policies, view)
-    skipped = {p.id: "no Nodes in the manifests or --cluster-state" for p in policies if p not in usable}
-    findings = scan(view, config, usable, manifests)
-    return CheckResult(findings, skipped, len(manifests))
+    skipped = {p.id: "no Nodes in the manifests or context" for p in policies if p not in usable}
+    findings = scan(view, config, usable, manifests, previous=previous)
+    active = [p.id for p in usable if config.settings(p.id).actions]
+    notes = unjudged(manifests, known, active)
+    return CheckResult(findings, skipped, len(manifests), notes, errors)
 
 
 def render_text(result: CheckResult, out: TextIO, err: TextIO) -> None:
-    """One line per violation on `out`; skipped policies (once each) and a summary on `err`."""
+    """One line per finding on `out`; skipped policies (once each), notes on what could not be
+    judged, unreadable input and a summary on `err`."""
     for policy_id, why in result.skipped.items():
         print(f"guardhook check: {policy_id} skipped: {why}", file=err)
     for finding in result.violations:
         print(finding.line(), file=out)
+    for note in result.unjudged:
+        print(f"guardhook check: note: {note.line()}", file=err)
+    for error in result.errors:
+        print(f"guardhook check: {error}", file=err)
+    if not result.objects and not result.errors:
+        print(f"guardhook check: {NO_OBJECTS}", file=err)
     denied = sum(1 for f in result.violations if f.outcome == "denied")
-    print(
-        f"guardhook check: {result.objects} objects, {len(result.violations)} findings, {denied} denied",
-        file=err,
-    )
+    summary = f"{result.objects} objects, {len(result.violations)} findings, {denied} denied"
+    if result.unjudged:
+        summary += f", {len(result.unjudged)} not judged"
+    if result.errors:
+        summary += f", {len(result.errors)} unreadable"
+    print(f"guardhook check: {summary}", file=err)
 
 
 def render_json(result: CheckResult, out: TextIO) -> None:
-    """`{"objects", "violations": [Finding…], "skipped": {policy: why}, "exitCode"}` on `out`."""
+    """`{"objects", "violations": [Finding…], "notJudged": [Unjudged…], "skipped": {policy: why},
+    "errors": [line…], "exitCode"}` on `out` (camelCase keys throughout)."""
     document = {
         "objects": result.objects,
         "violations": [f.as_dict() for f in result.violations],
+        "notJudged": [n.as_dict() for n in result.unjudged],
         "skipped": result.skipped,
+        "errors": result.errors if result.objects or result.errors else [NO_OBJECTS],
         "exitCode": result.exit_code,
     }
     json.dump(document, out, indent=2)
@@ -114,21 +183,42 @@ def add_parser(commands: Any) -> None:
         action="append",
         default=[],
         metavar="PATH",
-        help="extra objects for the view, e.g. Nodes (enables group-capacity) (repeatable)",
+        help="context, not checked: objects for the view, e.g. Nodes (enables group-capacity) or the "
+        "LeaderWorkerSets a PDB, Service or scaler refers to (repeatable)",
     )
-    check_cmd.add_argument("--config", help="policy configuration (YAML)")
     check_cmd.add_argument(
-        "--enforcement", choices=("deny", "audit"), default="deny", help="audit: turn every Deny into Audit"
+        "--kubeconfig",
+        metavar="FILE",
+        help="context, not checked: list this cluster once and judge the input against it",
     )
+    add_config_flags(check_cmd)
     check_cmd.set_defaults(run=run_check)
 
 
 def run_check(args: argparse.Namespace) -> int:
     """Print the findings; the exit code is CheckResult.exit_code."""
+    from guardhook.config import load_config
+
     config = load_config(args.config, args.enforcement)
-    result = check(args.paths, config, args.cluster_state)
+    context = _cluster_objects(args.kubeconfig) if args.kubeconfig else []
+    result = check(args.paths, config, args.cluster_state, context=context)
     if args.format == "json":
         render_json(result, sys.stdout)
     else:
         render_text(result, sys.stdout, sys.stderr)
     return result.exit_code
+
+
+def _cluster_objects(kubeconfig: str) -> list[KubeObject]:
+    """Every object guardhook reads, listed once from the cluster of `kubeconfig`. Raises
+    SourceError when the kubeconfig is unusable or the cluster cannot be listed."""
+    from guardhook.cluster.listing import list_cluster
+    from guardhook.cluster.sources import KUBECONFIG, Source
+    from guardhook.commands.common import live_client, using_source
+
+    source = Source(KUBECONFIG, (kubeconfig,))
+    api = live_client(source)
+    listed = using_source(source, "list objects from", lambda: list_cluster(api))
+    for note in listed.notes:
+        print(f"guardhook check: {note}", file=sys.stderr)
+    return listed.objects

@@ -1,26 +1,33 @@
 """What every command shares: the view and config flags, opening the cluster view, and the one
-place that turns an unusable cluster source into a clear error (SourceError, exit 2)."""
+place that turns an unusable cluster source into a clear error (SourceError, exit 2).
+
+Imported by every command module at start, so it imports nothing heavy at module level: the
+Kubernetes client and the cluster view are imported inside the functions that use them."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from kubernetes.client import ApiClient
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
 
-from guardhook.cluster.kube import api_client
-from guardhook.cluster.kube_transport import snapshot_view
-from guardhook.cluster.sources import Source, static_view
-from guardhook.cluster.view.store import ClusterView
+    from guardhook.cluster.sources import Source
+    from guardhook.cluster.view.store import ClusterView
 
 EXIT_USAGE = 2
 
 T = TypeVar("T")
 
 
-class SourceError(RuntimeError):
+class CommandError(RuntimeError):
+    """A command cannot do what it was asked with the input it was given: the CLI prints the
+    message as one line and exits 2 (EXIT_USAGE)."""
+
+
+class SourceError(CommandError):
     """The configured cluster source cannot be used."""
 
 
@@ -34,6 +41,11 @@ def add_view_flags(parser: argparse.ArgumentParser) -> None:
         help="build the cluster view from YAML/JSON manifests or `kubectl get -o yaml` dumps (repeatable)",
     )
     parser.add_argument("--kubeconfig", help="watch the cluster of this kubeconfig")
+    add_config_flags(parser)
+
+
+def add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """`--config FILE` and `--enforcement deny|audit`."""
     parser.add_argument("--config", help="policy configuration (YAML)")
     parser.add_argument(
         "--enforcement",
@@ -41,6 +53,19 @@ def add_view_flags(parser: argparse.ArgumentParser) -> None:
         default="deny",
         help="audit: turn every Deny into Audit, for a cluster-wide dry run",
     )
+
+
+def require_cluster(source: Source, command: str) -> None:
+    """Raise SourceError when `source` is the bundled sample fleet: `command` judges or changes a
+    real cluster, so it must never pretend the sample fleet is one (the fleet is for `serve`'s
+    first run and for `--cluster-state` demos)."""
+    from guardhook.cluster.sources import EMBEDDED
+
+    if source.kind == EMBEDDED:
+        raise SourceError(
+            f"{command}: no cluster configured: pass --kubeconfig FILE or --cluster-state PATH "
+            "(or set $KUBECONFIG, or run in a pod)"
+        )
 
 
 def using_source(source: Source, doing: str, make: Callable[[], T]) -> T:
@@ -57,6 +82,8 @@ def using_source(source: Source, doing: str, make: Callable[[], T]) -> T:
 
 def live_client(source: Source) -> ApiClient:
     """An API client for a live `source`. Raises SourceError for an unusable kubeconfig."""
+    from guardhook.cluster.kube import api_client
+
     return using_source(source, "use", lambda: api_client(source))
 
 
@@ -64,8 +91,12 @@ def open_view(source: Source, stale_after_seconds: float) -> ClusterView:
     """The view for one-shot commands: manifests or the sample fleet as they are; a live source is
     listed once (every kind, paginated, no watches). Raises SourceError when the API server cannot
     be listed — it never falls back to the sample fleet."""
+    from guardhook.cluster.sources import static_view
+
     if not source.live:
         return static_view(source, stale_after_seconds)
+    from guardhook.cluster.kube_transport import snapshot_view
+
     return using_source(source, "list the cluster of", lambda: snapshot_view(source, stale_after_seconds))
 
 

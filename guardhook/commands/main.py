@@ -1,23 +1,37 @@
 """The `guardhook` command line (design.md §4): the argparse entry; each command is its own module
-with `add_parser(subparsers)` and a `run` default."""
+with `add_parser(subparsers)` and a `run` default.
+
+Start-up stays fast because building the parser imports nothing heavy: a command module imports
+only the standard library and guardhook.commands.common/argtypes at module level, and everything
+else (the engine, the policies, the Kubernetes client, flask, numpy, cryptography) inside the
+function that runs the command. tests/test_cli_startup.py checks this for every module in COMMANDS,
+so a command added here later is held to it too.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
 from guardhook import __version__
-from guardhook.cluster.view.manifests import ManifestError
-from guardhook.commands import audit, certs, check, group_readiness, pdb_sync, review, serve
-from guardhook.commands.common import EXIT_USAGE, SourceError
-from guardhook.config import ConfigError
-from guardhook.server.cabundle import ManifestsError
-from guardhook.server.certs import CertificateError
+from guardhook.commands import audit, certs, check, drain_plan, group_readiness, pdb_sync, review, serve
+from guardhook.commands.common import EXIT_USAGE, CommandError
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-COMMANDS = (serve, review, check, audit, certs, pdb_sync, group_readiness)
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
+COMMANDS = (serve, review, check, audit, certs, pdb_sync, drain_plan, group_readiness)
+
+# Errors that mean bad configuration, input or source (exit 2 with one line), by module and name:
+# looked up only in modules already imported, since an error cannot come from a module never loaded.
+USAGE_ERRORS = (
+    ("guardhook.config", "ConfigError"),
+    ("guardhook.cluster.view.manifests", "ManifestError"),
+    ("guardhook.server.certs", "CertificateError"),
+    ("guardhook.server.cabundle", "ManifestsError"),
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,6 +49,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def is_usage_error(exc: BaseException) -> bool:
+    """Whether `exc` reports bad configuration, input or a cluster source (exit 2), not a bug."""
+    if isinstance(exc, CommandError):
+        return True
+    for module_name, class_name in USAGE_ERRORS:
+        module = sys.modules.get(module_name)
+        if module is not None and isinstance(exc, getattr(module, class_name)):
+            return True
+    return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; exit 2 with one line on stderr for bad configuration, input or source."""
     args = build_parser().parse_args(argv)
@@ -45,7 +70,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return int(args.run(args) or 0)
-    except (ConfigError, ManifestError, CertificateError, SourceError, ManifestsError) as exc:
+    except BrokenPipeError:
+        # The reader went away (`guardhook … | head`): stop quietly, as Unix tools do; point stdout
+        # at /dev/null so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    except Exception as exc:
+        if not is_usage_error(exc):
+            raise
         print(f"guardhook: {exc}", file=sys.stderr)
         return EXIT_USAGE
 

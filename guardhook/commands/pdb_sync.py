@@ -5,18 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kubernetes import client
-
-from guardhook.cluster.kube_transport import live_view, snapshot_view
-from guardhook.cluster.sources import Source, choose_source, in_cluster_namespace, static_view
 from guardhook.commands import argtypes
-from guardhook.commands.common import live_client
-from guardhook.config import DEFAULT_STALE_AFTER_SECONDS
-from guardhook.pdbsync.apply import Outcome
-from guardhook.pdbsync.desired import Plan, plan
-from guardhook.pdbsync.runner import DEFAULT_INTERVAL_SECONDS, reconcile_until, run_elected, sync_once
+from guardhook.commands.common import live_client, require_cluster
+
+if TYPE_CHECKING:
+    from kubernetes import client
+
+    from guardhook.cluster.sources import Source
+    from guardhook.pdbsync.desired import Plan
 
 
 def add_parser(commands: Any) -> None:
@@ -32,8 +30,7 @@ def add_parser(commands: Any) -> None:
     sync.add_argument(
         "--interval",
         type=argtypes.positive_seconds,
-        default=DEFAULT_INTERVAL_SECONDS,
-        help="seconds between rounds",
+        help="seconds between rounds (default 30)",
     )
     sync.add_argument("--once", action="store_true", help="one round, print what changed as JSON, exit")
     sync.add_argument("--dry-run", action="store_true", help="print the plan as JSON and change nothing")
@@ -55,8 +52,15 @@ def plan_document(planned: Plan) -> dict[str, Any]:
 
 def run_pdb_sync(args: argparse.Namespace) -> int:
     """`guardhook pdb-sync`: exit 0; 1 when a `--once`/`--dry-run` round cannot list or had
-    errors; 2 for an unusable kubeconfig."""
+    errors; 2 for an unusable kubeconfig or when no cluster is configured (SourceError)."""
+    from guardhook.cluster.kube_transport import live_view
+    from guardhook.cluster.sources import choose_source, in_cluster_namespace, static_view
+    from guardhook.config import DEFAULT_STALE_AFTER_SECONDS
+    from guardhook.pdbsync.desired import plan
+    from guardhook.pdbsync.runner import DEFAULT_INTERVAL_SECONDS, reconcile_until, run_elected
+
     source = choose_source(args.cluster_state, args.kubeconfig)
+    require_cluster(source, "pdb-sync")
     if not source.live:
         print(json.dumps(plan_document(plan(static_view(source))), indent=2))
         return 0
@@ -67,7 +71,7 @@ def run_pdb_sync(args: argparse.Namespace) -> int:
     namespace = args.namespace or in_cluster_namespace()
 
     def work(stop: threading.Event) -> None:
-        reconcile_until(api, lambda: live.view, stop, args.interval)
+        reconcile_until(api, lambda: live.view, stop, args.interval or DEFAULT_INTERVAL_SECONDS)
 
     if args.elect:
         run_elected(api, namespace, work)
@@ -77,6 +81,12 @@ def run_pdb_sync(args: argparse.Namespace) -> int:
 
 
 def _one_round(args: argparse.Namespace, source: Source, api: client.ApiClient) -> int:
+    from guardhook.cluster.kube_transport import snapshot_view
+    from guardhook.config import DEFAULT_STALE_AFTER_SECONDS
+    from guardhook.pdbsync.apply import Outcome
+    from guardhook.pdbsync.desired import plan
+    from guardhook.pdbsync.runner import sync_once
+
     try:
         view = snapshot_view(source, DEFAULT_STALE_AFTER_SECONDS)
     except Exception as exc:  # WatchError, connection errors: report, exit 1

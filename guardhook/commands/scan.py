@@ -6,13 +6,13 @@ webhooks: mutating first, the patch applied, then validating (guardhook.admissio
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from guardhook.admission.engine import Engine
 from guardhook.admission.review import verdict_both
 from guardhook.cluster.model import metadata
-from guardhook.cluster.view.store import ClusterView
+from guardhook.cluster.view.store import ClusterView, object_key
 from guardhook.commands.synthetic import SYNTHETIC_USER, as_create
 from guardhook.config import Config
 from guardhook.policies.base import Policy
@@ -43,7 +43,8 @@ class Finding:
         return self.outcome != "allowed" and self.outcome != "error"
 
     def as_dict(self) -> dict[str, str]:
-        return asdict(self)
+        """The JSON form: camelCase keys, as Kubernetes objects (`apiVersion`)."""
+        return {_camel(key): value for key, value in asdict(self).items()}
 
     def line(self) -> str:
         """`source: Kind namespace/name: Action [policy] message`."""
@@ -75,24 +76,32 @@ def scan(
     policies: Sequence[Policy],
     objects: Iterable[Located],
     username: str = SYNTHETIC_USER,
+    previous: Mapping[tuple[str, str, str], KubeObject] | None = None,
 ) -> list[Finding]:
     """Judge every object of a kind guardhook knows as a CREATE by `username`; return one Finding
-    per decision (passes included, errors included) and per advisory warning, in object order."""
+    per finding of each decision (a lint's several findings apart; passes and errors included) and
+    per advisory warning, in object order. An object in `previous` (by kind, namespace, name) is
+    judged as an UPDATE from that copy."""
     engine = Engine(view, config, policies=policies, record=False)
     findings: list[Finding] = []
     for located in objects:
         request = as_create(located.obj, username)
         if request is None:
             continue
-        if any(policy.already_running(view, located.obj) for policy in policies):
+        before = (previous or {}).get((str(located.obj.get("kind") or ""), *object_key(located.obj)))
+        if before is not None:
+            # The context holds this object already: judge what applying the manifest changes.
+            request = {**request, "operation": "UPDATE", "oldObject": before}
+        elif any(policy.already_running(view, located.obj) for policy in policies):
             # A dump of a live cluster holds running objects: judge them as unchanged.
             request = {**request, "operation": "UPDATE", "oldObject": located.obj}
         verdict = verdict_both(engine, request)
         explained = set()
         for decision in verdict.decisions:
-            findings.append(
-                _finding(located, decision.policy, decision.action, decision.outcome, decision.message)
-            )
+            for message in decision.findings or (decision.message,):
+                findings.append(
+                    _finding(located, decision.policy, decision.action, decision.outcome, message)
+                )
             if decision.action == "Warn":
                 explained.add(f"[{decision.policy}] {decision.message}")
         for warning in verdict.response.get("warnings", []):
@@ -104,15 +113,34 @@ def scan(
 
 def _finding(located: Located, policy: str, action: str, outcome: str, message: str) -> Finding:
     meta = metadata(located.obj)
+    kind = str(located.obj.get("kind") or "")
+    namespace = str(meta.get("namespace") or "")
+    name = str(meta.get("name") or "")
     return Finding(
         source=located.source,
-        kind=str(located.obj.get("kind") or ""),
-        namespace=str(meta.get("namespace") or ""),
-        name=str(meta.get("name") or ""),
+        kind=kind,
+        namespace=namespace,
+        name=name,
         uid=str(meta.get("uid") or ""),
         api_version=str(located.obj.get("apiVersion") or ""),
         policy=policy,
         action=action,
         outcome=outcome,
-        message=message,
+        message=without_subject(message, kind, namespace, name),
     )
+
+
+def without_subject(message: str, kind: str, namespace: str, name: str) -> str:
+    """`message` without a leading "Kind namespace/name" or "Kind name" (and a ":" after it): a
+    webhook message names its object, a report line names it already, once."""
+    if not (kind and name):
+        return message
+    for subject in (f"{kind} {namespace}/{name}", f"{kind} {name}"):
+        if message.startswith((subject + " ", subject + ":")):
+            return message[len(subject) :].removeprefix(":").lstrip()
+    return message
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)

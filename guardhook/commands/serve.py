@@ -6,14 +6,14 @@ import argparse
 import logging
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from guardhook.cluster.kube_transport import live_view
-from guardhook.cluster.sources import choose_source, in_cluster, in_cluster_namespace
-from guardhook.cluster.view.store import ClusterView
 from guardhook.commands import argtypes
 from guardhook.commands.common import SourceError, add_view_flags, live_client, open_view, using_source
-from guardhook.config import Config, load_config
+
+if TYPE_CHECKING:
+    from guardhook.cluster.view.store import ClusterView
+    from guardhook.config import Config
 
 log = logging.getLogger("guardhook")
 
@@ -52,6 +52,9 @@ def run_serve(args: argparse.Namespace) -> int:
     """Serve until stopped; exit 2 (SourceError, ConfigError, CertificateError) before serving when
     the configuration, certificates or cluster source cannot be used."""
     from guardhook.admission.engine import Engine
+    from guardhook.cluster.kube_transport import live_view
+    from guardhook.cluster.sources import choose_source, in_cluster, in_cluster_namespace
+    from guardhook.config import load_config
     from guardhook.ledger import open_ledger
     from guardhook.pdbsync.runner import start_background_sync
     from guardhook.server.app import Runtime

@@ -31,12 +31,15 @@ class Violation:
     """A rule broken. `message` is without the `[policy id]` prefix (the engine adds it).
 
     `code` is the HTTP status a Deny carries (403, or 429 for evictions so drains retry);
-    `patch` is the JSONPatch that fixes the object, for policies that can Mutate.
+    `patch` is the JSONPatch that fixes the object, for policies that can Mutate; `findings` are
+    the separate findings when `message` joins several (a lint), each without the object's kind and
+    name, so `check` and `audit` print one per line (empty: the message is one finding).
     """
 
     message: str
     code: int = FORBIDDEN
     patch: tuple[JSONPatchOp, ...] = ()
+    findings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,8 @@ not fit leaves pods Pending, which the scheduler reports; it breaks nothing that
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from guardhook.capacity import Fit, GroupDemand, fit_groups, index_for, shape_of_template
 from guardhook.cluster.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation
 from guardhook.cluster.model import scaled, spec_replicas
 from guardhook.cluster.view.store import ClusterView
@@ -35,6 +34,9 @@ from guardhook.policies.base import (
     target,
 )
 from guardhook.wire import KubeObject
+
+if TYPE_CHECKING:
+    from guardhook.capacity import Fit, GroupDemand
 
 SPARE_GROUPS_ANNOTATION = "guardhook.io/spare-groups"
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
@@ -108,6 +110,10 @@ class GroupCapacity(Policy):
             )
         if ctx.view.is_stale():
             return stale_judgement(self, ctx.view)
+        # numpy comes with the index: imported on the first capacity decision, not with the policy
+        # registry, so commands that never judge capacity (`review` of a delete) start faster.
+        from guardhook.capacity import GroupDemand, fit_groups, index_for, shape_of_template
+
         index = index_for(ctx.view)
         if index.node_count == 0:
             return Judgement(advisories=("the cluster view holds no nodes; group capacity was not checked",))
@@ -213,6 +219,8 @@ def _pods(demand: GroupDemand) -> str:
 
 def warm_capacity_index(view: ClusterView) -> None:
     """Build the view's capacity index (guardhook.capacity) before the first request needs it."""
+    from guardhook.capacity import index_for
+
     index_for(view)
 
 

@@ -29,7 +29,7 @@ whole; answering 429 would wedge a drain on a pod that no longer exists.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,7 @@ from guardhook.policies.base import (
     stale_judgement,
     target,
 )
+from guardhook.wire import KubeObject
 
 BUDGET_ANNOTATION = "guardhook.io/max-disrupted-groups"
 
@@ -83,10 +84,10 @@ class GroupEviction(Policy):
         pod = ctx.view.pod(namespace, name)
         if pod is None or pod.terminal or pod.terminating:
             return ALLOW
-        eviction = _eviction(ctx.view, pod, ctx.params)
+        eviction = eviction_context(ctx.view, pod, ctx.params)
         if eviction is None:
             return ALLOW
-        refused = _pdb_refusal(ctx.view, pod)
+        refused = view_pdb_refusal(ctx.view, pod)
         if refused:
             return _deny(f"evicting pod {namespace}/{name}: {refused}; the API server would refuse it")
         ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
@@ -100,9 +101,11 @@ def _evicted_pod(ctx: PolicyContext) -> tuple[str, str]:
     return namespace, ctx.name
 
 
-def _eviction(view: ClusterView, pod: PodRecord, params: Mapping[str, Any]) -> Eviction | None:
+def eviction_context(view: ClusterView, pod: PodRecord, params: Mapping[str, Any]) -> Eviction | None:
     """The eviction's group context, or None for a pod outside any LWS the view knows (the LWS
-    is gone and its pods are being collected) or of a group beyond `spec.replicas` (scaling down)."""
+    is gone and its pods are being collected) or of a group beyond `spec.replicas` (scaling down).
+    `params` are the policy's (`maxDisruptedGroups`); the budget is the LWS annotation
+    guardhook.io/max-disrupted-groups when set. Also used by `guardhook drain-plan`."""
     member = member_of_pod(pod)
     if member is None:
         return None
@@ -124,16 +127,30 @@ def _eviction(view: ClusterView, pod: PodRecord, params: Mapping[str, Any]) -> E
     )
 
 
-def _pdb_refusal(view: ClusterView, pod: PodRecord) -> str | None:
+def view_pdb_refusal(view: ClusterView, pod: PodRecord) -> str | None:
+    """Why a PodDisruptionBudget in `view` will refuse evicting `pod`, or None."""
     pdbs = matching_pdbs(view.pdbs_in_namespace(pod.namespace), pod)
     if not pdbs:
         return None
-    namespace_pods = [p for p in view.all_pods() if p.namespace == pod.namespace]
+    return pdb_refusal(pdbs, pod, [p for p in view.all_pods() if p.namespace == pod.namespace])
+
+
+def pdb_refusal(
+    pdbs: Iterable[KubeObject], pod: PodRecord, namespace_pods: Sequence[PodRecord]
+) -> str | None:
+    """The first refusal (guardhook.cluster.pdb_budget.refusal) among `pdbs` matching `pod`, given
+    the pods of its namespace; None when every one lets it go."""
     for pdb in pdbs:
         reason = refusal(pdb, pod, namespace_pods)
         if reason:
             return reason
     return None
+
+
+def within_budget(group: int, broken: Collection[int], budget: int) -> bool:
+    """Whether evicting from group `group` is allowed while the groups `broken` of its LWS are
+    broken: always from a broken group, else while fewer than `budget` are broken."""
+    return group in broken or len(broken) < budget
 
 
 def _judge_budget(
@@ -149,7 +166,7 @@ def _judge_budget(
             broken.setdefault(entry.group, f"eviction of {entry.pod} recorded, not visible yet")
         if eviction.group in broken:
             return ALLOW, None
-        if len(broken) >= eviction.budget:
+        if not within_budget(eviction.group, broken, eviction.budget):
             return _deny(_budget_message(eviction, broken)), None
         record = Disruption(eviction.group, eviction.pod.name, eviction.pod.uid, time.time() + ttl)
         # Entries leave storage only by expiry: a replica whose view lags still counts them.

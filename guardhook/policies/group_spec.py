@@ -1,19 +1,28 @@
 """Policy `group-spec`: lint a LeaderWorkerSet spec for settings that hurt serving groups.
 
-Rules (design.md §2; LWS v0.10 API defaults from sigs.k8s.io/lws api/leaderworkerset/v1):
+Rules (design.md §2; LWS v1 API defaults from sigs.k8s.io/lws api/leaderworkerset/v1; probe
+behaviour from the Kubernetes docs, "Configure Liveness, Readiness and Startup Probes"):
 
-- `restartPolicy: None`: a failed pod is restarted alone, so the group keeps serving without it
-  instead of being recreated whole.
+- `restartPolicy: None` (or `Default`, its deprecated name): a failed pod is restarted alone, so
+  the group keeps serving without it instead of being recreated whole.
 - a rollout that takes serving groups down: `maxUnavailable` > 0 with `maxSurge` 0 on more than
   one replica (LWS defaults: maxUnavailable 1, maxSurge 0). Percentages resolve against
-  `spec.replicas` as the LWS controller does: maxUnavailable rounds down, maxSurge rounds up.
+  `spec.replicas` as the LWS controller does: maxUnavailable rounds down, maxSurge rounds up. The
+  remedy, `maxSurge: 1, maxUnavailable: 0`, costs one spare group during a rollout: the message says
+  how many pods and accelerators that is.
 - a leader without a `readinessProbe`, or whose readiness only opens a TCP socket: the leader's
-  readiness is what Services and the group count see, and an open port says nothing about loaded
-  weights.
-- a probe that would give up on a multi-minute weight load with no `startupProbe` in front of it:
-  a liveness probe restarts the container (and with it the group) before the weights are loaded; a
-  readiness probe with no startup probe keeps the group out of service with no signal why. The
-  threshold is the parameter `weightLoadSeconds` (default 300).
+  readiness is what Services and the group count see. With no probe the leader is Ready as soon as
+  its containers run; an open port does not show a loaded model (llama.cpp's server listens while
+  it loads and answers /health with 503 until done; vLLM and SGLang listen only once loaded, so
+  there the TCP check happens to work, but a health endpoint works for every server).
+- a probe that restarts a container before a multi-minute weight load can finish. Only two probes
+  restart a container: a `livenessProbe` (held off while a `startupProbe` has not yet succeeded)
+  and the `startupProbe` itself. A failing readiness probe never restarts anything: it only keeps
+  the pod out of Service endpoints until it passes, which is what a loading model should get. So:
+  a liveness probe with no startup probe, or a startup probe, whose failure window
+  (initialDelaySeconds + periodSeconds × failureThreshold) is shorter than the parameter
+  `weightLoadSeconds` (default 300). A restart under `RecreateGroupOnPodRestart` (the default)
+  recreates the whole group, which then loads again: a restart loop.
 
 Requests: leaderworkersets CREATE and UPDATE. Reads only the request object, never the view, so
 it cannot be stale. Default action: Warn.
@@ -26,11 +35,14 @@ from typing import Any
 
 from guardhook.cluster.lws import LeaderWorkerSet
 from guardhook.cluster.model import as_dict, as_list, scaled
+from guardhook.cluster.resources import Resources, add_into, pod_requests
 from guardhook.policies.base import ALLOW, Judgement, Policy, PolicyContext, Violation, target
 
 DEFAULT_WEIGHT_LOAD_SECONDS = 300
-# What a probe that gives up does to a container that is still loading weights.
-PROBE_EFFECTS = (("livenessProbe", "restarting it"), ("readinessProbe", "marking it unready"))
+# Restart policies under which a failed pod is restarted alone ("Default" is None's deprecated name).
+POD_ALONE_POLICIES = ("None", "Default")
+# Resources every pod requests; the others (GPUs, TPUs, NICs) are what a spare group costs.
+COMMON_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pods")
 
 
 class GroupSpec(Policy):
@@ -41,27 +53,29 @@ class GroupSpec(Policy):
     reads_view = False
 
     def judge(self, ctx: PolicyContext) -> Judgement:
-        """One violation listing every finding (joined by "; "), or ALLOW when the spec is clean."""
+        """One violation whose message joins every finding with "; " (and names the LWS), with the
+        findings apart in Violation.findings; ALLOW when the spec is clean."""
         if not ctx.object:
             return ALLOW
         lws = LeaderWorkerSet(ctx.object)
         findings = lint(lws, int(ctx.params.get("weightLoadSeconds", DEFAULT_WEIGHT_LOAD_SECONDS)))
         if not findings:
             return ALLOW
-        return Judgement(violation=Violation(f"LeaderWorkerSet {lws.name}: " + "; ".join(findings)))
+        message = f"LeaderWorkerSet {lws.name}: " + "; ".join(findings)
+        return Judgement(violation=Violation(message, findings=tuple(findings)))
 
 
 def lint(lws: LeaderWorkerSet, weight_load_seconds: int) -> list[str]:
     """Every finding for `lws`, as short sentences (see the module docstring for the rules)."""
     findings: list[str] = []
-    if lws.restart_policy == "None":
+    if lws.restart_policy in POD_ALONE_POLICIES:
         findings.append(
-            "restartPolicy None restarts a failed pod alone and leaves its group broken; "
+            f"restartPolicy {lws.restart_policy} restarts a failed pod alone and leaves its group broken; "
             "use RecreateGroupOnPodRestart"
         )
     findings += _rollout(lws)
     findings += _leader_readiness(lws)
-    findings += _startup(lws, weight_load_seconds)
+    findings += _restarts_during_load(lws, weight_load_seconds)
     return findings
 
 
@@ -77,9 +91,29 @@ def _rollout(lws: LeaderWorkerSet) -> list[str]:
     if unavailable > 0 and surge == 0:
         return [
             f"rollout takes up to {unavailable} of {replicas} serving groups down at once "
-            f"(maxUnavailable {unavailable}, maxSurge 0); set maxSurge 1 and maxUnavailable 0"
+            f"(maxUnavailable {unavailable}, maxSurge 0); set maxSurge 1 and maxUnavailable 0, "
+            f"which keeps every group serving but needs room for one spare group during a rollout "
+            f"({group_cost(lws)})"
         ]
     return []
+
+
+def group_cost(lws: LeaderWorkerSet) -> str:
+    """What one more group of `lws` needs, for the surge advice: "2 pods, 16 nvidia.com/gpu" —
+    its pods and its requests (limits where no request is set) of every resource but cpu, memory
+    and ephemeral storage; just the pods when the templates request no such resource."""
+    total: Resources = {}
+    add_into(total, pod_requests(as_dict(lws.leader_template.get("spec"))))
+    worker = pod_requests(as_dict(lws.worker_template.get("spec")))
+    for _ in range(max(lws.size - 1, 0)):
+        add_into(total, worker)
+    pods = f"{lws.size} pod" + ("" if lws.size == 1 else "s")
+    extra = [
+        f"{amount} {name}"
+        for name, amount in sorted(total.items())
+        if amount and name not in COMMON_RESOURCES and not name.startswith("hugepages-")
+    ]
+    return ", ".join([pods, *extra])
 
 
 def _containers(template: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -93,9 +127,16 @@ def _leader_readiness(lws: LeaderWorkerSet) -> list[str]:
     probes = [as_dict(c.get("readinessProbe")) for c in _containers(lws.leader_template)]
     probes = [p for p in probes if p]
     if not probes:
-        return ["leader has no readinessProbe, so it counts as Ready before its model is loaded"]
+        return [
+            "leader has no readinessProbe, so it is Ready (and takes Service traffic) as soon as its "
+            "containers start, before its model is loaded; probe the server's health endpoint"
+        ]
     if all(set(p) & {"tcpSocket", "httpGet", "exec", "grpc"} == {"tcpSocket"} for p in probes):
-        return ["leader readinessProbe only checks a TCP socket, which opens before the weights are loaded"]
+        return [
+            "leader readinessProbe only checks that a TCP port accepts connections, which does not show a "
+            "loaded model (llama.cpp's server accepts them while loading, its /health answering 503); "
+            "probe the server's health endpoint (httpGet) instead"
+        ]
     return []
 
 
@@ -110,27 +151,34 @@ def probe_window_seconds(probe: dict[str, Any]) -> int:
     return field("initialDelaySeconds", 0) + field("periodSeconds", 10) * field("failureThreshold", 3)
 
 
-def _startup(lws: LeaderWorkerSet, weight_load_seconds: int) -> list[str]:
+def _restarts_during_load(lws: LeaderWorkerSet, weight_load_seconds: int) -> list[str]:
     findings: list[str] = []
     templates = [("leader", lws.leader_template), ("worker", lws.worker_template)]
     if lws.template.get("leaderTemplate") is None:
         templates = [("leader and worker", lws.worker_template)]
+    whole_group = lws.restart_policy not in POD_ALONE_POLICIES
+    restarted = "the container and its whole group" if whole_group else "the container"
     for role, template in templates:
         for container in _containers(template):
-            if container.get("startupProbe"):
-                continue
-            for kind, effect in PROBE_EFFECTS:
-                probe = as_dict(container.get(kind))
-                if not probe:
-                    continue
-                window = probe_window_seconds(probe)
+            name = f"{role} container {container.get('name', '?')}"
+            startup = as_dict(container.get("startupProbe"))
+            liveness = as_dict(container.get("livenessProbe"))
+            if startup:
+                window = probe_window_seconds(startup)
                 if window < weight_load_seconds:
                     findings.append(
-                        f"{role} container {container.get('name', '?')} has a {kind} and no startupProbe: "
-                        f"it gives up after {window}s ({effect}), less than a multi-minute weight load "
-                        f"(weightLoadSeconds {weight_load_seconds}); add a startupProbe"
+                        f"{name}: its startupProbe fails after {window}s, then the kubelet restarts "
+                        f"{restarted}, before a multi-minute weight load (weightLoadSeconds "
+                        f"{weight_load_seconds}) can finish; raise its periodSeconds × failureThreshold"
                     )
-                    break
+            elif liveness:
+                window = probe_window_seconds(liveness)
+                if window < weight_load_seconds:
+                    findings.append(
+                        f"{name}: its livenessProbe, with no startupProbe to hold it off, fails after "
+                        f"{window}s, then the kubelet restarts {restarted}, before a multi-minute weight "
+                        f"load (weightLoadSeconds {weight_load_seconds}) can finish; add a startupProbe"
+                    )
     return findings
 
 

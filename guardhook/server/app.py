@@ -17,6 +17,7 @@ from flask import Flask, Response, request
 from guardhook.admission.codec import MAX_BODY_BYTES, ReviewError, decode, encode
 from guardhook.admission.engine import Endpoint, Engine
 from guardhook.server.metrics import CONTENT_TYPE, GroupCollector, Metrics
+from guardhook.server.spare_metrics import SpareGroupsCollector
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ class Runtime:
         self.metrics = metrics or Metrics()
         self.collectors: list[Callable[[Runtime], None]] = []
         self.metrics.registry.register(GroupCollector(lambda: self.engine.view))
+        self.metrics.registry.register(SpareGroupsCollector(lambda: self.engine.view))
 
     @property
     def ready(self) -> bool:

@@ -42,10 +42,14 @@ class WebhookConfiguration:
 
 def base_webhook_configurations(manifests: Path) -> list[WebhookConfiguration]:
     """The Validating/MutatingWebhookConfigurations in `manifests/base/*.yaml`, in file order.
-    Raises ManifestsError when there are none (a wrong folder)."""
+    Raises ManifestsError when there are none (a wrong folder) or a file is not UTF-8 YAML."""
     found: list[WebhookConfiguration] = []
     for path in sorted((manifests / BASE).glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
+        try:
+            docs = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise ManifestsError(f"cannot read {path}: {exc}") from exc
+        for doc in docs:
             if isinstance(doc, dict) and doc.get("kind") in WEBHOOK_KINDS:
                 found.append(
                     WebhookConfiguration(doc["kind"], doc["metadata"]["name"], len(doc.get("webhooks") or []))

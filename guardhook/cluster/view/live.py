@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from guardhook.cluster.model import as_dict, metadata
+from guardhook.cluster.paging import pages
 from guardhook.cluster.view.store import (
     KINDS,
     LEADERWORKERSETS,
@@ -222,17 +223,14 @@ class Reflector:
 
     def _list_into_view(self) -> tuple[dict[Key, str], str]:
         versions: dict[Key, str] = {}
-        token: str | None = None
-        while True:
-            page = self.transport.list_page(self.kind, token, self.page_size)
+        version = ""
+        for page in pages(lambda token: self.transport.list_page(self.kind, token, self.page_size)):
             for obj in page.get("items") or []:
                 if isinstance(obj, dict):
                     versions[object_key(obj)] = resource_version(obj)
                     self.view.upsert(self.kind, trimmed(self.kind, obj))
-            meta = metadata(page)
-            token = str(meta.get("continue") or "") or None
-            if token is None:
-                return versions, str(meta.get("resourceVersion") or "")
+            version = str(metadata(page).get("resourceVersion") or "")
+        return versions, version
 
     def apply(self, event: dict[str, Any]) -> None:
         """Apply one watch event. Events older than what the view holds for the object are ignored,

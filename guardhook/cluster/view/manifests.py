@@ -11,7 +11,7 @@ import os
 from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -45,7 +45,15 @@ def flatten(doc: Any) -> Iterator[KubeObject]:
         yield doc
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+# libyaml's parser when PyYAML was built with it (its wheels are): the pure-Python one takes ~1 s
+# for the bundled sample fleet's 140 KB, libyaml a tenth of that. Construction stays SafeConstructor.
+if TYPE_CHECKING:
+    _SafeLoader = yaml.SafeLoader
+else:
+    _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _UniqueKeyLoader(_SafeLoader):
     """A SafeLoader that rejects a mapping key given twice, as kubectl does ("mapping key already
     defined"), instead of silently keeping the last value (PyYAML's default)."""
 

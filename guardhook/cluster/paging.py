@@ -1,0 +1,40 @@
+"""The one paging loop for list calls (`limit`/`continue`, as the API server's list chunking
+documents), shared by the live view's reflectors and `audit`'s one-shot lists."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+Page = dict[str, Any]
+"""A decoded `{Kind}List`: `items` and `metadata.continue` / `metadata.resourceVersion`."""
+
+
+def pages(fetch_page: Callable[[str | None], Page]) -> Iterator[Page]:
+    """Every page of one list: calls `fetch_page(continue_token)` (None for the first page) until a
+    page carries no `metadata.continue`. Raises whatever `fetch_page` raises."""
+    token: str | None = None
+    while True:
+        page = fetch_page(token)
+        yield page
+        meta = page.get("metadata")
+        token = str(meta.get("continue") or "") if isinstance(meta, dict) else ""
+        if not token:
+            return
+
+
+def request_page(
+    call: Callable[..., Any], continue_token: str | None, limit: int, timeout: tuple[float, float]
+) -> Any:
+    """One page from a `kubernetes` client list call as raw decoded JSON (`_preload_content=False`:
+    the client's typed models are never built), the connection released. Raises the client's
+    ApiException, urllib3 errors, and ValueError when the answer is not JSON."""
+    kwargs: dict[str, Any] = {"limit": limit}
+    if continue_token:
+        kwargs["_continue"] = continue_token
+    response = call(_preload_content=False, _request_timeout=timeout, **kwargs)
+    try:
+        return json.loads(response.data)
+    finally:
+        response.release_conn()

@@ -1,0 +1,172 @@
+"""What `guardhook check` could not judge for lack of context.
+
+`group-pdb`, `leader-service` and `pod-counted-scaler` judge a PDB, Service or scaler against the
+LeaderWorkerSets beside it. Checked alone (a PDB without its LWS) they find nothing to object to
+and would pass in silence, though the object may well count the pods of an LWS that simply was not
+in the input. So, for each such object, `check` asks whether anything in the input or the context
+(`--cluster-state`, `--kubeconfig`) tells what it is aimed at:
+
+- a PDB's or Service's selector matches the pods of some LWS (guardhook.cluster.reach) or the pod
+  template of some other workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob,
+  Pod) in its namespace;
+- a scaler's `scaleTargetRef` is not a StatefulSet (so not an LWS's), or names a StatefulSet that is
+  in the input, or an LWS in its namespace lets the policy judge the StatefulSet by its name.
+
+When nothing does, the object gets a note (Unjudged) instead of silence.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from guardhook.cluster.lws import LeaderWorkerSet
+from guardhook.cluster.model import as_dict, metadata, str_map
+from guardhook.cluster.reach import reach
+from guardhook.cluster.selectors import Selector, SelectorError, from_label_selector, from_map, matches
+from guardhook.commands.scan import Located
+from guardhook.policies.leader_service import is_traffic_service
+from guardhook.policies.pod_counted_scaler import KEDA_DEFAULT_KIND
+from guardhook.wire import KubeObject
+
+# Where each workload kind keeps the labels of the pods it creates.
+POD_TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
+    "Deployment": ("spec", "template"),
+    "StatefulSet": ("spec", "template"),
+    "DaemonSet": ("spec", "template"),
+    "ReplicaSet": ("spec", "template"),
+    "Job": ("spec", "template"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template"),
+    "Pod": (),
+}
+LWS_KIND = "LeaderWorkerSet"
+SCALER_KINDS = ("HorizontalPodAutoscaler", "ScaledObject")
+CONTEXT_FLAGS = "or pass --cluster-state PATH or --kubeconfig FILE"
+
+
+@dataclass(frozen=True)
+class Unjudged:
+    """An object a policy could not judge for lack of context, and why."""
+
+    source: str
+    kind: str
+    namespace: str
+    name: str
+    policy: str
+    why: str
+
+    def line(self) -> str:
+        """`source: Kind namespace/name: not judged by [policy]: why`."""
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.source}: {self.kind} {where}: not judged by [{self.policy}]: {self.why}"
+
+    def as_dict(self) -> dict[str, str]:
+        """The JSON form, keyed like a Finding's (`message` holds the reason)."""
+        return {
+            "source": self.source,
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "policy": self.policy,
+            "message": self.why,
+        }
+
+
+@dataclass
+class _Namespace:
+    lws: list[LeaderWorkerSet]
+    pod_labels: list[dict[str, str]]
+    statefulsets: set[str]
+
+
+def unjudged(
+    objects: Sequence[Located], context: Iterable[KubeObject], active: Iterable[str]
+) -> list[Unjudged]:
+    """A note for each of `objects` that a policy in `active` (ids of policies with actions) could
+    not judge because neither `objects` nor `context` holds what it is aimed at (module docstring)."""
+    policies = set(active)
+    namespaces = _index([*context, *(o.obj for o in objects)])
+    notes: list[Unjudged] = []
+    for located in objects:
+        obj = located.obj
+        kind = str(obj.get("kind") or "")
+        ns = namespaces[str(metadata(obj).get("namespace") or "")]
+        found: tuple[str, str] | None = None
+        if kind == "PodDisruptionBudget" and "group-pdb" in policies:
+            found = _selector_note("group-pdb", _pdb_selector(obj), ns)
+        elif kind == "Service" and "leader-service" in policies and is_traffic_service(obj):
+            found = _selector_note(
+                "leader-service", from_map(str_map(as_dict(obj.get("spec")).get("selector"))), ns
+            )
+        elif kind in SCALER_KINDS and "pod-counted-scaler" in policies:
+            found = _scaler_note(obj, ns)
+        if found is not None:
+            meta = metadata(obj)
+            notes.append(
+                Unjudged(
+                    located.source,
+                    kind,
+                    str(meta.get("namespace") or ""),
+                    str(meta.get("name") or ""),
+                    *found,
+                )
+            )
+    return notes
+
+
+def _index(objects: Iterable[KubeObject]) -> defaultdict[str, _Namespace]:
+    namespaces: defaultdict[str, _Namespace] = defaultdict(lambda: _Namespace([], [], set()))
+    for obj in objects:
+        kind = str(obj.get("kind") or "")
+        ns = namespaces[str(metadata(obj).get("namespace") or "")]
+        if kind == LWS_KIND:
+            ns.lws.append(LeaderWorkerSet(obj))
+            continue
+        if kind == "StatefulSet":
+            ns.statefulsets.add(str(metadata(obj).get("name") or ""))
+        path = POD_TEMPLATE_PATHS.get(kind)
+        if path is None:
+            continue
+        template = obj
+        for step in path:
+            template = as_dict(template.get(step))
+        ns.pod_labels.append(str_map(metadata(template).get("labels")))
+    return namespaces
+
+
+def _pdb_selector(pdb: KubeObject) -> Selector | None:
+    try:
+        return from_label_selector(as_dict(pdb.get("spec")).get("selector"))
+    except SelectorError:
+        return None  # the policy reports a malformed selector itself
+
+
+def _selector_note(policy: str, selector: Selector | None, ns: _Namespace) -> tuple[str, str] | None:
+    if selector is None:
+        return None  # a null selector matches nothing: there is nothing to judge
+    if any(reach(selector, lws).any for lws in ns.lws):
+        return None
+    if any(matches(selector, labels) for labels in ns.pod_labels):
+        return None
+    return (
+        policy,
+        "no LeaderWorkerSet (nor any other workload) in the input or context creates pods its "
+        f"selector matches, so whether it selects the pods of LWS groups is unknown; add the "
+        f"LeaderWorkerSet to the input, {CONTEXT_FLAGS}",
+    )
+
+
+def _scaler_note(scaler: KubeObject, ns: _Namespace) -> tuple[str, str] | None:
+    ref = as_dict(as_dict(scaler.get("spec")).get("scaleTargetRef"))
+    default_kind = KEDA_DEFAULT_KIND if scaler.get("kind") == "ScaledObject" else ""
+    target_kind = str(ref.get("kind") or default_kind)
+    target = str(ref.get("name") or "")
+    if target_kind != "StatefulSet" or not target or target in ns.statefulsets or ns.lws:
+        return None
+    return (
+        "pod-counted-scaler",
+        f"its target StatefulSet {target} is not in the input or context, nor is any LeaderWorkerSet of "
+        f"its namespace, so whether {target} belongs to an LWS is unknown; add the LeaderWorkerSet to the "
+        f"input, {CONTEXT_FLAGS}",
+    )

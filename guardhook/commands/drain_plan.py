@@ -1,0 +1,149 @@
+"""`guardhook drain-plan NODE…`: what draining these nodes does to each LeaderWorkerSet, in groups
+(guardhook.planning.drain): the groups that lose a pod, the waves that keep every LWS within its
+group budget, the evictions the webhook would answer 429 if the nodes were drained at once, and
+whether each lost group can be rebuilt on what is left.
+
+Exit codes: 0 when every lost group can be rebuilt, 1 when one cannot or a node can never be
+drained (its pods' budget is 0), 2 on bad input (unknown node, unreadable state or config).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
+
+from guardhook.commands.common import SourceError, add_view_flags, live_client, using_source
+
+if TYPE_CHECKING:
+    from guardhook.cluster.sources import Source
+    from guardhook.planning.drain import DrainPlan, Wave
+    from guardhook.wire import KubeObject
+
+log = logging.getLogger("guardhook")
+
+EXIT_REBUILDABLE = 0
+EXIT_NOT_REBUILDABLE = 1
+EVICTION_POLICY = "group-eviction"
+
+
+def add_parser(commands: Any) -> None:
+    """Register `guardhook drain-plan` on the CLI's subparsers."""
+    drain = commands.add_parser(
+        "drain-plan",
+        help="plan draining nodes in groups: waves within each LWS's group budget, rebuild feasibility",
+    )
+    drain.add_argument("nodes", nargs="+", metavar="NODE", help="nodes to drain, in the order to try them")
+    drain.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    add_view_flags(drain)
+    drain.set_defaults(run=run_drain_plan)
+
+
+def run_drain_plan(args: argparse.Namespace) -> int:
+    """Print the plan; return 0 (every lost group rebuildable) or 1. Raises SourceError (exit 2)
+    for an unknown node or an unusable source."""
+    from guardhook.cluster.sources import choose_source
+    from guardhook.config import load_config
+    from guardhook.planning.drain import UnknownNodeError, plan_drain
+
+    config = load_config(args.config, args.enforcement)
+    source = choose_source(args.cluster_state, args.kubeconfig)
+    objects = _objects(source)
+    try:
+        plan = plan_drain(objects, args.nodes, config.settings(EVICTION_POLICY).params)
+    except UnknownNodeError as exc:
+        raise SourceError(f"{exc} (not in {source.describe()})") from exc
+    if args.format == "json":
+        json.dump(plan.as_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        render_text(plan, sys.stdout)
+    return EXIT_REBUILDABLE if plan.ok else EXIT_NOT_REBUILDABLE
+
+
+def _objects(source: Source) -> list[KubeObject]:
+    from guardhook.cluster.listing import list_cluster
+    from guardhook.cluster.sources import EMBEDDED
+    from guardhook.cluster.view.manifests import load_paths
+    from guardhook.cluster.view.static import embedded_fleet_objects
+
+    if source.live:
+        api = live_client(source)
+        return using_source(source, "list objects from", lambda: list_cluster(api)).objects
+    if source.kind == EMBEDDED:
+        log.warning("no cluster configured: planning on the bundled sample fleet")
+        return embedded_fleet_objects()
+    return [m.obj for m in load_paths(source.paths)]
+
+
+def render_text(plan: DrainPlan, out: TextIO) -> None:
+    """The plan for people: a table per LWS, a line per wave, the 429s of an all-at-once drain,
+    and one line per LWS on rebuilding."""
+    print(f"Draining {len(plan.nodes)} node{_s(len(plan.nodes))}: {', '.join(plan.nodes)}", file=out)
+    header = ("NAMESPACE", "LWS", "BUDGET", "LOSING", "BROKEN-NOW", "LOST", "REBUILDABLE")
+    rows = [header] + [
+        (
+            item.namespace,
+            item.name,
+            str(item.budget),
+            _indexes(item.losing),
+            _indexes(item.broken),
+            str(item.lost),
+            str(item.rebuildable),
+        )
+        for item in plan.lws
+    ]
+    if plan.lws:
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        for row in rows:
+            print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)
+    else:
+        print("  No LeaderWorkerSet group loses a pod and none is broken.", file=out)
+    print(
+        f"Waves: {len(plan.waves)} (each starts once the groups broken before it are whole again)", file=out
+    )
+    for number, wave in enumerate(plan.waves, start=1):
+        print(f"  wave {number}: {', '.join(wave.nodes)}{_wave_detail(wave)}", file=out)
+    for node in plan.blocked:
+        print(f"  blocked: {node} (an eviction there is refused even with every group whole)", file=out)
+    if plan.at_once:
+        count = len(plan.at_once)
+        print(f"Drained at once, the webhook would answer 429 to {count} eviction{_s(count)}:", file=out)
+        for refusal in plan.at_once:
+            print(f"  {refusal.namespace}/{refusal.pod} on {refusal.node}: {refusal.reason}", file=out)
+    else:
+        print("Drained at once, the webhook would answer no eviction with 429.", file=out)
+    print("After the drain:", file=out)
+    for item in plan.lws:
+        line = (
+            f"  {item.namespace}/{item.name}: {item.lost} group{_s(item.lost)} to rebuild, "
+            f"room for {item.rebuildable}"
+        )
+        print(line + (f" ({item.short})" if item.short else ""), file=out)
+    if not plan.lws:
+        print("  nothing to rebuild", file=out)
+
+
+def _wave_detail(wave: Wave) -> str:
+    parts = []
+    if wave.groups:
+        parts.append("breaks " + ", ".join(str(g) for g in wave.groups))
+    else:
+        parts.append("breaks no group")
+    if wave.retried:
+        parts.append(
+            f"{len(wave.retried)} eviction{_s(len(wave.retried))} retried until a group is whole again"
+        )
+    if wave.waits_for:
+        parts.append("waits for " + ", ".join(str(g) for g in wave.waits_for))
+    return " — " + "; ".join(parts)
+
+
+def _indexes(groups: tuple[int, ...]) -> str:
+    return ",".join(map(str, groups)) or "-"
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"

@@ -1,0 +1,236 @@
+"""`drain-plan`: what draining nodes does to each LeaderWorkerSet, judged in groups.
+
+- The groups that lose a pod on the drained nodes, and the groups already broken.
+- The evictions `group-eviction` would answer 429 if every node were drained at once
+  (guardhook.planning.evictions, the policy's own budget and PDB rules).
+- Waves: nodes are taken in the order given, each into the first wave it can join without a 429.
+  The first wave starts from the view as it is (groups already broken use up budget); every later
+  wave starts once the groups broken before it are whole again, so it has the whole budget. A node
+  that breaks more groups than the budget allows on its own gets a wave of its own, and the
+  evictions it must retry are listed (`kubectl drain` retries 429s). A node with a pod that no
+  eviction can ever take (budget 0, or a PDB that allows no disruption with every group whole) is
+  blocked: no wave drains it.
+- After the drain: can each lost group be rebuilt (guardhook.planning.rebuild)? Lost are the groups
+  losing a pod on the drained nodes and every group already broken, of any LWS (they compete for
+  the same free capacity).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from guardhook.cluster.lws import member_of_pod
+from guardhook.cluster.model import PodRecord
+from guardhook.cluster.view.static import view_from_objects
+from guardhook.cluster.view.store import ClusterView
+from guardhook.planning.evictions import GroupRef, LwsKey, Refusal, evict_in_turn
+from guardhook.planning.rebuild import rebuild_after_drain
+from guardhook.policies.group_eviction import eviction_context
+from guardhook.wire import KubeObject
+
+
+class UnknownNodeError(ValueError):
+    """A node to drain is not in the cluster view."""
+
+
+@dataclass
+class Wave:
+    """Nodes drained together; the whole groups their evictions break; the evictions retried
+    within the wave (a node that alone exceeds the budget); the groups that must be whole again
+    before the wave starts."""
+
+    nodes: list[str]
+    groups: list[GroupRef] = field(default_factory=list)
+    retried: list[Refusal] = field(default_factory=list)
+    waits_for: list[GroupRef] = field(default_factory=list)
+    healed: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "nodes": self.nodes,
+            "groups": [g.as_dict() for g in self.groups],
+            "retried": [r.as_dict() for r in self.retried],
+            "waitsFor": [g.as_dict() for g in self.waits_for],
+        }
+
+
+@dataclass(frozen=True)
+class LwsDrain:
+    """One LeaderWorkerSet under the drain: its group budget, the groups that lose a pod on the
+    drained nodes (`losing`), those already broken, how many groups are `lost` in all (the union)
+    and how many of them can be rebuilt, and what the rest lack (`short`)."""
+
+    namespace: str
+    name: str
+    budget: int
+    losing: tuple[int, ...]
+    broken: tuple[int, ...]
+    lost: int
+    rebuildable: int
+    short: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "budget": self.budget,
+            "losing": list(self.losing),
+            "broken": list(self.broken),
+            "lost": self.lost,
+            "rebuildable": self.rebuildable,
+            "short": self.short,
+        }
+
+
+@dataclass(frozen=True)
+class DrainPlan:
+    """The whole answer. `ok`: every lost group can be rebuilt and no node is blocked."""
+
+    nodes: tuple[str, ...]
+    waves: tuple[Wave, ...]
+    blocked: tuple[str, ...]
+    at_once: tuple[Refusal, ...]
+    lws: tuple[LwsDrain, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.blocked and all(item.rebuildable >= item.lost for item in self.lws)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "nodes": list(self.nodes),
+            "waves": [w.as_dict() for w in self.waves],
+            "blocked": list(self.blocked),
+            "refusedAtOnce": [r.as_dict() for r in self.at_once],
+            "lws": [item.as_dict() for item in self.lws],
+            "rebuildable": self.ok,
+        }
+
+
+def plan_drain(objects: Sequence[KubeObject], nodes: Sequence[str], params: Mapping[str, Any]) -> DrainPlan:
+    """Plan draining `nodes` (names, in the order to try them) of the cluster `objects`, with
+    group-eviction's `params`. Raises UnknownNodeError for a node the objects do not hold."""
+    view = view_from_objects(objects, source="drain plan")
+    order = list(dict.fromkeys(nodes))
+    unknown = [n for n in order if view.node(n) is None]
+    if unknown:
+        raise UnknownNodeError(f"unknown node{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}")
+    at_once = evict_in_turn(view, _pods_on(view, order), params)
+    waves, blocked = _waves(view, order, params)
+    losing, broken, budgets = _groups(view, order, params, every_lws=True)
+    lost = {key: losing.get(key, set()) | broken.get(key, set()) for key in losing.keys() | broken.keys()}
+    rebuilt = rebuild_after_drain(objects, order, lost)
+    lws = tuple(
+        LwsDrain(
+            namespace=key[0],
+            name=key[1],
+            budget=budgets[key],
+            losing=tuple(sorted(losing.get(key, ()))),
+            broken=tuple(sorted(broken.get(key, ()))),
+            lost=rebuilt[key].lost,
+            rebuildable=rebuilt[key].rebuildable,
+            short=rebuilt[key].short,
+        )
+        for key in sorted(lost)
+        if key in rebuilt
+    )
+    return DrainPlan(tuple(order), tuple(waves), tuple(blocked), tuple(at_once.refused), lws)
+
+
+def _pods_on(view: ClusterView, nodes: Sequence[str]) -> list[PodRecord]:
+    """Pods bound to `nodes`, node by node in order, by name within a node (a drain's order)."""
+    return [pod for node in nodes for pod in sorted(view.pods_on_node(node), key=lambda p: p.name)]
+
+
+def _waves(
+    view: ClusterView, nodes: Sequence[str], params: Mapping[str, Any]
+) -> tuple[list[Wave], list[str]]:
+    waves: list[Wave] = []
+    blocked: list[str] = []
+    for node in nodes:
+        if any(_fits(view, wave, node, params) for wave in waves):
+            continue
+        first = not waves
+        alone = Wave([node], healed=not first)
+        outcome = evict_in_turn(view, _pods_on(view, [node]), params, healed=alone.healed)
+        if outcome.refused and first:
+            healed = evict_in_turn(view, _pods_on(view, [node]), params, healed=True)
+            if not healed.refused:  # the groups broken now use up the budget: wait for them
+                waves.append(Wave([]))
+                alone.healed, outcome = True, healed
+        if outcome.refused and _never_evicted(view, node, params):
+            blocked.append(node)
+            continue
+        alone.groups, alone.retried = outcome.broken, outcome.refused
+        waves.append(alone)
+    waves = [wave for wave in waves if wave.nodes]
+    _set_waits(view, waves, params)
+    return waves, blocked
+
+
+def _fits(view: ClusterView, wave: Wave, node: str, params: Mapping[str, Any]) -> bool:
+    """Add `node` to `wave` when the wave's evictions then still meet no 429."""
+    if wave.retried:
+        return False
+    outcome = evict_in_turn(view, _pods_on(view, [*wave.nodes, node]), params, healed=wave.healed)
+    if outcome.refused:
+        return False
+    wave.nodes.append(node)
+    wave.groups = outcome.broken
+    return True
+
+
+def _never_evicted(view: ClusterView, node: str, params: Mapping[str, Any]) -> bool:
+    """Some pod on `node` is refused even alone with every group whole."""
+    return any(evict_in_turn(view, [pod], params, healed=True).refused for pod in view.pods_on_node(node))
+
+
+def _set_waits(view: ClusterView, waves: list[Wave], params: Mapping[str, Any]) -> None:
+    """Each later wave waits for the groups of the LWSs it touches that are broken before it."""
+    broken_now = {g for pods in _all_broken(view, params).values() for g in pods}
+    before: set[GroupRef] = set()
+    for wave in waves:
+        if wave.healed:
+            touched = {(g.namespace, g.lws) for g in wave.groups} | {
+                (r.namespace, _lws_of(view, r)) for r in wave.retried
+            }
+            wait = before | broken_now
+            wave.waits_for = sorted(g for g in wait if (g.namespace, g.lws) in touched)
+        before |= set(wave.groups)
+
+
+def _lws_of(view: ClusterView, refusal: Refusal) -> str:
+    pod = view.pod(refusal.namespace, refusal.pod)
+    member = member_of_pod(pod) if pod is not None else None
+    return member.lws_name if member is not None else ""
+
+
+def _all_broken(view: ClusterView, params: Mapping[str, Any]) -> dict[LwsKey, set[GroupRef]]:
+    _, broken, _ = _groups(view, [], params, every_lws=True)
+    return {key: {GroupRef(key[0], key[1], g) for g in groups} for key, groups in broken.items()}
+
+
+def _groups(
+    view: ClusterView, nodes: Sequence[str], params: Mapping[str, Any], every_lws: bool = False
+) -> tuple[dict[LwsKey, set[int]], dict[LwsKey, set[int]], dict[LwsKey, int]]:
+    """Per LWS touched by the drain (or every LWS holding a pod, with `every_lws`): the groups
+    losing a pod on `nodes`, the groups already broken, and the group budget — all as
+    group-eviction reads them (groups beyond spec.replicas are not counted)."""
+    losing: dict[LwsKey, set[int]] = {}
+    broken: dict[LwsKey, set[int]] = {}
+    budgets: dict[LwsKey, int] = {}
+    on_nodes = {pod.key for pod in _pods_on(view, nodes)}
+    for pod in view.all_pods():
+        if pod.terminal or not (every_lws or pod.key in on_nodes):
+            continue
+        eviction = eviction_context(view, pod, params)
+        if eviction is None:
+            continue
+        key = (eviction.lws.namespace, eviction.lws.name)
+        budgets[key] = eviction.budget
+        broken.setdefault(key, set(eviction.broken_in_view))
+        if pod.key in on_nodes:
+            losing.setdefault(key, set()).add(eviction.group)
+    return losing, broken, budgets

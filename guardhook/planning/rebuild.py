@@ -1,0 +1,164 @@
+"""Can the groups a drain loses be rebuilt on what is left? The capacity solver's answer on the
+cluster minus the drained nodes.
+
+Modelled as the LWS rebuilds a group (RecreateGroupOnPodRestart): every pod of a lost group is
+removed and recreated with it, so the nodes its other pods held free up; the drained nodes take
+nothing; groups already broken count as lost. Other pods on a drained node that a controller
+other than a DaemonSet owns are recreated elsewhere: they become pending and claim capacity
+first. LeaderWorkerSets are rebuilt one after another (by namespace and name), each seeing the
+groups rebuilt before it as pending pods, since rebuilds compete for the same free capacity.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from guardhook.capacity import CapacityIndex, Fit, GroupDemand, fit_groups, index_for, shape_of_template
+from guardhook.capacity.shapes import PODS, format_amount
+from guardhook.cluster.lws import (
+    GROUP_INDEX_LABEL,
+    GROUP_KEY_LABEL,
+    NAME_LABEL,
+    WORKER_INDEX_LABEL,
+    LeaderWorkerSet,
+    member_of_object,
+)
+from guardhook.cluster.model import as_dict, metadata
+from guardhook.cluster.view.static import view_from_objects
+from guardhook.cluster.view.store import PODS as PODS_KIND
+from guardhook.planning.evictions import GroupRef, LwsKey
+from guardhook.wire import KubeObject
+
+RECREATED_OWNERS = ("ReplicaSet", "StatefulSet", "Job", "ReplicationController")
+"""Controllers whose pods come back elsewhere when evicted (DaemonSet pods do not)."""
+
+
+@dataclass(frozen=True)
+class Rebuild:
+    """One LWS after the drain: `lost` groups, of which `rebuildable` fit again; `short` says what
+    the rest lack (empty when all fit)."""
+
+    lost: int
+    rebuildable: int
+    short: str
+
+
+def rebuild_after_drain(
+    objects: Sequence[KubeObject], drained: Iterable[str], lost: Mapping[LwsKey, set[int]]
+) -> dict[LwsKey, Rebuild]:
+    """For each LWS with lost groups (`lost`: group indexes per (namespace, name)), how many can be
+    rebuilt on `objects` without the `drained` nodes. Objects are the cluster's (any kinds)."""
+    gone = set(drained)
+    lost_refs = {GroupRef(ns, name, g) for (ns, name), groups in lost.items() for g in groups}
+    after = view_from_objects(_after_drain(objects, gone, lost_refs), source="after drain")
+    index = index_for(after)
+    answers: dict[LwsKey, Rebuild] = {}
+    for lws in sorted(after.all_lws(), key=lambda item: (item.namespace, item.name)):
+        groups = sorted(lost.get((lws.namespace, lws.name), ()))
+        if not groups:
+            continue
+        demand = GroupDemand(
+            leader=shape_of_template(lws.leader_template),
+            worker=shape_of_template(lws.worker_template),
+            size=max(1, lws.size),
+            count=len(groups),
+            namespace=lws.namespace,
+            exclusive_key=lws.exclusive_topology,
+        )
+        fit = fit_groups(index, demand)
+        short = "" if fit.all_fit else shortfall(fit, index)
+        answers[(lws.namespace, lws.name)] = Rebuild(len(groups), fit.fits, short)
+        for group in groups[: fit.fits]:  # rebuilt first: later LWSs see them waiting for nodes
+            for pod in recreated_group(lws, group):
+                after.upsert(PODS_KIND, pod)
+    return answers
+
+
+def _after_drain(objects: Sequence[KubeObject], gone: set[str], lost: set[GroupRef]) -> list[KubeObject]:
+    kept: list[KubeObject] = []
+    for obj in objects:
+        kind = obj.get("kind")
+        if kind == "Node" and metadata(obj).get("name") in gone:
+            continue
+        if kind == "Pod":
+            pod = _pod_after_drain(obj, gone, lost)
+            if pod is None:
+                continue
+            obj = pod
+        kept.append(obj)
+    return kept
+
+
+def _pod_after_drain(pod: KubeObject, gone: set[str], lost: set[GroupRef]) -> KubeObject | None:
+    member = member_of_object(pod)
+    if member is not None and GroupRef(member.namespace, member.lws_name, member.group_index) in lost:
+        return None
+    if as_dict(pod.get("spec")).get("nodeName") not in gone:
+        return pod
+    owners = [as_dict(o) for o in metadata(pod).get("ownerReferences") or []]
+    if member is not None or not any(
+        o.get("controller") and o.get("kind") in RECREATED_OWNERS for o in owners
+    ):
+        return None  # evicted for good (or an LWS pod beyond spec.replicas, being scaled away)
+    moved = copy.deepcopy(pod)
+    moved["spec"].pop("nodeName", None)
+    moved["status"] = {"phase": "Pending"}
+    return moved
+
+
+def recreated_group(lws: LeaderWorkerSet, group: int) -> list[KubeObject]:
+    """The pods the LWS creates for group `group`, not yet bound: a leader from the leader
+    template and size−1 workers from the worker template, with the LWS labels."""
+    pods = []
+    for worker in range(max(1, lws.size)):
+        template = lws.leader_template if worker == 0 else lws.worker_template
+        name = f"{lws.name}-{group}" + (f"-{worker}" if worker else "")
+        labels = {
+            NAME_LABEL: lws.name,
+            GROUP_INDEX_LABEL: str(group),
+            WORKER_INDEX_LABEL: str(worker),
+            GROUP_KEY_LABEL: f"{lws.name}-{group}-rebuilt",
+        }
+        pods.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": lws.namespace, "labels": labels},
+                "spec": copy.deepcopy(as_dict(template.get("spec"))),
+                "status": {"phase": "Pending"},
+            }
+        )
+    return pods
+
+
+def shortfall(fit: Fit, index: CapacityIndex) -> str:
+    """What the groups that do not fit lack, e.g. "short 8 nvidia.com/gpu on 4 nodes": for
+    same-shape groups, the pods still without a place, each short of its request of the limiting
+    resources; otherwise the limiting resources the solver names. Of the solver's limiting
+    resources, those the eligible nodes lack in total are named (a node short of everything, such
+    as a CPU node for a GPU pod, would otherwise name every resource)."""
+    demand = fit.demand
+    if demand.exclusive_key:
+        return (
+            f"{fit.domains_free_fitting} free domains of node label {demand.exclusive_key} can host a "
+            f"whole group, {demand.count} needed"
+        )
+    if fit.eligible_worker == 0:
+        return "no eligible nodes"
+    if not fit.limiting:
+        return "the groups do not fit beside each other"
+    if fit.pod_slots < 0:
+        return f"short of {fit.limiting}"
+    missing = (demand.count - fit.fits) * demand.size - fit.pod_slots
+    requests = demand.worker.request_map
+    limiting = [name for name in fit.limiting.split(", ") if name in requests and name != PODS]
+    with index.lock:
+        eligible = index.eligible(demand.worker)
+        totals = index.free(limiting)[eligible].sum(axis=0)
+    need = demand.count * demand.size
+    scarce = [name for name, total in zip(limiting, totals, strict=True) if total < need * requests[name]]
+    amounts = ", ".join(f"{format_amount(name, requests[name])} {name}" for name in scarce or limiting)
+    place = "node" if missing == 1 else "nodes"
+    return f"short {amounts or fit.limiting} on {missing} {place}"

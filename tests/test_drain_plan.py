@@ -1,0 +1,313 @@
+"""`guardhook drain-plan`: waves within each LWS's group budget, the 429s of an all-at-once drain,
+and whether the lost groups can be rebuilt, on the sample fleet and on hand-made states."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from guardhook.cluster.view.static import embedded_fleet_objects
+from guardhook.commands.main import main
+from guardhook.planning.drain import plan_drain
+from guardhook.wire import KubeObject
+
+from conftest import clean_env
+from fake_apiserver import running_fake
+from helpers import find, set_ready
+
+PARAMS = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120}
+XL = ("serve", "llm-xl")
+
+
+def drain_cli(
+    tmp_path: Path, *args: str, state: list[KubeObject] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m guardhook drain-plan ARGS` with no kubeconfig (the sample fleet unless
+    `state` is given, which is written to a --cluster-state file)."""
+    extra: list[str] = []
+    if state is not None:
+        path = tmp_path / "state.yaml"
+        path.write_text(yaml.safe_dump_all(state))
+        extra = ["--cluster-state", str(path)]
+    return subprocess.run(
+        [sys.executable, "-m", "guardhook", "drain-plan", *args, *extra],
+        capture_output=True,
+        text=True,
+        env=clean_env(tmp_path),
+        timeout=120,
+    )
+
+
+def fleet(edit: Callable[[list[KubeObject]], None] | None = None) -> list[KubeObject]:
+    objects = copy.deepcopy(embedded_fleet_objects())
+    if edit is not None:
+        edit(objects)
+    return objects
+
+
+def lws_row(document: dict[str, Any], namespace: str = "serve", name: str = "llm-xl") -> dict[str, Any]:
+    [row] = [r for r in document["lws"] if (r["namespace"], r["name"]) == (namespace, name)]
+    return row
+
+
+def wave_nodes(document: dict[str, Any]) -> list[list[str]]:
+    return [wave["nodes"] for wave in document["waves"]]
+
+
+# ---- the sample fleet (default budget 1) ---------------------------------------------------------
+
+
+def test_two_nodes_of_two_groups_take_two_waves_and_can_be_rebuilt(tmp_path: Path) -> None:
+    done = drain_cli(tmp_path, "gpu-node-01", "gpu-node-05", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert wave_nodes(document) == [["gpu-node-01"], ["gpu-node-05"]]
+    assert [w["groups"] for w in document["waves"]] == [
+        [{"namespace": "serve", "lws": "llm-xl", "group": 0}],
+        [{"namespace": "serve", "lws": "llm-xl", "group": 1}],
+    ]
+    assert document["waves"][1]["waitsFor"] == [{"namespace": "serve", "lws": "llm-xl", "group": 0}]
+    row = lws_row(document)
+    assert (row["lost"], row["rebuildable"], row["losing"], row["broken"]) == (2, 2, [0, 1], [])
+    [refused] = document["refusedAtOnce"]
+    assert (refused["pod"], refused["node"]) == ("llm-xl-1-1", "gpu-node-05")
+    assert "budget 1" in refused["reason"]
+
+
+def test_text_says_waves_429s_and_rebuild(tmp_path: Path) -> None:
+    done = drain_cli(tmp_path, "gpu-node-01", "gpu-node-05")
+    assert done.returncode == 0, done.stderr
+    assert "Waves: 2" in done.stdout
+    assert "  wave 1: gpu-node-01 — breaks serve/llm-xl group 0" in done.stdout
+    assert (
+        "  wave 2: gpu-node-05 — breaks serve/llm-xl group 1; waits for serve/llm-xl group 0" in done.stdout
+    )
+    assert "would answer 429 to 1 eviction:" in done.stdout
+    assert "serve/llm-xl: 2 groups to rebuild, room for 2\n" in done.stdout
+
+
+def test_a_drain_that_leaves_a_group_unrebuildable_exits_1(tmp_path: Path) -> None:
+    nodes = ["gpu-node-16", "gpu-node-17", "gpu-node-18", "gpu-node-19"]
+    nodes += ["gpu-node-01", "gpu-node-05", "gpu-node-09", "gpu-node-13"]
+    done = drain_cli(tmp_path, *nodes, "--format", "json")
+    assert done.returncode == 1, done.stderr
+    document = json.loads(done.stdout)
+    row = lws_row(document)
+    assert (row["lost"], row["rebuildable"]) == (4, 3)
+    assert row["short"] == "short 8 nvidia.com/gpu on 4 nodes"
+    # The empty nodes break nothing and go with the first; then one group per wave.
+    assert wave_nodes(document) == [nodes[:5], ["gpu-node-05"], ["gpu-node-09"], ["gpu-node-13"]]
+    assert document["rebuildable"] is False
+    text = drain_cli(tmp_path, *nodes)
+    assert text.returncode == 1
+    assert "serve/llm-xl: 4 groups to rebuild, room for 3 (short 8 nvidia.com/gpu on 4 nodes)" in text.stdout
+
+
+def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
+    unknown = drain_cli(tmp_path, "gpu-node-01", "gpu-node-99")
+    assert unknown.returncode == 2
+    assert unknown.stderr.strip().splitlines()[-1].startswith("guardhook: unknown node: gpu-node-99")
+    assert "Traceback" not in unknown.stderr
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kind: [unclosed\n")
+    unreadable = drain_cli(tmp_path, "gpu-node-01", "--cluster-state", str(broken))
+    assert unreadable.returncode == 2 and "Traceback" not in unreadable.stderr
+    assert str(broken) in unreadable.stderr
+
+
+# ---- hand-made states ------------------------------------------------------------------------------
+
+
+def annotate(objects: list[KubeObject], key: str, value: str) -> None:
+    lws = find(objects, "LeaderWorkerSet", "llm-xl")
+    lws["metadata"].setdefault("annotations", {})[key] = value
+
+
+def test_the_lws_annotation_sets_the_budget(tmp_path: Path) -> None:
+    state = fleet(lambda o: annotate(o, "guardhook.io/max-disrupted-groups", "2"))
+    done = drain_cli(tmp_path, "gpu-node-01", "gpu-node-05", "--format", "json", state=state)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert wave_nodes(document) == [["gpu-node-01", "gpu-node-05"]]
+    assert document["refusedAtOnce"] == []
+    assert lws_row(document)["budget"] == 2
+
+
+def test_config_sets_the_default_budget(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("policies:\n  group-eviction:\n    maxDisruptedGroups: 3\n")
+    done = drain_cli(
+        tmp_path, "gpu-node-01", "gpu-node-05", "gpu-node-09", "--config", str(config), "--format", "json"
+    )
+    assert done.returncode == 0, done.stderr
+    assert wave_nodes(json.loads(done.stdout)) == [["gpu-node-01", "gpu-node-05", "gpu-node-09"]]
+
+
+def test_a_group_already_broken_uses_up_the_first_wave_and_counts_as_lost() -> None:
+    # Group 2 is broken (a worker not Ready): with budget 1 nothing whole may be evicted now.
+    objects = fleet(lambda o: set_ready(find(o, "Pod", "llm-xl-2-3"), False))
+    plan = plan_drain(objects, ["gpu-node-01", "gpu-node-10"], PARAMS)
+    [xl] = plan.lws
+    assert (xl.losing, xl.broken, xl.lost, xl.rebuildable) == ((0, 2), (2,), 2, 2)
+    # gpu-node-10 holds a pod of the broken group: always allowed, so it goes first; gpu-node-01
+    # waits for group 2 to be whole again.
+    assert [w.nodes for w in plan.waves] == [["gpu-node-10"], ["gpu-node-01"]]
+    assert [str(g) for g in plan.waves[1].waits_for] == ["serve/llm-xl group 2"]
+    assert [r.pod for r in plan.at_once] == ["llm-xl-0-1"]
+    assert plan.ok
+
+
+def test_a_node_alone_over_the_budget_gets_its_own_wave_with_retries() -> None:
+    # Two groups' workers on one node (budget 1): the second eviction is retried until the first
+    # group is whole again.
+    objects = fleet(lambda o: find(o, "Pod", "llm-xl-1-1")["spec"].update(nodeName="gpu-node-01"))
+    plan = plan_drain(objects, ["gpu-node-01", "gpu-node-09"], PARAMS)
+    assert [w.nodes for w in plan.waves] == [["gpu-node-01"], ["gpu-node-09"]]
+    assert [r.pod for r in plan.waves[0].retried] == ["llm-xl-1-1"]
+    assert not plan.blocked and plan.ok
+
+
+def group_pdb(group: int, **spec: Any) -> KubeObject:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": f"llm-xl-group-{group}", "namespace": "serve", "generation": 1},
+        "spec": {
+            "selector": {
+                "matchLabels": {
+                    "leaderworkerset.sigs.k8s.io/name": "llm-xl",
+                    "leaderworkerset.sigs.k8s.io/group-index": str(group),
+                }
+            },
+            **spec,
+        },
+    }
+
+
+def test_a_per_group_pdb_that_allows_nothing_blocks_the_node(tmp_path: Path) -> None:
+    state = fleet(lambda o: o.append(group_pdb(0, minAvailable=4)))
+    done = drain_cli(tmp_path, "gpu-node-01", "gpu-node-05", "--format", "json", state=state)
+    assert done.returncode == 1, done.stderr
+    document = json.loads(done.stdout)
+    assert document["blocked"] == ["gpu-node-01"]
+    assert wave_nodes(document) == [["gpu-node-05"]]
+    refused = {r["pod"]: r["reason"] for r in document["refusedAtOnce"]}
+    assert "PodDisruptionBudget llm-xl-group-0 allows no more disruptions" in refused["llm-xl-0-1"]
+
+
+def test_a_pdb_status_is_spent_by_each_allowed_eviction() -> None:
+    # One PDB over the whole LWS that allows 1 disruption, budget 4: the second eviction of an
+    # all-at-once drain meets the PDB (the API server decrements disruptionsAllowed), so the
+    # nodes take two waves.
+    def edit(objects: list[KubeObject]) -> None:
+        annotate(objects, "guardhook.io/max-disrupted-groups", "4")
+        pdb = group_pdb(0, maxUnavailable=1)
+        pdb["metadata"]["name"] = "llm-xl"
+        del pdb["spec"]["selector"]["matchLabels"]["leaderworkerset.sigs.k8s.io/group-index"]
+        pdb["status"] = {
+            "disruptionsAllowed": 1,
+            "observedGeneration": 1,
+            "currentHealthy": 16,
+            "desiredHealthy": 15,
+        }
+        objects.append(pdb)
+
+    plan = plan_drain(fleet(edit), ["gpu-node-01", "gpu-node-05"], PARAMS)
+    assert [r.pod for r in plan.at_once] == ["llm-xl-1-1"]
+    assert "PodDisruptionBudget llm-xl allows no more disruptions" in plan.at_once[0].reason
+    assert [w.nodes for w in plan.waves] == [["gpu-node-01"], ["gpu-node-05"]]
+
+
+def test_a_budget_of_0_blocks_every_node_with_a_whole_group() -> None:
+    plan = plan_drain(
+        fleet(lambda o: annotate(o, "guardhook.io/max-disrupted-groups", "0")),
+        ["gpu-node-01", "gpu-node-16"],
+        PARAMS,
+    )
+    assert plan.blocked == ("gpu-node-01",)
+    assert [w.nodes for w in plan.waves] == [["gpu-node-16"]]
+    assert not plan.ok
+
+
+def gpu_pod(name: str, node: str, owner: str | None) -> KubeObject:
+    pod: KubeObject = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "batch"},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "8"}}}],
+        },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    if owner:
+        pod["metadata"]["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": owner, "name": "x", "uid": "u", "controller": True}
+        ]
+    return pod
+
+
+@pytest.mark.parametrize(("owner", "rebuildable"), [("ReplicaSet", 1), ("DaemonSet", 2), (None, 2)])
+def test_pods_recreated_elsewhere_claim_capacity_before_the_rebuild(
+    owner: str | None, rebuildable: int
+) -> None:
+    # Two 8-GPU pods on gpu-node-16/17; drained with two groups' nodes, 8 free GPU nodes are left.
+    # A ReplicaSet's pods come back (pending) and take 2 of them; a DaemonSet's or bare pods do not.
+    def edit(objects: list[KubeObject]) -> None:
+        objects += [gpu_pod("a", "gpu-node-16", owner), gpu_pod("b", "gpu-node-17", owner)]
+
+    plan = plan_drain(fleet(edit), ["gpu-node-01", "gpu-node-05", "gpu-node-16", "gpu-node-17"], PARAMS)
+    [xl] = plan.lws
+    assert (xl.lost, xl.rebuildable) == (2, rebuildable)
+    assert plan.ok is (rebuildable == 2)
+
+
+def test_lws_rebuilt_first_take_capacity_from_the_next() -> None:
+    # A second LWS `a-twin` (sorted first), llm-xl's shape with 1 group on gpu-node-16..19, loses it
+    # to the drain: it is rebuilt first, so llm-xl's two lost groups find room for only one.
+    def edit(objects: list[KubeObject]) -> None:
+        twin = copy.deepcopy(find(objects, "LeaderWorkerSet", "llm-xl"))
+        twin["metadata"].update(name="a-twin", uid="twin")
+        twin["spec"]["replicas"] = 1
+        objects.append(twin)
+        for worker, node in enumerate(["gpu-node-16", "gpu-node-17", "gpu-node-18", "gpu-node-19"]):
+            pod = copy.deepcopy(find(objects, "Pod", "llm-xl-0" if worker == 0 else f"llm-xl-0-{worker}"))
+            pod["metadata"]["name"] = "a-twin-0" + (f"-{worker}" if worker else "")
+            pod["metadata"]["uid"] = f"twin-{worker}"
+            pod["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/name"] = "a-twin"
+            pod["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-key"] = "twin0"
+            pod["spec"]["nodeName"] = node
+            objects.append(pod)
+
+    nodes = ["gpu-node-16", "gpu-node-01", "gpu-node-05"]
+    plan = plan_drain(fleet(edit), nodes, PARAMS)
+    rows = {(r.namespace, r.name): r for r in plan.lws}
+    assert (rows[("serve", "a-twin")].lost, rows[("serve", "a-twin")].rebuildable) == (1, 1)
+    # 20 GPU nodes − 3 drained − 8 held by llm-xl groups 2 and 3 = 9 free after the drain; a-twin
+    # takes 4, leaving 5: room for one of llm-xl's two groups.
+    assert (rows[XL].lost, rows[XL].rebuildable) == (2, 1)
+    assert not plan.ok
+
+
+def test_a_live_cluster_is_listed_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The sample fleet served by the fake API server, through the real kubernetes client.
+    with running_fake() as fake:
+        fake.load(fleet())
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
+        code = main(
+            ["drain-plan", "--kubeconfig", str(kubeconfig), "--format", "json", "gpu-node-01", "gpu-node-05"]
+        )
+        assert code == 0
+        assert wave_nodes(json.loads(capsys.readouterr().out)) == [["gpu-node-01"], ["gpu-node-05"]]
+        assert not [c for c in fake.requests if not c.startswith("GET")]  # planning writes nothing
+    unreachable = main(["drain-plan", "--kubeconfig", str(kubeconfig), "gpu-node-01"])  # the server is gone
+    assert unreachable == 2
+    assert capsys.readouterr().err.startswith("guardhook: cannot list objects from kubeconfig")
