@@ -397,3 +397,8 @@ def test_the_standalone_reconciler_holds_its_lease_and_follows_the_group(tmp_pat
             process.terminate()
             output = process.communicate(timeout=30)[0].decode()
         assert "successfully acquired lease" in output
+
+
+def test_without_a_cluster_it_refuses_the_sample_fleet(tmp_path: Path) -> None:
+    done = group_readiness("--dry-run", home=tmp_path)
+    assert done.returncode == 2 and "group-readiness" in done.stderr and not done.stdout

@@ -49,16 +49,18 @@ def add_parser(commands: Any) -> None:
 
 def run_group_readiness(args: argparse.Namespace) -> int:
     """`guardhook group-readiness`: exit 0; 1 when a `--once`/`--dry-run` round cannot list the
-    cluster or had errors; 2 for an unusable kubeconfig or configuration."""
+    cluster or had errors; 2 for an unusable kubeconfig or configuration, or when no cluster is
+    configured (it never plans for the bundled sample fleet)."""
     from guardhook.cluster.kube_transport import live_view
     from guardhook.cluster.sources import choose_source, in_cluster_namespace, static_view
-    from guardhook.commands.common import live_client
+    from guardhook.commands.common import live_client, require_cluster
     from guardhook.config import load_config
     from guardhook.readiness.runner import Reconciler, run_elected
 
     config = load_config(args.config)
     all_lws = bool(config.settings("group-readiness").params.get("allLeaderWorkerSets", False))
     source = choose_source(args.cluster_state, args.kubeconfig)
+    require_cluster(source, "group-readiness")
     if not source.live:
         _print_plan(Reconciler(None, all_lws).plan(static_view(source, config.stale_after_seconds)))
         return 0
