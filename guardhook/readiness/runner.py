@@ -105,8 +105,10 @@ class Reconciler:
         self._last_full = time.monotonic()
         planned = self.plan(view)
         live = {entry.key for entry in planned.entries}
-        with self._lock:
+        groups = {(entry.namespace, entry.lws, entry.group_index) for entry in planned.entries}
+        with self._lock:  # forget leaders and groups that are gone
             self._written = {k: v for k, v in self._written.items() if k in live}
+            self._changed = {k: v for k, v in self._changed.items() if k in groups or k in self._dirty}
         return self._apply(planned)
 
     def sync_changed(self, view: ClusterView) -> Outcome:
