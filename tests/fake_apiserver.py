@@ -9,7 +9,11 @@ namespaced and cluster-scoped, keyed by the resource's plural name:
 - watch (`watch=true`: chunked JSON lines from `resourceVersion` on, for `timeoutSeconds`; a watch
   from before a `compact()` gets an ERROR event with 410 Gone);
 - get, create (POST; 409 AlreadyExists for an existing name), replace (PUT; 409 Conflict when
-  `metadata.resourceVersion` is not the stored one, 404 when missing) and delete (404 when missing).
+  `metadata.resourceVersion` is not the stored one, 404 when missing) and delete (404 when missing);
+- PATCH of the `status` subresource as a strategic merge patch (or a JSON merge patch): only
+  `status` changes; lists of `conditions` merge by `type` (PodStatus.conditions' patchMergeKey),
+  other fields as a merge patch; `metadata.uid` / `metadata.resourceVersion` in the patch are
+  preconditions (409 Conflict when they differ from the stored object, as the API server does).
 
 One resourceVersion counter covers every write. The test adds, changes and deletes objects directly
 (`put`, `delete`: watchers see them, `writes` does not), sends bookmarks, answers every request
@@ -41,7 +45,9 @@ from kubernetes import client
 
 from guardhook.cluster.selectors import matches, parse
 
-ROUTE = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)(?:/namespaces/([^/]+))?/([^/]+)(?:/([^/]+))?$")
+ROUTE = re.compile(
+    r"^/(?:api/v1|apis/[^/]+/[^/]+)(?:/namespaces/([^/]+))?/([^/]+)(?:/([^/]+))?(?:/(status))?$"
+)
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
 
 
@@ -67,6 +73,34 @@ def status(code: int, reason: str, message: str = "") -> dict[str, Any]:
         "reason": reason,
         "code": code,
     }
+
+
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def merge_status(current: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """`current` status with `patch` merged in: `conditions` merge by `type` (a patched condition
+    replaces the fields it names), nested maps merge, other values replace, None deletes."""
+    merged = copy.deepcopy(current)
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        elif key == "conditions" and isinstance(value, list):
+            by_type = {c.get("type"): c for c in merged.get("conditions") or []}
+            order = [c.get("type") for c in merged.get("conditions") or []]
+            for condition in value:
+                kind = condition.get("type")
+                if kind not in by_type:
+                    order.append(kind)
+                    by_type[kind] = {}
+                by_type[kind] = merge_status(by_type[kind], condition)
+            merged["conditions"] = [by_type[kind] for kind in order]
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_status(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
 
 
 def kubeconfig_text(server: str) -> str:
@@ -276,6 +310,25 @@ class FakeApiServer:
             self.writes.append(("PUT", namespace, resource, name))
             return 200, copy.deepcopy(self._store(resource, obj))
 
+    def _patch_status(
+        self, resource: str, namespace: str, name: str, patch: dict[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        with self.cond:
+            current = self.objects[resource].get((namespace, name))
+            if current is None:
+                return 404, status(404, "NotFound", f'{resource} "{name}" not found')
+            meta = patch.get("metadata") or {}
+            for field in ("uid", "resourceVersion"):
+                sent = meta.get(field)
+                if sent and sent != current["metadata"].get(field):
+                    self.conflicts += 1
+                    message = f"Precondition failed: {field} in precondition: {sent}"
+                    return 409, status(409, "Conflict", message)
+            patched = copy.deepcopy(current)
+            patched["status"] = merge_status(patched.get("status") or {}, patch.get("status") or {})
+            self.writes.append(("PATCH", namespace, resource + "/status", name))
+            return 200, copy.deepcopy(self._store(resource, patched))
+
     def _delete(self, resource: str, namespace: str, name: str) -> tuple[int, dict[str, Any]]:
         with self.cond:
             if not self._drop(resource, namespace, name):
@@ -319,7 +372,10 @@ class _Handler(BaseHTTPRequestHandler):
         if not match or match.group(2) in fake.unserved or "/".join(group_version) in fake.unserved:
             self._json(404, status(404, "NotFound", f"the server could not find {url.path}"))
             return None
-        namespace, resource, name = match.groups()
+        namespace, resource, name, subresource = match.groups()
+        if subresource is not None and self.command != "PATCH":
+            self._json(404, status(404, "NotFound", f"the server could not find {url.path}"))
+            return None
         return resource, namespace or "", name, {k: v[-1] for k, v in parse_qs(url.query).items()}
 
     def _body(self) -> dict[str, Any]:
@@ -355,6 +411,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(*self.fake._replace(route[0], route[1], route[2], self._body()))
         elif route is not None:
             self._json(405, status(405, "MethodNotAllowed", "PUT needs an object name"))
+
+    def do_PATCH(self) -> None:
+        route = self._route()
+        if route is None:
+            return
+        kind = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        if route[2] is None or not self.path.split("?")[0].endswith("/status"):
+            self._json(405, status(405, "MethodNotAllowed", "only PATCH of a status subresource is served"))
+        elif kind not in (STRATEGIC_MERGE, MERGE_PATCH):
+            self._json(415, status(415, "UnsupportedMediaType", f"unsupported patch type {kind!r}"))
+        else:
+            self._json(*self.fake._patch_status(route[0], route[1], route[2], self._body()))
 
     def do_DELETE(self) -> None:
         route = self._route()

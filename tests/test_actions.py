@@ -31,9 +31,16 @@ def violating_entries(policy: Policy) -> list[dict[str, Any]]:
     found = []
     for entry in EXPECTED["single"]:
         named = entry.get("policy") or entry.get("warnings_policy")
-        if named == policy.id or (entry.get("patch_adds") and policy.can_mutate):
+        if named == policy.id or (entry.get("patch_adds") and policy.can_mutate and _sees(policy, entry)):
             found.append(entry)
     return found
+
+
+def _sees(policy: Policy, entry: dict[str, Any]) -> bool:
+    """Whether `policy` is dispatched the entry's review at all (a patch belongs to a policy that
+    sees the request: leader-service's Service patches are not group-readiness's)."""
+    request = load_review(entry["review"])["request"]
+    return any(t.matches(request) for t in policy.targets)
 
 
 def violating_sequences(policy: Policy) -> list[list[dict[str, Any]]]:

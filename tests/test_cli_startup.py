@@ -38,6 +38,8 @@ HEAVY = (
     "guardhook.ledger",
     "guardhook.pdbsync",
     "guardhook.policies",
+    "guardhook.readiness",
+    "guardhook.reconcile",
     "guardhook.server",
 )
 # What `review` of a pod delete on the sample fleet must still not need.

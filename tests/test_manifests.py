@@ -616,3 +616,46 @@ def test_device_taint_rule_entry_is_called_only_for_no_execute(
     hook = _taint_hook(webhooks, "devicetaintrules")
     assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] <= 5 and hook["sideEffects"] == "None"
     assert _called(hook, _device_taint_rule_review(effect), identity_only=False) is called
+
+
+def test_group_readiness_component_adds_the_leader_webhook_status_patch_and_the_flag(tmp_path: Path) -> None:
+    objects = _render_with_component("group-readiness", tmp_path)
+    mutating = one(objects, "MutatingWebhookConfiguration")
+    hook = next(h for h in mutating["webhooks"] if h["name"] == "group-readiness.guardhook.io")
+    assert rules_of(hook) == {("", "v1", "pods", "CREATE")}
+    assert hook["failurePolicy"] == "Ignore" and hook["clientConfig"]["service"]["path"] == "/mutate"
+    assert hook["reinvocationPolicy"] == "IfNeeded"
+    assert {e["key"]: e["operator"] for e in hook["objectSelector"]["matchExpressions"]} == {
+        "leaderworkerset.sigs.k8s.io/name": "Exists",
+        "leaderworkerset.sigs.k8s.io/worker-index": "In",
+    }
+    hooks = [{**h, "_kind": "MutatingWebhookConfiguration"} for h in mutating["webhooks"]]
+    hooks += one(objects, "ValidatingWebhookConfiguration")["webhooks"]
+    assert [h["name"] for h in hooks if ("", "v1", "pods", "CREATE") in rules_of(h)] == [hook["name"]]
+    # Leader pods are created by the StatefulSet controller: it must reach this entry.
+    assert _called(hook, _as_user("system:serviceaccount:kube-system:statefulset-controller"))
+    assert not _called(hook, _as_user("system:node:gpu-node-03"))
+    writer = one(objects, "ClusterRole", "guardhook-group-readiness")
+    assert writer["rules"] == [{"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]}]
+    election = one(objects, "Role", "guardhook-group-readiness-leader-election")
+    assert election["metadata"]["namespace"] == OWN_NAMESPACE
+    args = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--sync-group-readiness" in args
+    default = render(MANIFESTS)
+    assert not any(obj["metadata"]["name"] == "guardhook-group-readiness" for obj in default)
+    assert all(h["name"] != hook["name"] for h in one(default, "MutatingWebhookConfiguration")["webhooks"])
+
+
+def _render_with_component(component: str, overlay: Path) -> list[Object]:
+    """The default install (cert-manager overlay) with `component` added, rendered in `overlay`."""
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [str(MANIFESTS / "overlays" / "cert-manager")],
+                "components": [str(MANIFESTS / "components" / component)],
+            }
+        )
+    )
+    return render(overlay)

@@ -100,16 +100,23 @@ class Engine:
 
     def judge(self, request: AdmissionRequest, endpoint: Endpoint = "validate") -> Verdict:
         """Judge one request at `endpoint`. Never raises for any request content: a policy that
-        fails follows its failure mode and the failure is logged."""
+        fails follows its failure mode and the failure is logged. An exempt namespace skips every
+        policy; an exempt user or group skips every policy that honours user exemptions (all but
+        group-readiness, which must see the StatefulSet controller's pod creations); a policy's own
+        exemptions (`policies.<id>.exemptions`) skip that policy."""
         started = time.perf_counter()
         setup = self._setup  # one configuration for the whole request, even across a reload
         verdict = Verdict(response={"uid": str(request.get("uid", "")), "allowed": True})
         namespace = str(request.get("namespace") or "")
         raw_user = request.get("userInfo") or {}
         user = raw_user if isinstance(raw_user, dict) else {}
-        if setup.config.exemptions.exempts(user, namespace):
+        exemptions = setup.config.exemptions
+        if exemptions.exempts({}, namespace):
             return verdict
+        exempt_user = exemptions.exempts(user, "")
         for policy, actions in self._dispatch(setup, request, endpoint):
+            if exempt_user and policy.honours_user_exemptions:
+                continue
             if setup.config.settings(policy.id).exemptions.exempts(user, namespace):
                 continue  # exempt from this policy only (policies.<id>.exemptions)
             policy_started = time.perf_counter()

@@ -1,7 +1,7 @@
 """API clients for a live source (kubeconfig or in-cluster config), from the `kubernetes` library.
 
-Only the cluster view, the eviction ledger, the PDB reconciler and `audit` talk to the API server;
-policies never do.
+Only the cluster view, the eviction ledger, the reconcilers (per-group PDBs, group readiness) and
+`audit` talk to the API server; policies never do.
 """
 
 from __future__ import annotations

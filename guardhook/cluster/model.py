@@ -91,6 +91,40 @@ def scaled(value: Any, replicas: int, round_up: bool, default: int) -> int:
     return int(text) if text.isdigit() else default
 
 
+def readiness_gates(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The condition types of `spec.readinessGates` (Kubernetes PodReadinessGate.conditionType)."""
+    gates = (as_dict(gate).get("conditionType") for gate in as_list(spec.get("readinessGates")))
+    return tuple(gate for gate in gates if isinstance(gate, str) and gate)
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionRecord:
+    """One pod condition: status ("True", "False", "Unknown"), reason, message, and
+    lastTransitionTime as the API server sent it (RFC 3339 text, "" when absent)."""
+
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str = ""
+
+
+def gate_conditions(status: Mapping[str, Any], gates: tuple[str, ...]) -> dict[str, ConditionRecord]:
+    """The conditions of `status.conditions` whose type is one of `gates` (only those are kept, so
+    a view of a large cluster stays small)."""
+    found: dict[str, ConditionRecord] = {}
+    for cond in as_list(status.get("conditions")):
+        cond = as_dict(cond)
+        kind = cond.get("type")
+        if kind in gates and kind not in found:
+            found[kind] = ConditionRecord(
+                status=str(cond.get("status") or ""),
+                reason=str(cond.get("reason") or ""),
+                message=str(cond.get("message") or ""),
+                last_transition_time=str(cond.get("lastTransitionTime") or ""),
+            )
+    return found
+
+
 def condition_true(status: Mapping[str, Any], condition_type: str) -> bool:
     """Whether `status.conditions` holds `condition_type` with status "True"."""
     for cond in as_list(status.get("conditions")):
@@ -186,7 +220,10 @@ def scheduling_gates(spec: Mapping[str, Any]) -> tuple[str, ...]:
 @dataclass(frozen=True, slots=True)
 class PodRecord:
     """A pod as the policies see it. `requests` are the scheduler's effective requests
-    (millicores for cpu, base units otherwise; see guardhook.cluster.resources)."""
+    (millicores for cpu, base units otherwise; see guardhook.cluster.resources).
+    `containers_ready` is the ContainersReady condition (Ready without the readiness gates);
+    `readiness_gates` the condition types of spec.readinessGates and `gate_conditions` the
+    current conditions of those types."""
 
     namespace: str
     name: str
@@ -211,6 +248,10 @@ class PodRecord:
         """Held by `spec.schedulingGates`: the scheduler does not place it, so it claims nothing."""
         return bool(self.scheduling_gates)
 
+    containers_ready: bool = False
+    readiness_gates: tuple[str, ...] = ()
+    gate_conditions: dict[str, ConditionRecord] = field(default_factory=dict)
+
     @property
     def key(self) -> tuple[str, str]:
         return (self.namespace, self.name)
@@ -225,6 +266,7 @@ class PodRecord:
         meta = metadata(obj)
         spec = as_dict(obj.get("spec"))
         status = as_dict(obj.get("status"))
+        gates = readiness_gates(spec)
         return PodRecord(
             namespace=str(meta.get("namespace") or ""),
             name=str(meta.get("name") or ""),
@@ -241,6 +283,9 @@ class PodRecord:
             tolerations=Toleration.parse_all(spec),
             scheduling_gates=scheduling_gates(spec),
             claims=pod_claim_names(spec, status),
+            containers_ready=condition_true(status, "ContainersReady"),
+            readiness_gates=gates,
+            gate_conditions=gate_conditions(status, gates) if gates else {},
         )
 
 

@@ -51,6 +51,11 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="also keep one PodDisruptionBudget per group of LWSs annotated guardhook.io/group-pdbs",
     )
+    serve.add_argument(
+        "--sync-group-readiness",
+        action="store_true",
+        help="also keep guardhook.io/group-ready on gated leaders of LWSs opted in to group readiness",
+    )
     add_view_flags(serve)
     serve.set_defaults(run=run_serve)
 
@@ -74,6 +79,8 @@ def run_serve(args: argparse.Namespace) -> int:
     source = choose_source(args.cluster_state, args.kubeconfig)
     if args.sync_group_pdbs and not source.live:
         raise SourceError("--sync-group-pdbs needs a live cluster (--kubeconfig or in-cluster config)")
+    if args.sync_group_readiness and not source.live:
+        raise SourceError("--sync-group-readiness needs a live cluster (--kubeconfig or in-cluster config)")
     certs = ensure_certs(args.cert_dir, args.dns, in_cluster=in_cluster())
     namespace = args.namespace or in_cluster_namespace()
     log.info(
@@ -104,13 +111,17 @@ def run_serve(args: argparse.Namespace) -> int:
         if not source.live:
             view = open_view(source, config.stale_after_seconds)
             scaling_startup(view, config)
-            return Runtime(Engine(view, config, ledger=ledger, log_decisions=True))
+            runtime = Runtime(Engine(view, config, ledger=ledger, log_decisions=True))
+            group_readiness_startup(runtime, config)
+            return runtime
         live = using_source(source, "use", lambda: live_view(source, config.stale_after_seconds))
         scaling_startup(live.view, config)  # the capacity index follows the watches from the start
         live.start()
         runtime = Runtime(Engine(live.view, config, ledger=ledger, log_decisions=True))
         if args.sync_group_pdbs:  # plans from this same live view
             start_background_sync(live_client(source), namespace, lambda: live.view)
+        api = live_client(source) if args.sync_group_readiness else None
+        group_readiness_startup(runtime, config, api, namespace)
         runtime.collectors.append(live.collect)
         return runtime
 
@@ -123,6 +134,23 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     WebhookServer(options, make_runtime).run()
     return 0
+
+
+def group_readiness_startup(runtime: Any, config: Config, api: Any = None, namespace: str = "") -> None:
+    """Register the group-readiness gauges on `runtime`'s /metrics; with `api` (an ApiClient),
+    also start the group-readiness reconciler on the runtime's live view, leader-elected on a
+    Lease in `namespace`, reporting into the runtime's metrics."""
+    from guardhook.readiness.runner import Observer, start_background_sync
+    from guardhook.server.metrics import GateCollector, GroupReadinessMetrics
+
+    all_lws = bool(config.settings("group-readiness").params.get("allLeaderWorkerSets", False))
+    registry = runtime.metrics.registry
+    registry.register(GateCollector(lambda: runtime.engine.view, all_lws))
+    if api is None:
+        return
+    metrics = GroupReadinessMetrics(registry)
+    observer = Observer(patched=metrics.patched, ready_after=metrics.delay.observe)
+    start_background_sync(api, namespace, runtime.engine.view, all_lws, observer=observer)
 
 
 def scaling_startup(view: ClusterView, config: Config) -> None:

@@ -4,40 +4,25 @@ Each round plans from the current cluster view (`guardhook.pdbsync.desired.plan`
 (`guardhook.pdbsync.apply`). `serve --sync-group-pdbs` plans from the webhook's own live view; a
 separate `pdb-sync` process keeps its own live view (`guardhook.cluster.view.live`), and `--once` /
 `--dry-run` list the cluster once. With several replicas only the holder of the Lease
-`guardhook-pdb-sync` in guardhook's namespace reconciles (`kubernetes.leaderelection` with its
-LeaseLock); a replica that loses the Lease stops at once and campaigns again.
+`guardhook-pdb-sync` in guardhook's namespace reconciles; election and the round loop are the
+machinery every reconciler shares (`guardhook.reconcile`).
 """
 
 from __future__ import annotations
 
-import logging
-import socket
 import threading
-import time
-import uuid
-from collections.abc import Callable
 
 from kubernetes import client
-from kubernetes.leaderelection import electionconfig, leaderelection
-from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
-from urllib3.exceptions import HTTPError
 
 from guardhook.cluster.view.store import ClusterView
 from guardhook.pdbsync.apply import Outcome, apply_plan
 from guardhook.pdbsync.desired import plan
+from guardhook.reconcile import election, loop
+from guardhook.reconcile.loop import ViewSource
 
-log = logging.getLogger(__name__)
-
+NAME = "pdb-sync"
 LEASE_NAME = "guardhook-pdb-sync"
 DEFAULT_INTERVAL_SECONDS = 30.0
-LEASE_DURATION_SECONDS = 15
-RENEW_DEADLINE_SECONDS = 10
-RETRY_PERIOD_SECONDS = 2
-EXIT_USAGE = 2
-SYNC_WAIT_SECONDS = 1.0
-
-ViewSource = Callable[[], ClusterView]
-"""Returns the view a round plans from (the live view, or a fresh snapshot)."""
 
 
 def sync_once(api: client.ApiClient, view: ClusterView) -> Outcome:
@@ -48,43 +33,14 @@ def sync_once(api: client.ApiClient, view: ClusterView) -> Outcome:
 def reconcile_until(
     api: client.ApiClient, current_view: ViewSource, stop: threading.Event, interval: float
 ) -> None:
-    """Run a round every `interval` seconds until `stop` is set; until the view has synced for the
-    first time, check again every SYNC_WAIT_SECONDS instead."""
-    while not stop.is_set():
-        view = current_view()
-        if not view.synced:
-            stop.wait(min(interval, SYNC_WAIT_SECONDS))
-            continue
-        sync_once(api, view)
-        stop.wait(interval)
+    """Run a round every `interval` seconds until `stop` is set (`guardhook.reconcile.loop`)."""
+    loop.reconcile_until(lambda view: sync_once(api, view), current_view, stop, interval, name=NAME)
 
 
-def run_elected(
-    api: client.ApiClient, namespace: str, work: Callable[[threading.Event], None], identity: str = ""
-) -> None:
-    """Campaign for the Lease forever; while holding it run `work(stop)`, setting `stop` when the
-    Lease is lost. Blocks: run it on a daemon thread."""
-    identity = identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
-    while True:
-        lock = LeaseLock(LEASE_NAME, namespace, identity)
-        lock.api_instance = client.CoordinationV1Api(api)
-        term = threading.Event()
-        config = electionconfig.Config(
-            lock,
-            lease_duration=LEASE_DURATION_SECONDS,
-            renew_deadline=RENEW_DEADLINE_SECONDS,
-            retry_period=RETRY_PERIOD_SECONDS,
-            onstarted_leading=lambda t=term: work(t),
-            onstopped_leading=term.set,
-        )
-        try:
-            leaderelection.LeaderElection(config).run()
-        except (HTTPError, OSError) as exc:  # the lock lets connection errors through
-            log.warning("pdb-sync: election against the API server failed: %s", exc)
-        finally:
-            term.set()
-        log.warning("pdb-sync: not holding the Lease %s/%s; campaigning again", namespace, LEASE_NAME)
-        time.sleep(RETRY_PERIOD_SECONDS)
+def run_elected(api: client.ApiClient, namespace: str, work: election.Work, identity: str = "") -> None:
+    """Campaign for the Lease `guardhook-pdb-sync` forever, running `work(stop)` while holding it
+    (`guardhook.reconcile.election`). Blocks: run it on a daemon thread."""
+    election.run_elected(api, namespace, LEASE_NAME, work, identity=identity, name=NAME)
 
 
 def start_background_sync(
@@ -101,10 +57,6 @@ def start_background_sync(
     def work(term: threading.Event) -> None:
         reconcile_until(api, current_view, term, interval)
 
-    unelected = stop or threading.Event()
-    target: Callable[[], None] = (
-        (lambda: run_elected(api, namespace, work)) if elect else (lambda: work(unelected))
-    )
-    thread = threading.Thread(target=target, name="pdb-sync", daemon=True)
-    thread.start()
-    return thread
+    if elect:
+        return loop.start_background(NAME, work, api, namespace, LEASE_NAME)
+    return loop.start_background(NAME, work, stop=stop)

@@ -9,6 +9,7 @@ from guardhook.policies import (
     group_capacity,
     group_eviction,
     group_pdb,
+    group_readiness,
     group_spec,
     group_taint,
     leader_service,
@@ -26,4 +27,5 @@ REGISTRY: tuple[Policy, ...] = (
     group_capacity.POLICY,
     group_spec.POLICY,
     group_taint.POLICY,
+    group_readiness.POLICY,
 )

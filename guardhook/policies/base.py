@@ -173,6 +173,10 @@ class Policy(ABC):
         configuration rejects it with this text."""
         return None
 
+    honours_user_exemptions: ClassVar[bool] = True
+    """False for a policy that must see the exempt controllers' requests too (group-readiness:
+    leader pods are created by the StatefulSet controller). Namespace exemptions always apply."""
+
     @abstractmethod
     def judge(self, ctx: PolicyContext) -> Judgement:
         """Judge one request; see the module docstring of the policy for its rule."""

@@ -15,6 +15,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from guardhook.admission.engine import Verdict
+from guardhook.cluster.group_ready import gate_counts
 from guardhook.cluster.groups import all_groups
 from guardhook.cluster.view.store import ClusterView
 
@@ -161,6 +162,79 @@ class GroupCollector(Collector):
             families["desired"].add_metric(labels, groups.desired)
             families["whole"].add_metric(labels, groups.whole)
             families["leader_ready_group_incomplete"].add_metric(labels, groups.leader_ready_group_incomplete)
+        yield from families.values()
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+GROUP_READY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+
+
+class GroupReadinessMetrics:
+    """The group-readiness reconciler's own metrics (issue 16), registered into `registry`:
+    `guardhook_group_readiness_condition_delay_seconds` (from the view seeing a group whole to
+    its leader's condition written True) and `guardhook_group_readiness_patches` by result."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.delay = Histogram(
+            "guardhook_group_readiness_condition_delay_seconds",
+            "Seconds from the cluster view seeing a group whole to its leader's guardhook.io/group-ready "
+            "condition written True.",
+            buckets=GROUP_READY_BUCKETS,
+            registry=registry,
+        )
+        self.patches = Counter(
+            "guardhook_group_readiness_patches",
+            "PATCHes of a leader's guardhook.io/group-ready condition, by result (patched, conflict, "
+            "gone, error).",
+            ["result"],
+            registry=registry,
+        )
+
+    def patched(self, result: str) -> None:
+        """Count one condition PATCH by its result."""
+        self.patches.labels(result).inc()
+
+
+class GateCollector(Collector):
+    """Per opted-in LWS gauges computed from the cluster view at scrape time:
+    `guardhook_group_readiness_leaders_gated` (leaders carrying the readiness gate),
+    `guardhook_group_readiness_groups_ready` (of those, condition True: ready by the gate) and
+    `guardhook_group_readiness_conditions_behind` (condition not what the group's state says:
+    the alert for a reconciler that is not running). `all_lws` is the policy parameter
+    allLeaderWorkerSets."""
+
+    def __init__(self, view: Callable[[], ClusterView], all_lws: bool = False) -> None:
+        self.view = view
+        self.all_lws = all_lws
+
+    def collect(self) -> Iterator[Metric]:
+        families = {
+            "gated": GaugeMetricFamily(
+                "guardhook_group_readiness_leaders_gated",
+                "Leaders of opted-in LeaderWorkerSets carrying the readiness gate guardhook.io/group-ready.",
+                labels=["namespace", "name"],
+            ),
+            "ready": GaugeMetricFamily(
+                "guardhook_group_readiness_groups_ready",
+                "Gated leaders whose guardhook.io/group-ready condition is True (groups ready by the gate).",
+                labels=["namespace", "name"],
+            ),
+            "behind": GaugeMetricFamily(
+                "guardhook_group_readiness_conditions_behind",
+                "Gated leaders whose guardhook.io/group-ready condition is not what their group's state "
+                "says (missing or out of date).",
+                labels=["namespace", "name"],
+            ),
+        }
+        view = self.view()
+        if not view.is_stale():
+            for counts in gate_counts(view, self.all_lws):
+                labels = [counts.namespace, counts.name]
+                families["gated"].add_metric(labels, counts.gated)
+                families["ready"].add_metric(labels, counts.ready)
+                families["behind"].add_metric(labels, counts.behind)
         yield from families.values()
 
     def describe(self) -> Iterator[Metric]:

@@ -1,0 +1,105 @@
+"""`guardhook group-readiness`: the group-readiness reconciler as its own process, one round
+(`--once`), or a plan (`--dry-run`; with `--cluster-state` offline from manifests)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+from typing import Any
+
+from guardhook.commands import argtypes
+
+DEFAULT_INTERVAL_SECONDS = 10.0  # guardhook.readiness.runner.DEFAULT_INTERVAL_SECONDS
+
+
+def add_parser(commands: Any) -> None:
+    """Register `guardhook group-readiness` on the CLI's subparsers."""
+    sync = commands.add_parser(
+        "group-readiness",
+        help="set the guardhook.io/group-ready condition on gated leaders of opted-in LWSs",
+    )
+    sync.add_argument(
+        "--cluster-state",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="print the plan for these manifests (one line per leader) and exit",
+    )
+    sync.add_argument("--kubeconfig", help="the cluster to reconcile (default: in-cluster, then $KUBECONFIG)")
+    sync.add_argument("--config", help="policy configuration (YAML): group-readiness.allLeaderWorkerSets")
+    sync.add_argument(
+        "--namespace", help="namespace of the election Lease (default: the pod's, else guardhook-system)"
+    )
+    sync.add_argument(
+        "--interval",
+        type=argtypes.positive_seconds,
+        default=DEFAULT_INTERVAL_SECONDS,
+        help="seconds between full rounds (pod changes wake a round at once)",
+    )
+    sync.add_argument("--once", action="store_true", help="one round, print what changed as JSON, exit")
+    sync.add_argument(
+        "--dry-run", action="store_true", help="print the plan, one line per leader; change nothing"
+    )
+    sync.add_argument(
+        "--no-leader-elect", dest="elect", action="store_false", help="reconcile without holding the Lease"
+    )
+    sync.set_defaults(run=run_group_readiness)
+
+
+def run_group_readiness(args: argparse.Namespace) -> int:
+    """`guardhook group-readiness`: exit 0; 1 when a `--once`/`--dry-run` round cannot list the
+    cluster or had errors; 2 for an unusable kubeconfig or configuration, or when no cluster is
+    configured (it never plans for the bundled sample fleet)."""
+    from guardhook.cluster.kube_transport import live_view
+    from guardhook.cluster.sources import choose_source, in_cluster_namespace, static_view
+    from guardhook.commands.common import live_client, require_cluster
+    from guardhook.config import load_config
+    from guardhook.readiness.runner import Reconciler, run_elected
+
+    config = load_config(args.config)
+    all_lws = bool(config.settings("group-readiness").params.get("allLeaderWorkerSets", False))
+    source = choose_source(args.cluster_state, args.kubeconfig)
+    require_cluster(source, "group-readiness")
+    if not source.live:
+        _print_plan(Reconciler(None, all_lws).plan(static_view(source, config.stale_after_seconds)))
+        return 0
+    api = live_client(source)
+    if args.dry_run or args.once:
+        return _one_round(args, source, Reconciler(api, all_lws), config.stale_after_seconds)
+    live = live_view(source, config.stale_after_seconds)
+    reconciler = Reconciler(api, all_lws)
+    reconciler.watch(live.view)
+    live.start()
+
+    def work(stop: threading.Event) -> None:
+        reconciler.run_until(lambda: live.view, stop, args.interval)
+
+    if args.elect:
+        run_elected(api, args.namespace or in_cluster_namespace(), work)
+    else:
+        work(threading.Event())
+    return 0
+
+
+def _print_plan(planned: Any) -> None:
+    for warning in planned.warnings:
+        print(f"warning: {warning}")
+    for entry in planned.entries:
+        print(entry.line())
+
+
+def _one_round(args: argparse.Namespace, source: Any, reconciler: Any, stale_after: float) -> int:
+    from guardhook.cluster.kube_transport import snapshot_view
+
+    try:
+        view = snapshot_view(source, stale_after)
+    except Exception as exc:  # WatchError, connection errors: report, exit 1
+        print(json.dumps({"errors": [f"cannot list the cluster: {exc}"]}, indent=2))
+        return 1
+    if args.dry_run:
+        _print_plan(reconciler.plan(view))
+        return 0
+    outcome = reconciler.sync(view)
+    print(json.dumps(outcome.as_dict(), indent=2))
+    return 1 if outcome.errors else 0

@@ -1,0 +1,93 @@
+"""Policy `group-readiness`: gate each leader's readiness on its whole group (issue 16).
+
+On pods CREATE, a leader pod (`leaderworkerset.sigs.k8s.io/worker-index: "0"`) of a LeaderWorkerSet
+that opted in (annotation `guardhook.io/group-readiness: "true"`, or the parameter
+`allLeaderWorkerSets: true` unless the LWS says "false") gets the readiness gate
+`spec.readinessGates: [{conditionType: guardhook.io/group-ready}]` as a JSONPatch. The
+group-readiness reconciler (guardhook.readiness) then sets that pod condition True only while the
+whole group is, and the kubelet reports the leader Ready only when its containers are ready AND the
+condition is True (pkg/kubelet/status/generate.go, GeneratePodReadyCondition).
+
+Readiness gates can only be set when a pod is created (spec.readinessGates is immutable), and
+leader pods are created by the StatefulSet controller: this policy therefore ignores the user
+exemptions (`honours_user_exemptions = False`), unlike the delete guards; namespace exemptions
+still apply. Workers, pods without LWS labels and pods that already carry the gate are left
+alone, so the patch is idempotent (the webhook uses `reinvocationPolicy: IfNeeded`) and never adds
+a second entry.
+
+`guardhook audit` judges existing pods as CREATEs: a leader of an opted-in LWS without the gate
+(created while guardhook was down) shows up as a Mutate finding; its group must be restarted to
+get the gate. Fail mode: open. The opt-in is read from the LWS in the view; when the view has
+never synced or is stale and does not hold the LWS, the pod is created without the gate (with a
+warning), as it would be while guardhook is down.
+"""
+
+from __future__ import annotations
+
+from guardhook.cluster.group_ready import GATE, opted_in
+from guardhook.cluster.lws import group_member
+from guardhook.cluster.model import as_dict, metadata, readiness_gates, str_map
+from guardhook.policies.base import (
+    ALLOW,
+    Judgement,
+    Policy,
+    PolicyContext,
+    Violation,
+    stale_judgement,
+    target,
+)
+from guardhook.wire import JSONPatchOp, KubeObject
+
+ALL_LWS_PARAM = "allLeaderWorkerSets"
+
+
+def gate_patch(pod: KubeObject) -> tuple[JSONPatchOp, ...]:
+    """The JSONPatch adding guardhook's gate to `pod`: a new `spec.readinessGates` list, or one
+    entry appended to the pod's own list; () when the pod already carries the gate."""
+    spec = as_dict(pod.get("spec"))
+    if GATE in readiness_gates(spec):
+        return ()
+    gate = {"conditionType": GATE}
+    if isinstance(spec.get("readinessGates"), list):
+        return ({"op": "add", "path": "/spec/readinessGates/-", "value": gate},)
+    return ({"op": "add", "path": "/spec/readinessGates", "value": [gate]},)
+
+
+class GroupReadiness(Policy):
+    """The `group-readiness` policy (see the module docstring)."""
+
+    id = "group-readiness"
+    targets = (target("", "pods", "", "CREATE"),)
+    default_actions = ("Mutate",)
+    can_mutate = True
+    honours_user_exemptions = False
+    params = {ALL_LWS_PARAM: False}
+
+    def judge(self, ctx: PolicyContext) -> Judgement:
+        """A violation carrying the gate patch for a leader of an opted-in LWS without the gate;
+        ALLOW for anything else (see the module docstring)."""
+        pod = ctx.object
+        meta = metadata(pod)
+        member = group_member(ctx.namespace, str_map(meta.get("labels")), str_map(meta.get("annotations")))
+        if member is None or not member.is_leader:
+            return ALLOW
+        patch = gate_patch(pod)
+        if not patch:
+            return ALLOW
+        lws = ctx.view.lws(ctx.namespace, member.lws_name)
+        if lws is None:
+            return stale_judgement(self, ctx.view) if ctx.view.is_stale() else ALLOW
+        if not opted_in(lws, bool(ctx.params.get(ALL_LWS_PARAM, False))):
+            return ALLOW
+        return Judgement(
+            violation=Violation(
+                f"leader pod {ctx.name} of LeaderWorkerSet {ctx.namespace}/{lws.name} (opted in to group "
+                f"readiness) has no readiness gate {GATE}; with it the leader is Ready only while its "
+                "whole group is (a gate is set at pod creation only: an existing leader gets it when "
+                "its group is recreated)",
+                patch=patch,
+            )
+        )
+
+
+POLICY = GroupReadiness()

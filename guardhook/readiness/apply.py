@@ -1,0 +1,121 @@
+"""Write planned `guardhook.io/group-ready` conditions with PATCH pods/status.
+
+Each patch is a strategic merge patch (`application/strategic-merge-patch+json`) on the status
+subresource holding only guardhook's condition: PodStatus.conditions merges by `type`
+(patchStrategy merge, patchMergeKey type, k8s.io/api core/v1), so the kubelet's own conditions are
+left alone. `metadata.uid` rides along as a precondition, as the kubelet's status manager and the
+AWS Load Balancer Controller's readiness-gate updates do: a leader replaced under the same name
+answers 409 and is planned afresh next round instead of getting its predecessor's verdict.
+`lastTransitionTime` moves only when the status flips. 404 (the pod is gone) is not an error.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from kubernetes.client.rest import ApiException
+from urllib3.exceptions import HTTPError
+
+from guardhook.cluster.group_ready import GATE
+from guardhook.readiness.desired import Entry
+
+log = logging.getLogger(__name__)
+
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+REQUEST_TIMEOUT = (5.0, 10.0)  # connect, read (seconds)
+CONFLICT = 409
+NOT_FOUND = 404
+
+
+class PodStatusApi(Protocol):
+    """The CoreV1Api method the applier calls."""
+
+    def patch_namespaced_pod_status(self, name: str, namespace: str, body: Any, **kwargs: Any) -> Any:
+        """PATCH pods/<name>/status in `namespace` with `body`."""
+
+
+@dataclass
+class Outcome:
+    """What one round wrote ("namespace/pod" each): patched, replaced meanwhile (409), gone (404),
+    and errors (messages)."""
+
+    patched: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, list[str]]:
+        """The outcome as printed by `guardhook group-readiness --once`."""
+        return {
+            "patched": self.patched,
+            "conflicts": self.conflicts,
+            "gone": self.gone,
+            "errors": self.errors,
+        }
+
+
+def now_rfc3339() -> str:
+    """The current UTC time as Kubernetes writes metav1.Time (RFC 3339, whole seconds, Z)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition_patch(entry: Entry, now: str) -> dict[str, Any]:
+    """The strategic merge patch body for `entry` (see the module docstring)."""
+    current = entry.current
+    if current is not None and current.status == entry.want.status and current.last_transition_time:
+        transition = current.last_transition_time
+    else:
+        transition = now
+    condition = {
+        "type": GATE,
+        "status": entry.want.status,
+        "reason": entry.want.reason,
+        "message": entry.want.message,
+        "lastTransitionTime": transition,
+    }
+    return {"metadata": {"uid": entry.uid}, "status": {"conditions": [condition]}}
+
+
+PATCHED = "patched"
+CONFLICTED = "conflict"
+GONE = "gone"
+FAILED = "error"
+
+
+def patch_condition(api: PodStatusApi, entry: Entry, outcome: Outcome) -> str:
+    """PATCH one leader's condition; record it in `outcome` and return what happened: PATCHED,
+    CONFLICTED (409), GONE (404) or FAILED. Never raises for an API or connection error."""
+    name = f"{entry.namespace}/{entry.pod}"
+    try:
+        response = api.patch_namespaced_pod_status(
+            entry.pod,
+            entry.namespace,
+            condition_patch(entry, now_rfc3339()),
+            _content_type=STRATEGIC_MERGE,
+            _preload_content=False,
+            _request_timeout=REQUEST_TIMEOUT,
+        )
+        release = getattr(response, "release_conn", None)
+        if release is not None:
+            release()
+    except ApiException as exc:
+        if exc.status == CONFLICT:
+            log.info("group-readiness: %s was replaced meanwhile (409); planning it again", name)
+            outcome.conflicts.append(name)
+            return CONFLICTED
+        if exc.status == NOT_FOUND:
+            outcome.gone.append(name)
+            return GONE
+        outcome.errors.append(f"patch pods/status {name}: HTTP {exc.status} {exc.reason}")
+        log.warning("group-readiness: %s", outcome.errors[-1])
+        return FAILED
+    except (HTTPError, OSError) as exc:  # API server unreachable
+        outcome.errors.append(f"patch pods/status {name}: {exc}")
+        log.warning("group-readiness: %s", outcome.errors[-1])
+        return FAILED
+    log.info("group-readiness: %s %s=%s (%s)", name, GATE, entry.want.status, entry.want.message)
+    outcome.patched.append(name)
+    return PATCHED
