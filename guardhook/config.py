@@ -151,6 +151,7 @@ def build_config(raw: Any, policies: Iterable[Policy] | None = None) -> Config:
     policy_docs = _mapping(doc.get("policies") or {}, "policies")
     _reject_unknown(policy_docs, set(registry), "policies.")
     settings = {pid: _policy_settings(p, policy_docs.get(pid)) for pid, p in registry.items()}
+    _inherit_shared_params(registry, policy_docs, settings)
     return Config(
         policies=settings,
         exemptions=_exemptions(doc.get("exemptions")),
@@ -172,6 +173,27 @@ def _policy_settings(policy: Policy, raw: Any) -> PolicySettings:
             if problem:
                 raise ConfigError(f"{where}.{name}: {problem}")
     return PolicySettings(actions, params, _policy_exemptions(policy, doc.get("exemptions"), where))
+
+
+def _inherit_shared_params(
+    registry: Mapping[str, Policy], docs: Mapping[str, Any], settings: dict[str, PolicySettings]
+) -> None:
+    """A parameter a policy shares with another (Policy.shared_params, e.g. the group budget that
+    `worker-delete` drains and `group-taint` take from `group-eviction`) follows the owner's
+    configured value unless set for the policy itself: one budget, set in one place."""
+    for pid, policy in registry.items():
+        raw = docs.get(pid)
+        own: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        inherited = {
+            name: settings[owner].params[name]
+            for name, owner in policy.shared_params.items()
+            if name not in own and owner in settings and name in settings[owner].params
+        }
+        if inherited:
+            current = settings[pid]
+            settings[pid] = PolicySettings(
+                current.actions, {**current.params, **inherited}, current.exemptions
+            )
 
 
 def _policy_exemptions(policy: Policy, raw: Any, where: str) -> Exemptions:

@@ -115,3 +115,22 @@ def test_exemptions_match_users_with_wildcards_groups_and_namespaces() -> None:
     assert Exemptions().exempts(
         {"username": "system:serviceaccount:kube-system:generic-garbage-collector"}, "x"
     )
+
+
+def test_the_group_budget_is_set_once_for_evictions_drains_and_taints() -> None:
+    config = build_config({"policies": {"group-eviction": {"maxDisruptedGroups": 3, "ledgerTTLSeconds": 60}}})
+    assert config.settings("worker-delete").params["maxDisruptedGroups"] == 3
+    assert config.settings("worker-delete").params["ledgerTTLSeconds"] == 60
+    assert config.settings("group-taint").params["maxDisruptedGroups"] == 3
+    # Set for the policy itself, its own value wins.
+    own = build_config(
+        {
+            "policies": {
+                "group-eviction": {"maxDisruptedGroups": 3},
+                "group-taint": {"maxDisruptedGroups": 2},
+            }
+        }
+    )
+    assert own.settings("group-taint").params["maxDisruptedGroups"] == 2
+    assert own.settings("worker-delete").params["maxDisruptedGroups"] == 3
+    assert build_config({}).settings("worker-delete").params["maxDisruptedGroups"] == 1

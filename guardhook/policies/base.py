@@ -173,6 +173,8 @@ class Policy(ABC):
         configuration rejects it with this text."""
         return None
 
+    shared_params: ClassVar[Mapping[str, str]] = {}
+    """Parameters whose default is another policy's configured value: name -> that policy's id."""
     honours_user_exemptions: ClassVar[bool] = True
     """False for a policy that must see the exempt controllers' requests too (group-readiness:
     leader pods are created by the StatefulSet controller). Namespace exemptions always apply."""

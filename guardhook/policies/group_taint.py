@@ -41,6 +41,7 @@ class GroupTaint(Policy):
     default_actions = ("Warn",)
     fail_closed = False
     params = {"maxDisruptedGroups": 1}
+    shared_params = {"maxDisruptedGroups": "group-eviction"}
 
     def judge(self, ctx: PolicyContext) -> Judgement:
         """Warn (by default) when a NoExecute taint breaks more whole groups of an LWS than its

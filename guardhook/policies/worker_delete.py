@@ -16,7 +16,7 @@ Who else disrupts a group:
   ledger, broken groups drain freely; guardhook.policies.group_budget): within the budget it is
   allowed with a warning and recorded (not on a dry run), over it denied with 429 naming the
   groups already down. Parameters `maxDisruptedGroups` and `ledgerTTLSeconds` mean what they mean
-  for `group-eviction`; keep them equal.
+  for `group-eviction` and follow its configured values unless set here.
 
 Denials name the leader to delete instead, with `--cascade=foreground`: the workers go first and
 the group is rebuilt sooner, which is how the LWS controller itself restarts a group.
@@ -50,6 +50,7 @@ class WorkerDelete(Policy):
     default_actions = ("Deny",)
     fail_closed = True
     params = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120}
+    shared_params = {"maxDisruptedGroups": "group-eviction", "ledgerTTLSeconds": "group-eviction"}
     param_minimums = {"ledgerTTLSeconds": 1}
 
     def judge(self, ctx: PolicyContext) -> Judgement:
