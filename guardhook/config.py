@@ -201,7 +201,9 @@ def _policy_exemptions(policy: Policy, raw: Any, where: str) -> Exemptions:
     PER_POLICY_EXEMPT_USERS, none for a policy that judges the LWS controller)."""
     doc = _mapping(raw if raw is not None else {}, f"{where}.exemptions")
     _reject_unknown(doc, {"users", "groups", "namespaces"}, f"{where}.exemptions.")
-    users = () if policy.judges_lws_controller else PER_POLICY_EXEMPT_USERS
+    # The LWS controller stays judged by a policy that judges it, or that heeds no user exemptions.
+    judged = policy.judges_lws_controller or not policy.honours_user_exemptions
+    users = () if judged else PER_POLICY_EXEMPT_USERS
     return Exemptions(
         users=_strings(doc.get("users", list(users)), f"{where}.exemptions.users"),
         groups=_strings(doc.get("groups", []), f"{where}.exemptions.groups"),
