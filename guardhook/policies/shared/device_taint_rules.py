@@ -37,7 +37,7 @@ from guardhook.cluster.model import Toleration
 from guardhook.cluster.taints import NO_EXECUTE, eviction_delay
 from guardhook.cluster.view.store import ClusterView
 from guardhook.policies.base import PolicyContext
-from guardhook.policies.taint_blast import Blast, Victim
+from guardhook.policies.shared.taint_blast import Blast, Victim
 
 RESOURCE_GROUP = "resource.k8s.io"
 DEVICE_TAINT_RULES = "devicetaintrules"
