@@ -41,6 +41,9 @@ NODES = "nodes"
 
 
 class GroupTaint(Policy):
+    """The `group-taint` policy (see the module docstring): Node and DeviceTaintRule writes that
+    add a NoExecute taint, judged against the group budget shared with `group-eviction`."""
+
     id = "group-taint"
     targets = (target("", NODES), target(RESOURCE_GROUP, DEVICE_TAINT_RULES))
     default_actions = ("Warn",)

@@ -51,6 +51,7 @@ class RuleChange:
 
     @property
     def what(self) -> str:
+        """`DeviceTaintRule <name> (<key>[=<value>]:<effect>)`, how messages name the rule."""
         taint = self.rule.taint
         value = f"={taint.value}" if taint.value else ""
         return f"DeviceTaintRule {self.rule.name} ({taint.key}{value}:{taint.effect})"
