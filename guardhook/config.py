@@ -37,8 +37,10 @@ DEFAULT_EXEMPT_USERS: tuple[str, ...] = (
 )
 PER_POLICY_EXEMPT_USERS: tuple[str, ...] = (LWS_CONTROLLER_PATTERN,)
 """Default users exempt per policy instead of globally: every policy exempts them unless it judges
-their writes (`Policy.judges_lws_controller`: group-capacity judges LWS spec changes whoever
-makes them, e.g. the DisaggregatedSet controller, which runs as the LWS controller's account)."""
+their writes — `Policy.judges_lws_controller` (group-capacity judges LWS spec changes whoever
+makes them, e.g. the DisaggregatedSet controller, which runs as the LWS controller's account), or
+`Policy.honours_user_exemptions` False (group-readiness judges every identity; see
+`_judges_default_per_policy_users`)."""
 GLOBAL_EXEMPT_USERS: tuple[str, ...] = tuple(
     u for u in DEFAULT_EXEMPT_USERS if u not in PER_POLICY_EXEMPT_USERS
 )
@@ -198,17 +200,23 @@ def _inherit_shared_params(
 
 def _policy_exemptions(policy: Policy, raw: Any, where: str) -> Exemptions:
     """`policies.<id>.exemptions`: each key given replaces its default (users default to
-    PER_POLICY_EXEMPT_USERS, none for a policy that judges the LWS controller)."""
+    PER_POLICY_EXEMPT_USERS, none for a policy that judges them)."""
     doc = _mapping(raw if raw is not None else {}, f"{where}.exemptions")
     _reject_unknown(doc, {"users", "groups", "namespaces"}, f"{where}.exemptions.")
-    # The LWS controller stays judged by a policy that judges it, or that heeds no user exemptions.
-    judged = policy.judges_lws_controller or not policy.honours_user_exemptions
-    users = () if judged else PER_POLICY_EXEMPT_USERS
+    users = () if _judges_default_per_policy_users(policy) else PER_POLICY_EXEMPT_USERS
     return Exemptions(
         users=_strings(doc.get("users", list(users)), f"{where}.exemptions.users"),
         groups=_strings(doc.get("groups", []), f"{where}.exemptions.groups"),
         namespaces=_strings(doc.get("namespaces", []), f"{where}.exemptions.namespaces"),
     )
+
+
+def _judges_default_per_policy_users(policy: Policy) -> bool:
+    """Whether `policy` judges PER_POLICY_EXEMPT_USERS by default. Those users were global
+    exemptions moved per policy, so the two Policy switches over default exemptions both reach
+    them: `judges_lws_controller` (only these users are judged) and `honours_user_exemptions`
+    False (no user exemption applies, these included)."""
+    return policy.judges_lws_controller or not policy.honours_user_exemptions
 
 
 def _actions(policy: Policy, raw: Any, where: str) -> tuple[Action, ...]:

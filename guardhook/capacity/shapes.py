@@ -13,35 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from guardhook.cluster.model import Taint, as_dict, as_list
+from guardhook.cluster.model import Taint, Toleration, as_dict, as_list
 from guardhook.cluster.resources import pod_requests
+from guardhook.cluster.taints import tolerates
 
 PODS = "pods"
 """Every pod takes one slot of the node's `pods` allocatable (the scheduler counts it so)."""
 
 FILTERING_EFFECTS = ("NoSchedule", "NoExecute")
 NODE_NAME_FIELD = "metadata.name"
-
-
-@dataclass(frozen=True, slots=True)
-class Toleration:
-    """One `spec.tolerations` entry (k8s.io/api core/v1 Toleration)."""
-
-    key: str = ""
-    operator: str = "Equal"
-    value: str = ""
-    effect: str = ""
-
-    def tolerates(self, taint: Taint) -> bool:
-        """core/v1 `Toleration.ToleratesTaint`: an empty effect matches every effect, an empty key
-        with Exists matches every key, Equal compares values."""
-        if self.effect and self.effect != taint.effect:
-            return False
-        if self.key and self.key != taint.key:
-            return False
-        if self.operator == "Exists":
-            return True
-        return self.operator in ("Equal", "") and self.value == taint.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +67,8 @@ class PodShape:
     `requests`: sorted (resource, amount) in guardhook.cluster.resources units, always with `pods` 1.
     `node_selector`: sorted (label, value) pairs that must all match.
     `affinity_terms`: required node affinity as ORed terms; None when the template has none.
-    `tolerations`: the template's tolerations.
+    `tolerations`: the template's tolerations (guardhook.cluster.model.Toleration; the scheduler
+    ignores `tolerationSeconds`).
     """
 
     requests: tuple[tuple[str, int], ...]
@@ -115,7 +96,7 @@ class PodShape:
     def tolerates_all(self, taints: tuple[Taint, ...]) -> bool:
         """Whether every NoSchedule / NoExecute taint is tolerated (TaintToleration filter)."""
         return all(
-            any(t.tolerates(taint) for t in self.tolerations)
+            any(tolerates(t, taint) for t in self.tolerations)
             for taint in taints
             if taint.effect in FILTERING_EFFECTS
         )
@@ -140,16 +121,7 @@ def shape_of_template(template: Mapping[str, Any]) -> PodShape:
         requests=tuple(sorted(requests.items())),
         node_selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
         affinity_terms=_required_affinity(spec),
-        tolerations=tuple(_toleration(as_dict(t)) for t in as_list(spec.get("tolerations"))),
-    )
-
-
-def _toleration(raw: Mapping[str, Any]) -> Toleration:
-    return Toleration(
-        key=str(raw.get("key") or ""),
-        operator=str(raw.get("operator") or "Equal"),
-        value=str(raw.get("value") or ""),
-        effect=str(raw.get("effect") or ""),
+        tolerations=Toleration.parse_all(spec),
     )
 
 

@@ -88,6 +88,8 @@ class DeviceTaint:
 
     @staticmethod
     def parse(raw: Any) -> DeviceTaint:
+        """A DeviceTaint from one decoded taint (`{key, value, effect}`); missing or mistyped
+        fields become "" (never raises)."""
         raw = as_dict(raw)
         return DeviceTaint(
             str(raw.get("key") or ""), str(raw.get("value") or ""), str(raw.get("effect") or "")
@@ -126,10 +128,13 @@ class ResourceSliceRecord:
 
     @property
     def key(self) -> tuple[str, str]:
+        """The view's key: ("", name), the object being cluster-scoped."""
         return ("", self.name)
 
     @staticmethod
     def from_object(obj: KubeObject) -> ResourceSliceRecord:
+        """The record of a decoded ResourceSlice (resource.k8s.io v1, v1beta2 or v1beta1);
+        malformed fields become empty values (never raises)."""
         spec = as_dict(obj.get("spec"))
         driver = str(spec.get("driver") or "")
         pool = as_dict(spec.get("pool"))
@@ -269,10 +274,13 @@ class ResourceClaimRecord:
 
     @property
     def key(self) -> tuple[str, str]:
+        """The view's key: (namespace, name)."""
         return (self.namespace, self.name)
 
     @staticmethod
     def from_object(obj: KubeObject) -> ResourceClaimRecord:
+        """The record of a decoded ResourceClaim (resource.k8s.io v1, v1beta2 or v1beta1);
+        malformed fields become empty values (never raises)."""
         meta = metadata(obj)
         status = as_dict(obj.get("status"))
         allocation = as_dict(status.get("allocation"))
@@ -320,10 +328,13 @@ class ResourceClaimTemplateRecord:
 
     @property
     def key(self) -> tuple[str, str]:
+        """The view's key: (namespace, name)."""
         return (self.namespace, self.name)
 
     @staticmethod
     def from_object(obj: KubeObject) -> ResourceClaimTemplateRecord:
+        """The record of a decoded ResourceClaimTemplate (resource.k8s.io v1, v1beta2 or v1beta1);
+        malformed fields become empty values (never raises)."""
         meta = metadata(obj)
         spec = as_dict(as_dict(obj.get("spec")).get("spec"))
         return ResourceClaimTemplateRecord(
@@ -344,6 +355,7 @@ class DeviceClassRecord:
 
     @property
     def key(self) -> tuple[str, str]:
+        """The view's key: ("", name), the object being cluster-scoped."""
         return ("", self.name)
 
     @property
@@ -361,6 +373,8 @@ class DeviceClassRecord:
 
     @staticmethod
     def from_object(obj: KubeObject) -> DeviceClassRecord:
+        """The record of a decoded DeviceClass (resource.k8s.io v1, v1beta2 or v1beta1);
+        malformed fields become empty values (never raises)."""
         spec = as_dict(obj.get("spec"))
         return DeviceClassRecord(
             name=str(metadata(obj).get("name") or ""),
@@ -386,10 +400,13 @@ class DeviceTaintRuleRecord:
 
     @property
     def key(self) -> tuple[str, str]:
+        """The view's key: ("", name), the object being cluster-scoped."""
         return ("", self.name)
 
     @staticmethod
     def from_object(obj: KubeObject) -> DeviceTaintRuleRecord:
+        """The record of a decoded DeviceTaintRule (resource.k8s.io v1beta2 or v1alpha3);
+        malformed fields become empty values (never raises)."""
         spec = as_dict(obj.get("spec"))
         selector = spec.get("deviceSelector")
         sel = as_dict(selector)

@@ -108,39 +108,58 @@ class ConditionRecord:
     last_transition_time: str = ""
 
 
-def gate_conditions(status: Mapping[str, Any], gates: tuple[str, ...]) -> dict[str, ConditionRecord]:
-    """The conditions of `status.conditions` whose type is one of `gates` (only those are kept, so
-    a view of a large cluster stays small)."""
-    found: dict[str, ConditionRecord] = {}
+Conditions = Mapping[str, Mapping[str, Any]]
+"""`status.conditions` by type (see `conditions`)."""
+
+
+def conditions(status: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The entries of `status.conditions` (pods, nodes) by type, in the order the API server sent
+    them; the first entry of a type wins (the list is keyed by type); malformed entries are
+    skipped. The one reader of conditions: `condition_true`, `gate_conditions` and
+    `disruption_condition` take what it returns (pass it to read a status once for all three)."""
+    found: dict[str, dict[str, Any]] = {}
     for cond in as_list(status.get("conditions")):
-        cond = as_dict(cond)
-        kind = cond.get("type")
-        if kind in gates and kind not in found:
-            found[kind] = ConditionRecord(
-                status=str(cond.get("status") or ""),
-                reason=str(cond.get("reason") or ""),
-                message=str(cond.get("message") or ""),
-                last_transition_time=str(cond.get("lastTransitionTime") or ""),
-            )
+        if isinstance(cond, dict):
+            kind = cond.get("type")
+            if isinstance(kind, str) and kind not in found:
+                found[kind] = cond
     return found
 
 
-def condition_true(status: Mapping[str, Any], condition_type: str) -> bool:
-    """Whether `status.conditions` holds `condition_type` with status "True"."""
-    for cond in as_list(status.get("conditions")):
-        cond = as_dict(cond)
-        if cond.get("type") == condition_type:
-            return cond.get("status") == "True"
-    return False
+def gate_conditions(
+    status: Mapping[str, Any], gates: tuple[str, ...], found: Conditions | None = None
+) -> dict[str, ConditionRecord]:
+    """The conditions of `status.conditions` whose type is one of `gates` (only those are kept, so
+    a view of a large cluster stays small). `found`: `conditions(status)`, when already read."""
+    found = conditions(status) if found is None else found
+    return {
+        gate: ConditionRecord(
+            status=str(cond.get("status") or ""),
+            reason=str(cond.get("reason") or ""),
+            message=str(cond.get("message") or ""),
+            last_transition_time=str(cond.get("lastTransitionTime") or ""),
+        )
+        for gate in gates
+        if (cond := found.get(gate)) is not None
+    }
 
 
-def disruption_condition(status: Mapping[str, Any]) -> str:
+def condition_true(status: Mapping[str, Any], condition_type: str, found: Conditions | None = None) -> bool:
+    """Whether `status.conditions` holds `condition_type` with status "True". `found`:
+    `conditions(status)`, when already read."""
+    found = conditions(status) if found is None else found
+    return (found.get(condition_type) or {}).get("status") == "True"
+
+
+def disruption_condition(status: Mapping[str, Any], found: Conditions | None = None) -> str:
     """`"<type>/<reason>"` of the first DISRUPTION_CONDITIONS entry in `status.conditions` whose
     status is "True" (reason may be empty), else "". A condition with status "False" (the disruption
-    controller clears a stale one that way) does not count."""
-    for cond in map(as_dict, as_list(status.get("conditions"))):
-        if cond.get("type") in DISRUPTION_CONDITIONS and cond.get("status") == "True":
-            return f"{cond['type']}/{cond.get('reason') or ''}"
+    controller clears a stale one that way) does not count. `found`: `conditions(status)`, when
+    already read."""
+    found = conditions(status) if found is None else found
+    for kind, cond in found.items():
+        if kind in DISRUPTION_CONDITIONS and cond.get("status") == "True":
+            return f"{kind}/{cond.get('reason') or ''}"
     return ""
 
 
@@ -267,6 +286,7 @@ class PodRecord:
         spec = as_dict(obj.get("spec"))
         status = as_dict(obj.get("status"))
         gates = readiness_gates(spec)
+        found = conditions(status)  # read once for Ready, ContainersReady, disruption and gates
         return PodRecord(
             namespace=str(meta.get("namespace") or ""),
             name=str(meta.get("name") or ""),
@@ -275,17 +295,17 @@ class PodRecord:
             annotations=str_map(meta.get("annotations")),
             node_name=str(spec.get("nodeName") or ""),
             phase=str(status.get("phase") or ""),
-            ready=condition_true(status, "Ready"),
+            ready=condition_true(status, "Ready", found),
             terminating=bool(meta.get("deletionTimestamp")),
             owners=OwnerRef.parse_all(meta),
             requests=pod_requests(spec),
-            disruption=disruption_condition(status),
+            disruption=disruption_condition(status, found),
             tolerations=Toleration.parse_all(spec),
             scheduling_gates=scheduling_gates(spec),
             claims=pod_claim_names(spec, status),
-            containers_ready=condition_true(status, "ContainersReady"),
+            containers_ready=condition_true(status, "ContainersReady", found),
             readiness_gates=gates,
-            gate_conditions=gate_conditions(status, gates) if gates else {},
+            gate_conditions=gate_conditions(status, gates, found) if gates else {},
         )
 
 

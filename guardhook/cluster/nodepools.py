@@ -36,10 +36,13 @@ class NodePoolRecord:
 
     @property
     def key(self) -> tuple[str, str]:
+        """The view's key: ("", name), the object being cluster-scoped."""
         return ("", self.name)
 
     @staticmethod
     def from_object(obj: KubeObject) -> NodePoolRecord:
+        """The record of a decoded Karpenter NodePool (`karpenter.sh/v1`); malformed fields become
+        empty values (never raises)."""
         spec = as_dict(obj.get("spec"))
         template = as_dict(spec.get("template"))
         node_spec = as_dict(template.get("spec"))

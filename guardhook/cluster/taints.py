@@ -30,14 +30,18 @@ class TaintLike(Protocol):
 
 
 def tolerates(toleration: Toleration, taint: TaintLike) -> bool:
-    """Whether `toleration` matches `taint` (key, value and effect as core/v1 defines)."""
+    """Whether `toleration` matches `taint`, as core/v1 `Toleration.ToleratesTaint` defines it: an
+    empty effect matches every effect, an empty key every key (validation allows that only with
+    Exists), Exists any value, Equal (or "") an equal value; an unknown operator matches nothing.
+    The one matcher for the taint managers (guardhook.cluster.taints.eviction_delay) and the
+    scheduler's TaintToleration filter (guardhook.capacity.shapes.PodShape.tolerates_all)."""
     if toleration.effect and toleration.effect != taint.effect:
         return False
+    if toleration.key and toleration.key != taint.key:
+        return False
     if toleration.operator == "Exists":
-        return not toleration.key or toleration.key == taint.key
-    if toleration.operator != "Equal":
-        return False  # an operator this version does not know matches nothing
-    return toleration.key == taint.key and toleration.value == taint.value
+        return True
+    return toleration.operator in ("Equal", "") and toleration.value == taint.value
 
 
 def eviction_delay(tolerations: Iterable[Toleration], taints: Iterable[TaintLike]) -> int | None:

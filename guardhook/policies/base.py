@@ -166,7 +166,8 @@ class Policy(ABC):
     """True for a policy that judges against free node capacity: meaningless without Nodes."""
     judges_lws_controller: ClassVar[bool] = False
     """True for a policy whose default exemptions leave the LWS controller's account judged
-    (guardhook.config.PER_POLICY_EXEMPT_USERS); every other policy exempts it by default."""
+    (guardhook.config.PER_POLICY_EXEMPT_USERS); every other policy exempts it by default, unless
+    it does not honour user exemptions at all (`honours_user_exemptions`)."""
 
     def param_problem(self, name: str, value: Any) -> str | None:
         """What is wrong with parameter `name` = `value` beyond its type (None when fine); the
@@ -177,7 +178,9 @@ class Policy(ABC):
     """Parameters whose default is another policy's configured value: name -> that policy's id."""
     honours_user_exemptions: ClassVar[bool] = True
     """False for a policy that must see the exempt controllers' requests too (group-readiness:
-    leader pods are created by the StatefulSet controller). Namespace exemptions always apply."""
+    leader pods are created by the StatefulSet controller): neither the global user and group
+    exemptions nor the per-policy default users (the LWS controller) skip it; its own configured
+    `policies.<id>.exemptions` and the namespace exemptions still apply."""
 
     @abstractmethod
     def judge(self, ctx: PolicyContext) -> Judgement:

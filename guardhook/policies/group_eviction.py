@@ -12,10 +12,10 @@ ledger holds an unexpired eviction from it that the view does not show yet (the 
 still there, not terminating). Evicting from a broken group is always allowed: the replica is
 lost already, and blocking would only stall the drain. Evicting from a whole group is allowed
 while fewer than B groups are broken, and is then recorded in the ledger before the answer —
-atomically, so concurrent evictions and several guardhook replicas cannot exceed B (the budget and
-ledger live in guardhook.policies.group_budget, shared with delete-based drains). Entries expire
-after `ledgerTTLSeconds`, so an eviction that something later refused frees its budget. Dry runs
-and `guardhook review` record nothing and are judged the same.
+atomically, so concurrent evictions and several guardhook replicas cannot exceed B (the budget
+and ledger live in guardhook.policies.shared.group_budget, shared with delete-based drains).
+Entries expire after `ledgerTTLSeconds`, so an eviction that something later refused frees its
+budget. Dry runs and `guardhook review` record nothing and are judged the same.
 
 A pod already marked for removal — pod condition `DisruptionTarget` (Kubernetes) or
 `TerminationTarget` (Kueue) with status "True" — may be evicted whoever asks: its group is being
@@ -49,7 +49,7 @@ from guardhook.policies.base import (
     stale_judgement,
     target,
 )
-from guardhook.policies.group_budget import (
+from guardhook.policies.shared.group_budget import (
     BUDGET_ANNOTATION,
     GroupDisruption,
     group_disruption,

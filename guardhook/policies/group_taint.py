@@ -7,7 +7,7 @@ DRA DeviceTaintRule can break every group of every LWS at once. Judged:
   bound to that node;
 - a `resource.k8s.io` DeviceTaintRule CREATE/UPDATE whose taint has effect `NoExecute` (not
   `None`, DRA's preview, nor `NoSchedule`): the pods using allocated devices it selects, as far as
-  the view can tell (guardhook.policies.group_taint_dra).
+  the view can tell (guardhook.policies.shared.device_taint_rules).
 Pods that tolerate the taint forever are skipped; a toleration with `tolerationSeconds` only delays
 the eviction, so such a pod counts as lost. For each LWS the groups it would lose are added to those
 already broken (the view and the eviction ledger, read only); a violation when that exceeds the
@@ -29,13 +29,21 @@ from guardhook.cluster.lws import member_of_pod
 from guardhook.cluster.model import NodeRecord, PodRecord, Taint
 from guardhook.cluster.taints import added_no_execute, eviction_delay
 from guardhook.policies.base import ALLOW, Judgement, Policy, PolicyContext, stale_judgement, target
-from guardhook.policies.group_taint_dra import DEVICE_TAINT_RULES, RESOURCE_GROUP, adds_no_execute, rule_blast
-from guardhook.policies.taint_blast import Blast, Victim, judge_blast
+from guardhook.policies.shared.device_taint_rules import (
+    DEVICE_TAINT_RULES,
+    RESOURCE_GROUP,
+    adds_no_execute,
+    rule_blast,
+)
+from guardhook.policies.shared.taint_blast import Blast, Victim, judge_blast
 
 NODES = "nodes"
 
 
 class GroupTaint(Policy):
+    """The `group-taint` policy (see the module docstring): Node and DeviceTaintRule writes that
+    add a NoExecute taint, judged against the group budget shared with `group-eviction`."""
+
     id = "group-taint"
     targets = (target("", NODES), target(RESOURCE_GROUP, DEVICE_TAINT_RULES))
     default_actions = ("Warn",)

@@ -12,11 +12,11 @@ Who else disrupts a group:
   preemption, the taint managers, pod GC, the kubelet, the Eviction API) or Kueue's
   `TerminationTarget=True` — may be deleted whoever sends the DELETE; an audit annotation says why.
 - A delete-based drain (`kubectl drain --disable-eviction`): a worker DELETE whose pod is bound to
-  an unschedulable (cordoned) node is judged by the group budget of `group-eviction` (B, the shared
-  ledger, broken groups drain freely; guardhook.policies.group_budget): within the budget it is
-  allowed with a warning and recorded (not on a dry run), over it denied with 429 naming the
-  groups already down. Parameters `maxDisruptedGroups` and `ledgerTTLSeconds` mean what they mean
-  for `group-eviction` and follow its configured values unless set here.
+  an unschedulable (cordoned) node is judged by the group budget of `group-eviction` (B, the
+  shared ledger, broken groups drain freely; guardhook.policies.shared.group_budget): within the
+  budget it is allowed with a warning and recorded (not on a dry run), over it denied with 429
+  naming the groups already down. Parameters `maxDisruptedGroups` and `ledgerTTLSeconds` mean
+  what they mean for `group-eviction` and follow its configured values unless set here.
 
 Denials name the leader to delete instead, with `--cascade=foreground`: the workers go first and
 the group is rebuilt sooner, which is how the LWS controller itself restarts a group.
@@ -41,7 +41,7 @@ from guardhook.policies.base import (
     stale_judgement,
     target,
 )
-from guardhook.policies.group_budget import group_disruption, judge_budget
+from guardhook.policies.shared.group_budget import group_disruption, judge_budget
 
 
 class WorkerDelete(Policy):

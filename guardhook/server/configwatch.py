@@ -83,8 +83,10 @@ class ConfigWatcher:
                 log.exception("configuration reload failed")
 
     def start(self) -> ConfigWatcher:
+        """Run the watch loop on a daemon thread; returns self."""
         threading.Thread(target=self.run, name="guardhook-config-watch", daemon=True).start()
         return self
 
     def stop(self) -> None:
+        """End the watch loop (within one poll interval)."""
         self._stop.set()

@@ -415,9 +415,11 @@ class ClusterView:
             return [c for c in claims if namespace is None or c.namespace == namespace]
 
     def resource_claim(self, namespace: str, name: str) -> ResourceClaimRecord | None:
+        """ResourceClaim `namespace/name`, or None when the view does not hold it."""
         return self._dra[RESOURCECLAIMS].get((namespace, name))
 
     def resource_claim_template(self, namespace: str, name: str) -> ResourceClaimTemplateRecord | None:
+        """ResourceClaimTemplate `namespace/name`, or None when the view does not hold it."""
         return self._dra[RESOURCECLAIMTEMPLATES].get((namespace, name))
 
     def device_classes(self) -> list[DeviceClassRecord]:
@@ -426,6 +428,7 @@ class ClusterView:
             return list(self._dra[DEVICECLASSES].values())
 
     def device_class(self, name: str) -> DeviceClassRecord | None:
+        """DeviceClass `name`, or None when the view does not hold it."""
         return self._dra[DEVICECLASSES].get(("", name))
 
     def device_taint_rules(self) -> list[DeviceTaintRuleRecord]:

@@ -15,7 +15,7 @@ from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
 from guardhook.ledger import Ledger, LedgerError
 from guardhook.policies.base import Judgement, PolicyContext, Violation
-from guardhook.policies.group_budget import (
+from guardhook.policies.shared.group_budget import (
     BUDGET_ANNOTATION,
     broken_in_view,
     budget_of,

@@ -37,7 +37,7 @@ from guardhook.cluster.model import Toleration
 from guardhook.cluster.taints import NO_EXECUTE, eviction_delay
 from guardhook.cluster.view.store import ClusterView
 from guardhook.policies.base import PolicyContext
-from guardhook.policies.taint_blast import Blast, Victim
+from guardhook.policies.shared.taint_blast import Blast, Victim
 
 RESOURCE_GROUP = "resource.k8s.io"
 DEVICE_TAINT_RULES = "devicetaintrules"
@@ -51,6 +51,7 @@ class RuleChange:
 
     @property
     def what(self) -> str:
+        """`DeviceTaintRule <name> (<key>[=<value>]:<effect>)`, how messages name the rule."""
         taint = self.rule.taint
         value = f"={taint.value}" if taint.value else ""
         return f"DeviceTaintRule {self.rule.name} ({taint.key}{value}:{taint.effect})"

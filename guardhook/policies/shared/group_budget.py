@@ -91,6 +91,8 @@ def with_pending(
 
 
 def ledger_key(lws: LeaderWorkerSet) -> tuple[str, str]:
+    """The eviction ledger's key for `lws`: (namespace, name), shared by evictions, drains and
+    group-taint's read of it, so all of them count against one budget."""
     return (lws.namespace, lws.name)
 
 
@@ -150,6 +152,8 @@ def describe_broken(broken: Mapping[int, str]) -> str:
 
 
 def budget_message(disruption: GroupDisruption, broken: Mapping[int, str], what: str) -> str:
+    """The 429 denial's text: `what` ("evicting pod ns/name") would break a group while
+    `broken` (group index -> why, ledger entries included) already fill the budget."""
     lws = disruption.lws
     return (
         f"{what} would break group {disruption.group} of LeaderWorkerSet "
