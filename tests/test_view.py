@@ -54,6 +54,17 @@ def test_node_requests_follow_pod_changes() -> None:
     assert [p.name for p in view.group_pods("serve", "llm-xl", 1)].count("llm-xl-1-1") == 0
 
 
+def test_pods_in_namespace_follow_pod_changes() -> None:
+    view = embedded_fleet_view()
+    serve = {p.name for p in view.pods_in_namespace("serve")}
+    assert serve == {p.name for p in view.all_pods() if p.namespace == "serve"} and len(serve) == 16
+    assert view.pods_in_namespace("default") == []
+    view.remove(PODS, ("serve", "llm-xl-1-1"))
+    assert {p.name for p in view.pods_in_namespace("serve")} == serve - {"llm-xl-1-1"}
+    view.replace_kind(PODS, [])
+    assert view.pods_in_namespace("serve") == []
+
+
 def test_replace_kind_relists(tmp_path: Path) -> None:
     view = embedded_fleet_view()
     view.replace_kind(PODS, [])

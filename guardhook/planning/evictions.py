@@ -85,9 +85,7 @@ def evict_in_turn(
         key = (eviction.lws.namespace, eviction.lws.name)
         groups = broken.setdefault(key, set() if healed else set(eviction.broken_in_view))
         if pod.namespace not in namespace_pods:
-            namespace_pods[pod.namespace] = {
-                p.name: p for p in view.all_pods() if p.namespace == pod.namespace
-            }
+            namespace_pods[pod.namespace] = {p.name: p for p in view.pods_in_namespace(pod.namespace)}
             pdbs[pod.namespace] = [copy.deepcopy(p) for p in view.pdbs_in_namespace(pod.namespace)]
         matching = matching_pdbs(pdbs[pod.namespace], pod)
         reason = pdb_refusal(matching, pod, list(namespace_pods[pod.namespace].values()))

@@ -124,7 +124,7 @@ def view_pdb_refusal(view: ClusterView, pod: PodRecord) -> str | None:
     pdbs = matching_pdbs(view.pdbs_in_namespace(pod.namespace), pod)
     if not pdbs:
         return None
-    return pdb_refusal(pdbs, pod, [p for p in view.all_pods() if p.namespace == pod.namespace])
+    return pdb_refusal(pdbs, pod, view.pods_in_namespace(pod.namespace))
 
 
 def pdb_refusal(

@@ -109,6 +109,7 @@ class ClusterView:
         self._pods: dict[Key, PodRecord] = {}
         self._pods_by_group: dict[GroupKey, dict[str, PodRecord]] = defaultdict(dict)
         self._pods_by_node: dict[str, dict[Key, PodRecord]] = defaultdict(dict)
+        self._pods_by_namespace: dict[str, dict[str, PodRecord]] = defaultdict(dict)
         self._node_requested: dict[str, Resources] = defaultdict(dict)
         self._nodes: dict[str, NodeRecord] = {}
         self._lws: dict[Key, LeaderWorkerSet] = {}
@@ -285,6 +286,7 @@ class ClusterView:
         pod = PodRecord.from_object(obj)
         self._remove_pod(pod.key)
         self._pods[pod.key] = pod
+        self._pods_by_namespace[pod.namespace][pod.name] = pod
         member = member_of_pod(pod)
         if member is not None:
             self._pods_by_group[(pod.namespace, member.lws_name, member.group_index)][pod.name] = pod
@@ -298,6 +300,11 @@ class ClusterView:
         old = self._pods.pop(key, None)
         if old is None:
             return
+        in_namespace = self._pods_by_namespace.get(old.namespace)
+        if in_namespace is not None:
+            in_namespace.pop(old.name, None)
+            if not in_namespace:
+                del self._pods_by_namespace[old.namespace]
         for claim in old.claims:
             users = self._pods_by_claim.get((old.namespace, claim))
             if users is not None:
@@ -400,6 +407,12 @@ class ClusterView:
     def all_pods(self) -> list[PodRecord]:
         with self.lock:
             return list(self._pods.values())
+
+    def pods_in_namespace(self, namespace: str) -> list[PodRecord]:
+        """Every pod of `namespace` (an index: a PDB's budget counts the pods of its namespace,
+        and an eviction must not scan the whole cluster for them)."""
+        with self.lock:
+            return list(self._pods_by_namespace.get(namespace, {}).values())
 
     # ---- DRA reads (resource.k8s.io; see guardhook.cluster.dra) ------------------------------
 
