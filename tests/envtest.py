@@ -180,10 +180,11 @@ def api_server(folder: Path) -> Iterator[ApiServer]:
 
 def install_crds(api: ApiServer, folder: Path = FIXTURES / "crds") -> None:
     """Create every CustomResourceDefinition in `folder`'s YAML files and wait until each is
-    Established (served). Raises RuntimeError when one is refused or never Established."""
+    Established and each served version lists (200). Raises RuntimeError when one is refused or
+    not served within 30 s."""
     if not folder.is_dir():
         raise RuntimeError(f"no CRDs to install: {folder} is not a folder (set GUARDHOOK_FIXTURES)")
-    names = []
+    names, collections = [], []
     for path in sorted(folder.glob("*.yaml")):
         for crd in yaml.safe_load_all(path.read_text()):
             if not crd:
@@ -192,6 +193,10 @@ def install_crds(api: ApiServer, folder: Path = FIXTURES / "crds") -> None:
             if answer.status_code not in (200, 201):
                 raise RuntimeError(f"create CRD from {path.name}: {answer.text}")
             names.append(crd["metadata"]["name"])
+            spec = crd["spec"]
+            for version in spec["versions"]:
+                if version.get("served", True):
+                    collections.append(f"/apis/{spec['group']}/{version['name']}/{spec['names']['plural']}")
 
     def established(name: str) -> bool:
         answer = api.request("GET", f"{CRDS}/{name}")
@@ -200,6 +205,10 @@ def install_crds(api: ApiServer, folder: Path = FIXTURES / "crds") -> None:
 
     for name in names:
         _wait(partial(established, name), 30, f"CRD {name} to be Established")
+    # Established is a condition the API server sets; its handler for the custom resources may
+    # still answer 404 for a moment after it, so wait until each served version lists.
+    for collection in collections:
+        _wait(lambda c=collection: api.request("GET", c).status_code == 200, 30, f"{collection} to be served")
 
 
 def _spawn(stack: ExitStack, log_path: Path, args: list[str]) -> subprocess.Popen[bytes]:

@@ -89,6 +89,11 @@ def _create_cluster(server: ApiServer) -> None:
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ready"}],
         }
         server.merge_patch(f"/api/v1/nodes/{name}/status", {"status": status})
+        # TaintNodesAtCreation added node.kubernetes.io/not-ready:NoSchedule on CREATE; no node
+        # lifecycle controller runs here to lift it, and an untolerated NoSchedule taint keeps the
+        # capacity model off the node (TaintToleration). A PATCH is not re-tainted.
+        untainted = server.merge_patch(f"/api/v1/nodes/{name}", {"spec": {"taints": None}})
+        assert not untainted["spec"].get("taints"), untainted["spec"]
         server.create(f"{RESOURCE_V1}/resourceslices", _slice(name))
     server.create(
         f"{RESOURCE_V1}/deviceclasses",
@@ -188,22 +193,27 @@ def _judge(live: LiveView, replicas: int) -> dict[str, Any]:
 
 
 def test_a_scale_up_is_judged_on_the_devices_the_api_server_holds(api: ApiServer, live: LiveView) -> None:
+    # Group 0 has no pods here (no LWS controller runs), so only the new groups ask for devices:
+    # 4 GPUs each, of the 8 the two ResourceSlices publish.
     _wait(lambda: len(live.view.devices_by_node()) == 2, 20, "both ResourceSlices in the view")
-    two = _judge(live, 2)
-    assert two["allowed"] is True, two
-    assert f"DeviceClass {CLASS}" in two["auditAnnotations"][MODEL_ANNOTATION]
-    assert _judge(live, 3)["allowed"] is False  # 8 GPUs, 12 asked
+    fits = _judge(live, 3)  # 2 new groups: 8 GPUs asked, 8 free
+    assert fits["allowed"] is True, fits
+    assert f"DeviceClass {CLASS}" in fits["auditAnnotations"][MODEL_ANNOTATION]
+    over = _judge(live, 4)  # 3 new groups: 12 GPUs asked, 8 free
+    assert over["allowed"] is False and "2 of 3 new groups" in over["status"]["message"], over
 
     _allocate_gpu0(api)  # the watch brings the allocation in: gpu-0's 4 GPUs are taken
     _wait(
         lambda: bool(live.view.claim_devices(NAMESPACE, "training-0")), 20, "the allocated claim in the view"
     )
-    denied = _judge(live, 2)
+    denied = _judge(live, 3)
     assert denied["allowed"] is False
     assert "1 of 2 new groups" in denied["status"]["message"]
+    assert _judge(live, 2)["allowed"] is True  # gpu-1's 4 GPUs are still free
 
-    api.request("DELETE", f"{RESOURCE_V1}/namespaces/{NAMESPACE}/resourceclaims/training-0")
-    _wait(lambda: _judge(live, 2)["allowed"] is True, 20, "the freed devices to count again")
+    deleted = api.request("DELETE", f"{RESOURCE_V1}/namespaces/{NAMESPACE}/resourceclaims/training-0")
+    assert deleted.status_code == 200, deleted.text  # no finalizer: gone at once
+    _wait(lambda: _judge(live, 3)["allowed"] is True, 20, "the freed devices to count again")
 
 
 def test_the_live_view_lists_the_served_version(api: ApiServer, live: LiveView) -> None:

@@ -71,6 +71,11 @@ def _create_fleet(api: Any) -> None:
     for node in _fleet("nodes"):
         created = core.create_node(_fresh(node, {}))
         core.patch_node_status(created.metadata.name, {"status": node["status"]})
+        # The API server's TaintNodesAtCreation plugin added node.kubernetes.io/not-ready:NoSchedule
+        # on CREATE; no node lifecycle controller runs here to lift it. Back to the dump's taints
+        # (the plugin does not act on a PATCH). A dict body goes as a strategic merge patch, and
+        # Node.spec.taints has no merge key: the list is replaced.
+        core.patch_node(created.metadata.name, {"spec": {"taints": node["spec"].get("taints") or []}})
     uids: dict[str, str] = {}
     pending = [("lws", o) for o in _fleet("leaderworkersets")]
     pending += [("sts", o) for o in _fleet("statefulsets")] + [("pod", o) for o in _fleet("pods")]

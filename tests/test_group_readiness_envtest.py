@@ -68,9 +68,17 @@ def _condition(api: ApiServer, name: str, kind: str) -> dict[str, Any] | None:
 
 
 def _set_status(api: ApiServer, name: str, **conditions: str) -> None:
-    """Write pod conditions as the kubelet would (the API server runs no kubelet here)."""
+    """Write pod conditions as the kubelet would (the API server runs no kubelet here): a strategic
+    merge patch of pods/status, so PodStatus.conditions merges by `type` and guardhook's condition
+    stays (a JSON merge patch would replace the whole list)."""
     status = {"phase": "Running", "conditions": [{"type": k, "status": v} for k, v in conditions.items()]}
-    api.merge_patch(f"{PODS}/{name}/status", {"status": status})
+    answer = api.session.patch(
+        f"{api.url}{PODS}/{name}/status",
+        json={"status": status},
+        headers={"Content-Type": "application/strategic-merge-patch+json"},
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
 
 
 def test_the_api_server_stores_the_gated_leader_and_the_condition_patch(tmp_path: Path) -> None:
