@@ -120,8 +120,12 @@ def load_config(path: str | Path | None, enforcement: str = "deny") -> Config:
             raise ConfigError(
                 f"cannot read config {path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
             ) from exc
-        except (OSError, yaml.YAMLError) as exc:
+        except OSError as exc:
             raise ConfigError(f"cannot read config {path}: {exc}") from exc
+        except yaml.YAMLError as exc:
+            from guardhook.cluster.view.manifests import yaml_error_line
+
+            raise ConfigError(f"cannot read config {path}: not valid YAML: {yaml_error_line(exc)}") from exc
     config = build_config(raw)
     return apply_enforcement(config, enforcement)
 

@@ -253,3 +253,17 @@ def test_capacity_denial_of_pods_requesting_nothing_says_so() -> None:
     response = Engine(fleet_view()).judge(request).response
     assert response["allowed"] is False
     assert "each requesting no resources and the 0 eligible nodes" in response["status"]["message"]
+
+
+def test_a_manifest_that_is_not_yaml_is_reported_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # PyYAML's message spans three lines and quotes "<unicode string>"; check prints one line per file.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("{{{\n")
+    assert cli.main(["check", str(bad)]) == 2
+    [line] = [x for x in capsys.readouterr().err.splitlines() if "bad.yaml" in x or "line 2" in x]
+    assert line.endswith(
+        f"{bad}: not valid YAML or JSON: while parsing a flow node; "
+        "did not find expected node content (line 2, column 1)"
+    )

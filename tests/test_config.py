@@ -63,6 +63,17 @@ def test_unreadable_file_and_bad_yaml_are_config_errors(tmp_path: Path) -> None:
         load_config(write(tmp_path, "policies: {worker-delete: [\n"))
 
 
+def test_bad_yaml_is_reported_on_one_line(tmp_path: Path) -> None:
+    # PyYAML's own text spans lines and quotes the source; a command's error is one stderr line.
+    with pytest.raises(ConfigError) as raised:
+        load_config(write(tmp_path, "policies: [\n"))
+    assert "\n" not in str(raised.value)
+    assert str(raised.value).endswith(
+        "not valid YAML: while parsing a flow node; "
+        "expected the node content, but found '<stream end>' (line 2, column 1)"
+    )
+
+
 def test_defaults_cover_every_registered_policy() -> None:
     config = load_config(None)
     assert set(config.policies) == {p.id for p in REGISTRY}
