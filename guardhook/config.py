@@ -283,5 +283,15 @@ def _same_type(value: Any, default: Any, where: str) -> Any:
     else:
         ok = isinstance(value, type(default))
     if not ok:
-        raise ConfigError(f"{where} must be a {type(default).__name__} (non-negative), got {value!r}")
+        raise ConfigError(f"{where} must be {_kind_of(default)}, got {value!r}")
     return value
+
+
+def _kind_of(default: Any) -> str:
+    if isinstance(default, bool):
+        return "true or false"
+    if isinstance(default, int):
+        return "a non-negative integer"
+    if isinstance(default, float):
+        return "a non-negative number"
+    return "a string" if isinstance(default, str) else f"a {type(default).__name__}"

@@ -3,6 +3,7 @@ error, parameters keep their types, exemptions match with `*` wildcards, `--enfo
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,20 @@ def test_bad_yaml_is_reported_on_one_line(tmp_path: Path) -> None:
         "not valid YAML: while parsing a flow node; "
         "expected the node content, but found '<stream end>' (line 2, column 1)"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("policies: {group-eviction: {maxDisruptedGroups: -1}}\n", "must be a non-negative integer, got -1"),
+        ("policies: {group-eviction: {ledgerTTLSeconds: x}}\n", "must be a non-negative integer, got 'x'"),
+        ("policies: {group-readiness: {allLeaderWorkerSets: 'yes'}}\n", "must be true or false, got 'yes'"),
+    ],
+)
+def test_a_mistyped_parameter_says_what_it_must_be(tmp_path: Path, text: str, says: str) -> None:
+    # It used to say "must be a int (non-negative)" for every type, a bool included.
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        load_config(write(tmp_path, text))
 
 
 def test_defaults_cover_every_registered_policy() -> None:
