@@ -148,6 +148,15 @@ def test_certificates_that_do_not_load_are_refused_before_serving(tmp_path: Path
         (["serve", "--threads", "0"], "argument --threads: 0 must be at least 1"),  # was "failed to boot"
         (["pdb-sync", "--interval", "0"], "argument --interval: 0 must be a number of seconds above 0"),
         (["--log-level", "bogus", "certs"], "argument --log-level: invalid choice: 'BOGUS'"),  # was ignored
+        # These wrote a certificate with an unusable SAN, or for a Service no cluster can have.
+        (["certs", "--dns", ""], "argument --dns: '' is neither a DNS name nor an IP address"),
+        (["certs", "--dns", "bad name!"], "argument --dns: 'bad name!' is neither a DNS name"),
+        (["serve", "--dns", "a_b.example"], "argument --dns: 'a_b.example' is neither a DNS name"),
+        (["certs", "--namespace", "Guardhook"], "argument --namespace: 'Guardhook' is not a valid name"),
+        (["certs", "--service", "web.hook"], "argument --service: 'web.hook' is not a valid name"),
+        (["serve", "--namespace", "kube_system"], "argument --namespace: 'kube_system' is not a valid name"),
+        (["pdb-sync", "--namespace", "a" * 64], "is not a valid name"),
+        (["group-readiness", "--namespace", "ns_1"], "argument --namespace: 'ns_1' is not a valid name"),
     ],
 )
 def test_unusable_flag_values_exit_2_naming_the_flag(
@@ -267,3 +276,8 @@ def test_a_manifest_that_is_not_yaml_is_reported_on_one_line(
         f"{bad}: not valid YAML or JSON: while parsing a flow node; "
         "did not find expected node content (line 2, column 1)"
     )
+
+
+@pytest.mark.parametrize("name", ["10.0.0.1", "::1", "*.example.com", "Guardhook.Example.COM", "localhost"])
+def test_certs_accepts_ip_addresses_wildcards_and_dns_names(name: str, tmp_path: Path) -> None:
+    assert cli.main(["certs", "--out", str(tmp_path / "c"), "--dns", name, "--namespace", "gh-1"]) == 0

@@ -40,10 +40,16 @@ def add_parser(commands: Any) -> None:
         "--cert-dir", default="certs", help="folder with ca.crt, tls.crt, tls.key (default certs/)"
     )
     serve.add_argument(
-        "--dns", action="append", default=[], metavar="NAME", help="extra SAN for a generated certificate"
+        "--dns",
+        action="append",
+        type=argtypes.san,
+        default=[],
+        metavar="NAME",
+        help="extra SAN for a generated certificate",
     )
     serve.add_argument(
         "--namespace",
+        type=argtypes.dns_label,
         help="namespace for guardhook's own objects (default: the pod's namespace, else guardhook-system)",
     )
     serve.add_argument(
