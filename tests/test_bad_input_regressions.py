@@ -281,3 +281,28 @@ def test_a_manifest_that_is_not_yaml_is_reported_on_one_line(
 @pytest.mark.parametrize("name", ["10.0.0.1", "::1", "*.example.com", "Guardhook.Example.COM", "localhost"])
 def test_certs_accepts_ip_addresses_wildcards_and_dns_names(name: str, tmp_path: Path) -> None:
     assert cli.main(["certs", "--out", str(tmp_path / "c"), "--dns", name, "--namespace", "gh-1"]) == 0
+
+
+def test_a_missing_kubeconfig_is_named_as_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The kubernetes library said only "Invalid kube-config file. No configuration found." for a
+    # mistyped path, as if the file were there and wrong.
+    missing = tmp_path / "prod.yaml"
+    assert cli.main(["audit", "--kubeconfig", str(missing)]) == 2
+    assert capsys.readouterr().err.strip() == f"guardhook: cannot use kubeconfig {missing}: no such file"
+    assert cli.main(["drain-plan", "--kubeconfig", str(tmp_path), "n1"]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"kubeconfig {tmp_path}: not a file")
+
+
+def test_a_kubeconfig_list_is_read_like_kubectl_reads_it(tmp_path: Path) -> None:
+    # $KUBECONFIG may list files (a:b); missing ones are skipped, as by kubectl.
+    from guardhook.cluster.kube import api_client
+    from guardhook.cluster.sources import KUBECONFIG, Source
+
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\n"
+    )
+    listed = api_client(Source(KUBECONFIG, (f"{tmp_path / 'missing.yaml'}:{good}",)))
+    assert listed.configuration.host == "https://127.0.0.1:1"
