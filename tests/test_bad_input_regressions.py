@@ -4,6 +4,9 @@ answered with what happened and what to do, never a traceback or a misleading re
 from __future__ import annotations
 
 import logging
+import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -13,7 +16,7 @@ import pytest
 from guardhook.admission.engine import Engine
 from guardhook.commands import main as cli
 
-from conftest import Server, load_review
+from conftest import Server, clean_env, free_port, load_review
 from helpers import fleet_view, request_of
 
 
@@ -306,3 +309,44 @@ def test_a_kubeconfig_list_is_read_like_kubectl_reads_it(tmp_path: Path) -> None
     )
     listed = api_client(Source(KUBECONFIG, (f"{tmp_path / 'missing.yaml'}:{good}",)))
     assert listed.configuration.host == "https://127.0.0.1:1"
+
+
+@pytest.mark.parametrize("taken", ["--port", "--metrics-port"])
+def test_serve_on_a_port_in_use_exits_2_with_one_line(taken: str, tmp_path: Path) -> None:
+    # The webhook port used to give 5 s of gunicorn retries and exit 1; the metrics port (bound in
+    # the worker) a traceback, "Worker failed to boot" and exit 3.
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy = holder.getsockname()[1]
+        ports = (
+            {"--port": busy, "--metrics-port": free_port()}
+            if taken == "--port"
+            else {"--port": free_port(), "--metrics-port": busy}
+        )
+        argv = [
+            sys.executable,
+            "-m",
+            "guardhook",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--cert-dir",
+            str(tmp_path / "certs"),
+            *(f"{k}={v}" for k, v in ports.items()),
+        ]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=clean_env(tmp_path))
+    assert done.returncode == 2, done.stderr
+    assert (
+        done.stderr.splitlines()[-1]
+        == f"guardhook: cannot listen on 127.0.0.1:{busy}: Address already in use"
+    )
+    assert "Traceback" not in done.stderr
+
+
+def test_serve_refuses_one_port_for_both_and_an_address_not_here(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["serve", "--host", "127.0.0.1", "--port", "18999", "--metrics-port", "18999"]) == 2
+    assert "--port and --metrics-port must differ (both 18999)" in capsys.readouterr().err
+    assert cli.main(["serve", "--host", "name.invalid", "--port", "18999"]) == 2
+    assert "cannot listen on name.invalid:18999: " in capsys.readouterr().err
