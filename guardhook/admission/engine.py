@@ -117,8 +117,11 @@ class Engine:
         for policy, actions in self._dispatch(setup, request, endpoint):
             if exempt_user and policy.honours_user_exemptions:
                 continue
-            if setup.config.settings(policy.id).exemptions.exempts(user, namespace):
-                continue  # exempt from this policy only (policies.<id>.exemptions)
+            # Exempt from this policy only (policies.<id>.exemptions); a policy that honours no user
+            # exemptions (group-readiness) honours none of its own either, only its namespaces.
+            judged_user = user if policy.honours_user_exemptions else {}
+            if setup.config.settings(policy.id).exemptions.exempts(judged_user, namespace):
+                continue
             policy_started = time.perf_counter()
             judgement, errored = self._run(setup.config, policy, request)
             verdict.timings[policy.id] = time.perf_counter() - policy_started
