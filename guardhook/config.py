@@ -122,8 +122,12 @@ def load_config(path: str | Path | None, enforcement: str = "deny") -> Config:
             raise ConfigError(
                 f"cannot read config {path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
             ) from exc
-        except (OSError, yaml.YAMLError) as exc:
+        except OSError as exc:
             raise ConfigError(f"cannot read config {path}: {exc}") from exc
+        except yaml.YAMLError as exc:
+            from guardhook.cluster.view.manifests import yaml_error_line
+
+            raise ConfigError(f"cannot read config {path}: not valid YAML: {yaml_error_line(exc)}") from exc
     config = build_config(raw)
     return apply_enforcement(config, enforcement)
 
@@ -289,5 +293,15 @@ def _same_type(value: Any, default: Any, where: str) -> Any:
     else:
         ok = isinstance(value, type(default))
     if not ok:
-        raise ConfigError(f"{where} must be a {type(default).__name__} (non-negative), got {value!r}")
+        raise ConfigError(f"{where} must be {_kind_of(default)}, got {value!r}")
     return value
+
+
+def _kind_of(default: Any) -> str:
+    if isinstance(default, bool):
+        return "true or false"
+    if isinstance(default, int):
+        return "a non-negative integer"
+    if isinstance(default, float):
+        return "a non-negative number"
+    return "a string" if isinstance(default, str) else f"a {type(default).__name__}"

@@ -4,6 +4,9 @@ answered with what happened and what to do, never a traceback or a misleading re
 from __future__ import annotations
 
 import logging
+import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -13,7 +16,7 @@ import pytest
 from guardhook.admission.engine import Engine
 from guardhook.commands import main as cli
 
-from conftest import Server, load_review
+from conftest import Server, clean_env, free_port, load_review
 from helpers import fleet_view, request_of
 
 
@@ -148,6 +151,15 @@ def test_certificates_that_do_not_load_are_refused_before_serving(tmp_path: Path
         (["serve", "--threads", "0"], "argument --threads: 0 must be at least 1"),  # was "failed to boot"
         (["pdb-sync", "--interval", "0"], "argument --interval: 0 must be a number of seconds above 0"),
         (["--log-level", "bogus", "certs"], "argument --log-level: invalid choice: 'BOGUS'"),  # was ignored
+        # These wrote a certificate with an unusable SAN, or for a Service no cluster can have.
+        (["certs", "--dns", ""], "argument --dns: '' is neither a DNS name nor an IP address"),
+        (["certs", "--dns", "bad name!"], "argument --dns: 'bad name!' is neither a DNS name"),
+        (["serve", "--dns", "a_b.example"], "argument --dns: 'a_b.example' is neither a DNS name"),
+        (["certs", "--namespace", "Guardhook"], "argument --namespace: 'Guardhook' is not a valid name"),
+        (["certs", "--service", "web.hook"], "argument --service: 'web.hook' is not a valid name"),
+        (["serve", "--namespace", "kube_system"], "argument --namespace: 'kube_system' is not a valid name"),
+        (["pdb-sync", "--namespace", "a" * 64], "is not a valid name"),
+        (["group-readiness", "--namespace", "ns_1"], "argument --namespace: 'ns_1' is not a valid name"),
     ],
 )
 def test_unusable_flag_values_exit_2_naming_the_flag(
@@ -253,3 +265,88 @@ def test_capacity_denial_of_pods_requesting_nothing_says_so() -> None:
     response = Engine(fleet_view()).judge(request).response
     assert response["allowed"] is False
     assert "each requesting no resources and the 0 eligible nodes" in response["status"]["message"]
+
+
+def test_a_manifest_that_is_not_yaml_is_reported_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # PyYAML's message spans three lines and quotes "<unicode string>"; check prints one line per file.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("{{{\n")
+    assert cli.main(["check", str(bad)]) == 2
+    [line] = [x for x in capsys.readouterr().err.splitlines() if "bad.yaml" in x or "line 2" in x]
+    assert line.endswith(
+        f"{bad}: not valid YAML or JSON: while parsing a flow node; "
+        "did not find expected node content (line 2, column 1)"
+    )
+
+
+@pytest.mark.parametrize("name", ["10.0.0.1", "::1", "*.example.com", "Guardhook.Example.COM", "localhost"])
+def test_certs_accepts_ip_addresses_wildcards_and_dns_names(name: str, tmp_path: Path) -> None:
+    assert cli.main(["certs", "--out", str(tmp_path / "c"), "--dns", name, "--namespace", "gh-1"]) == 0
+
+
+def test_a_missing_kubeconfig_is_named_as_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The kubernetes library said only "Invalid kube-config file. No configuration found." for a
+    # mistyped path, as if the file were there and wrong.
+    missing = tmp_path / "prod.yaml"
+    assert cli.main(["audit", "--kubeconfig", str(missing)]) == 2
+    assert capsys.readouterr().err.strip() == f"guardhook: cannot use kubeconfig {missing}: no such file"
+    assert cli.main(["drain-plan", "--kubeconfig", str(tmp_path), "n1"]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"kubeconfig {tmp_path}: not a file")
+
+
+def test_a_kubeconfig_list_is_read_like_kubectl_reads_it(tmp_path: Path) -> None:
+    # $KUBECONFIG may list files (a:b); missing ones are skipped, as by kubectl.
+    from guardhook.cluster.kube import api_client
+    from guardhook.cluster.sources import KUBECONFIG, Source
+
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\n"
+    )
+    listed = api_client(Source(KUBECONFIG, (f"{tmp_path / 'missing.yaml'}:{good}",)))
+    assert listed.configuration.host == "https://127.0.0.1:1"
+
+
+@pytest.mark.parametrize("taken", ["--port", "--metrics-port"])
+def test_serve_on_a_port_in_use_exits_2_with_one_line(taken: str, tmp_path: Path) -> None:
+    # The webhook port used to give 5 s of gunicorn retries and exit 1; the metrics port (bound in
+    # the worker) a traceback, "Worker failed to boot" and exit 3.
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy = holder.getsockname()[1]
+        ports = (
+            {"--port": busy, "--metrics-port": free_port()}
+            if taken == "--port"
+            else {"--port": free_port(), "--metrics-port": busy}
+        )
+        argv = [
+            sys.executable,
+            "-m",
+            "guardhook",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--cert-dir",
+            str(tmp_path / "certs"),
+            *(f"{k}={v}" for k, v in ports.items()),
+        ]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=clean_env(tmp_path))
+    assert done.returncode == 2, done.stderr
+    assert (
+        done.stderr.splitlines()[-1]
+        == f"guardhook: cannot listen on 127.0.0.1:{busy}: Address already in use"
+    )
+    assert "Traceback" not in done.stderr
+
+
+def test_serve_refuses_one_port_for_both_and_an_address_not_here(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["serve", "--host", "127.0.0.1", "--port", "18999", "--metrics-port", "18999"]) == 2
+    assert "--port and --metrics-port must differ (both 18999)" in capsys.readouterr().err
+    assert cli.main(["serve", "--host", "name.invalid", "--port", "18999"]) == 2
+    assert "cannot listen on name.invalid:18999: " in capsys.readouterr().err

@@ -3,6 +3,7 @@ error, parameters keep their types, exemptions match with `*` wildcards, `--enfo
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,31 @@ def test_unreadable_file_and_bad_yaml_are_config_errors(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.yaml")
     with pytest.raises(ConfigError, match="cannot read config"):
         load_config(write(tmp_path, "policies: {worker-delete: [\n"))
+
+
+def test_bad_yaml_is_reported_on_one_line(tmp_path: Path) -> None:
+    # PyYAML's own text spans lines and quotes the source; a command's error is one stderr line.
+    with pytest.raises(ConfigError) as raised:
+        load_config(write(tmp_path, "policies: [\n"))
+    assert "\n" not in str(raised.value)
+    assert str(raised.value).endswith(
+        "not valid YAML: while parsing a flow node; "
+        "expected the node content, but found '<stream end>' (line 2, column 1)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("policies: {group-eviction: {maxDisruptedGroups: -1}}\n", "must be a non-negative integer, got -1"),
+        ("policies: {group-eviction: {ledgerTTLSeconds: x}}\n", "must be a non-negative integer, got 'x'"),
+        ("policies: {group-readiness: {allLeaderWorkerSets: 'yes'}}\n", "must be true or false, got 'yes'"),
+    ],
+)
+def test_a_mistyped_parameter_says_what_it_must_be(tmp_path: Path, text: str, says: str) -> None:
+    # It used to say "must be a int (non-negative)" for every type, a bool included.
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        load_config(write(tmp_path, text))
 
 
 def test_defaults_cover_every_registered_policy() -> None:

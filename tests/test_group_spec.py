@@ -150,6 +150,17 @@ def test_surge_advice_states_the_cost_of_a_spare_group() -> None:
     assert finding.endswith("needs room for one spare group during a rollout (4 pods, 32 nvidia.com/gpu)")
 
 
+@pytest.mark.timeout(60)
+def test_surge_cost_of_the_largest_size_the_api_server_accepts() -> None:
+    # size is an int32: an LWS of 2^31 - 1 pods per group is a valid request, and the spare group's
+    # cost must be computed, not counted pod by pod (that took minutes on the webhook's request path).
+    obj = copy.deepcopy(CLEAN)
+    obj["spec"]["rolloutStrategy"] = None
+    obj["spec"]["leaderWorkerTemplate"]["size"] = 2**31 - 1
+    [finding] = lint(LeaderWorkerSet(obj), 300)
+    assert finding.endswith(f"({2**31 - 1} pods, {8 * (2**31 - 1)} nvidia.com/gpu)")
+
+
 def test_findings_are_kept_apart_for_one_per_line_reports() -> None:
     obj = copy.deepcopy(CLEAN)
     obj["spec"]["leaderWorkerTemplate"]["restartPolicy"] = "None"

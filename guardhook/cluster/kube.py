@@ -6,6 +6,8 @@ Only the cluster view, the eviction ledger, the reconcilers (per-group PDBs, gro
 
 from __future__ import annotations
 
+import os
+
 import yaml
 from kubernetes import client, config
 from kubernetes.config import ConfigException
@@ -29,6 +31,13 @@ def api_client(source: Source, retries: bool = True) -> client.ApiClient:
 
 def _configured_client(source: Source) -> client.ApiClient:
     if source.kind == KUBECONFIG:
+        # Like kubectl, the library reads a list of files ($KUBECONFIG's `a:b`) and skips missing
+        # ones; with none there it says only "No configuration found". Name the missing file.
+        files = [p for p in source.paths[0].split(os.pathsep) if p]
+        if not any(os.path.isfile(p) for p in files):
+            if len(files) > 1:
+                raise ConfigException(f"none of these files exists: {', '.join(files)}")
+            raise ConfigException("not a file" if files and os.path.exists(files[0]) else "no such file")
         try:
             return config.new_client_from_config(config_file=source.paths[0])
         except (yaml.YAMLError, UnicodeDecodeError, TypeError, AttributeError) as exc:

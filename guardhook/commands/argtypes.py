@@ -4,7 +4,9 @@ instead of a traceback or a hot loop later (e.g. `--port 99999`, `--threads 0`, 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import math
+import re
 
 
 def port(text: str) -> int:
@@ -32,6 +34,36 @@ def positive_seconds(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"{text} must be a number of seconds above 0")
     return value
+
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def dns_label(text: str) -> str:
+    """A Kubernetes object name that must be an RFC 1123 label (a namespace, a Service): lowercase
+    letters, digits and '-', 1-63 characters, starting and ending alphanumeric. Raises
+    argparse.ArgumentTypeError otherwise."""
+    if not _DNS_LABEL.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a valid name: lowercase letters, digits and '-', at most 63, "
+            "starting and ending with a letter or digit (RFC 1123 label)"
+        )
+    return text
+
+
+def san(text: str) -> str:
+    """A subject alternative name for a serving certificate: an IP address, or a DNS name (RFC 1123
+    labels joined by dots, at most 253 characters; a leading `*.` wildcard allowed; any case).
+    Raises argparse.ArgumentTypeError otherwise."""
+    try:
+        ipaddress.ip_address(text)
+        return text
+    except ValueError:
+        pass
+    labels = text.lower().removeprefix("*.").split(".")
+    if len(text) > 253 or not all(_DNS_LABEL.fullmatch(label) for label in labels):
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a DNS name nor an IP address")
+    return text
 
 
 def _int(text: str) -> int:

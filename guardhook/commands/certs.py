@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from guardhook.commands import argtypes
 from guardhook.commands.common import CommandError
 
 
@@ -20,9 +21,13 @@ def add_parser(commands: Any) -> None:
         help="folder to write ca.crt, tls.crt, tls.key into (default certs/, or the self-managed overlay's "
         "certs/ with --patch-manifests)",
     )
-    certs.add_argument("--service", default="guardhook", help="webhook Service name")
-    certs.add_argument("--namespace", default="guardhook-system", help="webhook Service namespace")
-    certs.add_argument("--dns", action="append", default=[], metavar="NAME", help="extra SAN")
+    certs.add_argument("--service", type=argtypes.dns_label, default="guardhook", help="webhook Service name")
+    certs.add_argument(
+        "--namespace", type=argtypes.dns_label, default="guardhook-system", help="webhook Service namespace"
+    )
+    certs.add_argument(
+        "--dns", action="append", type=argtypes.san, default=[], metavar="NAME", help="extra SAN"
+    )
     certs.add_argument(
         "--patch-manifests",
         metavar="DIR",

@@ -25,7 +25,9 @@ def add_parser(commands: Any) -> None:
     )
     sync.add_argument("--kubeconfig", help="the cluster to reconcile (default: in-cluster, then $KUBECONFIG)")
     sync.add_argument(
-        "--namespace", help="namespace of the election Lease (default: the pod's, else guardhook-system)"
+        "--namespace",
+        type=argtypes.dns_label,
+        help="namespace of the election Lease (default: the pod's, else guardhook-system)",
     )
     sync.add_argument(
         "--interval",

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 from guardhook.commands import argtypes
-from guardhook.commands.common import SourceError, add_view_flags, live_client, open_view, using_source
+from guardhook.commands.common import (
+    CommandError,
+    SourceError,
+    add_view_flags,
+    live_client,
+    open_view,
+    using_source,
+)
 
 if TYPE_CHECKING:
     from guardhook.cluster.view.store import ClusterView
@@ -40,10 +48,16 @@ def add_parser(commands: Any) -> None:
         "--cert-dir", default="certs", help="folder with ca.crt, tls.crt, tls.key (default certs/)"
     )
     serve.add_argument(
-        "--dns", action="append", default=[], metavar="NAME", help="extra SAN for a generated certificate"
+        "--dns",
+        action="append",
+        type=argtypes.san,
+        default=[],
+        metavar="NAME",
+        help="extra SAN for a generated certificate",
     )
     serve.add_argument(
         "--namespace",
+        type=argtypes.dns_label,
         help="namespace for guardhook's own objects (default: the pod's namespace, else guardhook-system)",
     )
     serve.add_argument(
@@ -76,6 +90,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from guardhook.server.webhook_server import ServeOptions, WebhookServer
 
     config = load_config(args.config, args.enforcement)
+    check_listenable(args.host, [args.port, *([args.metrics_port] if args.metrics_port else [])])
     source = choose_source(args.cluster_state, args.kubeconfig)
     if args.sync_group_pdbs and not source.live:
         raise SourceError("--sync-group-pdbs needs a live cluster (--kubeconfig or in-cluster config)")
@@ -134,6 +149,25 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     WebhookServer(options, make_runtime).run()
     return 0
+
+
+def check_listenable(host: str, ports: list[int]) -> None:
+    """Raise CommandError (exit 2, one line) when `host` cannot be listened on at each of `ports`:
+    an address in use (another guardhook, the metrics port taken), an address not on this machine,
+    a name that does not resolve, or one port given twice. gunicorn would otherwise retry for 5 s
+    and exit 1, or, for the metrics port bound in the worker, log a traceback and exit 3."""
+    if len(set(ports)) < len(ports):
+        raise CommandError(f"--port and --metrics-port must differ (both {ports[0]})")
+    for port in ports:
+        try:
+            family, kind, proto, _, address = socket.getaddrinfo(
+                host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )[0]
+            with socket.socket(family, kind, proto) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
+                sock.bind(address)
+        except OSError as exc:  # socket.gaierror included
+            raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 
 
 def group_readiness_startup(runtime: Any, config: Config, api: Any = None, namespace: str = "") -> None:

@@ -104,9 +104,14 @@ def group_cost(lws: LeaderWorkerSet) -> str:
     and ephemeral storage; just the pods when the templates request no such resource."""
     total: Resources = {}
     add_into(total, pod_requests(as_dict(lws.leader_template.get("spec"))))
-    worker = pod_requests(as_dict(lws.worker_template.get("spec")))
-    for _ in range(max(lws.size - 1, 0)):
-        add_into(total, worker)
+    workers = max(lws.size - 1, 0)  # up to 2^31 - 1 (int32): multiply, never loop per pod
+    add_into(
+        total,
+        {
+            name: amount * workers
+            for name, amount in pod_requests(as_dict(lws.worker_template.get("spec"))).items()
+        },
+    )
     pods = f"{lws.size} pod" + ("" if lws.size == 1 else "s")
     extra = [
         f"{amount} {name}"

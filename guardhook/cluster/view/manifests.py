@@ -93,8 +93,19 @@ def parse_text(text: str, source: str) -> list[Manifest]:
         try:
             docs = [json.loads(text, object_pairs_hook=_unique_json_object)]
         except ValueError:
-            raise ManifestError(f"{source}: not valid YAML or JSON: {exc}") from exc
+            raise ManifestError(f"{source}: not valid YAML or JSON: {yaml_error_line(exc)}") from exc
     return [Manifest(source, obj) for doc in docs for obj in flatten(doc)]
+
+
+def yaml_error_line(exc: yaml.YAMLError) -> str:
+    """A PyYAML error on one line ("expected ..., but found ... (line 2, column 1)"): its own text
+    spans several lines and quotes the source, which an error line on stderr must not."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        what = "; ".join(part for part in (exc.context, exc.problem) if part) or "invalid YAML"
+        mark = exc.problem_mark or exc.context_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        return f"{what}{where}"
+    return " ".join(str(exc).split())
 
 
 def files_under(path: Path) -> list[Path]:
