@@ -280,7 +280,7 @@ def run_audit(args: argparse.Namespace) -> int:
     if args.write_reports:
         if not source.live:
             raise SourceError("--write-reports needs a live cluster; use --reports-file PATH offline")
-        api = live_client(source)
+        api = live_client(source, retries=False)
         using_source(source, "write PolicyReports to", lambda: write_reports(api, reports))
     return 0
 
@@ -292,6 +292,6 @@ def _audit_objects(source: Source) -> tuple[list[Located], list[str]]:
 
     if not source.live:
         return [Located(m.source, m.obj) for m in load_paths(source.paths)], []
-    api = live_client(source)
+    api = live_client(source, retries=False)
     listed = using_source(source, "list objects from", lambda: list_cluster(api))
     return [Located("cluster", obj) for obj in listed.objects], listed.notes

@@ -217,7 +217,7 @@ def _cluster_objects(kubeconfig: str) -> list[KubeObject]:
     from guardhook.commands.common import live_client, using_source
 
     source = Source(KUBECONFIG, (kubeconfig,))
-    api = live_client(source)
+    api = live_client(source, retries=False)
     listed = using_source(source, "list objects from", lambda: list_cluster(api))
     for note in listed.notes:
         print(f"guardhook check: {note}", file=sys.stderr)

@@ -80,11 +80,13 @@ def using_source(source: Source, doing: str, make: Callable[[], T]) -> T:
         raise SourceError(f"cannot {doing} {source.describe()}: {exc}") from exc
 
 
-def live_client(source: Source) -> ApiClient:
-    """An API client for a live `source`. Raises SourceError for an unusable kubeconfig."""
+def live_client(source: Source, retries: bool = True) -> ApiClient:
+    """An API client for a live `source`; `retries=False` for one-shot commands, so an unreachable
+    API server is one error line at once rather than urllib3's "Retrying (Retry(...))" warnings
+    before it. Raises SourceError for an unusable kubeconfig."""
     from guardhook.cluster.kube import api_client
 
-    return using_source(source, "use", lambda: api_client(source))
+    return using_source(source, "use", lambda: api_client(source, retries=retries))
 
 
 def open_view(source: Source, stale_after_seconds: float) -> ClusterView:

@@ -70,7 +70,7 @@ def _objects(source: Source) -> list[KubeObject]:
     from guardhook.cluster.view.static import embedded_fleet_objects
 
     if source.live:
-        api = live_client(source)
+        api = live_client(source, retries=False)
         return using_source(source, "list objects from", lambda: list_cluster(api)).objects
     if source.kind == EMBEDDED:
         log.warning("no cluster configured: planning on the bundled sample fleet")

@@ -66,8 +66,9 @@ def run_group_readiness(args: argparse.Namespace) -> int:
     if not source.live:
         _print_plan(Reconciler(None, all_lws).plan(static_view(source, config.stale_after_seconds)))
         return 0
-    api = live_client(source)
-    if args.dry_run or args.once:
+    one_round = args.dry_run or args.once
+    api = live_client(source, retries=not one_round)  # a one-shot round: no silent retries
+    if one_round:
         return _one_round(args, source, Reconciler(api, all_lws), config.stale_after_seconds)
     live = live_view(source, config.stale_after_seconds)
     reconciler = Reconciler(api, all_lws)

@@ -66,8 +66,9 @@ def run_pdb_sync(args: argparse.Namespace) -> int:
     if not source.live:
         print(json.dumps(plan_document(plan(static_view(source))), indent=2))
         return 0
-    api = live_client(source)
-    if args.dry_run or args.once:
+    one_round = args.dry_run or args.once
+    api = live_client(source, retries=not one_round)  # a one-shot round: no silent retries
+    if one_round:
         return _one_round(args, source, api)
     live = live_view(source, DEFAULT_STALE_AFTER_SECONDS).start()
     namespace = args.namespace or in_cluster_namespace()
