@@ -288,6 +288,25 @@ def test_cluster_state_prints_one_line_per_leader(tmp_path: Path) -> None:
     ]
 
 
+def test_cluster_state_with_nothing_opted_in_says_so_in_one_line(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    state.write_text(
+        json.dumps({"kind": "List", "apiVersion": "v1", "items": fleet(opted_in=False, gated=False)})
+    )
+    done = group_readiness("--cluster-state", str(state), home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f'no LeaderWorkerSet opted in (annotation {OPT_IN_ANNOTATION}: "true", '
+        "or policies.group-readiness.allLeaderWorkerSets)"
+    ]
+    # Opted in, but no leader pods yet (the LWS alone): that is said too, naming the LWS.
+    lws_only = [o for o in fleet(gated=False) if o["kind"] == "LeaderWorkerSet"]
+    state.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": lws_only}))
+    done = group_readiness("--cluster-state", str(state), home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["no leader pods yet of the opted-in LeaderWorkerSet serve/llm-xl"]
+
+
 def test_dry_run_and_once_against_a_cluster(tmp_path: Path) -> None:
     with running_fake() as fake:
         load(fake, fleet())

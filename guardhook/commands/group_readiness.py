@@ -64,7 +64,8 @@ def run_group_readiness(args: argparse.Namespace) -> int:
     source = choose_source(args.cluster_state, args.kubeconfig)
     require_cluster(source, "group-readiness")
     if not source.live:
-        _print_plan(Reconciler(None, all_lws).plan(static_view(source, config.stale_after_seconds)))
+        view = static_view(source, config.stale_after_seconds)
+        _print_plan(Reconciler(None, all_lws).plan(view), view, all_lws)
         return 0
     one_round = args.dry_run or args.once
     api = live_client(source, retries=not one_round)  # a one-shot round: no silent retries
@@ -85,11 +86,28 @@ def run_group_readiness(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_plan(planned: Any) -> None:
+def _print_plan(planned: Any, view: Any, all_lws: bool) -> None:
     for warning in planned.warnings:
         print(f"warning: {warning}")
     for entry in planned.entries:
         print(entry.line())
+    if not planned.entries and not planned.warnings:
+        print(nothing_to_plan(view, all_lws))
+
+
+def nothing_to_plan(view: Any, all_lws: bool) -> str:
+    """The one line for an empty plan: no LeaderWorkerSet opted in (and how to opt in), or the
+    opted-in ones have no leader pods yet."""
+    from guardhook.cluster.group_ready import OPT_IN_ANNOTATION, opted_in
+
+    opted = [lws for lws in view.all_lws() if opted_in(lws, all_lws)]
+    if not opted:
+        return (
+            f'no LeaderWorkerSet opted in (annotation {OPT_IN_ANNOTATION}: "true", '
+            "or policies.group-readiness.allLeaderWorkerSets)"
+        )
+    names = ", ".join(sorted(f"{lws.namespace}/{lws.name}" for lws in opted))
+    return f"no leader pods yet of the opted-in LeaderWorkerSet{'s' if len(opted) > 1 else ''} {names}"
 
 
 def _one_round(args: argparse.Namespace, source: Any, reconciler: Any, stale_after: float) -> int:
@@ -101,7 +119,7 @@ def _one_round(args: argparse.Namespace, source: Any, reconciler: Any, stale_aft
         print(json.dumps({"errors": [f"cannot list the cluster: {exc}"]}, indent=2))
         return 1
     if args.dry_run:
-        _print_plan(reconciler.plan(view))
+        _print_plan(reconciler.plan(view), view, reconciler.all_lws)
         return 0
     outcome = reconciler.sync(view)
     print(json.dumps(outcome.as_dict(), indent=2))
