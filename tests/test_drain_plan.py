@@ -79,7 +79,9 @@ def test_two_nodes_of_two_groups_take_two_waves_and_can_be_rebuilt(tmp_path: Pat
     assert (row["lost"], row["rebuildable"], row["losing"], row["broken"]) == (2, 2, [0, 1], [])
     [refused] = document["refusedAtOnce"]
     assert (refused["pod"], refused["node"]) == ("llm-xl-1-1", "gpu-node-05")
-    assert "budget 1" in refused["reason"]
+    assert (
+        "while 1 of its groups is broken (budget 1, config parameter maxDisruptedGroups)" in refused["reason"]
+    )
 
 
 def test_text_says_waves_429s_and_rebuild(tmp_path: Path) -> None:

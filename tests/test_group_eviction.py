@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from eviction_helpers import engine, eviction, find, fleet_objects, judge, lws_view, pod_object
+from eviction_helpers import engine, eviction, find, fleet_objects, judge, lws_object, lws_view, pod_object
 
 from guardhook.cluster.view.static import embedded_fleet_view, view_from_objects
 from guardhook.cluster.view.store import PODDISRUPTIONBUDGETS, PODS
@@ -89,6 +89,44 @@ def test_a_group_broken_in_the_view_drains_freely_and_holds_the_budget() -> None
     assert denied["allowed"] is False and denied["status"]["code"] == 429
     assert "group 1 (not Ready: llm-1-2)" in denied["status"]["message"]
     assert eng.ledger.entries(("serve", "llm")) == ()
+
+
+@pytest.mark.parametrize(
+    ("budget", "params", "source"),
+    [
+        (None, None, "config parameter maxDisruptedGroups"),
+        (None, {"maxDisruptedGroups": 2}, "config parameter maxDisruptedGroups"),
+        (2, None, "annotation guardhook.io/max-disrupted-groups"),
+    ],
+    ids=["default", "config", "annotation"],
+)
+def test_the_denial_names_where_the_budget_comes_from(
+    budget: int | None, params: dict[str, Any] | None, source: str
+) -> None:
+    b = budget or (params or {}).get("maxDisruptedGroups", 1)
+    broken = {1} if b == 1 else {1, 2}
+    denied = judge(
+        engine(lws_view(replicas=4, size=2, not_ready=broken, budget=budget), params=params),
+        eviction("llm-0-1"),
+    )
+    assert denied["status"]["code"] == 429
+    message = denied["status"]["message"]
+    verb = "is" if len(broken) == 1 else "are"
+    assert f"but {len(broken)} of its 4 groups {verb} already broken" in message
+    assert f"at most {b} may be broken at a time ({source}):" in message
+    other = "annotation" if source.startswith("config") else "config parameter"
+    assert other not in message
+
+
+def test_an_unusable_budget_annotation_is_named_beside_the_parameter() -> None:
+    objects = [lws_object("llm", 3, 2, {"guardhook.io/max-disrupted-groups": "two"})]
+    objects += [pod_object("llm", g, w, 2, ready=(g, w) != (1, 1)) for g in range(3) for w in range(2)]
+    view = view_from_objects(objects)
+    message = judge(engine(view), eviction("llm-0-1"))["status"]["message"]
+    assert (
+        "at most 1 may be broken at a time (config parameter maxDisruptedGroups; "
+        "annotation guardhook.io/max-disrupted-groups: 'two' is not a whole number)"
+    ) in message
 
 
 def test_a_group_index_with_no_pods_counts_as_broken() -> None:

@@ -143,7 +143,8 @@ def test_warning_names_the_lws_the_groups_and_the_pods() -> None:
     assert "NoExecute taint example.com/maintenance=true:NoExecute on node gpu-node-06" in warning
     assert "LeaderWorkerSet serve/llm-xl would lose 1 whole group of 4: group 1 (llm-xl-1-2)" in warning
     assert "already broken: group 0 (3 of 4 pods exist)" in warning
-    assert "at most 1" in warning
+    assert "at most 1 may be broken at a time (config parameter maxDisruptedGroups)" in warning
+    assert "annotation" not in warning  # the budget came from the config, not the LWS
 
 
 def test_timed_toleration_is_named_in_the_message() -> None:
@@ -167,7 +168,8 @@ def test_budget_annotation_and_parameter() -> None:
             "guardhook.io/max-disrupted-groups"
         ] = "0"
 
-    assert warnings(answer(taint_request(), fleet_view(budget_0)))
+    (warning,) = warnings(answer(taint_request(), fleet_view(budget_0)))
+    assert "at most 0 may be broken at a time (annotation guardhook.io/max-disrupted-groups)" in warning
     raw = {"policies": {"group-taint": {"maxDisruptedGroups": 2}}}
     assert not warnings(answer(taint_request(), fleet_view(group_0_broken), raw))
 

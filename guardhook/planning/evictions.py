@@ -19,7 +19,8 @@ from typing import Any
 from guardhook.cluster.model import PodRecord, as_dict
 from guardhook.cluster.pdb_budget import matching_pdbs
 from guardhook.cluster.view.store import ClusterView
-from guardhook.policies.group_eviction import BUDGET_ANNOTATION, eviction_context, pdb_refusal, within_budget
+from guardhook.policies.group_eviction import eviction_context, pdb_refusal, within_budget
+from guardhook.policies.shared.group_budget import budget_source, groups_broken
 from guardhook.wire import KubeObject
 
 LwsKey = tuple[str, str]
@@ -92,7 +93,8 @@ def evict_in_turn(
         if reason is None and not within_budget(eviction.group, groups, eviction.budget):
             reason = (
                 f"would break group {eviction.group} of LeaderWorkerSet {key[0]}/{key[1]} while "
-                f"{len(groups)} of its groups are broken (budget {eviction.budget}, {BUDGET_ANNOTATION})"
+                f"{groups_broken(len(groups))} broken "
+                f"(budget {eviction.budget}, {budget_source(eviction.lws)})"
             )
         if reason is not None:
             outcome.refused.append(Refusal(pod.namespace, pod.name, pod.node_name, reason))

@@ -43,6 +43,27 @@ def budget_of(lws: LeaderWorkerSet, default: int) -> int:
     return int_annotation(lws.annotations, BUDGET_ANNOTATION, default)
 
 
+def budget_source(lws: LeaderWorkerSet) -> str:
+    """Where `budget_of(lws, ...)` took B from, for messages: the LWS's annotation when it holds a
+    non-negative integer, else the policy's `maxDisruptedGroups` parameter (default 1), saying so
+    when an annotation is there but not usable."""
+    raw = lws.annotations.get(BUDGET_ANNOTATION)
+    if raw is None:
+        return "config parameter maxDisruptedGroups"
+    if raw.isdigit():
+        return f"annotation {BUDGET_ANNOTATION}"
+    return (
+        f"config parameter maxDisruptedGroups; annotation {BUDGET_ANNOTATION}: {raw!r} is not a whole number"
+    )
+
+
+def groups_broken(count: int, replicas: int | None = None) -> str:
+    """`1 of its 4 groups is broken` / `2 of its groups are broken`: a count of broken groups with
+    the verb agreeing."""
+    total = f"{replicas} " if replicas is not None else ""
+    return f"{count} of its {total}groups {'is' if count == 1 else 'are'}"
+
+
 def broken_in_view(view: ClusterView, lws: LeaderWorkerSet) -> dict[int, str]:
     """group index -> why, for every group below `spec.replicas` the view shows not whole."""
     broken: dict[int, str] = {}
@@ -157,8 +178,7 @@ def budget_message(disruption: GroupDisruption, broken: Mapping[int, str], what:
     lws = disruption.lws
     return (
         f"{what} would break group {disruption.group} of LeaderWorkerSet "
-        f"{lws.namespace}/{lws.name}, but {len(broken)} of its {lws.replicas} groups "
-        f"{'is' if len(broken) == 1 else 'are'} already broken "
-        f"and at most {disruption.budget} may be at a time (annotation {BUDGET_ANNOTATION}): "
+        f"{lws.namespace}/{lws.name}, but {groups_broken(len(broken), lws.replicas)} already broken "
+        f"and at most {disruption.budget} may be broken at a time ({budget_source(lws)}): "
         f"{describe_broken(broken)}. Retry once a broken group is whole again"
     )

@@ -16,9 +16,9 @@ from guardhook.cluster.view.store import ClusterView
 from guardhook.ledger import Ledger, LedgerError
 from guardhook.policies.base import Judgement, PolicyContext, Violation
 from guardhook.policies.shared.group_budget import (
-    BUDGET_ANNOTATION,
     broken_in_view,
     budget_of,
+    budget_source,
     describe_broken,
     ledger_key,
     with_pending,
@@ -56,7 +56,7 @@ def judge_blast(ctx: PolicyContext, blast: Blast) -> Judgement:
         return Judgement(advisories=advisories)
     message = (
         f"{blast.what} would evict pods of {len(over)} LeaderWorkerSet{'s' if len(over) > 1 else ''} "
-        f"beyond their group budget (annotation {BUDGET_ANNOTATION}): {' | '.join(over)}. Drain the "
+        f"beyond their group budget: {' | '.join(over)}. Drain the "
         f"groups within the budget first (kubectl drain honours group-eviction), or tolerate the taint"
     )
     return Judgement(violation=Violation(message), advisories=advisories)
@@ -98,7 +98,7 @@ def _over_budget(
     return (
         f"LeaderWorkerSet {lws.namespace}/{lws.name} would lose {len(lost)} whole group"
         f"{'s' if len(lost) > 1 else ''} of {lws.replicas}: {groups}; already broken: "
-        f"{describe_broken(broken)}; at most {budget} may be broken at a time"
+        f"{describe_broken(broken)}; at most {budget} may be broken at a time ({budget_source(lws)})"
     )
 
 
