@@ -254,7 +254,7 @@ def add_parser(commands: Any) -> None:
         "--write-reports", action="store_true", help="write wgpolicyk8s.io PolicyReports into the cluster"
     )
     audit_cmd.add_argument("--reports-file", metavar="PATH", help="write the PolicyReports as YAML to PATH")
-    add_view_flags(audit_cmd)
+    add_view_flags(audit_cmd, "audit the cluster of this kubeconfig, listed once")
     audit_cmd.set_defaults(run=run_audit)
 
 

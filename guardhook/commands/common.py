@@ -31,8 +31,10 @@ class SourceError(CommandError):
     """The configured cluster source cannot be used."""
 
 
-def add_view_flags(parser: argparse.ArgumentParser) -> None:
-    """Flags that choose the cluster view and configuration, shared by every command."""
+def add_view_flags(parser: argparse.ArgumentParser, kubeconfig_help: str) -> None:
+    """Flags that choose the cluster view and configuration, shared by every command;
+    `kubeconfig_help` says what the command does with that cluster (`serve` watches it, the one-shot
+    commands list it once)."""
     parser.add_argument(
         "--cluster-state",
         action="append",
@@ -40,13 +42,17 @@ def add_view_flags(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="build the cluster view from YAML/JSON manifests or `kubectl get -o yaml` dumps (repeatable)",
     )
-    parser.add_argument("--kubeconfig", help="watch the cluster of this kubeconfig")
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help=f"{kubeconfig_help} (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config)",
+    )
     add_config_flags(parser)
 
 
 def add_config_flags(parser: argparse.ArgumentParser) -> None:
     """`--config FILE` and `--enforcement deny|audit`."""
-    parser.add_argument("--config", help="policy configuration (YAML)")
+    parser.add_argument("--config", metavar="FILE", help="policy configuration (YAML)")
     parser.add_argument(
         "--enforcement",
         choices=("deny", "audit"),

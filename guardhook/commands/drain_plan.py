@@ -37,7 +37,7 @@ def add_parser(commands: Any) -> None:
     )
     drain.add_argument("nodes", nargs="+", metavar="NODE", help="nodes to drain, in the order to try them")
     drain.add_argument("--format", choices=("text", "json"), default="text", help="output format")
-    add_view_flags(drain)
+    add_view_flags(drain, "plan on the cluster of this kubeconfig, listed once")
     drain.set_defaults(run=run_drain_plan)
 
 

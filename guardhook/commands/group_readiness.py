@@ -26,8 +26,16 @@ def add_parser(commands: Any) -> None:
         metavar="PATH",
         help="print the plan for these manifests (one line per leader) and exit",
     )
-    sync.add_argument("--kubeconfig", help="the cluster to reconcile (default: in-cluster, then $KUBECONFIG)")
-    sync.add_argument("--config", help="policy configuration (YAML): group-readiness.allLeaderWorkerSets")
+    sync.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="the cluster to reconcile (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config)",
+    )
+    sync.add_argument(
+        "--config",
+        metavar="FILE",
+        help="policy configuration (YAML), for policies.group-readiness.allLeaderWorkerSets",
+    )
     sync.add_argument(
         "--namespace",
         type=argtypes.dns_label,
@@ -37,7 +45,7 @@ def add_parser(commands: Any) -> None:
         "--interval",
         type=argtypes.positive_seconds,
         default=DEFAULT_INTERVAL_SECONDS,
-        help="seconds between full rounds (pod changes wake a round at once)",
+        help="seconds between full rounds (default 10; pod changes wake a round at once)",
     )
     sync.add_argument("--once", action="store_true", help="one round, print what changed as JSON, exit")
     sync.add_argument(

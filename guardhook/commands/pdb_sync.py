@@ -23,7 +23,11 @@ def add_parser(commands: Any) -> None:
     sync.add_argument(
         "--cluster-state", action="append", default=[], metavar="PATH", help="plan only, from manifests"
     )
-    sync.add_argument("--kubeconfig", help="the cluster to reconcile (default: in-cluster, then $KUBECONFIG)")
+    sync.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="the cluster to reconcile (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config)",
+    )
     sync.add_argument(
         "--namespace",
         type=argtypes.dns_label,

@@ -41,7 +41,7 @@ def add_parser(commands: Any) -> None:
     review.add_argument(
         "--exit-code", action="store_true", help="exit 1 when the request is denied (default: 0 once judged)"
     )
-    add_view_flags(review)
+    add_view_flags(review, "judge against the cluster of this kubeconfig, listed once")
     review.set_defaults(run=run_review)
 
 

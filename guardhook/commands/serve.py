@@ -70,7 +70,7 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="also keep guardhook.io/group-ready on gated leaders of LWSs opted in to group readiness",
     )
-    add_view_flags(serve)
+    add_view_flags(serve, "watch the cluster of this kubeconfig")
     serve.set_defaults(run=run_serve)
 
 
