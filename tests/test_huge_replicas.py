@@ -16,6 +16,7 @@ from guardhook.cluster.groups import all_groups, count_groups, view_group_health
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import PODS, ClusterView
 from guardhook.pdbsync.desired import MAX_EMPTY_GROUP_PDBS, plan
+from guardhook.planning.drain import GROUPS_LISTED, plan_drain
 from guardhook.policies.group_capacity import POLICY as GROUP_CAPACITY
 from guardhook.policies.group_pdb import GROUP_PDBS_ANNOTATION
 
@@ -153,3 +154,49 @@ def test_pdbsync_plans_every_group_with_pods_and_a_bounded_number_without() -> N
 def test_pdbsync_plans_every_group_while_under_the_cap(replicas: int) -> None:
     planned = plan(huge_view(replicas=replicas, groups=(1,), annotations={GROUP_PDBS_ANNOTATION: "true"}))
     assert len(planned.create) == replicas and planned.warnings == []
+
+
+def huge_cluster(replicas: int = INT32_MAX) -> list[dict[str, Any]]:
+    """serve/llm (`replicas` groups of 2, only groups 0 and 1 with pods) with a node per pod."""
+    objects: list[dict[str, Any]] = [lws_object("llm", replicas, 2)]
+    objects += [pod_object("llm", g, w, 2) for g in (0, 1) for w in (0, 1)]
+    for pod in list(objects[1:]):
+        name = pod["spec"]["nodeName"]
+        objects.append(
+            {
+                "kind": "Node",
+                "apiVersion": "v1",
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                "spec": {},
+                "status": {
+                    "allocatable": {"cpu": "8", "memory": "64Gi", "pods": "3"},
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            }
+        )
+    return objects
+
+
+def test_drain_plan_counts_groups_without_pods_and_lists_a_bounded_few(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = ClusterView.group_pods
+    calls = [0]
+
+    def group_pods(self: ClusterView, namespace: str, lws_name: str, group_index: int) -> list[Any]:
+        calls[0] += 1
+        assert calls[0] <= LOOKUPS, "group_pods called once per group index: work grows with replicas"
+        return real(self, namespace, lws_name, group_index)
+
+    monkeypatch.setattr(ClusterView, "group_pods", group_pods)
+    document = plan_drain(huge_cluster(), ["node-0-1"], {}).as_dict()
+    row = document["lws"][0]
+    assert row["losing"] == [0] and row["broken"] == list(range(2, GROUPS_LISTED + 2))
+    assert row["brokenNotListed"] == INT32_MAX - 2 - GROUPS_LISTED and row["lost"] == INT32_MAX - 1
+    assert row["rebuildable"] == 3  # 3 nodes left, 3 pod slots each, 2 taken by group 1's pods
+    assert f"{INT32_MAX - 2} of its groups are broken" in document["refusedAtOnce"][0]["reason"]
+
+
+def test_drain_plan_of_a_small_lws_lists_every_broken_group() -> None:
+    row = plan_drain(huge_cluster(replicas=GROUPS_LISTED + 2), ["node-0-1"], {}).as_dict()["lws"][0]
+    assert row["broken"] == list(range(2, GROUPS_LISTED + 2)) and "brokenNotListed" not in row

@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from guardhook.cluster.groups import empty_group_health, empty_groups, populated_groups, view_group_health
@@ -80,11 +80,21 @@ class BrokenGroups(Mapping[int, str]):
     def __iter__(self) -> Iterator[int]:
         return heapq.merge(sorted(self.listed), self.empty_indexes())
 
+    def shown(self, limit: int = EMPTY_GROUPS_LISTED) -> list[int]:
+        """The broken groups a listing names, ascending: every listed one and the first `limit`
+        with no pods (`len(self) - len(shown)` are left unnamed)."""
+        return list(heapq.merge(sorted(self.listed), itertools.islice(self.empty_indexes(), limit)))
+
     def with_group(self, index: int, why: str) -> BrokenGroups:
         """A copy with group `index` broken for `why`, unless it is broken already."""
+        return self.with_groups((index,), why)
+
+    def with_groups(self, indexes: Iterable[int], why: str) -> BrokenGroups:
+        """A copy with every group in `indexes` broken for `why`, unless broken already."""
         listed = dict(self.listed)
-        if index not in self:
-            listed[index] = why
+        for index in indexes:
+            if index not in self:
+                listed[index] = why
         return BrokenGroups(listed, self.replicas, self.populated, self.empty_why)
 
 
@@ -215,10 +225,9 @@ def judge_budget(
 def describe_broken(broken: BrokenGroups) -> str:
     """`group 1 (why); group 3 (why)`, or "none". Every broken group with pods is named, and at
     most EMPTY_GROUPS_LISTED of those with no pods, then "and N more groups with no pods (why)"."""
-    shown_empty = list(itertools.islice(broken.empty_indexes(), EMPTY_GROUPS_LISTED))
-    shown = heapq.merge(sorted(broken.listed), shown_empty)
+    shown = broken.shown()
     text = "; ".join(f"group {index} ({broken[index]})" for index in shown)
-    more = broken.empty_count - len(shown_empty)
+    more = len(broken) - len(shown)
     if more > 0:
         text += f"; and {more} more group{'s' if more > 1 else ''} with no pods ({broken.empty_why})"
     return text or "none"
