@@ -639,3 +639,28 @@ def test_fit_through_the_index_equals_brute_force_with_dra_gated_pods_and_cordon
         wanted=wanted,
     )
     assert got == brute_force_groups(c, exclusive=False)
+
+
+def _huge_node(name: str) -> dict[str, Any]:
+    """A node whose allocatable quantities are above int64 (the API server stores them as given)."""
+    bad = node(name, cpu="8")
+    bad["status"]["allocatable"].update({"pods": "1e999", "memory": "10Ei", GPU: "1e999"})
+    return bad
+
+
+def test_a_node_with_quantities_above_int64_is_counted_as_int64_max() -> None:
+    view = view_from_objects([node("a", cpu="8", gpu=8), _huge_node("huge")])
+    # "huge" has 8 cpu and effectively unbounded pod slots, memory and GPUs: 2 more 4-cpu groups
+    assert groups_that_fit(view, template(cpu="4", gpu=2), count=9) == 4
+    assert groups_that_fit(view, template(cpu="1"), size=2, count=100) == 8
+
+
+def test_a_node_above_int64_arriving_through_watch_and_relist_leaves_the_index_working() -> None:
+    view = view_from_objects([node("a", cpu="8")])
+    index = index_for(view)
+    view.upsert(NODES, _huge_node("huge"))  # a watch event: the index listener runs under the lock
+    view.upsert(POD_KIND, pod("p", "huge", cpu="4"))
+    assert groups_that_fit(view, template(cpu="4"), count=9) == 3
+    view.replace_kind(NODES, [node("b", cpu="8"), _huge_node("huge")])  # a relist
+    assert groups_that_fit(view, template(cpu="4"), count=9) == 3  # 2 on b, 1 beside p on huge
+    assert index is index_for(view)

@@ -253,3 +253,22 @@ def test_real_server_answers_the_node_fixtures(tmp_path: Path, fresh_server: Cal
         "allowed": True,
     }
     assert server.review("/validate", "n02-node-untaint.validating")["allowed"] is True
+
+
+def test_an_lws_of_int32_max_replicas_is_judged_from_its_pods() -> None:
+    def huge(objects: list[dict[str, Any]]) -> None:
+        find(objects, "LeaderWorkerSet", "llm-xl")["spec"]["replicas"] = 2**31 - 1
+
+    view = fleet_view(huge)
+    real, calls = view.group_pods, [0]
+
+    def group_pods(namespace: str, lws_name: str, group_index: int) -> list[Any]:
+        calls[0] += 1
+        assert calls[0] < 5_000, "group_pods called once per group index: work grows with replicas"
+        return real(namespace, lws_name, group_index)
+
+    view.group_pods = group_pods  # type: ignore[method-assign]
+    (warning,) = warnings(answer(taint_request(), view))
+    assert f"would lose 1 whole group of {2**31 - 1}: group 1 (llm-xl-1-2)" in warning
+    assert "already broken: group 4 (0 of 4 pods exist); group 5 (0 of 4 pods exist); " in warning
+    assert f"; and {2**31 - 1 - 24} more groups with no pods (0 of 4 pods exist); at most 1" in warning

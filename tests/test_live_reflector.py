@@ -352,3 +352,21 @@ def test_collect_reports_per_kind_metrics_and_counts_restarts_once() -> None:
     assert 0 <= value("guardhook_cluster_view_last_sync_age_seconds", {"kind": "pods"}) < 60
     assert value("guardhook_cluster_view_last_sync_age_seconds", {"kind": "nodes"}) == -1
     assert value("guardhook_cluster_view_stale") == 1  # the other kinds never synced
+
+
+def test_a_node_with_quantities_above_int64_neither_breaks_the_relist_nor_the_capacity_index() -> None:
+    from guardhook.capacity import index_for
+
+    view = ClusterView("test")
+    index = index_for(view)  # subscribed: its listener runs inside every node upsert
+    nodes = fleet(NODES)
+    nodes[0]["status"]["allocatable"].update({"pods": "1e999", "memory": "10Ei"})
+    changed = with_version(nodes[1], "900")
+    changed["status"]["allocatable"]["nvidia.com/gpu"] = "1e999"
+    r = reflector(NODES, Scripted(pages=[page(nodes, "100")]), view)
+    r.relist()
+    r.apply(event("MODIFIED", changed))
+    assert view.count(NODES) == len(nodes) and NODES in view._synced_kinds
+    assert view.node(nodes[0]["metadata"]["name"]).allocatable["pods"] == 2**63 - 1  # type: ignore[union-attr]
+    free = index.free(["nvidia.com/gpu"])[:, 0].tolist()
+    assert 2**63 - 1 in free and len(free) == len(nodes)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from guardhook.cluster.groups import populated_groups
 from guardhook.cluster.lws import LeaderWorkerSet, member_of_pod
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
@@ -104,7 +105,7 @@ class Leader:
 def leaders(view: ClusterView, lws: LeaderWorkerSet) -> Iterator[Leader]:
     """The leader pods of groups 0..replicas-1 of `lws` in `view` (groups above are being scaled
     away: their pods are deleted next, and keep their last condition until then)."""
-    for group_index in range(lws.replicas):
+    for group_index in populated_groups(view, lws):  # a group without pods has no leader
         for pod in view.group_pods(lws.namespace, lws.name, group_index):
             member = member_of_pod(pod)
             if member is not None and member.is_leader:

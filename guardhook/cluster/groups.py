@@ -4,6 +4,10 @@ traffic it cannot serve). Used by `guardhook audit` and the /metrics gauges.
 
 Whole and broken follow design.md §1 (guardhook.cluster.lws.group_health); only group indexes below
 `spec.replicas` count (higher ones are being scaled away).
+
+`spec.replicas` and `size` are int32s the API server accepts up to 2^31 - 1, so nothing here walks
+every group index: the groups that have pods in the view are judged one by one, and the rest,
+which have no pods and so are all alike, are counted.
 """
 
 from __future__ import annotations
@@ -35,6 +39,22 @@ def view_group_health(view: ClusterView, lws: LeaderWorkerSet, index: int) -> Gr
     return group_health(index, lws.size, view.group_pods(lws.namespace, lws.name, index))
 
 
+def populated_groups(view: ClusterView, lws: LeaderWorkerSet) -> list[int]:
+    """The group indexes below `spec.replicas` of `lws` that have pods in `view`, ascending."""
+    return [index for index in view.group_indexes(lws.namespace, lws.name) if 0 <= index < lws.replicas]
+
+
+def empty_groups(lws: LeaderWorkerSet, populated: list[int]) -> int:
+    """How many group indexes below `spec.replicas` have no pods, given the `populated` ones."""
+    return max(0, lws.replicas - len(populated))
+
+
+def empty_group_health(lws: LeaderWorkerSet, index: int = 0) -> GroupHealth:
+    """`group_health` of a group of `lws` with no pods (broken, "0 of N pods exist", unless the
+    size is 0)."""
+    return group_health(index, lws.size, ())
+
+
 def member_group_health(view: ClusterView, member: GroupMember) -> GroupHealth | None:
     """The health of the group `member` (a pod) belongs to: by its LWS in `view` when the view
     holds it, else by the size the pod's `leaderworkerset.sigs.k8s.io/size` annotation says;
@@ -50,9 +70,10 @@ def member_group_health(view: ClusterView, member: GroupMember) -> GroupHealth |
 
 def count_groups(view: ClusterView, lws: LeaderWorkerSet) -> LwsGroups:
     """Count the groups of `lws` from the pods in `view`."""
-    whole = 0
+    populated = populated_groups(view, lws)
+    whole = empty_groups(lws, populated) if empty_group_health(lws).whole else 0
     leader_ready_incomplete = 0
-    for index in range(lws.replicas):
+    for index in populated:
         if view_group_health(view, lws, index).whole:
             whole += 1
             continue

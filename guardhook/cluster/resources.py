@@ -51,9 +51,16 @@ Resources = dict[str, int]
 
 CPU = "cpu"
 
+INT64_MAX = 2**63 - 1
+"""The largest amount kept: Kubernetes reads quantities as int64 (resource.Quantity.Value), and the
+capacity index stores them in int64 arrays; a larger quantity (`1e999`, `10Ei` of memory) is clamped
+here rather than overflowing there."""
+INT64_MIN = -(2**63)
+
 
 def quantity_to_units(resource: str, quantity: Any) -> int:
-    """Convert a Kubernetes quantity ("500m", "1500Gi", 8) to an int in this module's units.
+    """Convert a Kubernetes quantity ("500m", "1500Gi", 8) to an int in this module's units,
+    clamped to [INT64_MIN, INT64_MAX].
 
     Raises ValueError on a malformed quantity.
     """
@@ -69,9 +76,13 @@ def _string_quantity_to_units(is_cpu: bool, quantity: str) -> int:
 
 
 def _to_units(is_cpu: bool, value: Any) -> int:
-    if is_cpu:
-        return math.ceil(value * 1000)
-    return math.ceil(value)
+    # Decimal compares exactly, so the clamp comes before math.ceil builds a 1000-digit int.
+    scaled = value * 1000 if is_cpu else value
+    if scaled >= INT64_MAX:
+        return INT64_MAX
+    if scaled <= INT64_MIN:
+        return INT64_MIN
+    return math.ceil(scaled)
 
 
 def parse_resource_list(raw: Mapping[str, Any] | None) -> Resources:
@@ -99,9 +110,10 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 
 def add_into(total: Resources, extra: Mapping[str, int]) -> None:
-    """Add `extra` into `total` in place."""
+    """Add `extra` into `total` in place, saturating at INT64_MAX (and INT64_MIN) so a sum of
+    clamped quantities stays one the capacity index's int64 arrays hold."""
     for name, amount in extra.items():
-        total[name] = total.get(name, 0) + amount
+        total[name] = max(INT64_MIN, min(INT64_MAX, total.get(name, 0) + amount))
 
 
 def max_into(total: Resources, other: Mapping[str, int]) -> None:

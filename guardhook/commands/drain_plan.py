@@ -89,7 +89,7 @@ def render_text(plan: DrainPlan, out: TextIO) -> None:
             item.name,
             str(item.budget),
             _indexes(item.losing),
-            _indexes(item.broken),
+            _indexes(item.broken) + (f" and {item.broken_not_listed} more" if item.broken_not_listed else ""),
             str(item.lost),
             str(item.rebuildable),
         )

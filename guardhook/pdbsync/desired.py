@@ -13,16 +13,22 @@ PodDisruptionBudget per group g in 0..replicas-1 (issue 5, design.md §2):
 A group whose budget would overlap a PDB someone else wrote is skipped with a warning (a pod under
 two PDBs cannot be evicted at all), and a guardhook PDB that has come to overlap one is deleted.
 Guardhook's PDBs carry `app.kubernetes.io/managed-by: guardhook`; nothing without that label is
-ever written. `plan` touches no API: `guardhook.pdbsync.apply` carries a plan out.
+ever written.
+
+`spec.replicas` is an int32 (up to 2^31 - 1): every group that has pods gets its PDB, but of the
+groups with no pods (whose PDB, `minAvailable: 0`, protects nothing yet) only the lowest-indexed
+MAX_EMPTY_GROUP_PDBS do, with one warning naming how many were left without; each gets its PDB
+once its pods exist. `plan` touches no API: `guardhook.pdbsync.apply` carries a plan out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import itertools
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from guardhook.cluster.groups import view_group_health
+from guardhook.cluster.groups import empty_groups, populated_groups, view_group_health
 from guardhook.cluster.lws import (
     GROUP_INDEX_LABEL,
     LWS_API_VERSION,
@@ -40,6 +46,8 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGER = "guardhook"
 GROUP_PDB_OF_LABEL = "guardhook.io/group-pdb-of"
 PDB_API_VERSION = "policy/v1"
+MAX_EMPTY_GROUP_PDBS = 1000
+"""At most this many groups with no pods get a PDB per LWS (see the module docstring)."""
 
 
 def opted_in(lws: LeaderWorkerSet) -> bool:
@@ -128,7 +136,7 @@ def _desired_for(
         pdb for pdb in existing if not is_managed(pdb) and metadata(pdb).get("namespace") == lws.namespace
     ]
     desired = {}
-    for g in range(lws.replicas):
+    for g in _planned_groups(view, lws, warnings):
         whole = view_group_health(view, lws, g).whole
         want = desired_pdb(lws, g, whole)
         name = want["metadata"]["name"]
@@ -140,6 +148,24 @@ def _desired_for(
             continue
         desired[(lws.namespace, name)] = want
     return desired
+
+
+def _planned_groups(view: ClusterView, lws: LeaderWorkerSet, warnings: list[str]) -> Iterator[int]:
+    """The groups of `lws` to plan a PDB for, ascending: every group below `spec.replicas` that has
+    pods, and the lowest MAX_EMPTY_GROUP_PDBS of those with none (a warning says how many more
+    were left out)."""
+    populated = populated_groups(view, lws)
+    taken = set(populated)
+    empty = (g for g in range(lws.replicas) if g not in taken)
+    chosen = list(itertools.islice(empty, MAX_EMPTY_GROUP_PDBS))
+    left_out = empty_groups(lws, populated) - len(chosen)
+    if left_out > 0:
+        warnings.append(
+            f"{lws.namespace}/{lws.name}: {left_out} more groups with no pods (of spec.replicas "
+            f"{lws.replicas}) get no PodDisruptionBudget until their pods exist; at most "
+            f"{MAX_EMPTY_GROUP_PDBS} groups with no pods get one"
+        )
+    return iter(sorted(taken.union(chosen)))
 
 
 def _clash(want: KubeObject, user_pdbs: list[KubeObject], lws: LeaderWorkerSet) -> str:

@@ -28,7 +28,12 @@ from guardhook.cluster.view.store import ClusterView
 from guardhook.planning.evictions import GroupRef, LwsKey, Refusal, evict_in_turn
 from guardhook.planning.rebuild import rebuild_after_drain
 from guardhook.policies.group_eviction import eviction_context
+from guardhook.policies.shared.group_budget import BrokenGroups
 from guardhook.wire import KubeObject
+
+GROUPS_LISTED = 1000
+"""A plan names every broken group with pods but at most this many with none per LWS (an LWS may
+have 2^31 - 1 of them); `brokenNotListed` counts the rest."""
 
 
 class UnknownNodeError(ValueError):
@@ -70,8 +75,11 @@ class LwsDrain:
     lost: int
     rebuildable: int
     short: str
+    broken_not_listed: int = 0
+    """Broken groups with no pods left out of `broken` (an LWS may have 2^31 - 1 of them)."""
 
     def as_dict(self) -> dict[str, Any]:
+        extra = {"brokenNotListed": self.broken_not_listed} if self.broken_not_listed else {}
         return {
             "namespace": self.namespace,
             "name": self.name,
@@ -81,6 +89,7 @@ class LwsDrain:
             "lost": self.lost,
             "rebuildable": self.rebuildable,
             "short": self.short,
+            **extra,
         }
 
 
@@ -120,7 +129,8 @@ def plan_drain(objects: Sequence[KubeObject], nodes: Sequence[str], params: Mapp
     at_once = evict_in_turn(view, _pods_on(view, order), params)
     waves, blocked = _waves(view, order, params)
     losing, broken, budgets = _groups(view, order, params, every_lws=True)
-    lost = {key: losing.get(key, set()) | broken.get(key, set()) for key in losing.keys() | broken.keys()}
+    # BrokenGroups, not sets: an LWS may have 2^31 - 1 groups with no pods, counted, not listed
+    lost = {key: broken[key].with_groups(losing.get(key, ()), "loses a pod") for key in broken}
     rebuilt = rebuild_after_drain(objects, order, lost)
     lws = tuple(
         LwsDrain(
@@ -128,7 +138,8 @@ def plan_drain(objects: Sequence[KubeObject], nodes: Sequence[str], params: Mapp
             name=key[1],
             budget=budgets[key],
             losing=tuple(sorted(losing.get(key, ()))),
-            broken=tuple(sorted(broken.get(key, ()))),
+            broken=tuple(broken[key].shown(GROUPS_LISTED)),
+            broken_not_listed=len(broken[key]) - len(broken[key].shown(GROUPS_LISTED)),
             lost=rebuilt[key].lost,
             rebuildable=rebuilt[key].rebuildable,
             short=rebuilt[key].short,
@@ -208,18 +219,22 @@ def _lws_of(view: ClusterView, refusal: Refusal) -> str:
 
 
 def _all_broken(view: ClusterView, params: Mapping[str, Any]) -> dict[LwsKey, set[GroupRef]]:
+    """The broken groups of every LWS, as far as a listing names them (BrokenGroups.shown)."""
     _, broken, _ = _groups(view, [], params, every_lws=True)
-    return {key: {GroupRef(key[0], key[1], g) for g in groups} for key, groups in broken.items()}
+    return {
+        key: {GroupRef(key[0], key[1], g) for g in groups.shown(GROUPS_LISTED)}
+        for key, groups in broken.items()
+    }
 
 
 def _groups(
     view: ClusterView, nodes: Sequence[str], params: Mapping[str, Any], every_lws: bool = False
-) -> tuple[dict[LwsKey, set[int]], dict[LwsKey, set[int]], dict[LwsKey, int]]:
+) -> tuple[dict[LwsKey, set[int]], dict[LwsKey, BrokenGroups], dict[LwsKey, int]]:
     """Per LWS touched by the drain (or every LWS holding a pod, with `every_lws`): the groups
     losing a pod on `nodes`, the groups already broken, and the group budget — all as
     group-eviction reads them (groups beyond spec.replicas are not counted)."""
     losing: dict[LwsKey, set[int]] = {}
-    broken: dict[LwsKey, set[int]] = {}
+    broken: dict[LwsKey, BrokenGroups] = {}
     budgets: dict[LwsKey, int] = {}
     on_nodes = {pod.key for pod in _pods_on(view, nodes)}
     for pod in view.all_pods():
@@ -230,7 +245,7 @@ def _groups(
             continue
         key = (eviction.lws.namespace, eviction.lws.name)
         budgets[key] = eviction.budget
-        broken.setdefault(key, set(eviction.broken_in_view))
+        broken.setdefault(key, eviction.broken_in_view)
         if pod.key in on_nodes:
             losing.setdefault(key, set()).add(eviction.group)
     return losing, broken, budgets

@@ -20,7 +20,7 @@ from guardhook.cluster.model import PodRecord, as_dict
 from guardhook.cluster.pdb_budget import matching_pdbs
 from guardhook.cluster.view.store import ClusterView
 from guardhook.policies.group_eviction import eviction_context, pdb_refusal, within_budget
-from guardhook.policies.shared.group_budget import budget_source, groups_broken
+from guardhook.policies.shared.group_budget import BrokenGroups, budget_source, groups_broken
 from guardhook.wire import KubeObject
 
 LwsKey = tuple[str, str]
@@ -74,7 +74,7 @@ def evict_in_turn(
     (a later wave of a drain, which starts once the groups broken before it are whole again);
     else start from the groups the view shows broken."""
     outcome = Outcome()
-    broken: dict[LwsKey, set[int]] = {}
+    broken: dict[LwsKey, BrokenGroups] = {}  # not sets: an LWS may have 2^31 - 1 broken groups
     namespace_pods: dict[str, dict[str, PodRecord]] = {}
     pdbs: dict[str, list[KubeObject]] = {}
     for pod in pods:
@@ -84,7 +84,8 @@ def evict_in_turn(
         if eviction is None:
             continue
         key = (eviction.lws.namespace, eviction.lws.name)
-        groups = broken.setdefault(key, set() if healed else set(eviction.broken_in_view))
+        none_broken = BrokenGroups({}, eviction.lws.replicas, (), None)
+        groups = broken.setdefault(key, none_broken if healed else eviction.broken_in_view)
         if pod.namespace not in namespace_pods:
             namespace_pods[pod.namespace] = {p.name: p for p in view.pods_in_namespace(pod.namespace)}
             pdbs[pod.namespace] = [copy.deepcopy(p) for p in view.pdbs_in_namespace(pod.namespace)]
@@ -100,7 +101,7 @@ def evict_in_turn(
             outcome.refused.append(Refusal(pod.namespace, pod.name, pod.node_name, reason))
             continue
         if eviction.group not in groups:
-            groups.add(eviction.group)
+            broken[key] = groups.with_group(eviction.group, "evicted in this plan")
             outcome.broken.append(GroupRef(key[0], key[1], eviction.group))
         namespace_pods[pod.namespace][pod.name] = replace(pod, terminating=True)
         for pdb in matching:

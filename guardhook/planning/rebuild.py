@@ -12,7 +12,8 @@ groups rebuilt before it as pending pods, since rebuilds compete for the same fr
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+import itertools
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from guardhook.capacity import CapacityIndex, Fit, GroupDemand, fit_groups, index_for, shape_of_template
@@ -28,7 +29,7 @@ from guardhook.cluster.lws import (
 from guardhook.cluster.model import as_dict, metadata
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import PODS as PODS_KIND
-from guardhook.planning.evictions import GroupRef, LwsKey
+from guardhook.planning.evictions import LwsKey
 from guardhook.wire import KubeObject
 
 RECREATED_OWNERS = ("ReplicaSet", "StatefulSet", "Job", "ReplicationController")
@@ -46,17 +47,18 @@ class Rebuild:
 
 
 def rebuild_after_drain(
-    objects: Sequence[KubeObject], drained: Iterable[str], lost: Mapping[LwsKey, set[int]]
+    objects: Sequence[KubeObject], drained: Iterable[str], lost: Mapping[LwsKey, Collection[int]]
 ) -> dict[LwsKey, Rebuild]:
-    """For each LWS with lost groups (`lost`: group indexes per (namespace, name)), how many can be
-    rebuilt on `objects` without the `drained` nodes. Objects are the cluster's (any kinds)."""
+    """For each LWS with lost groups (`lost`: group indexes per (namespace, name), each collection
+    iterating in ascending order, e.g. BrokenGroups; only membership, len() and as many groups as
+    fit are read, as there may be 2^31 - 1 of them), how many can be rebuilt on `objects` without
+    the `drained` nodes. Objects are the cluster's (any kinds)."""
     gone = set(drained)
-    lost_refs = {GroupRef(ns, name, g) for (ns, name), groups in lost.items() for g in groups}
-    after = view_from_objects(_after_drain(objects, gone, lost_refs), source="after drain")
+    after = view_from_objects(_after_drain(objects, gone, lost), source="after drain")
     index = index_for(after)
     answers: dict[LwsKey, Rebuild] = {}
     for lws in sorted(after.all_lws(), key=lambda item: (item.namespace, item.name)):
-        groups = sorted(lost.get((lws.namespace, lws.name), ()))
+        groups = lost.get((lws.namespace, lws.name), ())
         if not groups:
             continue
         demand = GroupDemand(
@@ -70,13 +72,16 @@ def rebuild_after_drain(
         fit = fit_groups(index, demand)
         short = "" if fit.all_fit else shortfall(fit, index)
         answers[(lws.namespace, lws.name)] = Rebuild(len(groups), fit.fits, short)
-        for group in groups[: fit.fits]:  # rebuilt first: later LWSs see them waiting for nodes
+        # rebuilt first: later LWSs see them waiting for nodes
+        for group in itertools.islice(groups, fit.fits):
             for pod in recreated_group(lws, group):
                 after.upsert(PODS_KIND, pod)
     return answers
 
 
-def _after_drain(objects: Sequence[KubeObject], gone: set[str], lost: set[GroupRef]) -> list[KubeObject]:
+def _after_drain(
+    objects: Sequence[KubeObject], gone: set[str], lost: Mapping[LwsKey, Collection[int]]
+) -> list[KubeObject]:
     kept: list[KubeObject] = []
     for obj in objects:
         kind = obj.get("kind")
@@ -91,9 +96,11 @@ def _after_drain(objects: Sequence[KubeObject], gone: set[str], lost: set[GroupR
     return kept
 
 
-def _pod_after_drain(pod: KubeObject, gone: set[str], lost: set[GroupRef]) -> KubeObject | None:
+def _pod_after_drain(
+    pod: KubeObject, gone: set[str], lost: Mapping[LwsKey, Collection[int]]
+) -> KubeObject | None:
     member = member_of_object(pod)
-    if member is not None and GroupRef(member.namespace, member.lws_name, member.group_index) in lost:
+    if member is not None and member.group_index in lost.get((member.namespace, member.lws_name), ()):
         return None
     if as_dict(pod.get("spec")).get("nodeName") not in gone:
         return pod

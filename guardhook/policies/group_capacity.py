@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from guardhook.cluster.groups import populated_groups
 from guardhook.cluster.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation
 from guardhook.cluster.model import as_dict, scaled, spec_replicas
 from guardhook.cluster.view.store import ClusterView
@@ -128,7 +129,7 @@ class GroupCapacity(Policy):
         if obj.get("kind") != "LeaderWorkerSet":
             return False
         lws = LeaderWorkerSet(obj)
-        return any(view.group_pods(lws.namespace, lws.name, group) for group in range(lws.replicas))
+        return bool(populated_groups(view, lws))
 
     def judge(self, ctx: PolicyContext) -> Judgement:
         """Deny when not every new whole group (plus the spare reserve) fits; see the module

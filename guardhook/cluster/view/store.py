@@ -27,7 +27,7 @@ from guardhook.cluster.dra import (
 from guardhook.cluster.lws import LeaderWorkerSet, member_of_pod
 from guardhook.cluster.model import NodeRecord, PodRecord, StatefulSetRecord, metadata
 from guardhook.cluster.nodepools import NodePoolRecord
-from guardhook.cluster.resources import Resources, add_into
+from guardhook.cluster.resources import Resources
 from guardhook.wire import KubeObject
 
 # The kinds the view holds, by the resource name the API uses.
@@ -108,6 +108,9 @@ class ClusterView:
         self._broken_since: dict[str, float] = {}
         self._pods: dict[Key, PodRecord] = {}
         self._pods_by_group: dict[GroupKey, dict[str, PodRecord]] = defaultdict(dict)
+        # (namespace, LWS name) -> the group indexes `_pods_by_group` holds pods of: lets a reader
+        # visit the groups that have pods instead of every index below spec.replicas (up to 2^31-1).
+        self._groups_by_lws: dict[Key, set[int]] = defaultdict(set)
         self._pods_by_node: dict[str, dict[Key, PodRecord]] = defaultdict(dict)
         self._pods_by_namespace: dict[str, dict[str, PodRecord]] = defaultdict(dict)
         self._node_requested: dict[str, Resources] = defaultdict(dict)
@@ -290,11 +293,21 @@ class ClusterView:
         member = member_of_pod(pod)
         if member is not None:
             self._pods_by_group[(pod.namespace, member.lws_name, member.group_index)][pod.name] = pod
+            self._groups_by_lws[(pod.namespace, member.lws_name)].add(member.group_index)
         for claim in pod.claims:
             self._pods_by_claim[(pod.namespace, claim)].add(pod.name)
         if pod.node_name and not pod.terminal:
             self._pods_by_node[pod.node_name][pod.key] = pod
-            add_into(self._node_requested[pod.node_name], pod.requests)
+            requested = self._node_requested[pod.node_name]
+            for name, amount in pod.requests.items():  # exact (not saturating): removal subtracts
+                requested[name] = requested.get(name, 0) + amount
+
+    def _forget_group(self, namespace: str, lws_name: str, group_index: int) -> None:
+        indexes = self._groups_by_lws.get((namespace, lws_name))
+        if indexes is not None:
+            indexes.discard(group_index)
+            if not indexes:
+                del self._groups_by_lws[(namespace, lws_name)]
 
     def _remove_pod(self, key: Key) -> None:
         old = self._pods.pop(key, None)
@@ -319,6 +332,7 @@ class ClusterView:
                 group.pop(old.name, None)
                 if not group:
                     del self._pods_by_group[group_key]
+                    self._forget_group(old.namespace, member.lws_name, member.group_index)
         on_node = self._pods_by_node.get(old.node_name)
         if on_node is not None and on_node.pop(key, None) is not None:
             requested = self._node_requested[old.node_name]
@@ -362,6 +376,13 @@ class ClusterView:
         """The pods of one group (terminal ones included; see lws.group_health)."""
         with self.lock:
             return list(self._pods_by_group.get((namespace, lws_name, group_index), {}).values())
+
+    def group_indexes(self, namespace: str, lws_name: str) -> list[int]:
+        """The group indexes of LWS `namespace/lws_name` that the view holds at least one pod of
+        (terminal ones included, as in `group_pods`), ascending. O(groups with pods), so callers
+        never walk every index below `spec.replicas` (an int32: up to 2^31 - 1)."""
+        with self.lock:
+            return sorted(self._groups_by_lws.get((namespace, lws_name), ()))
 
     def lws(self, namespace: str, name: str) -> LeaderWorkerSet | None:
         return self._lws.get((namespace, name))

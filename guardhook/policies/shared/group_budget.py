@@ -12,11 +12,13 @@ name), so evictions and drains of one LWS share the budget.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from guardhook.cluster.groups import view_group_health
+from guardhook.cluster.groups import empty_group_health, empty_groups, populated_groups, view_group_health
 from guardhook.cluster.lws import LeaderWorkerSet, int_annotation, member_of_pod
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
@@ -24,6 +26,76 @@ from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
 from guardhook.policies.base import ALLOW, TOO_MANY_REQUESTS, Judgement, Violation
 
 BUDGET_ANNOTATION = "guardhook.io/max-disrupted-groups"
+EMPTY_GROUPS_LISTED = 20
+"""Messages name at most this many groups with no pods, then say how many more there are."""
+
+
+class BrokenGroups(Mapping[int, str]):
+    """group index -> why, for the groups of one LWS the view shows not whole, without holding
+    every index: `spec.replicas` is an int32 (up to 2^31 - 1) and all groups with no pods are
+    broken alike. `listed`: the broken groups that have pods (and groups added since, e.g. from
+    the ledger); every index below `replicas` not in `populated` is broken with `empty_why`
+    (None when a group with no pods counts as whole, i.e. size 0). Lookups and len() are O(1);
+    iterating visits every broken group, so callers that only need membership or a count must
+    not iterate, and messages use `describe_broken` (bounded)."""
+
+    def __init__(
+        self, listed: Mapping[int, str], replicas: int, populated: Collection[int], empty_why: str | None
+    ) -> None:
+        self.listed = dict(listed)
+        self.replicas = replicas
+        self.populated = frozenset(populated)
+        self.empty_why = empty_why
+
+    def _empty(self, index: int) -> bool:
+        return self.empty_why is not None and 0 <= index < self.replicas and index not in self.populated
+
+    @property
+    def empty_count(self) -> int:
+        """How many broken groups have no pods (and are not listed)."""
+        if self.empty_why is None:
+            return 0
+        listed_empty = sum(1 for index in self.listed if self._empty(index))
+        return max(0, self.replicas - len(self.populated)) - listed_empty
+
+    def __getitem__(self, index: int) -> str:
+        if index in self.listed:
+            return self.listed[index]
+        if self._empty(index):
+            return self.empty_why  # type: ignore[return-value]  # _empty implies not None
+        raise KeyError(index)
+
+    def __contains__(self, index: object) -> bool:
+        return isinstance(index, int) and (index in self.listed or self._empty(index))
+
+    def __len__(self) -> int:
+        return len(self.listed) + self.empty_count
+
+    def empty_indexes(self) -> Iterator[int]:
+        """The unlisted groups with no pods, ascending (lazily: there may be 2^31 of them)."""
+        if self.empty_why is None:
+            return iter(())
+        return (i for i in range(self.replicas) if i not in self.populated and i not in self.listed)
+
+    def __iter__(self) -> Iterator[int]:
+        return heapq.merge(sorted(self.listed), self.empty_indexes())
+
+    def shown(self, limit: int = EMPTY_GROUPS_LISTED) -> list[int]:
+        """The broken groups a listing names, ascending: every listed one and the first `limit`
+        with no pods (`len(self) - len(shown)` are left unnamed)."""
+        return list(heapq.merge(sorted(self.listed), itertools.islice(self.empty_indexes(), limit)))
+
+    def with_group(self, index: int, why: str) -> BrokenGroups:
+        """A copy with group `index` broken for `why`, unless it is broken already."""
+        return self.with_groups((index,), why)
+
+    def with_groups(self, indexes: Iterable[int], why: str) -> BrokenGroups:
+        """A copy with every group in `indexes` broken for `why`, unless broken already."""
+        listed = dict(self.listed)
+        for index in indexes:
+            if index not in self:
+                listed[index] = why
+        return BrokenGroups(listed, self.replicas, self.populated, self.empty_why)
 
 
 @dataclass(frozen=True)
@@ -35,7 +107,7 @@ class GroupDisruption:
     lws: LeaderWorkerSet
     group: int
     budget: int
-    broken_in_view: Mapping[int, str]
+    broken_in_view: BrokenGroups
 
 
 def budget_of(lws: LeaderWorkerSet, default: int) -> int:
@@ -64,14 +136,18 @@ def groups_broken(count: int, replicas: int | None = None) -> str:
     return f"{count} of its {total}groups {'is' if count == 1 else 'are'}"
 
 
-def broken_in_view(view: ClusterView, lws: LeaderWorkerSet) -> dict[int, str]:
-    """group index -> why, for every group below `spec.replicas` the view shows not whole."""
+def broken_in_view(view: ClusterView, lws: LeaderWorkerSet) -> BrokenGroups:
+    """group index -> why, for every group below `spec.replicas` the view shows not whole. Work is
+    proportional to the LWS's pods in the view, not to `spec.replicas` (see BrokenGroups)."""
+    populated = populated_groups(view, lws)
     broken: dict[int, str] = {}
-    for index in range(lws.replicas):
+    for index in populated:
         health = view_group_health(view, lws, index)
         if not health.whole:
             broken[index] = "; ".join(health.problems)
-    return broken
+    empty = empty_group_health(lws)
+    empty_why = None if empty.whole or not empty_groups(lws, populated) else "; ".join(empty.problems)
+    return BrokenGroups(broken, lws.replicas, populated, empty_why)
 
 
 def group_disruption(view: ClusterView, pod: PodRecord, default_budget: int) -> GroupDisruption | None:
@@ -102,12 +178,12 @@ def pending(view: ClusterView, lws: LeaderWorkerSet, entries: Entries) -> Entrie
 
 
 def with_pending(
-    view: ClusterView, lws: LeaderWorkerSet, broken: Mapping[int, str], entries: Entries
-) -> dict[int, str]:
+    view: ClusterView, lws: LeaderWorkerSet, broken: BrokenGroups, entries: Entries
+) -> BrokenGroups:
     """`broken` plus the groups of `pending` ledger entries (recorded, not visible yet)."""
-    merged = dict(broken)
+    merged = broken
     for entry in pending(view, lws, entries):
-        merged.setdefault(entry.group, f"eviction of {entry.pod} recorded, not visible yet")
+        merged = merged.with_group(entry.group, f"eviction of {entry.pod} recorded, not visible yet")
     return merged
 
 
@@ -167,12 +243,18 @@ def judge_budget(
         return too_many(f"cannot consult the eviction ledger ({exc}); retry shortly")
 
 
-def describe_broken(broken: Mapping[int, str]) -> str:
-    """`group 1 (why); group 3 (why)`, or "none"."""
-    return "; ".join(f"group {index} ({why})" for index, why in sorted(broken.items())) or "none"
+def describe_broken(broken: BrokenGroups) -> str:
+    """`group 1 (why); group 3 (why)`, or "none". Every broken group with pods is named, and at
+    most EMPTY_GROUPS_LISTED of those with no pods, then "and N more groups with no pods (why)"."""
+    shown = broken.shown()
+    text = "; ".join(f"group {index} ({broken[index]})" for index in shown)
+    more = len(broken) - len(shown)
+    if more > 0:
+        text += f"; and {more} more group{'s' if more > 1 else ''} with no pods ({broken.empty_why})"
+    return text or "none"
 
 
-def budget_message(disruption: GroupDisruption, broken: Mapping[int, str], what: str) -> str:
+def budget_message(disruption: GroupDisruption, broken: BrokenGroups, what: str) -> str:
     """The 429 denial's text: `what` ("evicting pod ns/name") would break a group while
     `broken` (group index -> why, ledger entries included) already fill the budget."""
     lws = disruption.lws
