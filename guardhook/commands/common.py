@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from guardhook.commands import argtypes
+
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
@@ -122,3 +124,38 @@ def read_file(path: str) -> bytes:
         return Path(path).read_bytes()
     except OSError as exc:
         raise SourceError(f"cannot read {path}: {exc}") from exc
+
+
+def add_reconciler_flags(
+    parser: argparse.ArgumentParser,
+    *,
+    cluster_state_help: str,
+    interval_help: str,
+    dry_run_help: str,
+    interval_default: float | None = None,
+) -> None:
+    """The flags every reconciler command takes (`pdb-sync`, `group-readiness`): where the cluster
+    is, the election Lease's namespace, the round interval, `--once`, `--dry-run` and
+    `--no-leader-elect` (dest `elect`)."""
+
+    parser.add_argument(
+        "--cluster-state", action="append", default=[], metavar="PATH", help=cluster_state_help
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="the cluster to reconcile (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config)",
+    )
+    parser.add_argument(
+        "--namespace",
+        type=argtypes.dns_label,
+        help="namespace of the election Lease (default: the pod's, else guardhook-system)",
+    )
+    parser.add_argument(
+        "--interval", type=argtypes.positive_seconds, default=interval_default, help=interval_help
+    )
+    parser.add_argument("--once", action="store_true", help="one round, print what changed as JSON, exit")
+    parser.add_argument("--dry-run", action="store_true", help=dry_run_help)
+    parser.add_argument(
+        "--no-leader-elect", dest="elect", action="store_false", help="reconcile without holding the Lease"
+    )

@@ -8,7 +8,7 @@ import json
 import threading
 from typing import Any
 
-from guardhook.commands import argtypes
+from guardhook.commands.common import add_reconciler_flags
 
 DEFAULT_INTERVAL_SECONDS = 10.0  # guardhook.readiness.runner.DEFAULT_INTERVAL_SECONDS
 
@@ -19,40 +19,17 @@ def add_parser(commands: Any) -> None:
         "group-readiness",
         help="set the guardhook.io/group-ready condition on gated leaders of opted-in LWSs",
     )
-    sync.add_argument(
-        "--cluster-state",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="print the plan for these manifests (one line per leader) and exit",
-    )
-    sync.add_argument(
-        "--kubeconfig",
-        metavar="FILE",
-        help="the cluster to reconcile (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config)",
+    add_reconciler_flags(
+        sync,
+        cluster_state_help="print the plan for these manifests (one line per leader) and exit",
+        interval_help="seconds between full rounds (default 10; pod changes wake a round at once)",
+        interval_default=DEFAULT_INTERVAL_SECONDS,
+        dry_run_help="print the plan, one line per leader; change nothing",
     )
     sync.add_argument(
         "--config",
         metavar="FILE",
         help="policy configuration (YAML), for policies.group-readiness.allLeaderWorkerSets",
-    )
-    sync.add_argument(
-        "--namespace",
-        type=argtypes.dns_label,
-        help="namespace of the election Lease (default: the pod's, else guardhook-system)",
-    )
-    sync.add_argument(
-        "--interval",
-        type=argtypes.positive_seconds,
-        default=DEFAULT_INTERVAL_SECONDS,
-        help="seconds between full rounds (default 10; pod changes wake a round at once)",
-    )
-    sync.add_argument("--once", action="store_true", help="one round, print what changed as JSON, exit")
-    sync.add_argument(
-        "--dry-run", action="store_true", help="print the plan, one line per leader; change nothing"
-    )
-    sync.add_argument(
-        "--no-leader-elect", dest="elect", action="store_false", help="reconcile without holding the Lease"
     )
     sync.set_defaults(run=run_group_readiness)
 

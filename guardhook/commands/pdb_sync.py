@@ -7,8 +7,7 @@ import json
 import threading
 from typing import TYPE_CHECKING, Any
 
-from guardhook.commands import argtypes
-from guardhook.commands.common import live_client, require_cluster
+from guardhook.commands.common import add_reconciler_flags, live_client, require_cluster
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -20,28 +19,11 @@ if TYPE_CHECKING:
 def add_parser(commands: Any) -> None:
     """Register `guardhook pdb-sync` on the CLI's subparsers."""
     sync = commands.add_parser("pdb-sync", help="keep one PodDisruptionBudget per group of opted-in LWSs")
-    sync.add_argument(
-        "--cluster-state", action="append", default=[], metavar="PATH", help="plan only, from manifests"
-    )
-    sync.add_argument(
-        "--kubeconfig",
-        metavar="FILE",
-        help="the cluster to reconcile (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config)",
-    )
-    sync.add_argument(
-        "--namespace",
-        type=argtypes.dns_label,
-        help="namespace of the election Lease (default: the pod's, else guardhook-system)",
-    )
-    sync.add_argument(
-        "--interval",
-        type=argtypes.positive_seconds,
-        help="seconds between rounds (default 30)",
-    )
-    sync.add_argument("--once", action="store_true", help="one round, print what changed as JSON, exit")
-    sync.add_argument("--dry-run", action="store_true", help="print the plan as JSON and change nothing")
-    sync.add_argument(
-        "--no-leader-elect", dest="elect", action="store_false", help="reconcile without holding the Lease"
+    add_reconciler_flags(
+        sync,
+        cluster_state_help="plan only, from manifests",
+        interval_help="seconds between rounds (default 30)",
+        dry_run_help="print the plan as JSON and change nothing",
     )
     sync.set_defaults(run=run_pdb_sync)
 
