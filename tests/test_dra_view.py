@@ -5,6 +5,7 @@ the live view listing the newest served version through the real `kubernetes` cl
 from __future__ import annotations
 
 import copy
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from guardhook.cluster.dra import (
     ResourceClaimRecord,
     ResourceSliceRecord,
     effective_taints,
+    rule_selects,
 )
 from guardhook.cluster.kube_transport import KubeTransport, reflector_client
 from guardhook.cluster.listing import list_cluster
@@ -185,6 +187,7 @@ def test_only_the_newest_pool_generation_counts() -> None:
     new = slice_v1("n1", 2, generation=2, name="new")
     view = view_from_objects([old, new])
     assert len(view.devices_on_node("n1")) == 2
+    assert sorted(d.device for d in view.published_devices()) == ["gpu-0", "gpu-1"]
 
 
 def test_claim_requests_in_v1_and_v1beta1_and_its_allocation() -> None:
@@ -257,6 +260,30 @@ def test_device_taint_rules_of_both_versions_taint_the_devices_they_select() -> 
     assert effective_taints(device, [alpha, beta]) == (
         DeviceTaint("example.com/broken", "xid-79", "NoExecute"),
     )
+
+
+def test_rule_selects_says_when_the_view_cannot_tell() -> None:
+    device = ResourceSliceRecord.from_object(slice_v1("n1", 1)).devices[0]
+    classes = {DRIVER: DeviceClassRecord.from_object(device_class())}
+    matcher = ClassMatcher()
+    by_class = DeviceTaintRuleRecord.from_object(
+        taint_rule("v1alpha3", driver=DRIVER, deviceClassName=DRIVER)
+    )
+    assert rule_selects(by_class, device.id, device, classes.get, matcher) is True
+    unknown: list[str] = []
+    assert rule_selects(by_class, device.id, None, classes.get, matcher, unknown) is None  # not published
+    assert unknown == ["deviceClassName"]
+    missing = dataclasses.replace(by_class, device_class="missing")
+    assert rule_selects(missing, device.id, device, classes.get, matcher) is None
+    other_pool = dataclasses.replace(by_class, pool="n2")
+    assert rule_selects(other_pool, device.id, None, classes.get, matcher) is False  # the id decides
+    quantity = (f"device.capacity['{DRIVER}'].memory.compareTo(quantity('40Gi')) >= 0",)
+    unknown = []
+    cel = dataclasses.replace(by_class, device_class="", selectors=quantity)
+    assert rule_selects(cel, device.id, device, classes.get, matcher, unknown) is None
+    assert unknown == ["selectors"]
+    nic = dataclasses.replace(missing, selectors=("device.driver == 'nic.example.com'",))
+    assert rule_selects(nic, device.id, device, classes.get, matcher) is False  # a False part wins
 
 
 # ---- pods: claims and scheduling gates -----------------------------------------------------------

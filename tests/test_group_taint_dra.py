@@ -248,6 +248,28 @@ def test_v1alpha3_class_and_cel_selectors(selector: dict[str, Any], warn: bool, 
     assert any("the view cannot tell" in w for w in found) is unknown
 
 
+def test_a_device_published_only_in_an_older_pool_generation_is_not_known() -> None:
+    """gpu-node-06's pool was republished (generation 2, its GPUs not yet listed): the generation-1
+    slice no longer counts, so the rule's CEL cannot be judged on its devices — counted as selected
+    and said so, not judged (and cleared) on the stale slice."""
+
+    def republished(objects: Objects) -> None:
+        group_0_broken(objects)
+        newer = resource_slice("gpu-node-06")
+        newer["metadata"]["name"] = "gpu-node-06-gpu-2"
+        newer["spec"]["pool"]["generation"] = 2
+        newer["spec"]["devices"] = []
+        objects.append(newer)
+
+    index_9 = {"cel": {"expression": "device.attributes['gpu.nvidia.com'].index == 9"}}
+    selector = {"pool": "gpu-node-06", "selectors": [index_9]}
+    request = rule_request(rule(selector, version="v1alpha3"))
+    assert warned(judged(request, dra_fleet(group_0_broken))) == []  # generation 1: no GPU has index 9
+    note, warning = warned(judged(request, dra_fleet(republished)))
+    assert "the view cannot tell whether its CEL selectors select 8 allocated devices" in note
+    assert "would lose 1 whole group of 4: group 1 (llm-xl-1-2)" in warning
+
+
 def test_stale_view_fails_open_with_a_warning() -> None:
     view = view_from_objects(dra_fleet())
     view.mark_broken(PODS, now=0.0)

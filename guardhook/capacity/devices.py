@@ -36,6 +36,7 @@ from guardhook.cluster.dra import (
     ResourceClaimRecord,
     ResourceSliceRecord,
     effective_taints,
+    rule_selects,
 )
 from guardhook.cluster.dra import Device as DraDevice
 
@@ -217,19 +218,12 @@ def _rule_applies(
     classes: Mapping[str, DeviceClassRecord],
     matcher: ClassMatcher,
 ) -> bool:
-    """Whether a DeviceTaintRule selects `device`: driver / pool / device name, and (v1alpha3) the
-    named DeviceClass and CEL selectors, judged like a class's (a class not in the view matches
-    nothing; a selector that cannot be judged counts as matching)."""
-    if not rule.matches_id(device.id):
+    """Whether a DeviceTaintRule selects `device` (dra.rule_selects) for counting free devices: a
+    DeviceClass not in the view matches nothing; a selector that cannot be judged counts as
+    matching."""
+    if rule.device_class and rule.device_class not in classes:
         return False
-    if rule.device_class:
-        device_class = classes.get(rule.device_class)
-        if device_class is None or matcher.matches(device_class, device) is False:
-            return False
-    if rule.selectors:
-        as_class = DeviceClassRecord(f"DeviceTaintRule {rule.name}", rule.selectors, "")
-        return matcher.matches(as_class, device) is not False
-    return True
+    return rule_selects(rule, device.id, device, classes.get, matcher) is not False
 
 
 class Allocation:

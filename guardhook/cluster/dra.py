@@ -17,7 +17,7 @@ Records are compact and never raise on a malformed object: missing or mistyped f
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -436,23 +436,32 @@ class DeviceTaintRuleRecord:
 # ---- devices per node, allocation ---------------------------------------------------------
 
 
-def devices_by_node(slices: Iterable[ResourceSliceRecord]) -> dict[str, list[Device]]:
-    """Node-local devices published by `slices`, per node name. Only the newest generation of
-    each (driver, pool) counts, as the scheduler's allocator does; devices reachable from a node
-    selector or all nodes (no single node) are left out."""
+def newest_generation(slices: Iterable[ResourceSliceRecord]) -> list[ResourceSliceRecord]:
+    """The slices of each (driver, pool)'s newest generation: the scheduler's allocator ignores a
+    pool's older slices (left over while a driver republishes it)."""
     newest: dict[tuple[str, str], int] = {}
     slices = list(slices)
     for s in slices:
         pool = (s.driver, s.pool)
         newest[pool] = max(newest.get(pool, s.generation), s.generation)
+    return [s for s in slices if s.generation == newest[(s.driver, s.pool)]]
+
+
+def devices_by_node(slices: Iterable[ResourceSliceRecord]) -> dict[str, list[Device]]:
+    """Node-local devices published by `slices`, per node name. Only the newest generation of
+    each (driver, pool) counts, as the scheduler's allocator does; devices reachable from a node
+    selector or all nodes (no single node) are left out."""
     out: dict[str, list[Device]] = {}
-    for s in slices:
-        if s.generation != newest[(s.driver, s.pool)]:
-            continue
+    for s in newest_generation(slices):
         for device in s.devices:
             if device.node_name:
                 out.setdefault(device.node_name, []).append(device)
     return out
+
+
+def published_devices(slices: Iterable[ResourceSliceRecord]) -> dict[DeviceId, Device]:
+    """Every device `slices` publish (node-local or not) by id, newest pool generation only."""
+    return {device.id: device for s in newest_generation(slices) for device in s.devices}
 
 
 def allocated_devices(claims: Iterable[ResourceClaimRecord]) -> set[DeviceId]:
@@ -465,6 +474,47 @@ def effective_taints(device: Device, rules: Iterable[DeviceTaintRuleRecord]) -> 
     """A device's own taints plus those of the DeviceTaintRules whose driver / pool / device
     select it."""
     return device.taints + tuple(rule.taint for rule in rules if rule.matches_id(device.id))
+
+
+def rule_selects(
+    rule: DeviceTaintRuleRecord,
+    device: DeviceId,
+    published: Device | None,
+    class_lookup: Callable[[str], DeviceClassRecord | None],
+    matcher: ClassMatcher,
+    unknown: list[str] | None = None,
+) -> bool | None:
+    """Whether DeviceTaintRule `rule` selects `device`: True / False, or None when the view cannot
+    tell. Driver / pool / device name are judged on the id; the v1alpha3 DeviceClass
+    (`class_lookup`, None when the view lacks it) and CEL selectors on `published`, the device as
+    a ResourceSlice publishes it (None when no slice of the view does). Any part judged False
+    makes it False; otherwise a part that cannot be judged (class not in the view, device not
+    published, CEL needing Kubernetes' CEL library) makes it None, and `unknown`, when given,
+    receives which: "deviceClassName" and/or "selectors". Callers decide what None means."""
+    if not rule.matches_id(device):
+        return False
+    parts: list[str] = []
+    if rule.device_class:
+        device_class = class_lookup(rule.device_class)
+        verdict = (
+            None if device_class is None or published is None else matcher.matches(device_class, published)
+        )
+        if verdict is False:
+            return False
+        if verdict is None:
+            parts.append("deviceClassName")
+    if rule.selectors:
+        as_class = DeviceClassRecord(f"DeviceTaintRule {rule.name}", rule.selectors, "")
+        verdict = None if published is None else matcher.matches(as_class, published)
+        if verdict is False:
+            return False
+        if verdict is None:
+            parts.append("selectors")
+    if parts:
+        if unknown is not None:
+            unknown.extend(parts)
+        return None
+    return True
 
 
 # ---- DeviceClass selectors ------------------------------------------------------------------

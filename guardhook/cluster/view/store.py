@@ -23,6 +23,7 @@ from guardhook.cluster.dra import (
     ResourceSliceRecord,
     allocated_devices,
     devices_by_node,
+    published_devices,
 )
 from guardhook.cluster.lws import LeaderWorkerSet, member_of_pod
 from guardhook.cluster.model import NodeRecord, PodRecord, StatefulSetRecord, metadata
@@ -475,6 +476,12 @@ class ClusterView:
         only; see dra.devices_by_node)."""
         with self.lock:
             return devices_by_node(self._dra[RESOURCESLICES].values())
+
+    def published_devices(self) -> dict[DeviceId, Device]:
+        """Every device the ResourceSlices publish (node-local or not) by id, newest pool
+        generation only (see dra.published_devices)."""
+        with self.lock:
+            return published_devices(self._dra[RESOURCESLICES].values())
 
     def devices_on_node(self, node_name: str) -> list[Device]:
         """The devices published as local to node `node_name`."""

@@ -14,7 +14,8 @@ tolerations, and the pods using each claim (`spec.resourceClaims`, `status.resou
 
 What the view cannot tell, reported as a warning and counted as selected (over- rather than
 under-warning): whether a device is selected by a DeviceClass or CEL selector when the device is
-not published in any ResourceSlice of the view, the class is not in the view, or the expression
+not published in any ResourceSlice of the view (only slices of a pool's newest generation
+count, as for the scheduler's allocator), the class is not in the view, or the expression
 needs Kubernetes' CEL library (quantities, semver) that cel-python lacks. Devices not allocated to
 any claim evict nobody; claims or pods the view does not hold cannot be counted.
 """
@@ -26,11 +27,11 @@ from dataclasses import dataclass
 from guardhook.cluster.dra import (
     ClassMatcher,
     Device,
-    DeviceClassRecord,
     DeviceId,
     DeviceRequest,
     DeviceTaintRuleRecord,
     ResourceClaimRecord,
+    rule_selects,
 )
 from guardhook.cluster.lws import member_of_pod
 from guardhook.cluster.model import Toleration
@@ -127,8 +128,9 @@ def request_tolerations(claim: ResourceClaimRecord, request: str) -> tuple[Toler
 
 
 class _Selection:
-    """Whether the rule selects a device: driver / pool / device name from the allocation itself;
-    a v1alpha3 DeviceClass or CEL selector judged on the device as a ResourceSlice publishes it."""
+    """Whether the rule selects a device (dra.rule_selects): driver / pool / device name from the
+    allocation itself; a v1alpha3 DeviceClass or CEL selector judged on the device as a
+    ResourceSlice of its pool's newest generation publishes it (ClusterView.published_devices)."""
 
     def __init__(self, view: ClusterView, rule: DeviceTaintRuleRecord) -> None:
         self.view = view
@@ -136,26 +138,24 @@ class _Selection:
         self.unknown: dict[str, list[str]] = {}
         """why -> the allocated devices whose selection the view cannot judge that way."""
         self._devices: dict[DeviceId, Device] | None = None
+        self._needs_devices = bool(rule.device_class or rule.selectors)
         self._matcher = ClassMatcher()
+        self._labels = {
+            "deviceClassName": f"its DeviceClass {rule.device_class} selects",
+            "selectors": "its CEL selectors select",
+        }
 
     def selects(self, device: DeviceId) -> bool:
-        if not self.rule.matches_id(device):
-            return False
-        checks = []
-        if self.rule.device_class:
-            found = self.view.device_class(self.rule.device_class)
-            checks.append((f"its DeviceClass {self.rule.device_class} selects", found))
-        if self.rule.selectors:
-            checks.append(
-                ("its CEL selectors select", DeviceClassRecord(self.rule.name, self.rule.selectors, ""))
-            )
-        for label, selector in checks:
-            verdict = self._judge(selector, device)
-            if verdict is False:
-                return False
-            if verdict is None:
-                self.unknown.setdefault(label, []).append("/".join(device))
-        return True
+        """dra.rule_selects, with what the view cannot tell counted as selected and noted."""
+        if self._devices is None:  # newest pool generation only, as the allocator sees them
+            self._devices = self.view.published_devices() if self._needs_devices else {}
+        unknown: list[str] = []
+        verdict = rule_selects(
+            self.rule, device, self._devices.get(device), self.view.device_class, self._matcher, unknown
+        )
+        for part in unknown:
+            self.unknown.setdefault(self._labels[part], []).append("/".join(device))
+        return verdict is not False
 
     def notes(self) -> tuple[str, ...]:
         """One line per selector the view could not judge, naming a few of the devices."""
@@ -169,13 +169,3 @@ class _Selection:
                 f"library; counted as selected"
             )
         return tuple(out)
-
-    def _judge(self, selector: DeviceClassRecord | None, device: DeviceId) -> bool | None:
-        if selector is None:
-            return None  # the class is not in the view
-        if self._devices is None:
-            self._devices = {d.id: d for s in self.view.resource_slices() for d in s.devices}
-        published = self._devices.get(device)
-        if published is None:
-            return None
-        return self._matcher.matches(selector, published)
