@@ -15,19 +15,16 @@ NAMESPACE = "serve"
 GPU_SELECTOR = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
 
 
-def node(
+def node_object(
     name: str,
-    gpus: int = 0,
+    allocatable: dict[str, str],
     labels: dict[str, str] | None = None,
     taints: list[dict[str, str]] | None = None,
     unschedulable: bool = False,
     ready: bool = True,
 ) -> dict[str, Any]:
-    """A GPU node of 96 cpu / 2000Gi. `gpus` > 0 lists nvidia.com/gpu in allocatable (a device
-    plugin); a DRA node lists none there and publishes a ResourceSlice instead."""
-    allocatable = {"cpu": "96", "memory": "2000Gi", "pods": "110"}
-    if gpus:
-        allocatable[GPU] = str(gpus)
+    """A Node as the kubelet reports it: `allocatable`, the hostname label plus `labels`, `taints`,
+    a cordon, and the Ready condition."""
     spec: dict[str, Any] = {"taints": taints or []}
     if unschedulable:
         spec["unschedulable"] = True
@@ -43,19 +40,40 @@ def node(
     }
 
 
-def resource_slice(
-    node_name: str, gpus: int = 8, taints: list[dict[str, str]] | None = None
+def node(
+    name: str,
+    gpus: int = 0,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    unschedulable: bool = False,
+    ready: bool = True,
 ) -> dict[str, Any]:
-    """The node-local ResourceSlice the NVIDIA DRA driver publishes for `gpus` GPUs."""
+    """A GPU node of 96 cpu / 2000Gi. `gpus` > 0 lists nvidia.com/gpu in allocatable (a device
+    plugin); a DRA node lists none there and publishes a ResourceSlice instead."""
+    allocatable = {"cpu": "96", "memory": "2000Gi", "pods": "110"}
+    if gpus:
+        allocatable[GPU] = str(gpus)
+    return node_object(name, allocatable, labels, taints, unschedulable, ready)
+
+
+def resource_slice(
+    node_name: str,
+    gpus: int = 8,
+    taints: list[dict[str, str]] | None = None,
+    generation: int = 1,
+    name: str | None = None,
+) -> dict[str, Any]:
+    """The node-local ResourceSlice the NVIDIA DRA driver publishes for `gpus` GPUs (pool
+    `generation`; `name` defaults to the driver's generated one)."""
     device_extra = {"taints": taints} if taints else {}
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
-        "metadata": {"name": f"{node_name}-{DRIVER}-x2v9k"},
+        "metadata": {"name": name or f"{node_name}-{DRIVER}-x2v9k"},
         "spec": {
             "driver": DRIVER,
             "nodeName": node_name,
-            "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+            "pool": {"name": node_name, "generation": generation, "resourceSliceCount": 1},
             "devices": [
                 {
                     "name": f"gpu-{i}",

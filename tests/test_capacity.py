@@ -26,6 +26,8 @@ from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import NODES, ClusterView
 from guardhook.cluster.view.store import PODS as POD_KIND
 
+from gpu_cluster import node_object
+
 GPU = "nvidia.com/gpu"
 
 
@@ -42,18 +44,7 @@ def node(
     allocatable = {"cpu": cpu, "memory": "64Gi", "pods": str(pods)}
     if gpu:
         allocatable[GPU] = str(gpu)
-    spec: dict[str, Any] = {"taints": taints or []}
-    if unschedulable:
-        spec["unschedulable"] = True
-    return {
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-        "spec": spec,
-        "status": {
-            "allocatable": allocatable,
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-        },
-    }
+    return node_object(name, allocatable, labels, taints, unschedulable, ready)
 
 
 def pod(

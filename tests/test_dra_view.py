@@ -42,6 +42,7 @@ from guardhook.cluster.view.store import (
 )
 
 from fake_apiserver import FakeApiServer
+from gpu_cluster import resource_slice
 
 DRIVER = "gpu.nvidia.com"
 GPU_CLASS_SELECTOR = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
@@ -49,27 +50,7 @@ GPU_CLASS_SELECTOR = "device.driver == 'gpu.nvidia.com' && device.attributes['gp
 
 def slice_v1(node: str, gpus: int, generation: int = 1, name: str | None = None) -> dict[str, Any]:
     """A node-local ResourceSlice as the NVIDIA DRA driver publishes it (resource.k8s.io/v1)."""
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": name or f"{node}-{DRIVER}-abcde"},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": node,
-            "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
-            "devices": [
-                {
-                    "name": f"gpu-{i}",
-                    "attributes": {
-                        "type": {"string": "gpu"},
-                        "productName": {"string": "NVIDIA H100 80GB HBM3"},
-                    },
-                    "capacity": {"memory": {"value": "80Gi"}},
-                }
-                for i in range(gpus)
-            ],
-        },
-    }
+    return resource_slice(node, gpus, generation=generation, name=name or f"{node}-{DRIVER}-abcde")
 
 
 def slice_v1beta1(node: str, gpus: int) -> dict[str, Any]:
