@@ -6,7 +6,7 @@ collide. Latency buckets are fine enough to tell 1 ms from 5 ms.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -128,44 +128,55 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-class GroupCollector(Collector):
-    """Per-LWS group gauges computed from the cluster view at scrape time (so an LWS that is gone
-    leaves no stale series): `guardhook_lws_groups_desired`, `guardhook_lws_groups_whole`,
-    `guardhook_lws_leader_ready_group_incomplete`, labelled by namespace and name.
+class LwsGaugeCollector(Collector):
+    """Gauges per LeaderWorkerSet (labels namespace, name) computed from the cluster view at
+    scrape time, so an LWS that is gone leaves no stale series. A subclass names its gauges in
+    GAUGES ((field, metric name, help), each field an attribute of the rows) and yields one row
+    per LWS from `rows(view)`; `view` is called on every scrape and returns the current view."""
 
-    `view` is called on every scrape and returns the current view.
-    """
+    GAUGES: tuple[tuple[str, str, str], ...] = ()
 
     def __init__(self, view: Callable[[], ClusterView]) -> None:
         self.view = view
 
+    def rows(self, view: ClusterView) -> Iterable[Any]:
+        """One object per LWS with `namespace`, `name` and an attribute per GAUGES field."""
+        return ()
+
     def collect(self) -> Iterator[Metric]:
-        families = {
-            "desired": GaugeMetricFamily(
-                "guardhook_lws_groups_desired",
-                "Groups a LeaderWorkerSet asks for (spec.replicas).",
-                labels=["namespace", "name"],
-            ),
-            "whole": GaugeMetricFamily(
-                "guardhook_lws_groups_whole",
-                "Groups with every pod present, none terminating, all Ready.",
-                labels=["namespace", "name"],
-            ),
-            "leader_ready_group_incomplete": GaugeMetricFamily(
-                "guardhook_lws_leader_ready_group_incomplete",
-                "Groups whose leader is Ready (so it takes traffic) while the group is not whole.",
-                labels=["namespace", "name"],
-            ),
-        }
-        for groups in all_groups(self.view()):
-            labels = [groups.namespace, groups.name]
-            families["desired"].add_metric(labels, groups.desired)
-            families["whole"].add_metric(labels, groups.whole)
-            families["leader_ready_group_incomplete"].add_metric(labels, groups.leader_ready_group_incomplete)
-        yield from families.values()
+        families = [
+            (field, GaugeMetricFamily(name, text, labels=["namespace", "name"]))
+            for field, name, text in self.GAUGES
+        ]
+        for row in self.rows(self.view()):
+            for field, family in families:
+                family.add_metric([row.namespace, row.name], getattr(row, field))
+        yield from (family for _, family in families)
 
     def describe(self) -> Iterator[Metric]:
         return iter(())
+
+
+class GroupCollector(LwsGaugeCollector):
+    """`guardhook_lws_groups_desired`, `guardhook_lws_groups_whole` and
+    `guardhook_lws_leader_ready_group_incomplete` per LWS (guardhook.cluster.groups.all_groups)."""
+
+    GAUGES = (
+        ("desired", "guardhook_lws_groups_desired", "Groups a LeaderWorkerSet asks for (spec.replicas)."),
+        (
+            "whole",
+            "guardhook_lws_groups_whole",
+            "Groups with every pod present, none terminating, all Ready.",
+        ),
+        (
+            "leader_ready_group_incomplete",
+            "guardhook_lws_leader_ready_group_incomplete",
+            "Groups whose leader is Ready (so it takes traffic) while the group is not whole.",
+        ),
+    )
+
+    def rows(self, view: ClusterView) -> Iterable[Any]:
+        return all_groups(view)
 
 
 GROUP_READY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
@@ -197,45 +208,36 @@ class GroupReadinessMetrics:
         self.patches.labels(result).inc()
 
 
-class GateCollector(Collector):
+class GateCollector(LwsGaugeCollector):
     """Per opted-in LWS gauges computed from the cluster view at scrape time:
     `guardhook_group_readiness_leaders_gated` (leaders carrying the readiness gate),
     `guardhook_group_readiness_groups_ready` (of those, condition True: ready by the gate) and
     `guardhook_group_readiness_conditions_behind` (condition not what the group's state says:
-    the alert for a reconciler that is not running). `all_lws` is the policy parameter
-    allLeaderWorkerSets."""
+    the alert for a reconciler that is not running); none while the view is stale. `all_lws` is
+    the policy parameter allLeaderWorkerSets."""
+
+    GAUGES = (
+        (
+            "gated",
+            "guardhook_group_readiness_leaders_gated",
+            "Leaders of opted-in LeaderWorkerSets carrying the readiness gate guardhook.io/group-ready.",
+        ),
+        (
+            "ready",
+            "guardhook_group_readiness_groups_ready",
+            "Gated leaders whose guardhook.io/group-ready condition is True (groups ready by the gate).",
+        ),
+        (
+            "behind",
+            "guardhook_group_readiness_conditions_behind",
+            "Gated leaders whose guardhook.io/group-ready condition is not what their group's state "
+            "says (missing or out of date).",
+        ),
+    )
 
     def __init__(self, view: Callable[[], ClusterView], all_lws: bool = False) -> None:
-        self.view = view
+        super().__init__(view)
         self.all_lws = all_lws
 
-    def collect(self) -> Iterator[Metric]:
-        families = {
-            "gated": GaugeMetricFamily(
-                "guardhook_group_readiness_leaders_gated",
-                "Leaders of opted-in LeaderWorkerSets carrying the readiness gate guardhook.io/group-ready.",
-                labels=["namespace", "name"],
-            ),
-            "ready": GaugeMetricFamily(
-                "guardhook_group_readiness_groups_ready",
-                "Gated leaders whose guardhook.io/group-ready condition is True (groups ready by the gate).",
-                labels=["namespace", "name"],
-            ),
-            "behind": GaugeMetricFamily(
-                "guardhook_group_readiness_conditions_behind",
-                "Gated leaders whose guardhook.io/group-ready condition is not what their group's state "
-                "says (missing or out of date).",
-                labels=["namespace", "name"],
-            ),
-        }
-        view = self.view()
-        if not view.is_stale():
-            for counts in gate_counts(view, self.all_lws):
-                labels = [counts.namespace, counts.name]
-                families["gated"].add_metric(labels, counts.gated)
-                families["ready"].add_metric(labels, counts.ready)
-                families["behind"].add_metric(labels, counts.behind)
-        yield from families.values()
-
-    def describe(self) -> Iterator[Metric]:
-        return iter(())
+    def rows(self, view: ClusterView) -> Iterable[Any]:
+        return () if view.is_stale() else gate_counts(view, self.all_lws)
