@@ -33,10 +33,11 @@ class SourceError(CommandError):
     """The configured cluster source cannot be used."""
 
 
-def add_view_flags(parser: argparse.ArgumentParser, kubeconfig_help: str) -> None:
+def add_view_flags(parser: argparse.ArgumentParser, kubeconfig_help: str, enforcement: bool = True) -> None:
     """Flags that choose the cluster view and configuration, shared by every command;
     `kubeconfig_help` says what the command does with that cluster (`serve` watches it, the one-shot
-    commands list it once)."""
+    commands list it once); `enforcement` False for a command that judges no request (no
+    `--enforcement`, which only turns Deny actions into Audit)."""
     parser.add_argument(
         "--cluster-state",
         action="append",
@@ -49,7 +50,10 @@ def add_view_flags(parser: argparse.ArgumentParser, kubeconfig_help: str) -> Non
         metavar="FILE",
         help=f"{kubeconfig_help} (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config)",
     )
-    add_config_flags(parser)
+    if enforcement:
+        add_config_flags(parser)
+    else:
+        parser.add_argument("--config", metavar="FILE", help="policy configuration (YAML)")
 
 
 def add_config_flags(parser: argparse.ArgumentParser) -> None:

@@ -37,7 +37,7 @@ def add_parser(commands: Any) -> None:
     )
     drain.add_argument("nodes", nargs="+", metavar="NODE", help="nodes to drain, in the order to try them")
     drain.add_argument("--format", choices=("text", "json"), default="text", help="output format")
-    add_view_flags(drain, "plan on the cluster of this kubeconfig, listed once")
+    add_view_flags(drain, "plan on the cluster of this kubeconfig, listed once", enforcement=False)
     drain.set_defaults(run=run_drain_plan)
 
 
@@ -48,7 +48,7 @@ def run_drain_plan(args: argparse.Namespace) -> int:
     from guardhook.config import load_config
     from guardhook.planning.drain import UnknownNodeError, plan_drain
 
-    config = load_config(args.config, args.enforcement)
+    config = load_config(args.config)
     source = choose_source(args.cluster_state, args.kubeconfig)
     objects = _objects(source)
     try:
