@@ -184,3 +184,16 @@ def test_leader_service_patch_is_idempotent_and_keeps_leaders(lws: LeaderWorkerS
     assert after.leaders == before.leaders
     if before.group_indexes is not None and after.group_indexes is not None:
         assert after.group_indexes <= before.group_indexes
+
+
+def test_serving_pods_annotation_reads_all_leaders_and_unreadable_values() -> None:
+    from guardhook.cluster.lws import SERVING_ALL, SERVING_LEADERS, LeaderWorkerSet
+
+    def lws(value: str | None) -> LeaderWorkerSet:
+        notes = {} if value is None else {"guardhook.io/serving-pods": value}
+        return LeaderWorkerSet({"metadata": {"annotations": notes}})
+
+    assert lws(None).serving_pods == SERVING_LEADERS and lws(None).serving_pods_unreadable is None
+    assert lws("all").serving_pods == SERVING_ALL and lws("all").serving_pods_unreadable is None
+    assert lws("leaders").serving_pods == SERVING_LEADERS
+    assert lws("All").serving_pods == SERVING_LEADERS and lws("All").serving_pods_unreadable == "All"

@@ -29,6 +29,13 @@ GROUP_KEY_LABEL = PREFIX + "group-key"
 SIZE_ANNOTATION = PREFIX + "size"
 LEADER_NAME_ANNOTATION = PREFIX + "leader-name"
 EXCLUSIVE_TOPOLOGY_ANNOTATION = PREFIX + "exclusive-topology"
+# guardhook's own LWS annotation: which pods of a group serve traffic. "leaders" (the default) for
+# tensor/pipeline-parallel groups whose leader alone serves; "all" for data-parallel groups (e.g.
+# vLLM --data-parallel-hybrid-lb) where every pod serves its ranks.
+SERVING_PODS_ANNOTATION = "guardhook.io/serving-pods"
+SERVING_LEADERS = "leaders"
+SERVING_ALL = "all"
+SERVING_PODS_VALUES = (SERVING_LEADERS, SERVING_ALL)
 
 
 def _int_or(value: Any, default: int) -> int:
@@ -197,6 +204,20 @@ class LeaderWorkerSet:
     @property
     def exclusive_topology(self) -> str | None:
         return self.annotations.get(EXCLUSIVE_TOPOLOGY_ANNOTATION) or None
+
+    @property
+    def serving_pods(self) -> str:
+        """SERVING_ALL when the `guardhook.io/serving-pods` annotation is exactly "all", else
+        SERVING_LEADERS (the default, also for an unreadable value: see `serving_pods_unreadable`)."""
+        all_serve = self.annotations.get(SERVING_PODS_ANNOTATION) == SERVING_ALL
+        return SERVING_ALL if all_serve else SERVING_LEADERS
+
+    @property
+    def serving_pods_unreadable(self) -> str | None:
+        """The raw `guardhook.io/serving-pods` value when it is set but neither "leaders" nor "all"
+        (group-spec warns about it), else None."""
+        raw = self.annotations.get(SERVING_PODS_ANNOTATION)
+        return raw if raw is not None and raw not in SERVING_PODS_VALUES else None
 
 
 def lws_owner(obj: KubeObject) -> OwnerRef | None:
