@@ -37,3 +37,40 @@ def test_the_default_source_order_is_named(command: str) -> None:
 
 def test_group_readiness_names_its_config_key_in_full() -> None:
     assert "policies.group-readiness.allLeaderWorkerSets" in option_help("group-readiness", "--config")
+
+
+def every_option() -> list[tuple[str, argparse.Action]]:
+    """(command, action) for the global flags and every command's flags."""
+    parser = build_parser()
+    found = [("guardhook", a) for a in parser._actions if a.option_strings]
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in subparsers.choices.items():
+        found += [(name, a) for a in sub._actions if a.option_strings]
+    return found
+
+
+def test_every_flag_with_a_default_says_it() -> None:
+    # Switches (store_true/false) have no default to tell; everything else that has one says it.
+    switches = (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._HelpAction)
+    silent = [
+        f"{command} {action.option_strings[0]}"
+        for command, action in every_option()
+        if not isinstance(action, switches)
+        and action.default not in (None, [], argparse.SUPPRESS)
+        and "default" not in (action.help or "")
+    ]
+    assert not silent
+
+
+@pytest.mark.parametrize(
+    ("command", "flag", "default"),
+    [
+        ("guardhook", "--log-level", "INFO"),
+        ("certs", "--service", "guardhook"),
+        ("certs", "--namespace", "guardhook-system"),
+        ("check", "--format", "text"),
+    ],
+)
+def test_the_defaults_the_trial_missed_are_in_the_help(command: str, flag: str, default: str) -> None:
+    (action,) = [a for c, a in every_option() if c == command and flag in a.option_strings]
+    assert f"(default {default})" in action.help and action.default == default

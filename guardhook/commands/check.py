@@ -177,7 +177,9 @@ def add_parser(commands: Any) -> None:
     """Register `guardhook check` on the CLI's subparsers."""
     check_cmd = commands.add_parser("check", help="offline CI check of manifests (judged as CREATEs)")
     check_cmd.add_argument("paths", nargs="+", metavar="PATH", help="manifest files or folders, - for stdin")
-    check_cmd.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    check_cmd.add_argument(
+        "--format", choices=("text", "json"), default="text", help="output format (default text)"
+    )
     check_cmd.add_argument(
         "--cluster-state",
         action="append",

@@ -63,7 +63,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
         "--enforcement",
         choices=("deny", "audit"),
         default="deny",
-        help="audit: turn every Deny into Audit, for a cluster-wide dry run",
+        help="audit: turn every Deny into Audit, for a cluster-wide dry run (default deny)",
     )
 
 

@@ -42,7 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"guardhook {__version__}")
     parser.add_argument(
-        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help=", ".join(LOG_LEVELS)
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        help=f"{', '.join(LOG_LEVELS)} (default INFO)",
     )
     parser.add_argument(
         "--log-format", default="text", choices=FORMATS, help="log lines as text or JSON (default text)"
