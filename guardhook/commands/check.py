@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-from guardhook.commands.common import EXIT_USAGE, add_config_flags
+from guardhook.commands.common import EXIT_USAGE, add_config_flags, counted
 
 if TYPE_CHECKING:
     from guardhook.commands.context import Unjudged
@@ -150,7 +150,9 @@ def render_text(result: CheckResult, out: TextIO, err: TextIO) -> None:
     if not result.objects and not result.errors:
         print(f"guardhook check: {NO_OBJECTS}", file=err)
     denied = sum(1 for f in result.violations if f.outcome == "denied")
-    summary = f"{result.objects} objects, {len(result.violations)} findings, {denied} denied"
+    summary = (
+        f"{counted(result.objects, 'object')}, {counted(len(result.violations), 'finding')}, {denied} denied"
+    )
     if result.unjudged:
         summary += f", {len(result.unjudged)} not judged"
     if result.errors:
