@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from pool_helpers import as_update, pool_review, pool_selector
 from test_lws_reach import GROUP_KEYS, HASHES, P, concrete_pods, lws_objects
 from test_lws_reach import NAME as NAME_IN_TESTS
+from test_manifests import MANIFESTS, _called, rules_of
 
 from guardhook.admission.engine import Engine
 from guardhook.cluster.lws import LeaderWorkerSet
@@ -30,6 +31,7 @@ from guardhook.wire import KubeObject
 
 from conftest import Server, load_review
 from helpers import find, fleet_view
+from kustomize_lite import render
 
 WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 NAME = "leaderworkerset.sigs.k8s.io/name"
@@ -323,3 +325,27 @@ def test_select_nothing_is_only_said_of_selectors_no_concrete_pod_matches(
             assert not any(matches(requirements, labels) for _, _, labels in concrete_pods(lws, keys, hashes))
     for suggestion in working_selectors(selector, [lws]):
         assert lws.replicas == 0 or reach(from_map(suggestion), lws).leaders
+
+
+# --- the default install's webhook entry -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_default_install_calls_the_mutating_entry_for_pools_of_users_only(version: str) -> None:
+    hooks = [
+        {**hook, "_kind": config["kind"]}
+        for config in render(MANIFESTS)
+        if config["kind"].endswith("WebhookConfiguration")
+        for hook in config["webhooks"]
+    ]
+    group = pool_review("s12-service-app-selector.mutating", version)["request"]["resource"]["group"]
+    request = (group, version, "inferencepools", "CREATE")
+    (hook,) = [h for h in hooks if request in rules_of(h)]
+    assert (hook["_kind"], hook["clientConfig"]["service"]["path"]) == (
+        "MutatingWebhookConfiguration",
+        "/mutate",
+    )
+    body = pool_review("s12-service-app-selector.mutating", version)
+    assert _called(hook, body)
+    body["request"]["userInfo"]["username"] = "system:serviceaccount:lws-system:lws-controller-manager"
+    assert not _called(hook, body)

@@ -229,7 +229,18 @@ def test_services_are_mutated_with_reinvocation_if_needed(webhooks: list[Object]
     assert len(services) == 1
     assert services[0]["_kind"] == "MutatingWebhookConfiguration"
     assert services[0]["reinvocationPolicy"] == "IfNeeded"
-    assert rules_of(services[0]) == {("", "v1", "services", "CREATE"), ("", "v1", "services", "UPDATE")}
+    assert rules_of(services[0]) == LEADER_SERVICE_REQUESTS
+
+
+LEADER_SERVICE_REQUESTS = {
+    (group, version, resource, op)
+    for group, version, resource in (
+        ("", "v1", "services"),
+        ("inference.networking.k8s.io", "v1", "inferencepools"),
+        ("inference.networking.x-k8s.io", "v1alpha2", "inferencepools"),
+    )
+    for op in ("CREATE", "UPDATE")
+}
 
 
 def test_hpa_is_registered_as_autoscaling_v2_only(webhooks: list[Object]) -> None:
@@ -245,7 +256,7 @@ def test_hpa_is_registered_as_autoscaling_v2_only(webhooks: list[Object]) -> Non
 POLICY_REQUESTS = {
     "worker-delete": [("", "v1", "pods", "DELETE")],
     "group-eviction": [("", "v1", "pods/eviction", "CREATE")],
-    "leader-service": [("", "v1", "services", "CREATE"), ("", "v1", "services", "UPDATE")],
+    "leader-service": sorted(LEADER_SERVICE_REQUESTS),
     "group-pdb": [("policy", "v1", "poddisruptionbudgets", op) for op in ("CREATE", "UPDATE")],
     "pod-counted-scaler": [
         ("autoscaling", "v2", "horizontalpodautoscalers", "CREATE"),
