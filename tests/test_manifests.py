@@ -389,6 +389,10 @@ def test_base_cluster_role_only_reads_what_the_view_needs(default_install: list[
         # the DRA kinds the view lists and watches (guardhook.cluster.listing.DRA_LISTS)
         *{("resource.k8s.io", KIND_TO_RESOURCE[listed.kind]) for listed in DRA_LISTS},
         ("karpenter.sh", "nodepools"),
+        # the coverage report (guardhook.cluster.coverage): namespace labels, its own webhook entries
+        ("", "namespaces"),
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
     }
     binding = one(default_install, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
