@@ -12,8 +12,10 @@ SUITE=${SUITE:-bookworm}
 BASE_IMAGE=${BASE_IMAGE:-localhost/guardhook-base:$SUITE}
 PODMAN=${PODMAN:-podman}
 CACHE=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/guardhook-image}
-# python3-venv: the build stage's `python3 -m venv`; the essential variant: no apt, no init system.
-PACKAGES="python3 python3-venv"
+# python3-venv: the build stage's `python3 -m venv`; libstdc++6: the C++ runtime numpy's and
+# google-re2's wheels link (the official python images have it through apt); the essential variant:
+# no apt, no init system.
+PACKAGES="python3 python3-venv libstdc++6"
 if $PODMAN image exists "$BASE_IMAGE"; then echo "$BASE_IMAGE"; exit 0; fi
 key=$(echo "$SUITE essential $PACKAGES" | sha256sum | cut -c1-12)
 rootfs=$CACHE/rootfs-$SUITE-$key.tar
