@@ -4,6 +4,7 @@
 #   image/build.sh                                       # on python:3.11-slim (needs its registry)
 #   BASE=$(image/base.sh) image/build.sh                 # on a base made from Debian packages, offline
 #   BASE=example.local/py:1 image/build.sh               # on any Python 3.11 image with python3 + venv
+#   image/build.sh --no-cache                            # extra arguments go to `podman build`
 # Writes $OUT/guardhook-$VERSION.oci.tar and $OUT/guardhook-$VERSION.cdx.json (OUT default dist/image);
 # prints the image name last. Knobs: IMAGE (default ghcr.io/guardhook/guardhook:$VERSION, the manifests'
 # reference), BASE, OUT, CA_BUNDLE (build secret `ca-bundle` for TLS inside the build; default the host's
@@ -19,7 +20,7 @@ args=("${PODMAN_ARGS[@]}" --network "${BUILD_NETWORK:-host}" --build-arg "VERSIO
 [ -n "${BASE:-}" ] && args+=(--build-arg "BASE=$BASE")
 [ -r "$CA_BUNDLE" ] && args+=(--secret "id=ca-bundle,src=$CA_BUNDLE")
 start=$(date +%s)
-$PODMAN build "${args[@]}" -f Dockerfile -t "$IMAGE" . >&2
+$PODMAN build "${args[@]}" "$@" -f Dockerfile -t "$IMAGE" . >&2
 echo "built $IMAGE in $(( $(date +%s) - start ))s ($($PODMAN image inspect --format '{{.Size}}' "$IMAGE" | awk '{printf "%d MB", $1/1e6}'))" >&2
 if [ "${SAVE:-1}" != 0 ]; then
   mkdir -p "$OUT"

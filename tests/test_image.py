@@ -14,6 +14,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,12 +23,17 @@ from typing import Any
 
 import pytest
 import requests
+from packaging.utils import canonicalize_name
+from test_image_files import IMAGE as IMAGE_FILES
+from test_image_files import locked
 
 from guardhook import __version__
 
-from conftest import REVIEWS, free_port, load_review
+from conftest import REPO, REVIEWS, free_port, load_review
 
 IMAGE = os.environ.get("GUARDHOOK_IMAGE", "")
+# Where image/build.sh wrote the OCI archive and the SBOM (its OUT).
+OUT = REPO / os.environ.get("GUARDHOOK_IMAGE_OUT", "dist/image")
 REVIEW = "s01-worker-delete.validating"
 
 
@@ -210,3 +216,38 @@ def test_no_pip_build_backend_or_compiler_in_the_image() -> None:
     )
     found = run_in_image("-c", probe, entrypoint="python").stdout.splitlines()
     assert found == ["[]", "[]", "[]"]
+
+
+def installed() -> dict[str, str]:
+    """The image's Python environment: canonical distribution name -> version."""
+    probe = (
+        "import importlib.metadata as m, json; "
+        "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
+    )
+    found = json.loads(run_in_image("-c", probe, entrypoint="python").stdout)
+    return {canonicalize_name(name): version for name, version in found.items()}
+
+
+def test_the_environment_is_exactly_the_lock() -> None:
+    pins = locked(IMAGE_FILES / "requirements.lock")
+    expected = {name: versions for name, (versions, _) in pins.items() if name != "setuptools"}
+    environment = installed()
+    assert environment.pop("guardhook") == __version__
+    assert set(environment) == set(expected)
+    assert all(version in expected[name] for name, version in environment.items())
+
+
+def test_the_release_archive_and_the_sbom_describe_this_image() -> None:
+    archive = OUT / f"guardhook-{__version__}.oci.tar"
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+        layout = json.load(tar.extractfile("oci-layout"))  # type: ignore[arg-type]
+    assert {"index.json", "oci-layout"} <= names and layout["imageLayoutVersion"] == "1.0.0"
+    sbom = json.loads((OUT / f"guardhook-{__version__}.cdx.json").read_text())
+    assert sbom["bomFormat"] == "CycloneDX"
+    root = sbom["metadata"]["component"]
+    assert (root["name"], root["version"]) == ("guardhook", __version__)
+    listed = {canonicalize_name(c["name"]): c["version"] for c in sbom["components"]}
+    environment = installed()
+    environment.pop("guardhook")
+    assert listed == environment
