@@ -26,9 +26,12 @@ if [ "${SAVE:-1}" != 0 ]; then
   mkdir -p "$OUT"
   archive=$OUT/guardhook-$VERSION.oci.tar
   rm -f "$archive"
-  $PODMAN save --format oci-archive -o "$archive" "$IMAGE"
+  start=$(date +%s)
+  $PODMAN save --quiet --format oci-archive -o "$archive" "$IMAGE"
+  saved=$(date +%s)
   image/sbom.sh "$IMAGE" "${BASE:-python:3.11-slim}" > "$OUT/guardhook-$VERSION.cdx.json.part"
   mv "$OUT/guardhook-$VERSION.cdx.json.part" "$OUT/guardhook-$VERSION.cdx.json"
-  echo "wrote $archive ($(du -h "$archive" | cut -f1)) and $OUT/guardhook-$VERSION.cdx.json" >&2
+  echo "wrote $archive ($(du -h "$archive" | cut -f1)) in $(( saved - start ))s and" \
+    "$OUT/guardhook-$VERSION.cdx.json in $(( $(date +%s) - saved ))s" >&2
 fi
 echo "$IMAGE"
