@@ -10,7 +10,7 @@
 # written at run time except gunicorn's worker heartbeat in /tmp (an emptyDir in manifests/base/).
 # TLS inside the build (an intercepting proxy): pass the CA bundle as the build secret `ca-bundle`
 # (`--secret id=ca-bundle,src=/etc/ssl/certs/ca-certificates.crt`); a secret never lands in a layer.
-ARG BASE=python:3.11-slim
+ARG BASE=docker.io/library/python:3.11-slim
 
 FROM ${BASE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore

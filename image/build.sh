@@ -29,7 +29,7 @@ if [ "${SAVE:-1}" != 0 ]; then
   start=$(date +%s)
   $PODMAN save --quiet --format oci-archive -o "$archive" "$IMAGE"
   saved=$(date +%s)
-  image/sbom.sh "$IMAGE" "${BASE:-python:3.11-slim}" > "$OUT/guardhook-$VERSION.cdx.json.part"
+  image/sbom.sh "$IMAGE" "${BASE:-docker.io/library/python:3.11-slim}" > "$OUT/guardhook-$VERSION.cdx.json.part"
   mv "$OUT/guardhook-$VERSION.cdx.json.part" "$OUT/guardhook-$VERSION.cdx.json"
   echo "wrote $archive ($(du -h "$archive" | cut -f1)) in $(( saved - start ))s and" \
     "$OUT/guardhook-$VERSION.cdx.json in $(( $(date +%s) - saved ))s" >&2

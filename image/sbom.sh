@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . image/podman-args.sh
 [ $# -ge 1 ] || { echo "usage: image/sbom.sh IMAGE [BASE]" >&2; exit 2; }
-IMAGE=$1 BASE=${2:-python:3.11-slim}
+IMAGE=$1 BASE=${2:-docker.io/library/python:3.11-slim}
 CACHE=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/guardhook-image}
 CA_BUNDLE=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 key=$( { cat image/sbom-tool.lock; $PODMAN image inspect --format '{{.Id}}' "$BASE"; } | sha256sum | cut -c1-12)
