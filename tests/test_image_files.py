@@ -92,3 +92,20 @@ def test_the_build_context_is_only_what_the_dockerfile_copies() -> None:
         copied |= set(line.split()[:-1])
     assert copied == allowed
     assert "*" in (REPO / ".dockerignore").read_text().splitlines()
+
+
+def test_nothing_imports_the_kubernetes_asyncio_client_the_image_leaves_out() -> None:
+    """The Dockerfile deletes kubernetes/aio (~70 MB): neither guardhook nor the rest of the client
+    may import it."""
+    import kubernetes
+
+    client = Path(kubernetes.__file__).parent
+    sources = [
+        *(REPO / "guardhook").rglob("*.py"),
+        *(p for p in client.rglob("*.py") if "aio" not in p.parts),
+    ]
+    importing = re.compile(
+        r"^\s*(from\s+kubernetes\.aio\b|import\s+kubernetes\.aio\b|from\s+\.+\s+import\s+aio\b)", re.M
+    )
+    assert [p for p in sources if importing.search(p.read_text(encoding="utf-8"))] == []
+    assert "site-packages/kubernetes/aio" in DOCKERFILE
