@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -147,6 +148,11 @@ def older(version: str, than: str | None) -> bool:
     return new is not None and held is not None and new < held
 
 
+def _interned(key: Key) -> Key:
+    # The view's records hold the same (interned) strings: a 150k-pod relist keeps one copy.
+    return (sys.intern(key[0]), sys.intern(key[1]))
+
+
 def trimmed(kind: str, obj: KubeObject) -> KubeObject:
     """`obj` without the fields no policy reads but that weigh most (kinds kept as dicts)."""
     if kind in KEPT_AS_DICTS:
@@ -235,7 +241,7 @@ class Reflector:
         for page in pages(lambda token: self.transport.list_page(self.kind, token, self.page_size)):
             for obj in page.get("items") or []:
                 if isinstance(obj, dict):
-                    versions[object_key(obj)] = resource_version(obj)
+                    versions[_interned(object_key(obj))] = resource_version(obj)
                     self.view.upsert(self.kind, trimmed(self.kind, obj))
             version = str(metadata(page).get("resourceVersion") or "")
         return versions, version
