@@ -38,6 +38,8 @@ class TextFormatter(logging.Formatter):
         second = int(record.created)
         if self._second[0] != second:
             self._second = (second, time.strftime(self.default_time_format, self.converter(record.created)))
+        if self.default_msec_format is None:
+            return self._second[1]
         return self.default_msec_format % (self._second[1], record.msecs)
 
     def format(self, record: logging.LogRecord) -> str:
