@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from guardhook.cluster.model import as_dict, metadata
 from guardhook.cluster.paging import pages
+from guardhook.cluster.view.gcpause import collector_paused
 from guardhook.cluster.view.store import (
     DRA_KINDS,
     KINDS,
@@ -215,7 +216,8 @@ class Reflector:
         """
         for attempt in range(2):
             try:
-                versions, version = self._list_into_view()
+                with collector_paused():  # see gcpause: collections over a growing heap find nothing
+                    versions, version = self._list_into_view()
                 break
             except Gone:
                 if attempt == 1:
