@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from guardhook.cluster.going import Unless
 from guardhook.cluster.lws import member_of_pod
 from guardhook.cluster.model import NodeRecord, PodRecord, Taint
 from guardhook.cluster.taints import added_no_execute, eviction_delay
@@ -77,7 +78,8 @@ class GroupTaint(Policy):
             return stale_judgement(self, ctx.view)
         name = node.name or ctx.name
         what = f"NoExecute taint {describe_taints(taints)} on node {name}"
-        return judge_blast(ctx, Blast(what, node_victims(ctx.view.pods_on_node(name), taints)))
+        victims = node_victims(ctx.view.pods_on_node(name), taints)
+        return judge_blast(ctx, Blast(what, victims, unless=Unless(node=name, taints=taints)))
 
 
 def describe_taints(taints: Iterable[Taint]) -> str:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import contextlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from guardhook.cluster.going import Going, Unless
 from guardhook.cluster.lws import LeaderWorkerSet, member_of_pod
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
@@ -40,6 +41,8 @@ class Blast:
     what: str
     victims: Sequence[Victim]
     unknown: tuple[str, ...] = ()
+    unless: Unless = field(default_factory=Unless)
+    """The taint judged, left out of the taints already in force should the view hold it."""
 
 
 def judge_blast(ctx: PolicyContext, blast: Blast) -> Judgement:
@@ -47,8 +50,9 @@ def judge_blast(ctx: PolicyContext, blast: Blast) -> Judgement:
     its budget; advisories for what the view could not tell."""
     default = int(ctx.params.get("maxDisruptedGroups", 1))
     over = []
+    going = Going(ctx.view, blast.unless)
     for lws, victims in _by_lws(ctx.view, blast.victims).items():
-        line = _over_budget(ctx.view, ctx.ledger, lws, victims, budget_of(lws, default))
+        line = _over_budget(ctx.view, ctx.ledger, lws, victims, budget_of(lws, default), going)
         if line:
             over.append(line)
     advisories = tuple(f"{blast.what}: {note}" for note in blast.unknown)
@@ -79,10 +83,16 @@ def _by_lws(view: ClusterView, victims: Iterable[Victim]) -> dict[LeaderWorkerSe
 
 
 def _over_budget(
-    view: ClusterView, ledger: Ledger | None, lws: LeaderWorkerSet, victims: Sequence[Victim], budget: int
+    view: ClusterView,
+    ledger: Ledger | None,
+    lws: LeaderWorkerSet,
+    victims: Sequence[Victim],
+    budget: int,
+    going: Going,
 ) -> str:
-    """One LWS's part of the message when it would exceed `budget`, else ""."""
-    broken = broken_in_view(view, lws)
+    """One LWS's part of the message when it would exceed `budget`, else "". Groups already broken
+    include those a taint in force dooms (`going`), so taints added one after another add up."""
+    broken = broken_in_view(view, lws, going)
     if ledger is not None:
         # Unreachable ledger: the view alone still bounds the answer (this policy fails open).
         with contextlib.suppress(LedgerError):
