@@ -212,16 +212,29 @@ def test_eviction_webhook_is_opt_in_by_namespace_label_and_records_only_off_dry_
     # A worker DELETE on a cordoned node (a drain without evictions) is recorded in the same ledger.
     deletes = [h for h in others if ("", "v1", "pods", "DELETE") in rules_of(h)]
     assert [h["sideEffects"] for h in deletes] == ["NoneOnDryRun"]
-    assert all(h["sideEffects"] == "None" for h in others if h not in deletes)
+    # So is a resize that restarts a container under a recreating restartPolicy (group-resize).
+    resizes = [h for h in others if ("", "v1", "pods/resize", "UPDATE") in rules_of(h)]
+    assert [h["sideEffects"] for h in resizes] == ["NoneOnDryRun"]
+    assert all(h["sideEffects"] == "None" for h in others if h not in deletes + resizes)
     assert all(h["failurePolicy"] == "Ignore" for h in others)  # only the opt-in scope fails closed
+
+
+# Subresources whose review object is the parent object itself (pods/resize sends the whole Pod),
+# so an objectSelector sees its labels; an Eviction or a Scale carries none.
+PARENT_OBJECT_SUBRESOURCES = {"pods/resize"}
 
 
 def test_no_object_selector_on_subresource_rules(webhooks: list[Object]) -> None:
     for hook in webhooks:
-        if any("/" in resource for _, _, resource, _ in rules_of(hook)):
+        subresources = {r for _, _, r, _ in rules_of(hook) if "/" in r}
+        if subresources - PARENT_OBJECT_SUBRESOURCES:
             assert "objectSelector" not in hook, hook["name"]
     selected = {hook["name"] for hook in webhooks if "objectSelector" in hook}
-    assert selected == {"worker-delete.guardhook.io", "pod-counted-scaler-statefulsets.guardhook.io"}
+    assert selected == {
+        "worker-delete.guardhook.io",
+        "pod-counted-scaler-statefulsets.guardhook.io",
+        "group-resize.guardhook.io",
+    }
 
 
 def test_services_are_mutated_with_reinvocation_if_needed(webhooks: list[Object]) -> None:
@@ -245,6 +258,7 @@ def test_hpa_is_registered_as_autoscaling_v2_only(webhooks: list[Object]) -> Non
 POLICY_REQUESTS = {
     "worker-delete": [("", "v1", "pods", "DELETE")],
     "group-eviction": [("", "v1", "pods/eviction", "CREATE")],
+    "group-resize": [("", "v1", "pods/resize", "UPDATE")],
     "leader-service": [("", "v1", "services", "CREATE"), ("", "v1", "services", "UPDATE")],
     "group-pdb": [("policy", "v1", "poddisruptionbudgets", op) for op in ("CREATE", "UPDATE")],
     "pod-counted-scaler": [
