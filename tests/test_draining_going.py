@@ -8,10 +8,14 @@ n01 (node taint) re-aimed at the sample fleet (serve/llm-xl: 4 groups of 4, pod 
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from eviction_helpers import eviction, find, fleet_objects
 from test_group_taint_dra import dra_fleet, rule, rule_request
 
@@ -22,8 +26,9 @@ from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import NODES
 from guardhook.config import build_config
 from guardhook.ledger import MemoryLedger
+from guardhook.planning.drain import plan_drain
 
-from conftest import load_review
+from conftest import clean_env, load_review
 from helpers import request_of
 
 Objects = list[dict[str, Any]]
@@ -38,9 +43,9 @@ DRAIN_TAINTS = [
 ]
 
 
-def fleet(edit: Callable[[Objects], None] | None = None) -> Objects:
+def fleet(*edits: Callable[[Objects], None]) -> Objects:
     objects = fleet_objects()
-    if edit is not None:
+    for edit in edits:
         edit(objects)
     return objects
 
@@ -360,3 +365,60 @@ def test_the_denial_states_what_the_lws_controller_will_do(policy: str | None, s
     assert "kubectl delete pod -n serve llm-xl-0 --cascade=foreground" in message
     if policy == "None":
         assert "joins nothing" in message and "recreates the whole group" not in message
+
+
+# ---- drain-plan on autoscaler-tainted nodes ---------------------------------------------------------
+
+
+def test_drain_plan_of_the_draining_nodes_plans_the_autoscaler_tainted_ones() -> None:
+    objects = fleet(
+        tainted("gpu-node-02", taint=DRAIN_TAINTS[0]), tainted("gpu-node-06", taint=DRAIN_TAINTS[1])
+    )
+    plan = plan_drain(objects, None, {"maxDisruptedGroups": 1}).as_dict()
+    assert plan["nodes"] == ["gpu-node-02", "gpu-node-06"]
+    assert plan["draining"] == {
+        "gpu-node-02": "drain taint karpenter.sh/disrupted:NoSchedule",
+        "gpu-node-06": "drain taint ToBeDeletedByClusterAutoscaler=1764590400:NoSchedule",
+    }
+    assert [w["nodes"] for w in plan["waves"]] == [["gpu-node-02"], ["gpu-node-06"]]  # groups 0, 1: budget 1
+
+
+def test_drain_plan_counts_a_group_doomed_by_a_no_execute_taint_as_broken() -> None:
+    plan = plan_drain(fleet(tainted("gpu-node-10")), ["gpu-node-02"], {"maxDisruptedGroups": 1}).as_dict()
+    (row,) = plan["lws"]
+    assert row["broken"] == [2] and row["losing"] == [0]
+    (refused,) = plan["refusedAtOnce"]  # group 2 uses up budget 1
+    assert refused["pod"] == "llm-xl-0-2" and "while 1 of its groups is broken" in refused["reason"]
+
+
+def test_drain_plan_cli_draining_flag(tmp_path: Path) -> None:
+    state = tmp_path / "state.yaml"
+    state.write_text(yaml.safe_dump_all(fleet(tainted("gpu-node-05", taint=DRAIN_TAINTS[1]))))
+    config = tmp_path / "config.yaml"
+    config.write_text("policies:\n  worker-delete:\n    drainTaintKeys: [example.com/drain]\n")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "guardhook", "drain-plan", *args, "--cluster-state", str(state)],
+            capture_output=True,
+            text=True,
+            env=clean_env(tmp_path),
+            timeout=120,
+        )
+
+    printed = run("--draining")
+    assert printed.returncode == 0, printed.stderr
+    assert "Draining 1 node: gpu-node-05" in printed.stdout
+    assert "gpu-node-05 is draining already (drain taint ToBeDeletedByClusterAutoscaler" in printed.stdout
+    both = run("--draining", "gpu-node-01")
+    assert both.returncode == 2 and both.stderr.strip().count("\n") == 0 and "--draining" in both.stderr
+    assert run().returncode == 2
+    # a configured key makes a node draining for drain-plan as for worker-delete
+    state.write_text(
+        yaml.safe_dump_all(
+            fleet(tainted("gpu-node-09", taint={"key": "example.com/drain", "effect": "NoSchedule"}))
+        )
+    )
+    configured = run("--draining", "--config", str(config), "--format", "json")
+    assert configured.returncode == 0, configured.stderr
+    assert '"gpu-node-09"' in configured.stdout
