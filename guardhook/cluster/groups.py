@@ -22,7 +22,9 @@ from guardhook.cluster.view.store import ClusterView
 
 @dataclass(frozen=True)
 class LwsGroups:
-    """Group counts of one LWS. `broken` = desired − whole."""
+    """Group counts of one LWS. `broken` = desired − whole. `doomed_by_taint`: the groups (below
+    `spec.replicas`) with a pod, not yet terminating, that a NoExecute node or device taint in
+    force will evict (guardhook.cluster.going; already counted in `broken`)."""
 
     namespace: str
     name: str
@@ -30,6 +32,7 @@ class LwsGroups:
     whole: int
     broken: int
     leader_ready_group_incomplete: int
+    doomed_by_taint: int = 0
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -79,16 +82,27 @@ def count_groups(view: ClusterView, lws: LeaderWorkerSet) -> LwsGroups:
     populated = populated_groups(view, lws)
     whole = empty_groups(lws, populated) if empty_group_health(lws).whole else 0
     leader_ready_incomplete = 0
+    doomed = 0
     going = Going(view)
     for index in populated:
         if view_group_health(view, lws, index, going).whole:
             whole += 1
             continue
-        if any(_serving_leader(pod) for pod in view.group_pods(lws.namespace, lws.name, index)):
+        pods = view.group_pods(lws.namespace, lws.name, index)
+        if any(_serving_leader(pod) for pod in pods):
             leader_ready_incomplete += 1
+        if any(_tainted(going, pod) for pod in pods):
+            doomed += 1
     return LwsGroups(
-        lws.namespace, lws.name, lws.replicas, whole, lws.replicas - whole, leader_ready_incomplete
+        lws.namespace, lws.name, lws.replicas, whole, lws.replicas - whole, leader_ready_incomplete, doomed
     )
+
+
+def _tainted(going: Going, pod: PodRecord) -> bool:
+    """Whether a NoExecute taint in force (node or device) will evict `pod`, not yet going."""
+    if pod.terminal or pod.terminating:
+        return False
+    return bool(going.node_doom(pod) or going.device_doom(pod))
 
 
 def _serving_leader(pod: PodRecord) -> bool:

@@ -71,6 +71,8 @@ class AuditResult:
     groups: list[LwsGroups]
     notes: list[str] = field(default_factory=list)
     spare: dict[tuple[str, str], int] = field(default_factory=dict)
+    draining: dict[str, str] = field(default_factory=dict)
+    """node -> why, for the draining nodes (guardhook.cluster.going: cordoned or drain-tainted)."""
 
     @property
     def violations(self) -> list[Finding]:
@@ -83,12 +85,15 @@ def audit(
     policies: Sequence[Policy] | None = None,
     notes: Sequence[str] = (),
 ) -> AuditResult:
-    """Judge `objects` (an existing cluster's) and count their groups."""
+    """Judge `objects` (an existing cluster's), count their groups and name the draining nodes."""
+    from guardhook.cluster.going import draining_nodes
     from guardhook.cluster.groups import all_groups
     from guardhook.cluster.view.static import view_from_objects
     from guardhook.commands.scan import scan, usable_policies
     from guardhook.planning.spare import spare_by_lws
     from guardhook.policies import REGISTRY
+    from guardhook.policies.worker_delete import POLICY as WORKER_DELETE
+    from guardhook.policies.worker_delete import drain_taint_keys
 
     policies = REGISTRY if policies is None else policies
     view = view_from_objects([o.obj for o in objects], source="audit")
@@ -98,7 +103,8 @@ def audit(
         if policy not in usable:
             all_notes.append(f"{policy.id} skipped: existing groups are counted below instead")
     findings = scan(view, config, usable, objects, username=AUDIT_USER)
-    return AuditResult(findings, all_groups(view), all_notes, spare_by_lws(view))
+    keys = drain_taint_keys(config.settings(WORKER_DELETE.id).params)
+    return AuditResult(findings, all_groups(view), all_notes, spare_by_lws(view), draining_nodes(view, keys))
 
 
 def render_text(result: AuditResult, out: TextIO) -> None:
@@ -107,7 +113,7 @@ def render_text(result: AuditResult, out: TextIO) -> None:
     for finding in result.violations:
         print("  " + finding.line(), file=out)
     print("Groups per LeaderWorkerSet:", file=out)
-    header = ("NAMESPACE", "NAME", "DESIRED", "WHOLE", "BROKEN", "LEADER-READY-INCOMPLETE", "SPARE")
+    header = ("NAMESPACE", "NAME", "DESIRED", "WHOLE", "BROKEN", "LEADER-READY-INCOMPLETE", "SPARE", "DOOMED")
     rows = [header] + [
         (
             g.namespace,
@@ -117,6 +123,7 @@ def render_text(result: AuditResult, out: TextIO) -> None:
             str(g.broken),
             str(g.leader_ready_group_incomplete),
             _spare(result, g),
+            str(g.doomed_by_taint),
         )
         for g in result.groups
     ]
@@ -126,6 +133,10 @@ def render_text(result: AuditResult, out: TextIO) -> None:
             "  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip(),
             file=out,
         )
+    if result.draining:
+        print(f"Draining nodes ({len(result.draining)}):", file=out)
+        for node, why in result.draining.items():
+            print(f"  {node}: {why}", file=out)
     for note in result.notes:
         print(f"Note: {note}", file=out)
 
@@ -143,10 +154,12 @@ def render_json(result: AuditResult, out: TextIO) -> None:
                 "whole": g.whole,
                 "broken": g.broken,
                 "leaderReadyGroupIncomplete": g.leader_ready_group_incomplete,
+                "doomedByTaint": g.doomed_by_taint,
                 "spare": result.spare.get((g.namespace, g.name)),
             }
             for g in result.groups
         ],
+        "drainingNodes": result.draining,
         "notes": result.notes,
     }
     json.dump(document, out, indent=2)
