@@ -46,7 +46,9 @@ def add_parser(commands: Any) -> None:
         "(karpenter.sh/disrupted), cluster-autoscaler (ToBeDeletedByClusterAutoscaler) or a "
         "worker-delete drainTaintKeys key",
     )
-    drain.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    drain.add_argument(
+        "--format", choices=("text", "json"), default="text", help="output format (default text)"
+    )
     add_view_flags(drain, "plan on the cluster of this kubeconfig, listed once", enforcement=False)
     drain.set_defaults(run=run_drain_plan)
 
