@@ -28,7 +28,7 @@ from guardhook.config import build_config
 from guardhook.ledger import MemoryLedger
 from guardhook.planning.drain import plan_drain
 
-from conftest import clean_env, load_review
+from conftest import Server, clean_env, load_review
 from helpers import request_of
 
 Objects = list[dict[str, Any]]
@@ -83,8 +83,12 @@ def respond(eng: Engine, request: dict[str, Any]) -> dict[str, Any]:
     return dict(eng.judge(request, "validate").response)
 
 
-def engine(objects: Objects, raw: Any = None, ledger: MemoryLedger | None = None) -> Engine:
-    return Engine(view_from_objects(objects), build_config(raw or {}), ledger=ledger or MemoryLedger())
+def engine(
+    objects: Objects, raw: Any = None, ledger: MemoryLedger | None = None, record: bool = True
+) -> Engine:
+    return Engine(
+        view_from_objects(objects), build_config(raw or {}), ledger=ledger or MemoryLedger(), record=record
+    )
 
 
 def group_taint_warnings(response: dict[str, Any]) -> list[str]:
@@ -216,11 +220,11 @@ THREE_NODES = ("gpu-node-02", "gpu-node-06", "gpu-node-10")
 
 @pytest.mark.parametrize(("budget", "warned"), [(1, [False, True, True]), (2, [False, False, True])])
 def test_node_taints_in_a_row_add_up(budget: int, warned: list[bool]) -> None:
-    # `kubectl taint nodes a b c ...:NoExecute` or three commands: one UPDATE per node, each in
-    # force (in the view) before the next arrives.
+    # Three `kubectl taint` commands: one UPDATE per node, each in force (in the view) before the
+    # next arrives. Nothing recorded (as `guardhook review` judges): the view alone must count.
     objects = fleet()
     raw = {"policies": {"group-eviction": {"maxDisruptedGroups": budget}}}
-    eng = engine(objects, raw)
+    eng = engine(objects, raw, record=False)
     seen = []
     for node in THREE_NODES:
         request = node_taint(node, [MAINTENANCE], objects)
@@ -233,6 +237,64 @@ def test_node_taints_in_a_row_add_up(budget: int, warned: list[bool]) -> None:
         "on node gpu-node-02))" in last
     )
     assert f"at most {budget} may be broken" in last
+
+
+def _rule_for(node: str) -> dict[str, Any]:
+    new = rule({"pool": node})
+    new["metadata"]["name"] = f"fault-{node}"
+    request = rule_request(new)
+    request["name"] = new["metadata"]["name"]
+    return request
+
+
+@pytest.mark.parametrize("kind", ["node", "rule"])
+@pytest.mark.parametrize(("budget", "warned"), [(1, [False, True, True]), (2, [False, False, True])])
+def test_taints_back_to_back_count_before_the_view_shows_them(
+    kind: str, budget: int, warned: list[bool]
+) -> None:
+    # One `kubectl taint nodes a b c ...:NoExecute` sends its UPDATEs back to back: the view has
+    # not seen the first when the second arrives. The first, within budget, recorded its group.
+    objects = dra_fleet() if kind == "rule" else fleet()
+    raw = {"policies": {"group-eviction": {"maxDisruptedGroups": budget}}}
+    ledger = MemoryLedger()
+    eng = engine(objects, raw, ledger)
+    requests = [
+        _rule_for(node) if kind == "rule" else node_taint(node, [MAINTENANCE], objects)
+        for node in THREE_NODES
+    ]
+    seen = [group_taint_warnings(respond(eng, request)) for request in requests]
+    assert [bool(w) for w in seen] == warned
+    recorded = [(e.group, e.pod) for e in ledger.entries(("serve", "llm-xl"))]
+    assert recorded == [(0, "llm-xl-0-2"), (1, "llm-xl-1-2")][:budget]
+    assert "recorded, not visible yet" in seen[-1][0]
+
+
+def test_a_dry_run_taint_records_nothing() -> None:
+    objects = fleet()
+    ledger = MemoryLedger()
+    eng = engine(objects, ledger=ledger)
+    request = node_taint("gpu-node-02", [MAINTENANCE], objects)
+    request["dryRun"] = True
+    assert group_taint_warnings(respond(eng, request)) == []
+    assert ledger.entries(("serve", "llm-xl")) == ()
+    assert group_taint_warnings(respond(eng, node_taint("gpu-node-06", [MAINTENANCE], objects))) == []
+
+
+def test_real_server_warns_on_the_second_of_three_taints_in_a_row(
+    tmp_path: Path, fresh_server: Callable[..., Server]
+) -> None:
+    objects = fleet()
+    state = tmp_path / "state.yaml"
+    state.write_text(yaml.safe_dump_all(objects))
+    server = fresh_server("--cluster-state", str(state))
+    seen = []
+    for node in THREE_NODES:
+        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}
+        review["request"] = node_taint(node, [MAINTENANCE], objects)
+        posted = server.post("/validate", review)
+        assert posted.status_code == 200
+        seen.append(group_taint_warnings(posted.json()["response"]))
+    assert [bool(w) for w in seen] == [False, True, True]
 
 
 def test_a_node_carrying_two_taints_counts_once_and_its_own_taint_is_not_counted_twice() -> None:
@@ -248,7 +310,7 @@ def test_a_node_carrying_two_taints_counts_once_and_its_own_taint_is_not_counted
 def test_device_taint_rules_in_a_row_add_up(budget: int, warned: list[bool]) -> None:
     objects = dra_fleet()
     raw = {"policies": {"group-eviction": {"maxDisruptedGroups": budget}}}
-    eng = engine(objects, raw)
+    eng = engine(objects, raw, record=False)
     seen = []
     for node in THREE_NODES:
         new = rule({"pool": node})

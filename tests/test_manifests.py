@@ -215,7 +215,10 @@ def test_eviction_webhook_is_opt_in_by_namespace_label_and_records_only_off_dry_
     # So is a resize that restarts a container under a recreating restartPolicy (group-resize).
     resizes = [h for h in others if ("", "v1", "pods/resize", "UPDATE") in rules_of(h)]
     assert [h["sideEffects"] for h in resizes] == ["NoneOnDryRun"]
-    assert all(h["sideEffects"] == "None" for h in others if h not in deletes + resizes)
+    # And so is a NoExecute taint within the budget (group-taint records the groups it dooms).
+    taints = [h for h in others if any(r[2] in ("nodes", "devicetaintrules") for r in rules_of(h))]
+    assert [h["sideEffects"] for h in taints] == ["NoneOnDryRun", "NoneOnDryRun"]
+    assert all(h["sideEffects"] == "None" for h in others if h not in deletes + resizes + taints)
     assert all(h["failurePolicy"] == "Ignore" for h in others)  # only the opt-in scope fails closed
 
 
@@ -611,7 +614,11 @@ def test_node_entry_is_called_only_for_a_node_with_a_no_execute_taint(
     webhooks: list[Object], review: str, called: bool
 ) -> None:
     hook = _taint_hook(webhooks, "nodes")
-    assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] <= 5 and hook["sideEffects"] == "None"
+    assert (
+        hook["failurePolicy"] == "Ignore"
+        and hook["timeoutSeconds"] <= 5
+        and hook["sideEffects"] == "NoneOnDryRun"
+    )
     assert _called(hook, load_review(review), identity_only=False) is called
 
 
@@ -628,7 +635,11 @@ def test_device_taint_rule_entry_is_called_only_for_no_execute(
     webhooks: list[Object], effect: str, called: bool
 ) -> None:
     hook = _taint_hook(webhooks, "devicetaintrules")
-    assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] <= 5 and hook["sideEffects"] == "None"
+    assert (
+        hook["failurePolicy"] == "Ignore"
+        and hook["timeoutSeconds"] <= 5
+        and hook["sideEffects"] == "NoneOnDryRun"
+    )
     assert _called(hook, _device_taint_rule_review(effect), identity_only=False) is called
 
 
