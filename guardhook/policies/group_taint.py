@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from guardhook.cluster.going import Unless
+from guardhook.cluster.going import Unless, describe_taint
 from guardhook.cluster.lws import member_of_pod
 from guardhook.cluster.model import NodeRecord, PodRecord, Taint
 from guardhook.cluster.taints import added_no_execute, eviction_delay
@@ -88,7 +88,7 @@ class GroupTaint(Policy):
 
 def describe_taints(taints: Iterable[Taint]) -> str:
     """`key=value:NoExecute, key2:NoExecute`, as `kubectl taint` writes them."""
-    return ", ".join(f"{t.key}{'=' + t.value if t.value else ''}:{t.effect}" for t in taints)
+    return ", ".join(describe_taint(t) for t in taints)
 
 
 def node_victims(pods: Iterable[PodRecord], taints: Sequence[Taint]) -> list[Victim]:
