@@ -212,16 +212,32 @@ def test_eviction_webhook_is_opt_in_by_namespace_label_and_records_only_off_dry_
     # A worker DELETE on a cordoned node (a drain without evictions) is recorded in the same ledger.
     deletes = [h for h in others if ("", "v1", "pods", "DELETE") in rules_of(h)]
     assert [h["sideEffects"] for h in deletes] == ["NoneOnDryRun"]
-    assert all(h["sideEffects"] == "None" for h in others if h not in deletes)
+    # So is a resize that restarts a container under a recreating restartPolicy (group-resize).
+    resizes = [h for h in others if ("", "v1", "pods/resize", "UPDATE") in rules_of(h)]
+    assert [h["sideEffects"] for h in resizes] == ["NoneOnDryRun"]
+    # And so is a NoExecute taint within the budget (group-taint records the groups it dooms).
+    taints = [h for h in others if any(r[2] in ("nodes", "devicetaintrules") for r in rules_of(h))]
+    assert [h["sideEffects"] for h in taints] == ["NoneOnDryRun", "NoneOnDryRun"]
+    assert all(h["sideEffects"] == "None" for h in others if h not in deletes + resizes + taints)
     assert all(h["failurePolicy"] == "Ignore" for h in others)  # only the opt-in scope fails closed
+
+
+# Subresources whose review object is the parent object itself (pods/resize sends the whole Pod),
+# so an objectSelector sees its labels; an Eviction or a Scale carries none.
+PARENT_OBJECT_SUBRESOURCES = {"pods/resize"}
 
 
 def test_no_object_selector_on_subresource_rules(webhooks: list[Object]) -> None:
     for hook in webhooks:
-        if any("/" in resource for _, _, resource, _ in rules_of(hook)):
+        subresources = {r for _, _, r, _ in rules_of(hook) if "/" in r}
+        if subresources - PARENT_OBJECT_SUBRESOURCES:
             assert "objectSelector" not in hook, hook["name"]
     selected = {hook["name"] for hook in webhooks if "objectSelector" in hook}
-    assert selected == {"worker-delete.guardhook.io", "pod-counted-scaler-statefulsets.guardhook.io"}
+    assert selected == {
+        "worker-delete.guardhook.io",
+        "pod-counted-scaler-statefulsets.guardhook.io",
+        "group-resize.guardhook.io",
+    }
 
 
 def test_services_are_mutated_with_reinvocation_if_needed(webhooks: list[Object]) -> None:
@@ -256,6 +272,7 @@ def test_hpa_is_registered_as_autoscaling_v2_only(webhooks: list[Object]) -> Non
 POLICY_REQUESTS = {
     "worker-delete": [("", "v1", "pods", "DELETE")],
     "group-eviction": [("", "v1", "pods/eviction", "CREATE")],
+    "group-resize": [("", "v1", "pods/resize", "UPDATE")],
     "leader-service": sorted(LEADER_SERVICE_REQUESTS),
     "group-pdb": [("policy", "v1", "poddisruptionbudgets", op) for op in ("CREATE", "UPDATE")],
     "pod-counted-scaler": [
@@ -619,7 +636,11 @@ def test_node_entry_is_called_only_for_a_node_with_a_no_execute_taint(
     webhooks: list[Object], review: str, called: bool
 ) -> None:
     hook = _taint_hook(webhooks, "nodes")
-    assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] <= 5 and hook["sideEffects"] == "None"
+    assert (
+        hook["failurePolicy"] == "Ignore"
+        and hook["timeoutSeconds"] <= 5
+        and hook["sideEffects"] == "NoneOnDryRun"
+    )
     assert _called(hook, load_review(review), identity_only=False) is called
 
 
@@ -636,7 +657,11 @@ def test_device_taint_rule_entry_is_called_only_for_no_execute(
     webhooks: list[Object], effect: str, called: bool
 ) -> None:
     hook = _taint_hook(webhooks, "devicetaintrules")
-    assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] <= 5 and hook["sideEffects"] == "None"
+    assert (
+        hook["failurePolicy"] == "Ignore"
+        and hook["timeoutSeconds"] <= 5
+        and hook["sideEffects"] == "NoneOnDryRun"
+    )
     assert _called(hook, _device_taint_rule_review(effect), identity_only=False) is called
 
 

@@ -8,7 +8,7 @@ Facts from the LWS source (sigs.k8s.io/lws v0.10, api/leaderworkerset/v1): every
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,12 @@ SERVING_PODS_ANNOTATION = "guardhook.io/serving-pods"
 SERVING_LEADERS = "leaders"
 SERVING_ALL = "all"
 SERVING_PODS_VALUES = (SERVING_LEADERS, SERVING_ALL)
+# LWS restartPolicy values (api/leaderworkerset/v1): under the two recreating ones a deleted pod or
+# a restarted container makes the LWS controller delete the leader and recreate the whole group
+# (pod_controller.go handleRestartPolicy); under None (formerly "Default") it does nothing.
+RECREATE_GROUP_ON_POD_RESTART = "RecreateGroupOnPodRestart"
+RECREATE_GROUP_AFTER_START = "RecreateGroupAfterStart"
+RECREATING_POLICIES = (RECREATE_GROUP_ON_POD_RESTART, RECREATE_GROUP_AFTER_START)
 
 
 def _int_or(value: Any, default: int) -> int:
@@ -118,8 +124,13 @@ class GroupHealth:
     problems: tuple[str, ...]
 
 
-def group_health(group_index: int, size: int, pods: Iterable[PodRecord]) -> GroupHealth:
-    """Judge one group from its live pods (terminal pods count as absent)."""
+def group_health(
+    group_index: int, size: int, pods: Iterable[PodRecord], doomed: Callable[[PodRecord], str] | None = None
+) -> GroupHealth:
+    """Judge one group from its live pods (terminal pods count as absent). `doomed`, when given,
+    says why a pod neither terminating nor terminal is going all the same ("" when it is not; see
+    guardhook.cluster.going): a marked or NoExecute-tainted pod breaks its group as a terminating
+    one does."""
     present = [p for p in pods if not p.terminal]
     problems: list[str] = []
     if len(present) < size:
@@ -127,7 +138,11 @@ def group_health(group_index: int, size: int, pods: Iterable[PodRecord]) -> Grou
     terminating = sorted(p.name for p in present if p.terminating)
     if terminating:
         problems.append("terminating: " + ", ".join(terminating))
-    not_ready = sorted(p.name for p in present if not p.ready and not p.terminating)
+    going = {p.name: doomed(p) for p in present if not p.terminating} if doomed is not None else {}
+    going = {name: why for name, why in going.items() if why}
+    if going:
+        problems.append("going: " + ", ".join(f"{name} ({why})" for name, why in sorted(going.items())))
+    not_ready = sorted(p.name for p in present if not p.ready and not p.terminating and p.name not in going)
     if not_ready:
         problems.append("not Ready: " + ", ".join(not_ready))
     return GroupHealth(group_index, size, len(present), not problems, tuple(problems))
@@ -184,7 +199,7 @@ class LeaderWorkerSet:
 
     @property
     def restart_policy(self) -> str:
-        return str(self.template.get("restartPolicy") or "RecreateGroupOnPodRestart")
+        return str(self.template.get("restartPolicy") or RECREATE_GROUP_ON_POD_RESTART)
 
     @property
     def worker_template(self) -> dict[str, Any]:

@@ -159,7 +159,8 @@ class LwsGaugeCollector(Collector):
 
 class GroupCollector(LwsGaugeCollector):
     """`guardhook_lws_groups_desired`, `guardhook_lws_groups_whole` and
-    `guardhook_lws_leader_ready_group_incomplete` per LWS (guardhook.cluster.groups.all_groups)."""
+    `guardhook_lws_leader_ready_group_incomplete` and `guardhook_lws_groups_doomed_by_taint` per LWS
+    (guardhook.cluster.groups.all_groups)."""
 
     GAUGES = (
         ("desired", "guardhook_lws_groups_desired", "Groups a LeaderWorkerSet asks for (spec.replicas)."),
@@ -172,6 +173,12 @@ class GroupCollector(LwsGaugeCollector):
             "leader_ready_group_incomplete",
             "guardhook_lws_leader_ready_group_incomplete",
             "Groups whose leader is Ready (so it takes traffic) while the group is not whole.",
+        ),
+        (
+            "doomed_by_taint",
+            "guardhook_lws_groups_doomed_by_taint",
+            "Groups with a pod that a NoExecute node or device taint in force will evict (not yet "
+            "terminating); counted as broken by every group budget.",
         ),
     )
 
