@@ -110,7 +110,10 @@ def run_serve(args: argparse.Namespace) -> int:
         open_view(source, config.stale_after_seconds)  # fail fast on unreadable manifests
 
     def make_runtime() -> Runtime:
+        from guardhook.server.coverage_metrics import coverage_startup
+
         runtime = build_runtime()
+        coverage_startup(runtime, certs)  # gaps and certificate expiry on /metrics, expiry in the log
         if args.config:  # a changed file (a ConfigMap update) applies without a restart
             ConfigWatcher(
                 args.config, args.enforcement, runtime.engine, runtime.metrics.config_reloaded
