@@ -27,13 +27,14 @@ import base64
 import binascii
 from collections.abc import Iterator
 from dataclasses import dataclass
-
-from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from typing import TYPE_CHECKING
 
 from guardhook.cluster.lws import SERVING_PODS_ANNOTATION, LeaderWorkerSet
 from guardhook.cluster.view.store import NAMESPACES, WEBHOOK_KINDS, ClusterView
 from guardhook.cluster.webhooks import CERT_MANAGER_INJECT, WebhookConfigurationRecord, WebhookEntry
+
+if TYPE_CHECKING:
+    from cryptography import x509
 
 GUARD_EVICTIONS_LABEL = "guardhook.io/guard-evictions"
 """The Namespace label (value "true") the eviction entry's namespaceSelector requires."""
@@ -206,6 +207,9 @@ def unreachable_because(
     configuration: WebhookConfigurationRecord, entry: WebhookEntry, serving_cert: x509.Certificate | None
 ) -> str:
     """Why the API server cannot call `entry` ("" when nothing says it cannot)."""
+    # cryptography only here: group-spec imports this module, and `review` stays light (test_cli_startup).
+    from cryptography import x509
+
     if not entry.ca_bundle:
         if CERT_MANAGER_INJECT in configuration.annotations:
             return "no caBundle (cert-manager's cainjector has not filled it in)"
@@ -220,6 +224,8 @@ def unreachable_because(
 
 
 def _issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    from cryptography.exceptions import InvalidSignature
+
     try:
         cert.verify_directly_issued_by(ca)
     except (ValueError, TypeError, InvalidSignature):
