@@ -33,8 +33,8 @@ def test_readable_values_are_clean(value: str) -> None:
 @pytest.mark.parametrize("value", ["All", "every", "", "true"])
 def test_unreadable_values_are_a_finding_naming_what_they_count_as(value: str) -> None:
     [finding] = lint(annotated(value), 300)
-    assert f"{ANNOTATION}: {value!r}" in finding
-    assert "reads it as 'leaders'" in finding
+    assert f'{ANNOTATION}: "{value}"' in finding
+    assert '"leaders" is used instead' in finding
 
 
 def test_captured_lws_create_with_an_unreadable_value_is_allowed_with_the_warning() -> None:

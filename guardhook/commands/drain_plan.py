@@ -122,6 +122,9 @@ def render_text(plan: DrainPlan, out: TextIO) -> None:
             print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)
     else:
         print("  No LeaderWorkerSet group loses a pod and none is broken.", file=out)
+    for item in plan.lws:
+        for warning in item.warnings:
+            print(f"  warning: {item.namespace}/{item.name}: {warning}", file=out)
     print(
         f"Waves: {len(plan.waves)} (each starts once the groups broken before it are whole again)", file=out
     )

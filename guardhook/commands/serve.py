@@ -119,7 +119,10 @@ def run_serve(args: argparse.Namespace) -> int:
     check_listenable(args.host, ports)
 
     def make_runtime() -> Runtime:
+        from guardhook.server.coverage_metrics import coverage_startup
+
         runtime = build_runtime()
+        coverage_startup(runtime, certs)  # gaps and certificate expiry on /metrics, expiry in the log
         if args.config:  # a changed file (a ConfigMap update) applies without a restart
             ConfigWatcher(
                 args.config, args.enforcement, runtime.engine, runtime.metrics.config_reloaded

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from guardhook.cluster.coverage import evictions_guarded, unguarded_sentence, unreadable_annotations
 from guardhook.cluster.going import draining_nodes
 from guardhook.cluster.lws import member_of_pod
 from guardhook.cluster.model import PodRecord
@@ -82,9 +83,16 @@ class LwsDrain:
     short: str
     broken_not_listed: int = 0
     """Broken groups with no pods left out of `broken` (an LWS may have 2^31 - 1 of them)."""
+    evictions_guarded: bool | None = None
+    """Whether its namespace's evictions reach guardhook (coverage.evictions_guarded; None: the
+    objects hold no such Namespace). False: no 429 of this plan holds for it."""
+    warnings: tuple[str, ...] = ()
+    """Why this plan may not hold for the LWS: an unguarded namespace, an unreadable annotation."""
 
     def as_dict(self) -> dict[str, Any]:
-        extra = {"brokenNotListed": self.broken_not_listed} if self.broken_not_listed else {}
+        extra: dict[str, Any] = {"brokenNotListed": self.broken_not_listed} if self.broken_not_listed else {}
+        extra["evictionsGuarded"] = self.evictions_guarded
+        extra["warnings"] = list(self.warnings)
         return {
             "namespace": self.namespace,
             "name": self.name,
@@ -159,12 +167,26 @@ def plan_drain(
             lost=rebuilt[key].lost,
             rebuildable=rebuilt[key].rebuildable,
             short=rebuilt[key].short,
+            evictions_guarded=evictions_guarded(view, key[0]),
+            warnings=_warnings(view, key, params),
         )
         for key in sorted(lost)
         if key in rebuilt
     )
     draining = {node: already[node] for node in order if node in already}
     return DrainPlan(tuple(order), tuple(waves), tuple(blocked), tuple(at_once.refused), lws, draining)
+
+
+def _warnings(view: ClusterView, key: LwsKey, params: Mapping[str, Any]) -> tuple[str, ...]:
+    """Why the plan may not hold for LWS `key`: its namespace does not guard evictions (the plan's
+    429s are then never answered), or a guardhook annotation is unreadable (a default is used)."""
+    found = []
+    if evictions_guarded(view, key[0]) is False:
+        found.append(unguarded_sentence(key[0]) + "; the 429s predicted for its pods do not hold")
+    lws = view.lws(*key)
+    if lws is not None:
+        found += [u.sentence() for u in unreadable_annotations(lws, int(params.get("maxDisruptedGroups", 1)))]
+    return tuple(found)
 
 
 def _pods_on(view: ClusterView, nodes: Sequence[str]) -> list[PodRecord]:

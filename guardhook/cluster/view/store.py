@@ -87,8 +87,12 @@ _DRA_RECORDS: dict[str, Callable[[KubeObject], Any]] = {
     DEVICETAINTRULES: DeviceTaintRuleRecord.from_object,
     NODEPOOLS: NodePoolRecord.from_object,
     NAMESPACES: NamespaceRecord.from_object,
-    VALIDATINGWEBHOOKCONFIGURATIONS: WebhookConfigurationRecord.from_object,
-    MUTATINGWEBHOOKCONFIGURATIONS: WebhookConfigurationRecord.from_object,
+    VALIDATINGWEBHOOKCONFIGURATIONS: lambda o: WebhookConfigurationRecord.from_object(
+        o, "ValidatingWebhookConfiguration"
+    ),
+    MUTATINGWEBHOOKCONFIGURATIONS: lambda o: WebhookConfigurationRecord.from_object(
+        o, "MutatingWebhookConfiguration"
+    ),
 }
 
 Key = tuple[str, str]
