@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from guardhook.cluster.group_ready import GATE, opted_in
 from guardhook.cluster.lws import group_member
-from guardhook.cluster.model import as_dict, metadata, readiness_gates, str_map
+from guardhook.cluster.model import OwnerRef, as_dict, metadata, readiness_gates, str_map
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -68,7 +68,13 @@ class GroupReadiness(Policy):
         ALLOW for anything else (see the module docstring)."""
         pod = ctx.object
         meta = metadata(pod)
-        member = group_member(ctx.namespace, str_map(meta.get("labels")), str_map(meta.get("annotations")))
+        member = group_member(
+            ctx.namespace,
+            str_map(meta.get("labels")),
+            str_map(meta.get("annotations")),
+            OwnerRef.parse_all(meta),
+            str(meta.get("name") or ""),
+        )
         if member is None or not member.is_leader:
             return ALLOW
         patch = gate_patch(pod)

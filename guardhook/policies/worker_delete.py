@@ -105,7 +105,7 @@ def _message(member: GroupMember, name: str) -> str:
         f"{member.group_index} of LeaderWorkerSet {member.lws_name}, which is whole; deleting "
         f"one worker breaks the replica without restarting it. To restart the group, delete "
         f"its leader instead: kubectl delete pod -n {member.namespace} {member.leader_pod_name} "
-        f"--cascade=foreground"
+        f"--cascade=foreground{member.note()}"
     )
 
 
