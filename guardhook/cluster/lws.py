@@ -38,6 +38,9 @@ SERVING_PODS_ANNOTATION = "guardhook.io/serving-pods"
 SERVING_LEADERS = "leaders"
 SERVING_ALL = "all"
 SERVING_PODS_VALUES = (SERVING_LEADERS, SERVING_ALL)
+# spec.startupPolicy values (api/leaderworkerset/v1).
+LEADER_CREATED = "LeaderCreated"
+LEADER_READY = "LeaderReady"
 
 
 def _int_or(value: Any, default: int) -> int:
@@ -267,6 +270,12 @@ class LeaderWorkerSet:
     @property
     def size(self) -> int:
         return _int_or(self.template.get("size"), 1)
+
+    @property
+    def startup_policy(self) -> str:
+        """`spec.startupPolicy`: "LeaderCreated" (the default) or "LeaderReady" (the worker
+        StatefulSet of a group is created only once its leader pod is Ready)."""
+        return str(self.spec.get("startupPolicy") or LEADER_CREATED)
 
     @property
     def restart_policy(self) -> str:
