@@ -241,6 +241,26 @@ def held_too_long(pod: PodRecord, window_seconds: float, now: datetime) -> float
     return held if held is not None and held > window_seconds else None
 
 
+def held_pods(
+    view: ClusterView,
+    all_lws: bool = False,
+    window_seconds: float = DEFAULT_STARTUP_WINDOW_SECONDS,
+    now: datetime | None = None,
+) -> list[tuple[GatedPod, float]]:
+    """The watchdog: every gated pod of an opted-in LWS held longer than `window_seconds` with its
+    containers ready (`held_too_long`), with the seconds held, in (namespace, LWS, group) order."""
+    moment = now or datetime.now(UTC)
+    found = []
+    for lws in sorted(view.all_lws(), key=lambda lws: (lws.namespace, lws.name)):
+        if not opted_in(lws, all_lws):
+            continue
+        for target in gate_targets(view, lws):
+            seconds = held_too_long(target.pod, window_seconds, moment)
+            if seconds is not None:
+                found.append((target, seconds))
+    return found
+
+
 @dataclass(frozen=True)
 class GateCounts:
     """Per opted-in LWS: pods carrying the gate (leaders, or every pod with `gates_workers`),

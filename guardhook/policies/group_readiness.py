@@ -25,7 +25,7 @@ warning), as it would be while guardhook is down.
 
 from __future__ import annotations
 
-from guardhook.cluster.group_ready import GATE, gates_workers, opted_in
+from guardhook.cluster.group_ready import DEFAULT_STARTUP_WINDOW_SECONDS, GATE, gates_workers, opted_in
 from guardhook.cluster.lws import group_member
 from guardhook.cluster.model import OwnerRef, as_dict, metadata, readiness_gates, str_map
 from guardhook.policies.base import (
@@ -40,6 +40,9 @@ from guardhook.policies.base import (
 from guardhook.wire import JSONPatchOp, KubeObject
 
 ALL_LWS_PARAM = "allLeaderWorkerSets"
+STARTUP_WINDOW_PARAM = "startupWindowSeconds"
+"""Seconds a gated pod with ready containers may wait for its group before the watchdog calls it
+held (metric guardhook_group_readiness_held, alert GuardhookGroupReadinessHeld, an audit finding)."""
 
 
 def gate_patch(pod: KubeObject) -> tuple[JSONPatchOp, ...]:
@@ -62,7 +65,8 @@ class GroupReadiness(Policy):
     default_actions = ("Mutate",)
     can_mutate = True
     honours_user_exemptions = False
-    params = {ALL_LWS_PARAM: False}
+    params = {ALL_LWS_PARAM: False, STARTUP_WINDOW_PARAM: DEFAULT_STARTUP_WINDOW_SECONDS}
+    param_minimums = {STARTUP_WINDOW_PARAM: 1}
 
     def judge(self, ctx: PolicyContext) -> Judgement:
         """A violation carrying the gate patch for a leader of an opted-in LWS without the gate;
