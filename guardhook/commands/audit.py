@@ -293,7 +293,9 @@ def write_reports(api: client.ApiClient, reports: Sequence[KubeObject]) -> None:
 def add_parser(commands: Any) -> None:
     """Register `guardhook audit` on the CLI's subparsers."""
     audit_cmd = commands.add_parser("audit", help="judge a cluster's existing objects; report groups per LWS")
-    audit_cmd.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    audit_cmd.add_argument(
+        "--format", choices=("text", "json"), default="text", help="output format (default text)"
+    )
     audit_cmd.add_argument(
         "--write-reports", action="store_true", help="write wgpolicyk8s.io PolicyReports into the cluster"
     )

@@ -21,9 +21,17 @@ def add_parser(commands: Any) -> None:
         help="folder to write ca.crt, tls.crt, tls.key into (default certs/, or the self-managed overlay's "
         "certs/ with --patch-manifests)",
     )
-    certs.add_argument("--service", type=argtypes.dns_label, default="guardhook", help="webhook Service name")
     certs.add_argument(
-        "--namespace", type=argtypes.dns_label, default="guardhook-system", help="webhook Service namespace"
+        "--service",
+        type=argtypes.dns_label,
+        default="guardhook",
+        help="webhook Service name (default guardhook)",
+    )
+    certs.add_argument(
+        "--namespace",
+        type=argtypes.dns_label,
+        default="guardhook-system",
+        help="webhook Service namespace (default guardhook-system)",
     )
     certs.add_argument(
         "--dns", action="append", type=argtypes.san, default=[], metavar="NAME", help="extra SAN"
