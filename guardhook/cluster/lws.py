@@ -20,8 +20,12 @@ from guardhook.wire import KubeObject
 LWS_API_GROUP = "leaderworkerset.x-k8s.io"
 LWS_API_VERSION = f"{LWS_API_GROUP}/v1"
 LWS_KIND = "LeaderWorkerSet"
-# The LWS controller's service account in any namespace or Helm release (exempt by default).
-LWS_CONTROLLER_PATTERN = "system:serviceaccount:*:*lws-controller-manager"
+# The LWS controller's service account as its install (manifests and Helm chart defaults) names it:
+# exempt by default, exactly (issue 20: a pattern would let any namespace's look-alike account
+# bypass the guards). Another install is named in the configuration (`exemptions.lwsControllers`).
+LWS_CONTROLLER = "system:serviceaccount:lws-system:lws-controller-manager"
+LWS_CONTROLLER_PATTERN = LWS_CONTROLLER
+"""The former name of LWS_CONTROLLER (it was a pattern); kept for imports."""
 
 PREFIX = "leaderworkerset.sigs.k8s.io/"
 NAME_LABEL = PREFIX + "name"
