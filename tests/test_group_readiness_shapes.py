@@ -11,13 +11,18 @@ import copy
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry
 from test_group_readiness import condition, edit_pod, load, reconciling, wait_for
 
 from guardhook.cluster.group_ready import GATE, gate_counts, held_too_long
 from guardhook.cluster.lws import EXCLUSIVE_TOPOLOGY_ANNOTATION, SERVING_PODS_ANNOTATION
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
+from guardhook.commands.audit import audit
+from guardhook.commands.scan import Located
+from guardhook.config import build_config, default_config
 from guardhook.readiness.desired import PATCH, plan
+from guardhook.server.metrics import GateCollector
 
 from fake_apiserver import FakeApiServer, running_fake
 from readiness_helpers import Object, fleet, is_leader, pod_of, set_condition
@@ -152,6 +157,48 @@ def test_a_gated_leader_held_longer_than_the_startup_window_is_counted_and_named
     set_condition(pod_of(objects, "llm-xl-0"), "ContainersReady", False)  # its own start: not held
     [counts] = gate_counts(view_from_objects(objects), window_seconds=600, now=since + timedelta(hours=1))
     assert counts.held == 0
+
+
+def _held_leader_fleet(hours_ago: float) -> list[Object]:
+    objects = fleet()
+    set_condition(pod_of(objects, "llm-xl-2-3"), "Ready", False)
+    stamp = (datetime.now(UTC) - timedelta(hours=hours_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    message = "WorkerNotReady: llm-xl-2-3"
+    set_condition(
+        pod_of(objects, "llm-xl-2"),
+        GATE,
+        False,
+        reason="WorkerNotReady",
+        message=message,
+        lastTransitionTime=stamp,
+    )
+    return objects
+
+
+def test_the_held_gauge_is_scraped_per_lws_with_the_configured_window() -> None:
+    view = view_from_objects(_held_leader_fleet(hours_ago=1))
+    registry = CollectorRegistry()
+    registry.register(GateCollector(lambda: view, window_seconds=600))
+    assert (
+        registry.get_sample_value("guardhook_group_readiness_held", {"namespace": "serve", "name": "llm-xl"})
+        == 1
+    )
+    longer = CollectorRegistry()
+    longer.register(GateCollector(lambda: view, window_seconds=7200))
+    assert (
+        longer.get_sample_value("guardhook_group_readiness_held", {"namespace": "serve", "name": "llm-xl"})
+        == 0
+    )
+
+
+def test_audit_names_a_held_leader_and_what_its_group_lacks() -> None:
+    objects = _held_leader_fleet(hours_ago=1)
+    located = [Located("cluster", o) for o in objects]
+    [held] = [f for f in audit(located, default_config()).violations if f.name == "llm-xl-2"]
+    assert (held.policy, held.action, held.kind) == ("group-readiness", "Advisory", "Pod")
+    assert "WorkerNotReady: llm-xl-2-3" in held.message and "startup window 1800 s" in held.message
+    patient = build_config({"policies": {"group-readiness": {"startupWindowSeconds": 7200}}})
+    assert not [f for f in audit(located, patient).violations if f.name == "llm-xl-2"]
 
 
 # ---- against the fake API server --------------------------------------------------------------
