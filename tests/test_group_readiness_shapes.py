@@ -107,6 +107,20 @@ def test_leader_created_and_exclusive_topology_never_bootstrap() -> None:
     assert planned(exclusive)["llm-xl-0"] == ("False", "WorkerMissing")
 
 
+def test_restart_and_subgroup_policies_start_as_their_startup_policy_does() -> None:
+    # RecreateGroupAfterStart and subGroupPolicy decide restarts and placement (pending pods, nodes),
+    # never wait on readiness: the gate follows the startup policy alone.
+    for startup, want in (
+        ("LeaderReady", ("True", BOOTSTRAP)),
+        ("LeaderCreated", ("False", "WorkerMissing")),
+    ):
+        objects, _ = starting(startup)
+        template = lws_of(objects)["spec"]["leaderWorkerTemplate"]
+        template["restartPolicy"] = "RecreateGroupAfterStart"
+        template["subGroupPolicy"] = {"subGroupSize": 2}
+        assert planned(objects) == {name: want for name in LEADERS}
+
+
 def test_size_1_is_whole_with_its_leader_under_either_startup_policy() -> None:
     for startup in ("LeaderReady", "LeaderCreated"):
         objects, _ = starting(startup)
