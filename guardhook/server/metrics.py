@@ -222,7 +222,8 @@ class GateCollector(LwsGaugeCollector):
         (
             "gated",
             "guardhook_group_readiness_leaders_gated",
-            "Leaders of opted-in LeaderWorkerSets carrying the readiness gate guardhook.io/group-ready.",
+            "Leaders of opted-in LeaderWorkerSets carrying the readiness gate guardhook.io/group-ready "
+            '(every gated pod of a guardhook.io/serving-pods: "all" LWS).',
         ),
         (
             "ready",
