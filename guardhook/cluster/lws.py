@@ -84,7 +84,7 @@ class GroupMember:
 
     @property
     def role(self) -> str:
-        """ "leader" or "worker N", for messages."""
+        """The pod's role for messages: `leader` or `worker N`."""
         return "leader" if self.is_leader else f"worker {self.worker_index}"
 
     def note(self) -> str:
