@@ -354,3 +354,39 @@ def test_serve_refuses_one_port_for_both_and_an_address_not_here(
     assert f"--port and --metrics-port must differ (both {port})" in capsys.readouterr().err
     assert cli.main(["serve", *offline, "--host", "name.invalid", "--port", port]) == 2
     assert f"cannot listen on name.invalid:{port}: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["review", str(FIXTURES / "reviews" / "s01-worker-delete.validating.json")],
+        ["audit"],
+        ["serve", "--host", "127.0.0.1"],
+        ["check", str(FIXTURES / "fleet")],
+        ["drain-plan", "gpu-node-01"],
+        ["pdb-sync"],
+        ["group-readiness", "--dry-run"],
+    ],
+)
+@pytest.mark.parametrize("empty", ["file", "folder", "comments"])
+def test_a_cluster_state_with_no_object_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str], empty: str
+) -> None:
+    # Was: judged against an empty cluster (review allowed everything, audit reported nothing).
+    state = tmp_path / "state"
+    if empty == "folder":
+        state.mkdir()
+    else:
+        state.write_text("" if empty == "file" else "# nothing here\n---\n")
+    argv = [*command, "--cluster-state", str(state)]
+    if command[0] == "serve":
+        argv += ["--port", str(free_port()), "--cert-dir", str(tmp_path / "certs")]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"guardhook: {state}: no Kubernetes object (a document with apiVersion and kind)\n"
+    )
+
+
+def test_serve_warns_of_the_sample_fleet_once(server: Server) -> None:
+    # It was logged twice: once by the fail-fast read before forking, once by the worker.
+    assert server.log.read_text().count("serving the bundled sample fleet") == 1

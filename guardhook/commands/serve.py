@@ -107,10 +107,13 @@ def run_serve(args: argparse.Namespace) -> int:
         namespace,
         certs.folder,
     )
+    static_view: ClusterView | None = None
     if source.live:
         live_client(source).close()  # fail fast on an unusable kubeconfig; the worker builds the view
     else:
-        open_view(source, config.stale_after_seconds)  # fail fast on unreadable manifests
+        # Fail fast on unreadable manifests; the worker forked from here uses this same view, so
+        # the manifests are read (and the sample-fleet warning logged) once.
+        static_view = open_view(source, config.stale_after_seconds)
     # Last: every flag and the cluster source are judged before any port is tried, so a refused
     # flag says why even while another server holds the port.
     check_listenable(args.host, ports)
@@ -129,8 +132,8 @@ def run_serve(args: argparse.Namespace) -> int:
         # Runs in the gunicorn worker after fork, so the watch threads live there.
         # The eviction ledger: in memory for a static view, Leases in `namespace` for a live one.
         ledger = open_ledger(source, namespace)
-        if not source.live:
-            view = open_view(source, config.stale_after_seconds)
+        if static_view is not None:
+            view = static_view
             scaling_startup(view, config)
             runtime = Runtime(Engine(view, config, ledger=ledger, log_decisions=True))
             group_readiness_startup(runtime, config)

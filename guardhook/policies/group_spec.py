@@ -23,6 +23,8 @@ behaviour from the Kubernetes docs, "Configure Liveness, Readiness and Startup P
   (initialDelaySeconds + periodSeconds × failureThreshold) is shorter than the parameter
   `weightLoadSeconds` (default 300). A restart under `RecreateGroupOnPodRestart` (the default)
   recreates the whole group, which then loads again: a restart loop.
+- an unreadable `guardhook.io/serving-pods` annotation (neither "leaders" nor "all"): read as
+  "leaders", so `leader-service` narrows the LWS's Services and pools to leaders.
 
 Requests: leaderworkersets CREATE and UPDATE. Reads only the request object, never the view, so
 it cannot be stale. Default action: Warn.
@@ -33,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from guardhook.cluster.lws import LeaderWorkerSet
+from guardhook.cluster.lws import SERVING_ALL, SERVING_LEADERS, SERVING_PODS_ANNOTATION, LeaderWorkerSet
 from guardhook.cluster.model import as_dict, as_list, scaled
 from guardhook.cluster.resources import Resources, add_into, pod_requests
 from guardhook.policies.base import ALLOW, Judgement, Policy, PolicyContext, Violation, target
@@ -76,7 +78,21 @@ def lint(lws: LeaderWorkerSet, weight_load_seconds: int) -> list[str]:
     findings += _rollout(lws)
     findings += _leader_readiness(lws)
     findings += _restarts_during_load(lws, weight_load_seconds)
+    findings += _serving_pods_unreadable(lws)
     return findings
+
+
+def _serving_pods_unreadable(lws: LeaderWorkerSet) -> list[str]:
+    """A finding when `guardhook.io/serving-pods` is set to neither "leaders" nor "all" (it then
+    counts as "leaders", which narrows a data-parallel LWS's Services to half its serving pods)."""
+    raw = lws.serving_pods_unreadable
+    if raw is None:
+        return []
+    return [
+        f"annotation {SERVING_PODS_ANNOTATION}: {raw!r} is neither {SERVING_LEADERS!r} nor {SERVING_ALL!r}; "
+        f"guardhook reads it as {SERVING_LEADERS!r} (only leaders take traffic); set {SERVING_ALL!r} if "
+        "every pod of a group serves"
+    ]
 
 
 def _rollout(lws: LeaderWorkerSet) -> list[str]:
