@@ -380,10 +380,19 @@ def test_the_lws_controller_reaches_group_capacity_only_with_a_spec_change(
     assert _called(hook, loaded) is called
 
 
-def test_match_conditions_skip_every_default_exempt_user(webhooks: list[Object]) -> None:
-    samples = [pattern.replace("*", "any-x") for pattern in DEFAULT_EXEMPT_USERS]
-    samples += ["system:serviceaccount:lws:lws-release-lws-controller-manager", "system:node:gpu-node-03"]
-    samples += ["system:serviceaccount:kueue-system:kueue-controller-manager"]
+LOOK_ALIKES = [
+    # Anyone who may create a ServiceAccount in their own namespace could name it so (issue 20).
+    "system:serviceaccount:tenant-a:my-lws-controller-manager",
+    "system:serviceaccount:tenant-a:lws-controller-manager",
+    "system:serviceaccount:lws:lws-release-lws-controller-manager",
+    "system:serviceaccount:tenant-a:kueue-controller-manager",
+    "system:serviceaccount:kueue-system:kueue-controller-manager-x",
+    "system:serviceaccount:tenant-a:statefulset-controller",
+]
+
+
+def test_match_conditions_skip_every_default_exempt_user_and_no_look_alike(webhooks: list[Object]) -> None:
+    samples = [pattern.replace("*", "gpu-node-03") for pattern in DEFAULT_EXEMPT_USERS]
     non_exempt = [
         "kubernetes-admin",
         "system:serviceaccount:kube-system:deployment-controller",
@@ -391,13 +400,63 @@ def test_match_conditions_skip_every_default_exempt_user(webhooks: list[Object])
         "system:serviceaccount:team:kueue-controller-manager-helper",
         "system:serviceaccount:kube-system:device-taint-eviction-controller",
         "system:nodes",
+        *LOOK_ALIKES,
     ]
     for hook in webhooks:
-        exempt = [
-            u for u in samples if not (hook["name"] in LWS_HOOKS and u.endswith("lws-controller-manager"))
-        ]
+        exempt = [u for u in samples if not (hook["name"] in LWS_HOOKS and u == LWS_CONTROLLER)]
         assert not any(_called(hook, _as_user(user)) for user in exempt), hook["name"]
         assert all(_called(hook, _as_user(user)) for user in non_exempt), hook["name"]
+
+
+def _identities(hook: Object) -> set[str]:
+    """The identities a webhook entry's `not-…` matchConditions name, as exemption patterns: an
+    exact username literal as itself, a `startsWith('p')` prefix as `p*`."""
+    found: set[str] = set()
+    for condition in hook.get("matchConditions") or []:
+        if not condition["name"].startswith("not-"):
+            continue
+        expression = condition["expression"]
+        prefixes = set(re.findall(r"startsWith\('([^']*)'\)", expression))
+        found |= {p + "*" for p in prefixes if p != "system:serviceaccount:"}
+        found |= {s for s in re.findall(r"'(system:[^']*)'", expression) if s not in prefixes}
+    return found
+
+
+def _all_webhooks(tmp_path: Path) -> list[Object]:
+    """Every webhook entry of the default install with every component added (as a user's overlay)."""
+    components = sorted(p.name for p in (MANIFESTS / "components").iterdir() if p.is_dir())
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [str(MANIFESTS / "overlays" / "cert-manager")],
+        "components": [str(MANIFESTS / "components" / c) for c in components],
+    }
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    hooks: list[Object] = []
+    objects = render(overlay)
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        for config in by_kind(objects, kind):
+            hooks += [{**hook, "_where": kind} for hook in config.get("webhooks") or []]
+    return hooks
+
+
+def test_match_conditions_name_exactly_the_configured_default_exemptions(tmp_path: Path) -> None:
+    # One list (guardhook.config.DEFAULT_EXEMPT_USERS), two places: the webhook entries skip the
+    # same identities guardhook itself exempts, so the two cannot drift. group-readiness judges
+    # every identity but kubelets (it gates pods the StatefulSet controller creates); a scale of
+    # an LWS is a spec change, judged whoever makes it (the LWS controller included).
+    hooks = _all_webhooks(tmp_path)
+    names = {hook["name"] for hook in hooks}
+    assert {"leaderworkerset-scale.guardhook.io", "group-readiness.guardhook.io"} <= names, names
+    for hook in hooks:
+        expected = set(DEFAULT_EXEMPT_USERS)
+        if hook["name"] == "group-readiness.guardhook.io":
+            expected = {"system:node:*"}
+        elif hook["name"] == "leaderworkerset-scale.guardhook.io":
+            expected -= {LWS_CONTROLLER}
+        assert _identities(hook) == expected, (hook["_where"], hook["name"])
 
 
 def test_base_cluster_role_only_reads_what_the_view_needs(default_install: list[Object]) -> None:
@@ -672,9 +731,9 @@ def test_group_readiness_component_adds_the_leader_webhook_status_patch_and_the_
     assert rules_of(hook) == {("", "v1", "pods", "CREATE")}
     assert hook["failurePolicy"] == "Ignore" and hook["clientConfig"]["service"]["path"] == "/mutate"
     assert hook["reinvocationPolicy"] == "IfNeeded"
+    # Every LWS pod, workers included: a serving-pods "all" LWS gates its workers too (issue 20).
     assert {e["key"]: e["operator"] for e in hook["objectSelector"]["matchExpressions"]} == {
         "leaderworkerset.sigs.k8s.io/name": "Exists",
-        "leaderworkerset.sigs.k8s.io/worker-index": "In",
     }
     hooks = [{**h, "_kind": "MutatingWebhookConfiguration"} for h in mutating["webhooks"]]
     hooks += one(objects, "ValidatingWebhookConfiguration")["webhooks"]

@@ -115,6 +115,7 @@ def audit(
         if policy not in usable:
             all_notes.append(f"{policy.id} skipped: existing groups are counted below instead")
     findings = scan(view, config, usable, objects, username=AUDIT_USER)
+    findings += held_findings(view, config, objects)
     budget = config.settings("group-eviction").params.get("maxDisruptedGroups")
     spare = config.settings("group-capacity").params.get("spareGroups")
     gaps = coverage_gaps(view, budget_default=budget, spare_default=spare)
@@ -124,6 +125,49 @@ def audit(
     return AuditResult(
         findings, all_groups(view), all_notes, spare_by_lws(view), draining=draining, gaps=gaps
     )
+
+
+def held_findings(view: Any, config: Config, objects: Sequence[Located]) -> list[Finding]:
+    """The group-readiness watchdog as findings: a gated pod whose containers are ready but whose
+    guardhook.io/group-ready condition has been False longer than the policy's
+    `startupWindowSeconds` (guardhook.cluster.group_ready.held_pods)."""
+    from guardhook.cluster.group_ready import GATE, held_pods
+    from guardhook.commands.scan import Finding
+
+    params = config.settings("group-readiness").params
+    window = float(params.get("startupWindowSeconds", 1800))
+    sources = {_key_of(o.obj): o.source for o in objects}
+    findings = []
+    for target, seconds in held_pods(view, bool(params.get("allLeaderWorkerSets", False)), window):
+        pod = target.pod
+        current = pod.gate_conditions[GATE]
+        message = (
+            f"held out of service for {int(seconds)} s (startup window {int(window)} s) with its "
+            f"containers ready: {GATE}=False ({current.message or current.reason}); group "
+            f"{target.group_index} of LeaderWorkerSet {pod.namespace}/{target.lws.name} is not whole"
+        )
+        source = sources.get(("Pod", pod.namespace, pod.name), "cluster")
+        findings.append(
+            Finding(
+                source,
+                "Pod",
+                pod.namespace,
+                pod.name,
+                pod.uid,
+                "v1",
+                "group-readiness",
+                "Advisory",
+                "warned",
+                message,
+            )
+        )
+    return findings
+
+
+def _key_of(obj: KubeObject) -> tuple[str, str, str]:
+    raw = obj.get("metadata")
+    meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    return (str(obj.get("kind") or ""), str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
 def render_text(result: AuditResult, out: TextIO) -> None:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from guardhook.cluster.disaggregated import DS_API_VERSION, ROLE_SCALER_KIND, RoleOf, role_of
-from guardhook.cluster.lws import LWS_API_GROUP, LWS_API_VERSION, LWS_CONTROLLER_PATTERN, LWS_KIND, NAME_LABEL
+from guardhook.cluster.lws import LWS_API_GROUP, LWS_API_VERSION, LWS_CONTROLLER, LWS_KIND, NAME_LABEL
 from guardhook.cluster.model import OwnerRef, as_dict, metadata, spec_replicas, str_map
 from guardhook.cluster.view.store import ClusterView
 from guardhook.policies.base import (
@@ -63,7 +63,7 @@ log = logging.getLogger(__name__)
 
 KEDA_DEFAULT_API_VERSION = "apps/v1"
 KEDA_DEFAULT_KIND = "Deployment"
-DEFAULT_LWS_CONTROLLER = "system:serviceaccount:lws-system:lws-controller-manager"
+DEFAULT_LWS_CONTROLLER = LWS_CONTROLLER
 
 
 @dataclass(frozen=True)
@@ -257,13 +257,13 @@ def lws_controller_exemption_warning(view: ClusterView, config: ExemptingConfig)
     if not view.all_lws():
         return None
     patterns = config.exempt_users(POLICY.id)
-    if any(p == LWS_CONTROLLER_PATTERN or fnmatch.fnmatchcase(DEFAULT_LWS_CONTROLLER, p) for p in patterns):
+    if any(p == LWS_CONTROLLER or fnmatch.fnmatchcase(DEFAULT_LWS_CONTROLLER, p) for p in patterns):
         return None
     if any("controller-manager" in p for p in patterns):
         return None  # another install's identity, e.g. system:serviceaccount:ml:<release>-controller-manager
     return (
         "the cluster view holds LeaderWorkerSets but no exempt user covers the LWS controller "
-        f"(default pattern {LWS_CONTROLLER_PATTERN}); guardhook would judge the controller's own writes. "
+        f"(default {LWS_CONTROLLER}); guardhook would judge the controller's own writes. "
         "Add its service account to exemptions.users or policies.pod-counted-scaler.exemptions.users"
     )
 

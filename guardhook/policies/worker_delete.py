@@ -160,7 +160,7 @@ def _message(member: GroupMember, name: str, restart_policy: str | None) -> str:
         f"{member.group_index} of LeaderWorkerSet {member.lws_name}, which is whole; deleting "
         f"one worker breaks the replica: {delete_consequence(restart_policy)}. To restart the group, "
         f"delete its leader instead: kubectl delete pod -n {member.namespace} {member.leader_pod_name} "
-        f"--cascade=foreground"
+        f"--cascade=foreground{member.note()}"
     )
 
 
