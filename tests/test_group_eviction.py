@@ -212,20 +212,33 @@ def test_recorded_disruption_expires_after_the_ttl() -> None:
     assert judge(eng, eviction("llm-xl-2-1"))["allowed"] is True
 
 
-def test_entry_stops_counting_once_the_view_shows_the_pod_going() -> None:
+@pytest.mark.parametrize(
+    ("created", "freed"),
+    [("2026-01-01T00:00:10Z", True), ("2026-01-01T00:00:00Z", False), (None, False)],
+    ids=["recreated-after-the-entry", "older-pod-a-lagging-view-holds", "no-creation-time"],
+)
+def test_entry_stops_counting_once_the_view_shows_the_group_seen_through(
+    created: str | None, freed: bool
+) -> None:
+    """An entry counts until the view shows its group broken (then the view counts it) or whole
+    again with the evicted pod replaced after the entry was recorded; a pod of that name with
+    another uid but no later creation time (a view that lags) never frees it."""
+    recorded = 1_767_225_605.0  # 2026-01-01T00:00:05Z
     objects = fleet_objects()
     view = view_from_objects(objects)
-    eng = engine(view)
+    eng = engine(view, ledger=MemoryLedger(clock=lambda: recorded))
     assert judge(eng, eviction("llm-xl-0-3"))["allowed"] is True
     evicted = find(objects, "Pod", "llm-xl-0-3")
-    evicted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    evicted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:06Z"
     view.upsert(PODS, evicted)  # the view now shows group 0 broken itself
     assert "terminating: llm-xl-0-3" in judge(eng, eviction("llm-xl-2-1"))["status"]["message"]
     del evicted["metadata"]["deletionTimestamp"]
     evicted["metadata"]["uid"] = "recreated"
-    view.upsert(PODS, evicted)  # the StatefulSet recreated it and it is Ready: group 0 whole again
-    assert judge(eng, eviction("llm-xl-2-1"))["allowed"] is True
-    assert [e.pod for e in eng.ledger.entries(("serve", "llm-xl"))] == ["llm-xl-0-3", "llm-xl-2-1"]
+    evicted["metadata"]["creationTimestamp"] = created
+    view.upsert(PODS, evicted)  # a Ready pod of that name again: group 0 whole
+    assert judge(eng, eviction("llm-xl-2-1"))["allowed"] is freed
+    recorded_pods = [e.pod for e in eng.ledger.entries(("serve", "llm-xl"))]
+    assert recorded_pods == (["llm-xl-0-3", "llm-xl-2-1"] if freed else ["llm-xl-0-3"])
 
 
 def test_a_replica_whose_view_lags_still_counts_entries_another_one_has_seen_through() -> None:

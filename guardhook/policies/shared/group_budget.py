@@ -3,7 +3,9 @@
 
 B is the LWS annotation `guardhook.io/max-disrupted-groups`, else the policy's `maxDisruptedGroups`.
 A group counts as broken when the view shows it not whole, or when the ledger holds an unexpired
-disruption of it that the view does not show yet. Disrupting a broken group is always allowed.
+disruption of it that the view does not show seen through yet, both from one reading
+(`budget_reading`, whose docstring states the invariant and how it holds across replicas).
+Disrupting a broken group is always allowed.
 Disrupting a whole group is allowed while fewer than B groups are broken and is then recorded in
 the ledger (one atomic update per LWS, so concurrent requests and several replicas cannot exceed B),
 unless nothing may be recorded (dry runs, `review`, `check`). The ledger key is (namespace, LWS
@@ -15,11 +17,11 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from guardhook.cluster.groups import empty_group_health, empty_groups, populated_groups, view_group_health
-from guardhook.cluster.lws import LeaderWorkerSet, int_annotation, member_of_pod
+from guardhook.cluster.groups import empty_group_health, empty_groups
+from guardhook.cluster.lws import LeaderWorkerSet, group_health, int_annotation, member_of_pod
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
@@ -136,18 +138,28 @@ def groups_broken(count: int, replicas: int | None = None) -> str:
     return f"{count} of its {total}groups {'is' if count == 1 else 'are'}"
 
 
-def broken_in_view(view: ClusterView, lws: LeaderWorkerSet) -> BrokenGroups:
-    """group index -> why, for every group below `spec.replicas` the view shows not whole. Work is
-    proportional to the LWS's pods in the view, not to `spec.replicas` (see BrokenGroups)."""
-    populated = populated_groups(view, lws)
+LwsPods = Mapping[int, Sequence[PodRecord]]
+"""One snapshot of an LWS's pods: group index -> its pods (ClusterView.lws_pods)."""
+
+
+def broken_in_pods(lws: LeaderWorkerSet, groups: LwsPods) -> BrokenGroups:
+    """group index -> why, for every group below `spec.replicas` that the snapshot `groups`
+    shows not whole. Work is proportional to the snapshot's pods, not to `spec.replicas` (see
+    BrokenGroups)."""
+    populated = [index for index in sorted(groups) if 0 <= index < lws.replicas]
     broken: dict[int, str] = {}
     for index in populated:
-        health = view_group_health(view, lws, index)
+        health = group_health(index, lws.size, groups[index])
         if not health.whole:
             broken[index] = "; ".join(health.problems)
     empty = empty_group_health(lws)
     empty_why = None if empty.whole or not empty_groups(lws, populated) else "; ".join(empty.problems)
     return BrokenGroups(broken, lws.replicas, populated, empty_why)
+
+
+def broken_in_view(view: ClusterView, lws: LeaderWorkerSet) -> BrokenGroups:
+    """`broken_in_pods` of one snapshot of `lws`'s pods in `view`."""
+    return broken_in_pods(lws, view.lws_pods(lws.namespace, lws.name))
 
 
 def group_disruption(view: ClusterView, pod: PodRecord, default_budget: int) -> GroupDisruption | None:
@@ -164,27 +176,52 @@ def group_disruption(view: ClusterView, pod: PodRecord, default_budget: int) -> 
     )
 
 
-def pending(view: ClusterView, lws: LeaderWorkerSet, entries: Entries) -> Entries:
-    """Ledger entries still to count: of a group below `spec.replicas`, whose pod the view still
-    shows present (same uid) and not terminating. Once the view shows the pod going, the view itself
-    counts the group as broken."""
-    kept = []
-    for entry in entries:
-        pod = view.pod(lws.namespace, entry.pod)
-        gone = pod is None or pod.uid != entry.uid or pod.terminating or pod.terminal
-        if entry.group < lws.replicas and not gone:
-            kept.append(entry)
-    return tuple(kept)
+def budget_reading(view: ClusterView, lws: LeaderWorkerSet, entries: Entries) -> BrokenGroups:
+    """The groups of `lws` that count as broken for a budget decision, from ONE reading: one
+    snapshot of the LWS's pods (`ClusterView.lws_pods`, taken under the view's lock) and the
+    ledger `entries` read in the same ledger update (whose write is a compare-and-swap on them).
 
+    The invariant, kept by every budget decision (evictions, delete-based drains, group-taint,
+    resize) and across replicas sharing the ledger: at no time are more than B groups of an LWS
+    broken by disruptions guardhook allowed, because every allowed disruption of a whole group
+    is counted by every later decision, first through its ledger entry and then through the view:
 
-def with_pending(
-    view: ClusterView, lws: LeaderWorkerSet, broken: BrokenGroups, entries: Entries
-) -> BrokenGroups:
-    """`broken` plus the groups of `pending` ledger entries (recorded, not visible yet)."""
+    - a group counts as broken when this snapshot shows it not whole, or when an unexpired entry
+      of a group below `spec.replicas` is recorded for it;
+    - an entry stops counting only when this same snapshot shows its disruption seen through:
+      its group broken (it counts through the view then), or its group whole again with the
+      evicted pod replaced (a pod of that name with another uid, created after the entry was
+      recorded). A pod the snapshot does not hold, or holds terminating, never frees an entry
+      by itself, and no second read of the view is ever combined with this one;
+    - entries leave the ledger's storage only by expiry, so a replica whose view lags counts
+      them until its own snapshot shows them seen through;
+    - a decision that allows disrupting a whole group writes its entry with a compare-and-swap
+      on the entries it read (a Lease resourceVersion precondition; a conflict re-reads the
+      ledger, takes a new snapshot and plans again), so two decisions cannot both count from a
+      ledger that holds neither's entry.
+
+    Clocks: the entry's `recorded` is the ledger's clock and `created` the API server's (whole
+    seconds); a replacement created within the second of the recording, or an entry with no
+    `recorded`, counts until its TTL (the safe side)."""
+    groups = view.lws_pods(lws.namespace, lws.name)
+    broken = broken_in_pods(lws, groups)
     merged = broken
-    for entry in pending(view, lws, entries):
-        merged = merged.with_group(entry.group, f"eviction of {entry.pod} recorded, not visible yet")
+    for entry in entries:
+        if entry.group >= lws.replicas or entry.group in broken:
+            continue
+        if not replaced(entry, groups.get(entry.group, ())):
+            merged = merged.with_group(entry.group, f"eviction of {entry.pod} recorded, not visible yet")
     return merged
+
+
+def replaced(entry: Disruption, pods: Sequence[PodRecord]) -> bool:
+    """Whether `pods` (the entry's group, whole) hold a replacement of the entry's pod: same name,
+    another uid, created after the entry was recorded."""
+    if not entry.recorded:
+        return False
+    return any(
+        pod.name == entry.pod and pod.uid != entry.uid and pod.created > entry.recorded for pod in pods
+    )
 
 
 def ledger_key(lws: LeaderWorkerSet) -> tuple[str, str]:
@@ -215,11 +252,14 @@ def judge_budget(
 ) -> Judgement:
     """Allow or deny (429) removing `disruption.pod` by the budget and the ledger and, when allowed
     from a whole group, record it — in one atomic ledger update unless nothing may be recorded.
+    Judged from `budget_reading` (one reading of view and ledger; the invariant is stated there),
+    never from `disruption.broken_in_view`, which is older than the ledger read.
     `what` starts the denial ("evicting pod ns/name"); `recorded_advisory`, when given, is the
     warning an allowed removal of a whole group carries."""
 
     def plan(entries: Entries) -> tuple[Judgement, Entries | None]:
-        broken = with_pending(view, disruption.lws, disruption.broken_in_view, entries)
+        # Re-run on every ledger conflict: a fresh snapshot with the entries just read.
+        broken = budget_reading(view, disruption.lws, entries)
         if disruption.group in broken:
             return ALLOW, None
         if not within_budget(disruption.group, broken, disruption.budget):
@@ -227,7 +267,7 @@ def judge_budget(
         pod = disruption.pod
         # Stamped with the ledger's own clock, the one that later decides expiry.
         now = ledger.now() if ledger is not None else time.time()
-        record = Disruption(disruption.group, pod.name, pod.uid, now + ttl)
+        record = Disruption(disruption.group, pod.name, pod.uid, now + ttl, now)
         # Entries leave storage only by expiry: a replica whose view lags still counts them.
         kept = tuple(e for e in entries if e.group < disruption.lws.replicas)
         allowed = Judgement(advisories=(recorded_advisory,)) if recorded_advisory else ALLOW

@@ -13,15 +13,14 @@ from dataclasses import dataclass
 from guardhook.cluster.lws import LeaderWorkerSet, member_of_pod
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
-from guardhook.ledger import Ledger, LedgerError
+from guardhook.ledger import Entries, Ledger, LedgerError
 from guardhook.policies.base import Judgement, PolicyContext, Violation
 from guardhook.policies.shared.group_budget import (
-    broken_in_view,
     budget_of,
+    budget_reading,
     budget_source,
     describe_broken,
     ledger_key,
-    with_pending,
 )
 
 
@@ -82,11 +81,12 @@ def _over_budget(
     view: ClusterView, ledger: Ledger | None, lws: LeaderWorkerSet, victims: Sequence[Victim], budget: int
 ) -> str:
     """One LWS's part of the message when it would exceed `budget`, else ""."""
-    broken = broken_in_view(view, lws)
+    entries: Entries = ()
     if ledger is not None:
         # Unreachable ledger: the view alone still bounds the answer (this policy fails open).
         with contextlib.suppress(LedgerError):
-            broken = with_pending(view, lws, broken, ledger.entries(ledger_key(lws)))
+            entries = ledger.entries(ledger_key(lws))
+    broken = budget_reading(view, lws, entries)  # one snapshot, after the ledger read
     lost: dict[int, list[Victim]] = defaultdict(list)
     for victim in victims:
         member = member_of_pod(victim.pod)
