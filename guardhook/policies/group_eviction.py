@@ -28,7 +28,9 @@ Fail mode: closed with 429 when the view is stale or the ledger cannot be reache
 does not know is allowed and recorded nowhere: it is either gone (the API server answers 404,
 which a drain treats as done — the LWS deletes the rest of a group once one pod is evicted, so
 this is common) or was created within the watch's lag and cannot be Ready, so its group is not
-whole; answering 429 would wedge a drain on a pod that no longer exists.
+whole; answering 429 would wedge a drain on a pod that no longer exists. Except when the API
+server did not serve LeaderWorkerSets when the view last asked (the CRD was installed after
+guardhook started): then the view cannot tell, and an LWS pod's eviction is answered 429.
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from guardhook.cluster.lws import member_of_pod
 from guardhook.cluster.model import PodRecord, metadata
 from guardhook.cluster.pdb_budget import matching_pdbs, refusal
-from guardhook.cluster.view.store import ClusterView
+from guardhook.cluster.view.store import LEADERWORKERSETS, ClusterView
 from guardhook.policies.base import (
     ALLOW,
     TOO_MANY_REQUESTS,
@@ -94,7 +97,7 @@ class GroupEviction(Policy):
             return allowed_disruption_target(pod.disruption, ctx.user)
         eviction = eviction_context(ctx.view, pod, ctx.params)
         if eviction is None:
-            return ALLOW
+            return lws_unknowable(ctx.view, pod) or ALLOW
         refused = view_pdb_refusal(ctx.view, pod)
         if refused:
             return too_many(f"evicting pod {namespace}/{name}: {refused}; the API server would refuse it")
@@ -102,6 +105,21 @@ class GroupEviction(Policy):
         return judge_budget(
             ctx.view, eviction, ctx.ledger, ctx.may_record, ttl, what=f"evicting pod {namespace}/{name}"
         )
+
+
+def lws_unknowable(view: ClusterView, pod: PodRecord) -> Judgement | None:
+    """429 for a pod of an LWS the view cannot hold because the API server did not serve
+    LeaderWorkerSets when last asked (the CRD installed after guardhook started: the view picks
+    it up within DISCOVERY_RETRY_SECONDS). Allowing it would let a drain take every group at
+    once; None when the view can tell (no LWS member, or LeaderWorkerSets served)."""
+    member = member_of_pod(pod)
+    if member is None or view.serves(LEADERWORKERSETS):
+        return None
+    return too_many(
+        f"evicting pod {pod.namespace}/{pod.name}: it belongs to LeaderWorkerSet "
+        f"{member.namespace}/{member.lws_name}, but the API server did not serve LeaderWorkerSets "
+        f"when guardhook last asked (CRD installed since?), so its groups cannot be counted; retry shortly"
+    )
 
 
 def _evicted_pod(ctx: PolicyContext) -> tuple[str, str]:

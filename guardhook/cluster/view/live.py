@@ -50,7 +50,9 @@ PAGE_SIZE = 500
 WATCH_TIMEOUT_SECONDS = 300
 CONNECT_TIMEOUT_SECONDS = 5.0
 READ_TIMEOUT_SECONDS = 30.0
-DISCOVERY_RETRY_SECONDS = 300.0
+DISCOVERY_RETRY_SECONDS = 15.0
+"""How often a kind the API server does not serve is asked for again: an LWS CRD installed
+after guardhook started is seen within this (until then LWS pods are judged fail-closed)."""
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 KEPT_AS_DICTS = (SERVICES, PODDISRUPTIONBUDGETS, LEADERWORKERSETS)
 
@@ -221,6 +223,7 @@ class Reflector:
                     self.view.remove(self.kind, key)
             was_synced = self.view.synced
             self.view.mark_synced(self.kind)
+            self.view.mark_unserved(self.kind, False)
             if not was_synced and self.view.synced:
                 log.info("cluster view synced: every kind listed; the webhook is ready")
         self.versions = versions
@@ -332,7 +335,9 @@ class Reflector:
                 self.kind,
                 self.discovery_retry_seconds,
             )
-        self.view.replace_kind(self.kind, [])
+        with self.view.lock:
+            self.view.replace_kind(self.kind, [])
+            self.view.mark_unserved(self.kind)
         self.versions = {}
         self.resource_version = None
         self.stats.served = False

@@ -106,6 +106,7 @@ class ClusterView:
         self.stale_after_seconds = stale_after_seconds
         self.lock = threading.RLock()
         self._synced_kinds: set[str] = set()
+        self._unserved: set[str] = set()
         self._broken_since: dict[str, float] = {}
         self._pods: dict[Key, PodRecord] = {}
         self._pods_by_group: dict[GroupKey, dict[str, PodRecord]] = defaultdict(dict)
@@ -156,6 +157,17 @@ class ClusterView:
         with self.lock:
             self._synced_kinds.add(kind)
             self._broken_since.pop(kind, None)
+
+    def mark_unserved(self, kind: str, unserved: bool = True) -> None:
+        """Record that the API server does not serve `kind` (its CRD is not installed), or, with
+        `unserved` False, that it does again (a list of it succeeded)."""
+        with self.lock:
+            (self._unserved.add if unserved else self._unserved.discard)(kind)
+
+    def serves(self, kind: str) -> bool:
+        """False while the API server did not serve `kind` when last asked: the view then holds
+        none of it, and cannot tell that an object of that kind does not exist."""
+        return kind not in self._unserved
 
     def mark_broken(self, kind: str, now: float | None = None) -> None:
         """Record that the watch of `kind` broke (keeps the earliest time while it stays broken)."""
