@@ -323,3 +323,26 @@ def test_an_eviction_the_pdb_allows_goes_on_to_the_budget(pdb: dict[str, Any]) -
     eng = engine(view)
     assert judge(eng, eviction("llm-xl-0-3"))["allowed"] is True
     assert len(eng.ledger.entries(("serve", "llm-xl"))) == 1
+
+
+def test_an_lws_pod_is_429_while_the_api_server_did_not_serve_leaderworkersets() -> None:
+    """The LWS CRD installed after guardhook started: the view holds no LWS, and must not let a
+    drain take every group at once (it did: no 429 at all on a real cluster); once the kind is
+    served and the LWS listed, the budget judges again."""
+    objects = fleet_objects()
+    view = view_from_objects([o for o in objects if o["kind"] != "LeaderWorkerSet"])
+    view.mark_unserved("leaderworkersets")
+    eng = engine(view)
+    for pod in ("llm-xl-0-3", "llm-xl-1-1"):
+        denied = judge(eng, eviction(pod))
+        assert denied["status"]["code"] == 429
+        assert "did not serve LeaderWorkerSets" in denied["status"]["message"]
+    view.upsert("leaderworkersets", find(objects, "LeaderWorkerSet", "llm-xl"))
+    view.mark_unserved("leaderworkersets", False)
+    assert [judge(eng, eviction(p))["allowed"] for p in ("llm-xl-0-3", "llm-xl-1-1")] == [True, False]
+
+
+def test_a_pod_of_an_lws_that_is_gone_is_still_allowed_when_the_kind_is_served() -> None:
+    objects = fleet_objects()
+    view = view_from_objects([o for o in objects if o["kind"] != "LeaderWorkerSet"])
+    assert judge(engine(view), eviction("llm-xl-0-3"))["allowed"] is True
