@@ -296,7 +296,7 @@ def build(nodes: int, rng: random.Random) -> tuple[ClusterView, float, float]:
     index_for(view)
     indexed = time.perf_counter()
     # A long-lived heap of millions of records: keep the cyclic GC from rescanning it on every
-    # full collection (what a server does after its initial sync; see README "Performance").
+    # full collection (what a server does after its initial sync; see docs/performance.md).
     gc.collect()
     gc.freeze()
     return view, filled - started, indexed - filled

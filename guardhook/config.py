@@ -117,7 +117,8 @@ def load_config(path: str | Path | None, enforcement: str = "deny") -> Config:
     raw: Any = {}
     if path is not None:
         try:
-            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+            raw = {} if loaded is None else loaded  # an empty file is the defaults; `false` is not
         except UnicodeDecodeError as exc:  # a ValueError, not an OSError: bytes that are not UTF-8
             raise ConfigError(
                 f"cannot read config {path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
@@ -154,7 +155,9 @@ def build_config(raw: Any, policies: Iterable[Policy] | None = None) -> Config:
     registry = {p.id: p for p in policies}
     doc = _mapping(raw, "config")
     _reject_unknown(doc, {"policies", "exemptions", "clusterView"}, "")
-    policy_docs = _mapping(doc.get("policies") or {}, "policies")
+    # Only an absent or empty (null) key means "defaults": `policies: []` or `false` is a mistake.
+    raw_policies = doc.get("policies")
+    policy_docs = _mapping(raw_policies if raw_policies is not None else {}, "policies")
     _reject_unknown(policy_docs, set(registry), "policies.")
     settings = {pid: _policy_settings(p, policy_docs.get(pid)) for pid, p in registry.items()}
     _inherit_shared_params(registry, policy_docs, settings)
@@ -261,8 +264,21 @@ def _stale_after(raw: Any) -> float:
 
 def _mapping(raw: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(raw, Mapping):
-        raise ConfigError(f"{where} must be a mapping")
+        raise ConfigError(f"{where} must be a mapping (got {_yaml_kind(raw)})")
     return raw
+
+
+def _yaml_kind(value: Any) -> str:
+    """What a YAML value is, in the words of the file: `false`, a list, a string, a number."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return "an empty list" if not value else "a list"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    return type(value).__name__
 
 
 def _reject_unknown(doc: Mapping[str, Any], known: set[str], prefix: str) -> None:

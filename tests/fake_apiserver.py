@@ -19,7 +19,8 @@ One resourceVersion counter covers every write. The test adds, changes and delet
 (`put`, `delete`: watchers see them, `writes` does not), sends bookmarks, answers every request
 with an error (`fail_with`), slows single GETs (`get_delay`), refuses resources or whole API
 versions (`unserved`: "leaderworkersets" or "resource.k8s.io/v1" answer 404, as for a CRD or an API
-version the server does not serve), and can take the server away (`stop()`: listening socket and
+version the server does not serve), forbids resources (`forbidden`: 403, as RBAC does), and can
+take the server away (`stop()`: listening socket and
 open watches closed) and bring it back on the same port (`start()`). What happened is recorded for
 assertions: `requests` ("METHOD /path?query"), `writes` through HTTP (method, namespace, resource,
 name) and `conflicts` (409 answers).
@@ -117,8 +118,11 @@ def kubeconfig_text(server: str) -> str:
 class FakeApiServer:
     """The object store and its HTTP server. `objects[resource][(namespace, name)]` is the object."""
 
-    def __init__(self, unserved: Iterable[str] = (), max_page: int = 5) -> None:
+    def __init__(
+        self, unserved: Iterable[str] = (), max_page: int = 5, forbidden: Iterable[str] = ()
+    ) -> None:
         self.unserved = set(unserved)
+        self.forbidden = set(forbidden)
         self.max_page = max_page
         self.get_delay = 0.0  # seconds a single-object GET waits before answering
         self.fail_with: int | None = None  # answer every request with this status when set
@@ -373,6 +377,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, status(404, "NotFound", f"the server could not find {url.path}"))
             return None
         namespace, resource, name, subresource = match.groups()
+        if resource in fake.forbidden:
+            self._json(403, status(403, "Forbidden", f"{resource} is forbidden: RBAC"))
+            return None
         if subresource is not None and self.command != "PATCH":
             self._json(404, status(404, "NotFound", f"the server could not find {url.path}"))
             return None

@@ -1,6 +1,7 @@
 """Render the kustomize subset `manifests/` uses, so the manifest tests run without kubectl.
 
-Supported: `resources` (files and folders), `components`, `patches` (a JSON 6902 patch file with a
+Supported: `resources` (files and folders), `components`, `patches` (a JSON 6902 patch file, or a
+strategic-merge patch of a webhook configuration, whose `webhooks` merge by `name`, with a
 `target` of group/version/kind/name), `secretGenerator` (files; hash suffixes disabled) and
 `images`. Anything else raises, so a kustomization that grows past this subset fails loudly here
 rather than rendering differently. When kubectl is installed the tests also compare this output
@@ -10,6 +11,7 @@ with `kubectl kustomize`.
 from __future__ import annotations
 
 import base64
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -84,13 +86,43 @@ def _apply_patch(folder: Path, patch: Object, objects: list[Object]) -> None:
     if set(patch) != {"path", "target"}:
         raise UnsupportedKustomization(f"patch {patch}: only path + target (JSON 6902) is supported")
     ops = yaml.safe_load((folder / patch["path"]).read_text())
-    if not isinstance(ops, list):
-        raise UnsupportedKustomization(f"{patch['path']}: only JSON 6902 patches are supported")
+    if isinstance(ops, dict) and ops.get("kind", "").endswith("WebhookConfiguration"):
+        merge = _merge_webhooks
+    elif isinstance(ops, list):
+        merge = jsonpatch.apply_patch
+    else:
+        raise UnsupportedKustomization(
+            f"{patch['path']}: only JSON 6902 and webhook merge patches are supported"
+        )
     hits = [i for i, obj in enumerate(objects) if _matches(obj, patch["target"])]
     if not hits:
         raise UnsupportedKustomization(f"patch {patch['path']} matches no object")
     for index in hits:
-        objects[index] = jsonpatch.apply_patch(objects[index], ops)
+        objects[index] = merge(objects[index], ops)
+
+
+def _merge_webhooks(obj: Object, patch: Object) -> Object:
+    """A strategic merge of a webhook configuration: maps merge key by key, `webhooks` items by
+    `name` (an unknown name is appended, as kustomize does), any other list is refused."""
+    merged = copy.deepcopy(obj)
+    by_name = {hook["name"]: hook for hook in merged.get("webhooks") or []}
+    for item in patch.get("webhooks") or []:
+        if item["name"] in by_name:
+            _merge_map(by_name[item["name"]], item)
+        else:
+            merged.setdefault("webhooks", []).append(copy.deepcopy(item))
+    _merge_map(merged, {k: v for k, v in patch.items() if k not in ("webhooks", "apiVersion", "kind")})
+    return merged
+
+
+def _merge_map(into: Object, patch: Object) -> None:
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge_map(into[key], value)
+        elif isinstance(value, list):
+            raise UnsupportedKustomization(f"merge patch of the list {key}: unsupported")
+        else:
+            into[key] = copy.deepcopy(value)
 
 
 def _set_image(image: Object, objects: list[Object]) -> None:

@@ -133,6 +133,7 @@ def test_write_reports_needs_a_live_cluster(tmp_path: Path, capsys: pytest.Captu
 # ---- live: the fake API server -----------------------------------------------------------------
 
 REPORTS = "/apis/wgpolicyk8s.io/v1alpha2/namespaces/{}/policyreports"
+CLUSTER_REPORTS = "/apis/wgpolicyk8s.io/v1alpha2/clusterpolicyreports"
 
 
 @pytest.fixture
@@ -166,12 +167,16 @@ def test_live_audit_lists_pages_and_writes_reports(
     assert [c for c in fake_api.requests if c.startswith("POST")] == [
         "POST " + REPORTS.format("default"),
         "POST " + REPORTS.format("serve"),
+        "POST " + CLUSTER_REPORTS,  # the fake holds no webhook configuration: guardhook not installed
     ]
+    (cluster_report,) = fake_api.objects["clusterpolicyreports"].values()
+    assert [(r["rule"], r["result"]) for r in cluster_report["results"]] == [("not-installed", "fail")]
     # A second run replaces the reports it wrote.
     assert main(["audit", "--kubeconfig", str(kubeconfig), "--write-reports"]) == 0
     assert [c for c in fake_api.requests if c.startswith("PUT")] == [
         "PUT " + REPORTS.format("default") + "/guardhook",
         "PUT " + REPORTS.format("serve") + "/guardhook",
+        "PUT " + CLUSTER_REPORTS + "/guardhook",
     ]
     assert int(report(fake_api, "serve")["metadata"]["resourceVersion"]) > first_version
 

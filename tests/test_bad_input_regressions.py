@@ -16,7 +16,7 @@ import pytest
 from guardhook.admission.engine import Engine
 from guardhook.commands import main as cli
 
-from conftest import Server, clean_env, free_port, load_review
+from conftest import FIXTURES, Server, clean_env, free_port, load_review
 from helpers import fleet_view, request_of
 
 
@@ -345,8 +345,48 @@ def test_serve_on_a_port_in_use_exits_2_with_one_line(taken: str, tmp_path: Path
     assert "Traceback" not in done.stderr
 
 
-def test_serve_refuses_one_port_for_both_and_an_address_not_here(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["serve", "--host", "127.0.0.1", "--port", "18999", "--metrics-port", "18999"]) == 2
-    assert "--port and --metrics-port must differ (both 18999)" in capsys.readouterr().err
-    assert cli.main(["serve", "--host", "name.invalid", "--port", "18999"]) == 2
-    assert "cannot listen on name.invalid:18999: " in capsys.readouterr().err
+def test_serve_refuses_one_port_for_both_and_an_address_not_here(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = str(free_port())
+    offline = ["--cluster-state", str(FIXTURES / "fleet"), "--cert-dir", str(tmp_path / "certs")]
+    assert cli.main(["serve", *offline, "--host", "127.0.0.1", "--port", port, "--metrics-port", port]) == 2
+    assert f"--port and --metrics-port must differ (both {port})" in capsys.readouterr().err
+    assert cli.main(["serve", *offline, "--host", "name.invalid", "--port", port]) == 2
+    assert f"cannot listen on name.invalid:{port}: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["review", str(FIXTURES / "reviews" / "s01-worker-delete.validating.json")],
+        ["audit"],
+        ["serve", "--host", "127.0.0.1"],
+        ["check", str(FIXTURES / "fleet")],
+        ["drain-plan", "gpu-node-01"],
+        ["pdb-sync"],
+        ["group-readiness", "--dry-run"],
+    ],
+)
+@pytest.mark.parametrize("empty", ["file", "folder", "comments"])
+def test_a_cluster_state_with_no_object_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str], empty: str
+) -> None:
+    # Was: judged against an empty cluster (review allowed everything, audit reported nothing).
+    state = tmp_path / "state"
+    if empty == "folder":
+        state.mkdir()
+    else:
+        state.write_text("" if empty == "file" else "# nothing here\n---\n")
+    argv = [*command, "--cluster-state", str(state)]
+    if command[0] == "serve":
+        argv += ["--port", str(free_port()), "--cert-dir", str(tmp_path / "certs")]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"guardhook: {state}: no Kubernetes object (a document with apiVersion and kind)\n"
+    )
+
+
+def test_serve_warns_of_the_sample_fleet_once(server: Server) -> None:
+    # It was logged twice: once by the fail-fast read before forking, once by the worker.
+    assert server.log.read_text().count("serving the bundled sample fleet") == 1

@@ -11,7 +11,7 @@ import yaml
 from cryptography import x509
 
 from guardhook.commands.main import main
-from guardhook.server.cabundle import bundle_with_previous, ca_bundle_ops
+from guardhook.server.cabundle import base_webhook_configurations, bundle_with_previous, ca_bundle_patch
 from guardhook.server.certs import generate
 
 from conftest import REPO
@@ -34,9 +34,12 @@ def test_patch_manifests_honours_an_explicit_out_folder(tmp_path: Path) -> None:
     assert main(["certs", "--patch-manifests", str(manifests), "--out", str(out), "--namespace", "gh"]) == 0
     ca = x509.load_pem_x509_certificate((out / "ca.crt").read_bytes())
     assert not (manifests / "overlays" / "self-managed" / "certs").exists()
-    ops = yaml.safe_load((manifests / "overlays" / "self-managed" / "ca-bundle.mutating.yaml").read_text())
-    assert ops == ca_bundle_ops((out / "ca.crt").read_bytes(), 1)
-    assert x509.load_pem_x509_certificates(base64.b64decode(ops[0]["value"])) == [ca]
+    patch = yaml.safe_load((manifests / "overlays" / "self-managed" / "ca-bundle.mutating.yaml").read_text())
+    (mutating,) = [c for c in base_webhook_configurations(manifests) if c.kind.startswith("Mutating")]
+    assert patch == ca_bundle_patch((out / "ca.crt").read_bytes(), mutating)
+    assert [hook["name"] for hook in patch["webhooks"]] == ["leader-service.guardhook.io"]
+    value = patch["webhooks"][0]["clientConfig"]["caBundle"]
+    assert x509.load_pem_x509_certificates(base64.b64decode(value)) == [ca]
     serving = x509.load_pem_x509_certificate((out / "tls.crt").read_bytes())
     sans = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "guardhook.gh.svc" in sans.get_values_for_type(x509.DNSName)
@@ -65,7 +68,8 @@ def test_certs_refuses_to_overwrite_certificates_in_use_without_force(
     assert captured.out == ""
     assert captured.err == (
         "guardhook: certs: certs already holds ca.crt, tls.crt, tls.key, which a running webhook or an "
-        "applied overlay may be using; pass --force to replace them\n"
+        "applied overlay may be using; pass --force to replace them (or --keep-certs to rewrite the "
+        "patches only)\n"
     )
     assert {name: (folder / name).read_bytes() for name in before} == before  # untouched
     (folder / "ca.crt").unlink()

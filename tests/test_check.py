@@ -290,7 +290,7 @@ def test_a_pdb_checked_without_its_lws_gets_a_note_instead_of_silence(
         "matches, so whether it selects the pods of LWS groups is unknown; add the LeaderWorkerSet to the "
         "input, or pass --cluster-state PATH or --kubeconfig FILE"
     )
-    assert "1 objects, 0 findings, 0 denied, 1 not judged" in err
+    assert "1 object, 0 findings, 0 denied, 1 not judged" in err
     code, lines, _ = run(capsys, "--format", "json", PDB)
     [entry] = json.loads("\n".join(lines))["notJudged"]
     assert (entry["kind"], entry["name"], entry["policy"]) == ("PodDisruptionBudget", "llm", "group-pdb")
@@ -306,7 +306,7 @@ def test_cluster_state_is_context_that_judges_the_input_and_is_not_checked(
     code, lines, err = run(capsys, "--cluster-state", context, PDB)
     assert code == 1
     assert [line.split(" [")[0] for line in lines] == [f"{PDB}: PodDisruptionBudget serve/llm: Deny"]
-    assert "1 objects, 1 findings, 1 denied" in err and "note:" not in err
+    assert "1 object, 1 finding, 1 denied" in err and "note:" not in err
 
 
 @pytest.mark.parametrize(
@@ -376,7 +376,7 @@ def test_one_unreadable_file_does_not_hide_the_findings_of_the_others(
     assert f"{MANIFESTS}/unreadable/broken.yaml: not valid YAML or JSON" in err
     assert f"{latin1}: cannot read: 'utf-8' codec can't decode byte 0xe9" in err
     assert "missing: no such file or folder" in err
-    assert "1 objects, 3 findings, 0 denied, 3 unreadable" in err
+    assert "1 object, 3 findings, 0 denied, 3 unreadable" in err
     code, lines, _ = run(capsys, "--format", "json", str(latin1), f"{MANIFESTS}/lint")
     document = json.loads("\n".join(lines))
     assert code == 2 and document["exitCode"] == 2 and len(document["violations"]) == 3
@@ -406,7 +406,7 @@ def test_kubeconfig_is_context_listed_once(capsys: pytest.CaptureFixture[str], t
         )
     assert code == 1, err
     assert [line.split(" [")[0] for line in lines] == [f"{PDB}: PodDisruptionBudget serve/llm: Deny"]
-    assert "1 objects" in err
+    assert "1 object," in err
 
 
 def test_an_unreachable_kubeconfig_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

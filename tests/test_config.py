@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from guardhook.config import ConfigError, Exemptions, apply_enforcement, build_config, load_config
+from guardhook.config import (
+    ConfigError,
+    Exemptions,
+    apply_enforcement,
+    build_config,
+    default_config,
+    load_config,
+)
 from guardhook.policies import REGISTRY
 
 
@@ -50,6 +57,11 @@ def test_unknown_key_fails_naming_it(tmp_path: Path, text: str, named: str) -> N
         ("clusterView: {staleAfterSeconds: 0}\n", "staleAfterSeconds must be a positive"),
         ("- a list\n", "config must be a mapping"),
         ("policies: [worker-delete]\n", "policies must be a mapping"),
+        ("policies: []\n", r"^policies must be a mapping \(got an empty list\)$"),
+        ("policies: false\n", r"^policies must be a mapping \(got false\)$"),
+        ("policies: {}\nexemptions: []\n", r"^exemptions must be a mapping \(got an empty list\)$"),
+        ("false\n", r"^config must be a mapping \(got false\)$"),
+        ("[]\n", r"^config must be a mapping \(got an empty list\)$"),
     ],
 )
 def test_invalid_values_fail_with_a_clear_error(tmp_path: Path, text: str, says: str) -> None:
@@ -160,3 +172,8 @@ def test_the_group_budget_is_set_once_for_evictions_drains_and_taints() -> None:
     assert own.settings("group-taint").params["maxDisruptedGroups"] == 2
     assert own.settings("worker-delete").params["maxDisruptedGroups"] == 3
     assert build_config({}).settings("worker-delete").params["maxDisruptedGroups"] == 1
+
+
+@pytest.mark.parametrize("text", ["", "policies:\n", "policies: {}\n", "# only a comment\n"])
+def test_an_empty_file_or_key_means_the_defaults(tmp_path: Path, text: str) -> None:
+    assert load_config(write(tmp_path, text)) == default_config()

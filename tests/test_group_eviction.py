@@ -331,14 +331,14 @@ def test_an_lws_pod_is_429_while_the_api_server_did_not_serve_leaderworkersets()
     served and the LWS listed, the budget judges again."""
     objects = fleet_objects()
     view = view_from_objects([o for o in objects if o["kind"] != "LeaderWorkerSet"])
-    view.mark_unserved("leaderworkersets")
+    view.mark_unreadable("leaderworkersets")  # what the reflector does on a 404
     eng = engine(view)
     for pod in ("llm-xl-0-3", "llm-xl-1-1"):
         denied = judge(eng, eviction(pod))
         assert denied["status"]["code"] == 429
         assert "did not serve LeaderWorkerSets" in denied["status"]["message"]
     view.upsert("leaderworkersets", find(objects, "LeaderWorkerSet", "llm-xl"))
-    view.mark_unserved("leaderworkersets", False)
+    view.mark_synced("leaderworkersets")
     assert [judge(eng, eviction(p))["allowed"] for p in ("llm-xl-0-3", "llm-xl-1-1")] == [True, False]
 
 

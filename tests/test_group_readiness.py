@@ -26,7 +26,7 @@ from guardhook.cluster.view.static import view_from_objects
 from guardhook.readiness.desired import NO_GATE, PATCH, UNCHANGED, plan
 from guardhook.readiness.runner import Observer, Reconciler, start_background_sync
 
-from conftest import clean_env, start_server
+from conftest import clean_env, free_port, start_server
 from fake_apiserver import FakeApiServer, running_fake
 from readiness_helpers import Object, fleet, group_ready, pod_of, set_condition
 
@@ -340,6 +340,10 @@ def test_serve_refuses_sync_group_readiness_without_a_cluster(tmp_path: Path) ->
         "--sync-group-readiness",
         "--cert-dir",
         str(tmp_path),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(free_port()),  # never a well-known port
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=clean_env(tmp_path))
     assert done.returncode == 2

@@ -1,6 +1,6 @@
 """manifests/monitoring/: the PrometheusRule passes `promtool test rules` on synthetic series
 (tests/monitoring/rules-test.yaml), every dashboard query parses, every metric the rules and panels
-query is one a live guardhook server exports, and the README documents each alert and panel."""
+query is one a live guardhook server exports, and docs/monitoring.md documents each alert and panel."""
 
 from __future__ import annotations
 
@@ -14,13 +14,15 @@ from typing import Any
 
 import pytest
 import yaml
+from docs_helpers import DOCS
+from docs_helpers import anchors as doc_anchors
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import REPO, Server
 
 MONITORING = REPO / "manifests" / "monitoring"
 RULE_TESTS = REPO / "tests" / "monitoring" / "rules-test.yaml"
-README = REPO / "README.md"
+MONITORING_DOC = DOCS / "monitoring.md"
 
 # Metrics the rules read that no guardhook process can export: they describe guardhook from outside.
 EXTERNAL = {
@@ -143,7 +145,7 @@ def test_every_alert_is_unit_tested_firing_and_quiet() -> None:
 def test_the_rule_is_a_prometheus_operator_object_with_summaries_and_runbooks() -> None:
     rule = load("prometheus-rule.yaml")
     assert (rule["apiVersion"], rule["kind"]) == ("monitoring.coreos.com/v1", "PrometheusRule")
-    anchors = readme_anchors()
+    anchors = doc_anchors(MONITORING_DOC)
     alerts = {r["alert"] for r in rules()}
     assert alerts >= {
         "GuardhookGroupsBelowDesired",
@@ -157,7 +159,7 @@ def test_the_rule_is_a_prometheus_operator_object_with_summaries_and_runbooks() 
         annotations = entry["annotations"]
         assert annotations["summary"] and entry["labels"]["severity"] in ("warning", "critical")
         page, _, anchor = annotations["runbook"].partition("#")
-        assert page == "README.md" and anchor in anchors, annotations["runbook"]
+        assert page == "docs/monitoring.md" and anchor in anchors, annotations["runbook"]
 
 
 # ---- the dashboard ---------------------------------------------------------------------------------
@@ -216,21 +218,11 @@ def test_every_metric_queried_is_exported(server: Server) -> None:
     assert not missing, f"queried but not exported by guardhook: {sorted(missing)}"
 
 
-# ---- the README -------------------------------------------------------------------------------------
+# ---- the docs ---------------------------------------------------------------------------------------
 
 
-def readme_anchors() -> set[str]:
-    """GitHub's heading anchors: lower case, punctuation but - and _ dropped, spaces to -."""
-    anchors = set()
-    for line in README.read_text().splitlines():
-        if line.startswith("#"):
-            title = line.lstrip("#").strip().lower()
-            anchors.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
-    return anchors
-
-
-def test_the_readme_tables_name_every_alert_and_panel() -> None:
-    text = README.read_text()
+def test_the_monitoring_page_tables_name_every_alert_and_panel() -> None:
+    text = MONITORING_DOC.read_text()
     for rule in rules():
         assert f"| `{rule['alert']}` |" in text, rule["alert"]
     for panel in panels():

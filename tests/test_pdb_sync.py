@@ -26,7 +26,7 @@ from guardhook.pdbsync.desired import MANAGED_BY_LABEL, plan
 from guardhook.pdbsync.runner import start_background_sync
 from guardhook.pdbsync.runner import sync_once as sync_round
 
-from conftest import clean_env, start_server
+from conftest import clean_env, free_port, start_server
 from envtest import ApiServer, api_server, requires_api_server
 from fake_apiserver import FakeApiServer, running_fake
 
@@ -315,6 +315,7 @@ def test_pdb_sync_plans_offline_from_manifests(tmp_path: Path) -> None:
 
 def test_serve_refuses_sync_group_pdbs_without_a_cluster(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "guardhook", "serve", "--sync-group-pdbs", "--cert-dir", str(tmp_path)]
+    command += ["--host", "127.0.0.1", "--port", str(free_port())]  # never a well-known port
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=clean_env(tmp_path))
     assert done.returncode == 2
     assert "--sync-group-pdbs needs a live cluster" in done.stderr

@@ -1,24 +1,21 @@
-"""The README states the supported Kubernetes versions (issue 15 item 16), and they agree with
+"""docs/operations.md states the supported Kubernetes versions (issue 15 item 16), and they agree with
 what the manifests use: matchConditions need 1.28 (beta) and are GA in 1.30."""
 
 from __future__ import annotations
 
 import re
 
+from docs_helpers import DOCS, section
 from test_manifests import MANIFESTS
 
-from conftest import REPO
 from kustomize_lite import render
 
 
 def supported_section() -> str:
-    readme = (REPO / "README.md").read_text()
-    match = re.search(r"^### Supported Kubernetes versions\n(.*?)(?=^#)", readme, re.M | re.S)
-    assert match, "README has no 'Supported Kubernetes versions' section"
-    return match.group(1)
+    return section(DOCS / "operations.md", "### Supported Kubernetes versions")
 
 
-def test_readme_states_the_minimum_and_recommended_kubernetes_versions() -> None:
+def test_the_docs_state_the_minimum_and_recommended_kubernetes_versions() -> None:
     section = supported_section()
     minimum = re.search(r"\*\*1\.(\d+) or newer; 1\.(\d+)\+ recommended\.\*\*", section)
     assert minimum, section[:200]

@@ -1,4 +1,4 @@
-"""`guardhook_lws_spare_groups{namespace,lws}`: exported by the real server, recomputed from the view
+"""`guardhook_lws_spare_groups{namespace,name}`: exported by the real server, recomputed from the view
 by a background thread (never by a scrape), following the view as it changes."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from guardhook.server.spare_metrics import SPARE_METRIC, SpareGroupsCollector
 from conftest import Server
 from helpers import fleet_view
 
-XL = {"namespace": "serve", "lws": "llm-xl"}
+XL = {"namespace": "serve", "name": "llm-xl"}
 
 
 def wait_for(check: Callable[[], bool], seconds: float = 20.0) -> None:
@@ -33,6 +33,18 @@ def test_the_server_exports_spare_groups_of_the_sample_fleet(server: Server) -> 
     # gpu-node-16..19 are free: room for one more 4-pod group of llm-xl.
     wait_for(lambda: (SPARE_METRIC, tuple(sorted(XL.items()))) in scrape(server))
     assert value(scrape(server), SPARE_METRIC, **XL) == 1
+
+
+def test_every_per_lws_gauge_labels_its_lws_alike(server: Server) -> None:
+    # One convention, `namespace` and `name`, so rules and panels can join the gauges.
+    wait_for(lambda: (SPARE_METRIC, tuple(sorted(XL.items()))) in scrape(server))
+    per_lws = {
+        name: dict(labels) for name, labels in scrape(server) if dict(labels).get("namespace") == "serve"
+    }
+    assert SPARE_METRIC in per_lws and "guardhook_lws_groups_desired" in per_lws
+    assert {name: set(labels) for name, labels in per_lws.items()} == {
+        name: {"namespace", "name"} for name in per_lws
+    }
 
 
 def sample(registry: CollectorRegistry) -> float | None:

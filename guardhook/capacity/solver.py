@@ -24,7 +24,7 @@ the largest k ≤ wanted such that k whole groups can be placed at once — is e
   it fits most tightly, largest first. Their own node constraints are not in the view's compact pod
   records, so they are placed by resources and pod count alone.
 
-Not modelled (documented in the README): pod affinity/anti-affinity other than exclusive topology,
+Not modelled (docs/policies.md, group-capacity): pod affinity/anti-affinity other than exclusive topology,
 topology spread constraints, volume and port conflicts, preemption, DaemonSet pods still to come.
 """
 

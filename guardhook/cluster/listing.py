@@ -6,7 +6,9 @@ with `limit`/`continue` as the API server's list chunking documents. A list's it
 (a CRD that is not installed, e.g. KEDA's ScaledObject) is skipped with a note; a 404 for a
 built-in resource (pods, nodes…) means the server is not a Kubernetes API server and is an error.
 A kind served at several API versions (resource.k8s.io) is listed at the newest one the server
-serves: each version is tried, newest first, and a 404 moves on to the next.
+serves: each version is tried, newest first, and a 404 moves on to the next. Namespaces and the
+webhook configurations are read only for the coverage report: a list that RBAC forbids (403) is
+skipped with a note and named in `ClusterObjects.unreadable`.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Listed:
     call: Callable[[client.ApiClient], ListCall]
     optional: bool = False
     older: tuple[Listed, ...] = ()
+    may_be_forbidden: bool = False
 
     @property
     def forms(self) -> tuple[Listed, ...]:
@@ -102,15 +105,30 @@ LISTS: tuple[Listed, ...] = (
         _custom(KARPENTER_API_GROUP, "v1", "nodepools"),
         optional=True,
     ),
+    Listed("v1", "Namespace", lambda api: client.CoreV1Api(api).list_namespace, may_be_forbidden=True),
+    Listed(
+        "admissionregistration.k8s.io/v1",
+        "ValidatingWebhookConfiguration",
+        lambda api: client.AdmissionregistrationV1Api(api).list_validating_webhook_configuration,
+        may_be_forbidden=True,
+    ),
+    Listed(
+        "admissionregistration.k8s.io/v1",
+        "MutatingWebhookConfiguration",
+        lambda api: client.AdmissionregistrationV1Api(api).list_mutating_webhook_configuration,
+        may_be_forbidden=True,
+    ),
 )
 
 
 @dataclass
 class ClusterObjects:
-    """Everything listed, plus notes on lists that were skipped (not served by this cluster)."""
+    """Everything listed, plus notes on lists that were skipped (not served by this cluster), and
+    the kinds (as resource names: "namespaces") that could not be read."""
 
     objects: list[KubeObject] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
 
 
 def list_cluster(api: client.ApiClient, lists: tuple[Listed, ...] = LISTS) -> ClusterObjects:
@@ -121,6 +139,13 @@ def list_cluster(api: client.ApiClient, lists: tuple[Listed, ...] = LISTS) -> Cl
         try:
             result.objects += _list_served(api, listed)
         except ApiException as exc:
+            if listed.may_be_forbidden and exc.status in (403, 404):
+                result.unreadable.append(listed.kind.lower() + "s")
+                result.notes.append(
+                    f"{listed.kind} cannot be listed (HTTP {exc.status}): the protection gaps it would show "
+                    "are not checked"
+                )
+                continue
             if exc.status != 404:
                 raise
             if not listed.optional:

@@ -9,9 +9,12 @@ capacity is reported as group counts instead (guardhook.cluster.groups).
 The groups table's SPARE column counts how many more whole groups of each LWS fit in free
 capacity now (guardhook.planning.spare: the capacity solver, the spare reserve ignored).
 
+The protection gaps (guardhook.cluster.coverage: LWS namespaces whose evictions are not guarded,
+guardhook webhook entries that cannot reach it or fail open, unreadable LWS annotations) follow.
+
 `--write-reports` writes the results as `wgpolicyk8s.io/v1alpha2` PolicyReport objects, one per
-namespace, the format of the Policy Report API (kubernetes-sigs/wg-policy-prototypes) that
-Kyverno and policy-reporter read.
+namespace (and one ClusterPolicyReport for the cluster-scoped gaps: webhook entries), the format of
+the Policy Report API (kubernetes-sigs/wg-policy-prototypes) that Kyverno and policy-reporter read.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from guardhook.commands.common import (
 if TYPE_CHECKING:
     from kubernetes import client
 
+    from guardhook.cluster.coverage import Gap
     from guardhook.cluster.groups import LwsGroups
     from guardhook.cluster.sources import Source
     from guardhook.commands.scan import Finding, Located
@@ -51,6 +55,9 @@ REPORT_VERSION = "v1alpha2"
 REPORT_PLURAL = "policyreports"
 REPORT_NAME = "guardhook"
 REPORT_SOURCE = "guardhook"
+CLUSTER_REPORT_PLURAL = "clusterpolicyreports"
+COVERAGE_POLICY = "coverage"
+"""The `policy` of gap results in PolicyReports (each gap kind is its `rule`)."""
 # Policy Report result values: pass, fail, warn, error, skip.
 RESULT_OF_OUTCOME = {
     "allowed": "pass",
@@ -71,6 +78,7 @@ class AuditResult:
     groups: list[LwsGroups]
     notes: list[str] = field(default_factory=list)
     spare: dict[tuple[str, str], int] = field(default_factory=dict)
+    gaps: list[Gap] = field(default_factory=list)
 
     @property
     def violations(self) -> list[Finding]:
@@ -82,8 +90,11 @@ def audit(
     config: Config,
     policies: Sequence[Policy] | None = None,
     notes: Sequence[str] = (),
+    unreadable: Sequence[str] | None = None,
 ) -> AuditResult:
-    """Judge `objects` (an existing cluster's) and count their groups."""
+    """Judge `objects` (an existing cluster's), count their groups and find the protection gaps.
+    `unreadable`: the kinds a cluster listing could not read (None for manifests)."""
+    from guardhook.cluster.coverage import coverage_gaps, unchecked
     from guardhook.cluster.groups import all_groups
     from guardhook.cluster.view.static import view_from_objects
     from guardhook.commands.scan import scan, usable_policies
@@ -91,14 +102,18 @@ def audit(
     from guardhook.policies import REGISTRY
 
     policies = REGISTRY if policies is None else policies
-    view = view_from_objects([o.obj for o in objects], source="audit")
+    view = view_from_objects([o.obj for o in objects], source="audit", unreadable=unreadable)
     usable = usable_policies(policies, view, skip_node_readers=True)
     all_notes = list(notes)
     for policy in policies:
         if policy not in usable:
             all_notes.append(f"{policy.id} skipped: existing groups are counted below instead")
     findings = scan(view, config, usable, objects, username=AUDIT_USER)
-    return AuditResult(findings, all_groups(view), all_notes, spare_by_lws(view))
+    budget = config.settings("group-eviction").params.get("maxDisruptedGroups")
+    spare = config.settings("group-capacity").params.get("spareGroups")
+    gaps = coverage_gaps(view, budget_default=budget, spare_default=spare)
+    all_notes += unchecked(view)
+    return AuditResult(findings, all_groups(view), all_notes, spare_by_lws(view), gaps)
 
 
 def render_text(result: AuditResult, out: TextIO) -> None:
@@ -126,6 +141,9 @@ def render_text(result: AuditResult, out: TextIO) -> None:
             "  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip(),
             file=out,
         )
+    print(f"Protection gaps ({len(result.gaps)}):", file=out)
+    for gap in result.gaps:
+        print(f"  [{gap.kind}] {gap.message}", file=out)
     for note in result.notes:
         print(f"Note: {note}", file=out)
 
@@ -147,6 +165,17 @@ def render_json(result: AuditResult, out: TextIO) -> None:
             }
             for g in result.groups
         ],
+        "gaps": [
+            {
+                "gap": g.kind,
+                "kind": g.object_kind,
+                "namespace": g.namespace,
+                "name": g.name,
+                "severe": g.severe,
+                "message": g.message,
+            }
+            for g in result.gaps
+        ],
         "notes": result.notes,
     }
     json.dump(document, out, indent=2)
@@ -164,34 +193,60 @@ def _spare(result: AuditResult, groups: LwsGroups) -> str:
 
 
 def policy_reports(result: AuditResult, now: float | None = None) -> list[KubeObject]:
-    """One `wgpolicyk8s.io/v1alpha2` PolicyReport per namespace holding a judged object, with a
-    result per (object, policy, action) and the summary counts. Cluster-scoped objects are left
-    out (they would need a ClusterPolicyReport; guardhook judges none)."""
+    """One `wgpolicyk8s.io/v1alpha2` PolicyReport per namespace holding a judged object or a gap,
+    with a result per (object, policy, action), one per gap (policy `coverage`, rule the gap kind;
+    an unguarded namespace's in that namespace's report) and the summary counts; cluster-scoped
+    gaps (webhook entries) in one ClusterPolicyReport, last. Cluster-scoped findings are left out
+    (guardhook judges none)."""
     seconds = int(time.time() if now is None else now)
     by_namespace: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for finding in result.findings:
         if finding.namespace:
             by_namespace[finding.namespace].append(_report_result(finding, seconds))
-    reports = []
-    for namespace in sorted(by_namespace):
-        results = by_namespace[namespace]
-        summary = {key: 0 for key in ("pass", "fail", "warn", "error", "skip")}
-        for entry in results:
-            summary[entry["result"]] += 1
-        reports.append(
-            {
-                "apiVersion": f"{REPORT_GROUP}/{REPORT_VERSION}",
-                "kind": "PolicyReport",
-                "metadata": {
-                    "name": REPORT_NAME,
-                    "namespace": namespace,
-                    "labels": {"app.kubernetes.io/managed-by": "guardhook"},
-                },
-                "summary": summary,
-                "results": results,
-            }
-        )
+    cluster: list[dict[str, Any]] = []
+    for gap in result.gaps:
+        namespace = gap.namespace or (gap.name if gap.object_kind == "Namespace" else "")
+        (by_namespace[namespace] if namespace else cluster).append(_gap_result(gap, seconds))
+    reports = [
+        _report("PolicyReport", by_namespace[namespace], namespace) for namespace in sorted(by_namespace)
+    ]
+    if cluster:
+        reports.append(_report("ClusterPolicyReport", cluster, None))
     return reports
+
+
+def _report(kind: str, results: list[dict[str, Any]], namespace: str | None) -> KubeObject:
+    summary = {key: 0 for key in ("pass", "fail", "warn", "error", "skip")}
+    for entry in results:
+        summary[entry["result"]] += 1
+    meta: dict[str, Any] = {"name": REPORT_NAME, "labels": {"app.kubernetes.io/managed-by": "guardhook"}}
+    if namespace is not None:
+        meta = {"name": REPORT_NAME, "namespace": namespace, "labels": meta["labels"]}
+    return {
+        "apiVersion": f"{REPORT_GROUP}/{REPORT_VERSION}",
+        "kind": kind,
+        "metadata": meta,
+        "summary": summary,
+        "results": results,
+    }
+
+
+def _gap_result(gap: Gap, seconds: int) -> dict[str, Any]:
+    api_version = "admissionregistration.k8s.io/v1" if gap.object_kind.endswith("Configuration") else "v1"
+    if gap.object_kind == "LeaderWorkerSet":
+        api_version = "leaderworkerset.x-k8s.io/v1"
+    resource = {"apiVersion": api_version, "kind": gap.object_kind, "name": gap.name.split("/")[0]}
+    if gap.namespace:
+        resource["namespace"] = gap.namespace
+    return {
+        "source": REPORT_SOURCE,
+        "policy": COVERAGE_POLICY,
+        "rule": gap.kind,
+        "result": "fail" if gap.severe else "warn",
+        "resources": [resource] if resource["name"] else [],
+        "timestamp": {"seconds": seconds, "nanos": 0},
+        "message": gap.message,
+    }
 
 
 def _report_result(finding: Finding, seconds: int) -> dict[str, Any]:
@@ -226,6 +281,9 @@ def write_reports(api: client.ApiClient, reports: Sequence[KubeObject]) -> None:
 
     custom = client.CustomObjectsApi(api)
     for report in reports:
+        if report["kind"] == "ClusterPolicyReport":
+            _write_cluster_report(custom, report)
+            continue
         namespace = report["metadata"]["namespace"]
         try:
             existing = custom.get_namespaced_custom_object(
@@ -246,10 +304,28 @@ def write_reports(api: client.ApiClient, reports: Sequence[KubeObject]) -> None:
         )
 
 
+def _write_cluster_report(custom: Any, report: KubeObject) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    group, version, plural = REPORT_GROUP, REPORT_VERSION, CLUSTER_REPORT_PLURAL
+    try:
+        existing = custom.get_cluster_custom_object(group, version, plural, REPORT_NAME)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        custom.create_cluster_custom_object(group, version, plural, report)
+        return
+    version_held = existing.get("metadata", {}).get("resourceVersion") if isinstance(existing, dict) else None
+    body = {**report, "metadata": {**report["metadata"], "resourceVersion": version_held}}
+    custom.replace_cluster_custom_object(group, version, plural, REPORT_NAME, body)
+
+
 def add_parser(commands: Any) -> None:
     """Register `guardhook audit` on the CLI's subparsers."""
     audit_cmd = commands.add_parser("audit", help="judge a cluster's existing objects; report groups per LWS")
-    audit_cmd.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    audit_cmd.add_argument(
+        "--format", choices=("text", "json"), default="text", help="output format (default text)"
+    )
     audit_cmd.add_argument(
         "--write-reports", action="store_true", help="write wgpolicyk8s.io PolicyReports into the cluster"
     )
@@ -268,8 +344,8 @@ def run_audit(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.enforcement)
     source = choose_source(args.cluster_state, args.kubeconfig)
     require_cluster(source, "audit")
-    objects, notes = _audit_objects(source)
-    result = audit(objects, config, notes=notes)
+    objects, notes, unreadable = _audit_objects(source)
+    result = audit(objects, config, notes=notes, unreadable=unreadable)
     if args.format == "json":
         render_json(result, sys.stdout)
     else:
@@ -285,13 +361,13 @@ def run_audit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _audit_objects(source: Source) -> tuple[list[Located], list[str]]:
+def _audit_objects(source: Source) -> tuple[list[Located], list[str], list[str] | None]:
     from guardhook.cluster.listing import list_cluster
     from guardhook.cluster.view.manifests import load_paths
     from guardhook.commands.scan import Located
 
     if not source.live:
-        return [Located(m.source, m.obj) for m in load_paths(source.paths)], []
+        return [Located(m.source, m.obj) for m in load_paths(source.paths)], [], None
     api = live_client(source, retries=False)
     listed = using_source(source, "list objects from", lambda: list_cluster(api))
-    return [Located("cluster", obj) for obj in listed.objects], listed.notes
+    return [Located("cluster", obj) for obj in listed.objects], listed.notes, listed.unreadable

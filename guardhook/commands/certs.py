@@ -7,10 +7,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from guardhook.commands import argtypes
 from guardhook.commands.common import CommandError
+
+if TYPE_CHECKING:
+    from guardhook.server.certs import CertPaths
 
 
 def add_parser(commands: Any) -> None:
@@ -21,9 +24,17 @@ def add_parser(commands: Any) -> None:
         help="folder to write ca.crt, tls.crt, tls.key into (default certs/, or the self-managed overlay's "
         "certs/ with --patch-manifests)",
     )
-    certs.add_argument("--service", type=argtypes.dns_label, default="guardhook", help="webhook Service name")
     certs.add_argument(
-        "--namespace", type=argtypes.dns_label, default="guardhook-system", help="webhook Service namespace"
+        "--service",
+        type=argtypes.dns_label,
+        default="guardhook",
+        help="webhook Service name (default guardhook)",
+    )
+    certs.add_argument(
+        "--namespace",
+        type=argtypes.dns_label,
+        default="guardhook-system",
+        help="webhook Service namespace (default guardhook-system)",
     )
     certs.add_argument(
         "--dns", action="append", type=argtypes.san, default=[], metavar="NAME", help="extra SAN"
@@ -38,13 +49,24 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="replace certificates already in the folder (a rotation: the caBundle keeps the previous CA)",
     )
+    certs.add_argument(
+        "--keep-certs",
+        action="store_true",
+        help="with --patch-manifests: keep the overlay's certificates and rewrite only the caBundle patches "
+        "(after changing the overlay's components)",
+    )
     certs.set_defaults(run=run_certs)
 
 
 def run_certs(args: argparse.Namespace) -> int:
     """Write the certificates (and patches); raise ManifestsError/CertificateError on bad input and
-    CommandError when the folder already holds certificates and `--force` is not given."""
-    from guardhook.server.cabundle import base_webhook_configurations, self_managed_certs, write_patches
+    CommandError when the folder already holds certificates and `--force` is not given, or when
+    `--keep-certs` finds none to keep."""
+    from guardhook.server.cabundle import (
+        base_webhook_configurations,
+        bundle_with_previous,
+        self_managed_certs,
+    )
     from guardhook.server.certs import CertPaths, ca_bundle, generate, service_dns_names
 
     names = [*service_dns_names(args.service, args.namespace), *args.dns]
@@ -53,17 +75,44 @@ def run_certs(args: argparse.Namespace) -> int:
         base_webhook_configurations(manifests)  # fail before writing anything
     out = args.out or (self_managed_certs(manifests) if manifests is not None else "certs")
     existing = CertPaths(Path(out))
+    if args.keep_certs:
+        return _rewrite_patches(manifests, existing)
     present = [p.name for p in (existing.ca, existing.cert, existing.key) if p.exists()]
     if present and not args.force:
         raise CommandError(
             f"certs: {out} already holds {', '.join(present)}, which a running webhook or an applied "
-            "overlay may be using; pass --force to replace them"
+            "overlay may be using; pass --force to replace them (or --keep-certs to rewrite the patches only)"
         )
     previous_ca = existing.ca.read_bytes() if existing.ca.is_file() else None
     paths = generate(out, names)
     print(f"wrote {paths.ca}, {paths.cert}, {paths.key} for {', '.join(names)}", file=sys.stderr)
     if manifests is not None:
-        for patch in write_patches(manifests, paths, previous_ca):
-            print(f"wrote {patch}", file=sys.stderr)
+        _write(manifests, bundle_with_previous(paths.ca.read_bytes(), previous_ca))
     print(ca_bundle(paths))
+    return 0
+
+
+def _write(manifests: Path, bundle: bytes) -> None:
+    from guardhook.server.cabundle import write_patches
+
+    for patch in write_patches(manifests, bundle):
+        print(f"wrote {patch}", file=sys.stderr)
+
+
+def _rewrite_patches(manifests: Path | None, existing: CertPaths) -> int:
+    """--keep-certs: the patches again, for the overlay's current components, from the CA in the
+    folder (and the bundle the patches set now, when it starts with that CA: a rotation's window)."""
+    from guardhook.server.cabundle import patched_bundle
+    from guardhook.server.certs import ca_bundle
+
+    if manifests is None:
+        raise CommandError("certs: --keep-certs needs --patch-manifests DIR")
+    if not existing.ca.is_file():
+        raise CommandError(
+            f"certs: --keep-certs: {existing.ca} does not exist; run without --keep-certs first"
+        )
+    ca = existing.ca.read_bytes()
+    current = patched_bundle(manifests)
+    _write(manifests, current if current and current.startswith(ca.rstrip(b"\n")) else ca)
+    print(ca_bundle(existing))
     return 0

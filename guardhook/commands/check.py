@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-from guardhook.commands.common import EXIT_USAGE, add_config_flags
+from guardhook.commands.common import EXIT_USAGE, add_config_flags, counted
 
 if TYPE_CHECKING:
     from guardhook.commands.context import Unjudged
@@ -150,7 +150,9 @@ def render_text(result: CheckResult, out: TextIO, err: TextIO) -> None:
     if not result.objects and not result.errors:
         print(f"guardhook check: {NO_OBJECTS}", file=err)
     denied = sum(1 for f in result.violations if f.outcome == "denied")
-    summary = f"{result.objects} objects, {len(result.violations)} findings, {denied} denied"
+    summary = (
+        f"{counted(result.objects, 'object')}, {counted(len(result.violations), 'finding')}, {denied} denied"
+    )
     if result.unjudged:
         summary += f", {len(result.unjudged)} not judged"
     if result.errors:
@@ -177,7 +179,9 @@ def add_parser(commands: Any) -> None:
     """Register `guardhook check` on the CLI's subparsers."""
     check_cmd = commands.add_parser("check", help="offline CI check of manifests (judged as CREATEs)")
     check_cmd.add_argument("paths", nargs="+", metavar="PATH", help="manifest files or folders, - for stdin")
-    check_cmd.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    check_cmd.add_argument(
+        "--format", choices=("text", "json"), default="text", help="output format (default text)"
+    )
     check_cmd.add_argument(
         "--cluster-state",
         action="append",

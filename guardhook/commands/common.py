@@ -63,7 +63,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
         "--enforcement",
         choices=("deny", "audit"),
         default="deny",
-        help="audit: turn every Deny into Audit, for a cluster-wide dry run",
+        help="audit: turn every Deny into Audit, for a cluster-wide dry run (default deny)",
     )
 
 
@@ -163,3 +163,8 @@ def add_reconciler_flags(
     parser.add_argument(
         "--no-leader-elect", dest="elect", action="store_false", help="reconcile without holding the Lease"
     )
+
+
+def counted(count: int, noun: str) -> str:
+    """`count` and `noun`, plural unless one: "1 object", "3 findings", "0 nodes"."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"

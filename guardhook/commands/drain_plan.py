@@ -36,7 +36,9 @@ def add_parser(commands: Any) -> None:
         help="plan draining nodes in groups: waves within each LWS's group budget, rebuild feasibility",
     )
     drain.add_argument("nodes", nargs="+", metavar="NODE", help="nodes to drain, in the order to try them")
-    drain.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    drain.add_argument(
+        "--format", choices=("text", "json"), default="text", help="output format (default text)"
+    )
     add_view_flags(drain, "plan on the cluster of this kubeconfig, listed once", enforcement=False)
     drain.set_defaults(run=run_drain_plan)
 

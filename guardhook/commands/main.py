@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from guardhook import __version__
 from guardhook.commands import audit, certs, check, drain_plan, group_readiness, pdb_sync, review, serve
@@ -41,16 +42,33 @@ def build_parser() -> argparse.ArgumentParser:
         prog="guardhook", description="Admission webhook that makes the LeaderWorkerSet group the unit."
     )
     parser.add_argument("--version", action="version", version=f"guardhook {__version__}")
-    parser.add_argument(
-        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help=", ".join(LOG_LEVELS)
-    )
-    parser.add_argument(
-        "--log-format", default="text", choices=FORMATS, help="log lines as text or JSON (default text)"
-    )
+    add_global_flags(parser, defaults=True)
     subparsers = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_parser(subparsers)
+    for sub in subparsers.choices.values():
+        # Also after the command (`guardhook check x --log-level DEBUG`): there they default to
+        # nothing, so the value given before the command, or the global default, stays.
+        add_global_flags(sub.add_argument_group("global flags (also before the command)"), defaults=False)
     return parser
+
+
+def add_global_flags(parser: Any, defaults: bool) -> None:
+    """`--log-level` and `--log-format` on `parser` (the top parser, or a command's group, where
+    `defaults=False` leaves them unset unless given)."""
+    parser.add_argument(
+        "--log-level",
+        default="INFO" if defaults else argparse.SUPPRESS,
+        type=str.upper,
+        choices=LOG_LEVELS,
+        help=f"{', '.join(LOG_LEVELS)} (default INFO)",
+    )
+    parser.add_argument(
+        "--log-format",
+        default="text" if defaults else argparse.SUPPRESS,
+        choices=FORMATS,
+        help="log lines as text or JSON (default text)",
+    )
 
 
 def is_usage_error(exc: BaseException) -> bool:

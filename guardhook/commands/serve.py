@@ -75,8 +75,9 @@ def add_parser(commands: Any) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    """Serve until stopped; exit 2 (SourceError, ConfigError, CertificateError) before serving when
-    the configuration, certificates or cluster source cannot be used."""
+    """Serve until stopped; exit 2 (SourceError, ConfigError, CertificateError, CommandError) before
+    serving when the configuration, certificates, cluster source or flags cannot be used, each judged
+    before the listening address is tried (the address last)."""
     from guardhook.admission.engine import Engine
     from guardhook.cluster.kube_transport import live_view
     from guardhook.cluster.sources import choose_source, in_cluster, in_cluster_namespace
@@ -89,8 +90,10 @@ def run_serve(args: argparse.Namespace) -> int:
     from guardhook.server.metricsport import serve_metrics
     from guardhook.server.webhook_server import ServeOptions, WebhookServer
 
+    ports = [args.port, *([args.metrics_port] if args.metrics_port else [])]
+    if len(set(ports)) < len(ports):
+        raise CommandError(f"--port and --metrics-port must differ (both {ports[0]})")
     config = load_config(args.config, args.enforcement)
-    check_listenable(args.host, [args.port, *([args.metrics_port] if args.metrics_port else [])])
     source = choose_source(args.cluster_state, args.kubeconfig)
     if args.sync_group_pdbs and not source.live:
         raise SourceError("--sync-group-pdbs needs a live cluster (--kubeconfig or in-cluster config)")
@@ -104,10 +107,16 @@ def run_serve(args: argparse.Namespace) -> int:
         namespace,
         certs.folder,
     )
+    static_view: ClusterView | None = None
     if source.live:
         live_client(source).close()  # fail fast on an unusable kubeconfig; the worker builds the view
     else:
-        open_view(source, config.stale_after_seconds)  # fail fast on unreadable manifests
+        # Fail fast on unreadable manifests; the worker forked from here uses this same view, so
+        # the manifests are read (and the sample-fleet warning logged) once.
+        static_view = open_view(source, config.stale_after_seconds)
+    # Last: every flag and the cluster source are judged before any port is tried, so a refused
+    # flag says why even while another server holds the port.
+    check_listenable(args.host, ports)
 
     def make_runtime() -> Runtime:
         runtime = build_runtime()
@@ -123,8 +132,8 @@ def run_serve(args: argparse.Namespace) -> int:
         # Runs in the gunicorn worker after fork, so the watch threads live there.
         # The eviction ledger: in memory for a static view, Leases in `namespace` for a live one.
         ledger = open_ledger(source, namespace)
-        if not source.live:
-            view = open_view(source, config.stale_after_seconds)
+        if static_view is not None:
+            view = static_view
             scaling_startup(view, config)
             runtime = Runtime(Engine(view, config, ledger=ledger, log_decisions=True))
             group_readiness_startup(runtime, config)
@@ -153,11 +162,10 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def check_listenable(host: str, ports: list[int]) -> None:
     """Raise CommandError (exit 2, one line) when `host` cannot be listened on at each of `ports`:
-    an address in use (another guardhook, the metrics port taken), an address not on this machine,
-    a name that does not resolve, or one port given twice. gunicorn would otherwise retry for 5 s
-    and exit 1, or, for the metrics port bound in the worker, log a traceback and exit 3."""
-    if len(set(ports)) < len(ports):
-        raise CommandError(f"--port and --metrics-port must differ (both {ports[0]})")
+    an address in use (another guardhook, the metrics port taken), an address not on this machine
+    or a name that does not resolve (run_serve refuses one port given twice before). gunicorn would
+    otherwise retry for 5 s and exit 1, or, for the metrics port bound in the worker, log a traceback
+    and exit 3."""
     for port in ports:
         try:
             family, kind, proto, _, address = socket.getaddrinfo(

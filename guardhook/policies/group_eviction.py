@@ -113,7 +113,7 @@ def lws_unknowable(view: ClusterView, pod: PodRecord) -> Judgement | None:
     it up within DISCOVERY_RETRY_SECONDS). Allowing it would let a drain take every group at
     once; None when the view can tell (no LWS member, or LeaderWorkerSets served)."""
     member = member_of_pod(pod)
-    if member is None or view.serves(LEADERWORKERSETS):
+    if member is None or view.readable(LEADERWORKERSETS):
         return None
     return too_many(
         f"evicting pod {pod.namespace}/{pod.name}: it belongs to LeaderWorkerSet "

@@ -1,7 +1,8 @@
 """The HTTP layer: decode AdmissionReview, ask the engine, encode the answer (design.md §3).
 
 Endpoints: POST /validate, POST /mutate, GET /healthz, GET /readyz, GET /metrics. A body that is
-not an AdmissionReview gets HTTP 400 with the reason; every decodable review gets HTTP 200.
+not an AdmissionReview gets HTTP 400 with the reason; every decodable review gets HTTP 200. Errors
+(400, an unknown path's 404, a wrong method's 405) are a JSON `Status` object, never Flask's HTML.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from guardhook.server.metrics import CONTENT_TYPE, GroupCollector, Metrics
 from guardhook.server.spare_metrics import SpareGroupsCollector
 
 log = logging.getLogger(__name__)
+
+ENDPOINTS = "POST /validate, POST /mutate, GET /healthz, GET /readyz, GET /metrics"
 
 
 class Runtime:
@@ -94,7 +97,30 @@ def create_app(runtime: Runtime) -> Flask:
         runtime.refresh_metrics()
         return Response(runtime.metrics.render(), content_type=CONTENT_TYPE)
 
+    def http_error(exc: Exception) -> Response:
+        # Flask would answer an HTML page; a client here reads JSON (the API server) or text.
+        code = int(getattr(exc, "code", None) or 500)
+        response = _status(code, _error_message(code, exc))
+        if code == 405:  # as RFC 9110 asks of a 405
+            response.headers["Allow"] = ", ".join(getattr(exc, "valid_methods", None) or ())
+        return response
+
+    for code in (400, 404, 405, 413, 500):  # werkzeug's HTTPExceptions flask can raise here
+        app.register_error_handler(code, http_error)
+
     return app
+
+
+def _error_message(code: int, exc: Exception) -> str:
+    """One line for an unknown path or a wrong method, naming the endpoints there are."""
+    where = f"{request.method} {request.path}"
+    if code == 404:
+        return f"{where}: no such endpoint (served: {ENDPOINTS})"
+    if code == 405:
+        methods = getattr(exc, "valid_methods", None) or ()
+        allowed = ", ".join(m for m in methods if m not in ("HEAD", "OPTIONS"))
+        return f"{where}: method not allowed ({request.path} takes {allowed})"
+    return f"{where}: {getattr(exc, 'name', 'error')}"
 
 
 def _read_body() -> tuple[bytes, bool]:
@@ -113,7 +139,12 @@ def _read_body() -> tuple[bytes, bool]:
 
 def _bad_request(reason: str) -> Response:
     log.info("rejected a request body: %s", reason)
+    return _status(400, reason)
+
+
+def _status(code: int, message: str) -> Response:
+    """An error answer as a Kubernetes `Status` object (JSON), the shape the API server logs."""
     payload = json.dumps(
-        {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 400, "message": reason}
+        {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "message": message}
     )
-    return Response(payload, status=400, mimetype="application/json")
+    return Response(payload, status=code, mimetype="application/json")

@@ -1,10 +1,12 @@
 """Patch a CA into the webhook configurations of `manifests/` for the self-managed overlay.
 
 `guardhook certs --patch-manifests DIR` writes the certificates into
-`DIR/overlays/self-managed/certs/` and one JSON patch (RFC 6902, as YAML) per webhook
-configuration beside them, setting `clientConfig.caBundle` on every webhook entry. The same file
-patches a live object: `kubectl patch validatingwebhookconfiguration guardhook --type=json
---patch-file ...`.
+`DIR/overlays/self-managed/certs/` and one strategic-merge patch per webhook configuration beside
+them, setting `clientConfig.caBundle` on every webhook entry BY NAME: the entries of the base and
+those the components listed in the overlay's `components:` add or move (their JSON 6902 patches
+applied here, as kustomize applies them before the overlay's own patches). An entry addressed by
+index would miss every entry a component adds. The same file patches a live object:
+`kubectl patch validatingwebhookconfiguration guardhook --patch-file ...`.
 """
 
 from __future__ import annotations
@@ -14,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import yaml
-
-from guardhook.server.certs import CertPaths
 
 WEBHOOK_KINDS = {
     "ValidatingWebhookConfiguration": "validating",
@@ -33,39 +34,85 @@ class ManifestsError(ValueError):
 
 @dataclass(frozen=True)
 class WebhookConfiguration:
-    """One webhook configuration of the base: its kind, name and number of webhook entries."""
+    """One webhook configuration as the overlay renders it: kind, name and its entries' names."""
 
     kind: str
     name: str
-    webhooks: int
+    entries: tuple[str, ...]
 
 
-def base_webhook_configurations(manifests: Path) -> list[WebhookConfiguration]:
-    """The Validating/MutatingWebhookConfigurations in `manifests/base/*.yaml`, in file order.
-    Raises ManifestsError when there are none (a wrong folder) or a file is not UTF-8 YAML."""
-    found: list[WebhookConfiguration] = []
+def _read_yaml(path: Path) -> list[Any]:
+    try:
+        return list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ManifestsError(f"cannot read {path}: {exc}") from exc
+
+
+def _base_documents(manifests: Path) -> list[dict[str, Any]]:
+    found = []
     for path in sorted((manifests / BASE).glob("*.yaml")):
-        try:
-            docs = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ManifestsError(f"cannot read {path}: {exc}") from exc
-        for doc in docs:
-            if isinstance(doc, dict) and doc.get("kind") in WEBHOOK_KINDS:
-                found.append(
-                    WebhookConfiguration(doc["kind"], doc["metadata"]["name"], len(doc.get("webhooks") or []))
-                )
+        found += [d for d in _read_yaml(path) if isinstance(d, dict) and d.get("kind") in WEBHOOK_KINDS]
     if not found:
         raise ManifestsError(f"no webhook configurations in {manifests / BASE}: is {manifests} manifests/?")
     return found
 
 
-def ca_bundle_ops(bundle_pem: bytes, webhooks: int) -> list[dict[str, Any]]:
-    """JSON patch operations setting `caBundle` (base64 of `bundle_pem`) on webhooks 0..webhooks-1."""
-    value = base64.b64encode(bundle_pem).decode()
+def _apply_component(folder: Path, documents: list[dict[str, Any]]) -> None:
+    """Apply a kustomize Component's JSON 6902 patches that target webhook configurations (and
+    those of the components it includes), in place. Raises ManifestsError on an unreadable one."""
+    (spec,) = _read_yaml(folder / "kustomization.yaml") or [{}]
+    for nested in spec.get("components") or []:
+        _apply_component((folder / nested).resolve(), documents)
+    for patch in spec.get("patches") or []:
+        target = patch.get("target") or {}
+        if target.get("kind") not in WEBHOOK_KINDS:
+            continue
+        ops = _read_yaml(folder / patch["path"])[0]
+        for index, doc in enumerate(documents):
+            if doc["kind"] == target["kind"] and doc["metadata"]["name"] == target.get("name"):
+                try:
+                    documents[index] = jsonpatch.apply_patch(doc, ops)
+                except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+                    raise ManifestsError(f"{folder / patch['path']}: {exc}") from exc
+
+
+def overlay_components(manifests: Path) -> list[Path]:
+    """The components the self-managed overlay's kustomization.yaml lists, as folders."""
+    overlay = manifests / SELF_MANAGED
+    (spec,) = _read_yaml(overlay / "kustomization.yaml") or [{}]
+    return [(overlay / entry).resolve() for entry in (spec or {}).get("components") or []]
+
+
+def base_webhook_configurations(manifests: Path) -> list[WebhookConfiguration]:
+    """The Validating/MutatingWebhookConfigurations of `manifests/base/*.yaml` (in file order) with
+    the entries the self-managed overlay renders: the base's, changed by each component the overlay
+    lists. Raises ManifestsError when there are none (a wrong folder) or a file is not UTF-8 YAML."""
+    documents = _base_documents(manifests)
+    if (manifests / SELF_MANAGED / "kustomization.yaml").is_file():
+        for component in overlay_components(manifests):
+            _apply_component(component, documents)
     return [
-        {"op": "add", "path": f"/webhooks/{index}/clientConfig/caBundle", "value": value}
-        for index in range(webhooks)
+        WebhookConfiguration(
+            doc["kind"], doc["metadata"]["name"], tuple(hook["name"] for hook in doc.get("webhooks") or [])
+        )
+        for doc in documents
     ]
+
+
+def ca_bundle_patch(bundle_pem: bytes, configuration: WebhookConfiguration) -> dict[str, Any]:
+    """A strategic-merge patch setting `caBundle` (base64 of `bundle_pem`) on every entry of
+    `configuration`, each addressed by its name (the webhooks list's merge key)."""
+    value = base64.b64encode(bundle_pem).decode()
+    patch: dict[str, Any] = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": configuration.kind,
+        "metadata": {"name": configuration.name},
+    }
+    if configuration.entries:
+        patch["webhooks"] = [
+            {"name": name, "clientConfig": {"caBundle": value}} for name in configuration.entries
+        ]
+    return patch
 
 
 def bundle_with_previous(new_ca: bytes, previous_ca: bytes | None) -> bytes:
@@ -84,19 +131,33 @@ def self_managed_certs(manifests: Path) -> Path:
     return manifests / SELF_MANAGED / "certs"
 
 
-def write_patches(manifests: Path, certs: CertPaths, previous_ca: bytes | None = None) -> list[Path]:
-    """Write `ca-bundle.<validating|mutating>.yaml` into the self-managed overlay, trusting the CA
-    in `certs` (and `previous_ca`, see bundle_with_previous). Returns the files written."""
-    configurations = base_webhook_configurations(manifests)
-    bundle = bundle_with_previous(certs.ca.read_bytes(), previous_ca)
+def patched_bundle(manifests: Path) -> bytes | None:
+    """The CA bundle (PEM) the overlay's validating patch sets now, or None when there is none
+    (also for the index-addressed patches of older releases, which a rewrite replaces)."""
+    path = manifests / SELF_MANAGED / "ca-bundle.validating.yaml"
+    if not path.is_file():
+        return None
+    docs = _read_yaml(path)
+    hooks = docs[0].get("webhooks") if docs and isinstance(docs[0], dict) else None
+    if not hooks:
+        return None
+    return base64.b64decode(hooks[0]["clientConfig"]["caBundle"])
+
+
+def write_patches(manifests: Path, bundle: bytes) -> list[Path]:
+    """Write `ca-bundle.<validating|mutating>.yaml` into the self-managed overlay, setting `bundle`
+    (PEM: the CA, during a rotation also the previous one, see bundle_with_previous) on every entry
+    the overlay renders. Returns the files written; raises ManifestsError as
+    base_webhook_configurations does."""
     written = []
-    for configuration in configurations:
+    for configuration in base_webhook_configurations(manifests):
         target = manifests / SELF_MANAGED / f"ca-bundle.{WEBHOOK_KINDS[configuration.kind]}.yaml"
         header = (
-            f"# caBundle for {configuration.kind} {configuration.name}, written by `guardhook certs "
-            "--patch-manifests`.\n"
+            f"# caBundle for every entry of {configuration.kind} {configuration.name} (by name), written by\n"
+            "# `guardhook certs --patch-manifests` for the components this overlay lists: after changing\n"
+            "# `components:`, run it again (with --keep-certs to keep the certificates).\n"
         )
-        body = yaml.safe_dump(ca_bundle_ops(bundle, configuration.webhooks), sort_keys=False)
+        body = yaml.safe_dump(ca_bundle_patch(bundle, configuration), sort_keys=False)
         target.write_text(header + body)
         written.append(target)
     return written

@@ -25,6 +25,9 @@ def serve_metrics(runtime: Runtime, host: str, port: int) -> ThreadingHTTPServer
 
     class MetricsHandler(BaseHTTPRequestHandler):
         timeout = SOCKET_TIMEOUT_SECONDS
+        # Errors (404 for another path, 501 for another method) as one line of text, not HTML.
+        error_content_type = "text/plain; charset=utf-8"
+        error_message_format = "%(code)d %(message)s\n"
 
         def do_GET(self) -> None:  # noqa: N802 (the http.server naming)
             if self.path.split("?", 1)[0] != "/metrics":

@@ -47,7 +47,13 @@ TIMEOUT_ANSWER = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-
 HEADER_END = b"\r\n\r\n"
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)[ \t]*(?=\r\n)", re.IGNORECASE)
 _CHUNKED = re.compile(rb"\r\ntransfer-encoding:[^\r\n]*chunked", re.IGNORECASE)
-_EXPECT_CONTINUE = re.compile(rb"\r\nexpect:[ \t]*100-continue", re.IGNORECASE)
+_EXPECT_CONTINUE = re.compile(rb"\r\nexpect:[ \t]*100-continue[ \t]*(?=\r\n)", re.IGNORECASE)
+
+DISCARD_FACTOR = 4
+"""An oversized body declared up to this many times the cap is read and thrown away in the event
+loop after the 400 went out, before the connection closes: a client that writes its whole body
+before reading (most do) would otherwise have the connection reset under it by a close with its
+bytes unread, and never read the answer. A larger one is closed at once after the 400."""
 
 
 def request_complete(buffer: bytes | bytearray, max_body: int) -> bool:
@@ -65,6 +71,32 @@ def request_complete(buffer: bytes | bytearray, max_body: int) -> bool:
         return True  # no body (a GET, or a body gunicorn refuses for lack of a length)
     length = int(match.group(1))
     return length > max_body or len(body) >= length
+
+
+def oversized_length(buffer: bytes | bytearray, max_body: int) -> int | None:
+    """The declared Content-Length of the request heading `buffer` when it is over `max_body` (a
+    chunked body has no declared length: None), else None."""
+    end = buffer.find(HEADER_END)
+    head = bytes(buffer[: end + 2]) if end >= 0 else b""
+    match = _CONTENT_LENGTH.search(head)
+    if match is None or _CHUNKED.search(head):
+        return None
+    length = int(match.group(1))
+    return length if length > max_body else None
+
+
+def handed_on(buffer: bytes, close: bool) -> bytes:
+    """`buffer` as gunicorn's parser gets it: `Expect: 100-continue` taken out of its first
+    request's head (the expectation is met by then: a 100 sent, or the body already in), and with
+    `close` a `Connection: close` put first (gunicorn honours the first Connection header)."""
+    end = buffer.find(HEADER_END)
+    if end < 0:
+        return buffer
+    head = _EXPECT_CONTINUE.sub(b"", buffer[: end + 2])
+    if close:
+        line_end = head.find(b"\r\n") + 2
+        head = head[:line_end] + b"Connection: close\r\n" + head[line_end:]
+    return head + buffer[end + 2 :]
 
 
 def chunked_complete(body: bytes | bytearray, max_body: int) -> bool:
@@ -96,6 +128,11 @@ class Reading:
     buffer: bytearray = field(default_factory=bytearray)
     events: int = 0
     continued: bool = False
+    close: bool = False
+    """The body is over the cap: the connection closes after the 400 (gunicorn ignores an app's
+    `Connection: close`, so the request handed on asks for it)."""
+    discard: int = 0
+    """Bytes of an oversized body still to come, read and thrown away after the 400."""
 
 
 class ReadAheadWorker(ThreadWorker):
@@ -110,6 +147,7 @@ class ReadAheadWorker(ThreadWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.reading: dict[Any, Reading] = {}
+        self.discarding: dict[Any, Reading] = {}
         self.cut_off = 0
 
     def enqueue_req(self, conn: Any) -> None:
@@ -133,7 +171,10 @@ class ReadAheadWorker(ThreadWorker):
             return
         if wanted is None:
             self._release(conn)
-            conn.parser.unreader.unread(bytes(state.buffer))
+            # The expectation is met here (a 100 sent, or the body already in): gunicorn must
+            # not answer it once more.
+            conn.parser.unreader.unread(handed_on(bytes(state.buffer), close=state.close))
+            conn.guardhook_discard = state.discard
             conn.data_ready = True
             super().enqueue_req(conn)
             return
@@ -172,7 +213,7 @@ class ReadAheadWorker(ThreadWorker):
         """Read what is there; None once the request is complete, -1 at EOF, else the selector
         event to wait for."""
         conn.sock.setblocking(False)
-        while not request_complete(state.buffer, self.max_body):
+        while not self._complete(state):
             try:
                 data = conn.sock.recv(READ_CHUNK)
             except (ssl.SSLWantReadError, BlockingIOError):
@@ -185,16 +226,68 @@ class ReadAheadWorker(ThreadWorker):
             state.buffer += data
         return None
 
+    def _complete(self, state: Reading) -> bool:
+        """Whether the request in `state` can be handed on (request_complete); for one whose
+        declared body is over the cap, also note that it closes and what is left to throw away."""
+        if not request_complete(state.buffer, self.max_body):
+            return False
+        end = state.buffer.find(HEADER_END)
+        length = oversized_length(state.buffer, self.max_body)
+        body_so_far = len(state.buffer) - end - len(HEADER_END) if end >= 0 else 0
+        state.close = length is not None or body_so_far > self.max_body
+        waits_for_100 = body_so_far == 0 and _EXPECT_CONTINUE.search(bytes(state.buffer[: end + 2]))
+        if length is not None and length <= DISCARD_FACTOR * self.max_body and not waits_for_100:
+            state.discard = length - body_so_far  # a client waiting for a 100 sends no body
+        return True
+
     def _continue_if_expected(self, conn: Any, state: Reading) -> None:
         """A client that sent `Expect: 100-continue` waits for the interim 100 before its body
-        (RFC 9110 §10.1.1): send it once the headers are in. gunicorn may send one more when it
-        parses the request; a client must accept several 1xx answers (RFC 9110 §15.2)."""
+        (RFC 9110 §10.1.1): send it once the headers are in (a request handed on has its Expect
+        removed, so gunicorn sends no second one)."""
         if state.continued:
             return
         end = state.buffer.find(HEADER_END)
-        if end >= 0 and _EXPECT_CONTINUE.search(bytes(state.buffer[:end])):
+        if end >= 0 and _EXPECT_CONTINUE.search(bytes(state.buffer[: end + 2])):
             state.continued = True
             conn.sock.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def finish_request(self, conn: Any, fs: Any) -> None:
+        """gthread's completion of a request; a connection closing after the 400 to an oversized
+        body first has the rest of that body read and thrown away (see DISCARD_FACTOR)."""
+        discard = getattr(conn, "guardhook_discard", 0)
+        conn.guardhook_discard = 0
+        if discard and not fs.cancelled() and fs.exception() is None and fs.result() is False:
+            state = Reading(deadline=time.monotonic() + self.request_timeout, discard=discard)
+            self.discarding[conn] = state
+            conn.sock.setblocking(False)
+            self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._discard, conn))
+            state.events = selectors.EVENT_READ
+            self._discard(conn)  # TLS may hold decrypted bytes the selector does not see
+            return
+        super().finish_request(conn, fs)
+
+    def _discard(self, conn: Any, _fileobj: Any = None) -> None:
+        state = self.discarding.get(conn)
+        if state is None:
+            return
+        try:
+            while state.discard > 0:
+                data = conn.sock.recv(READ_CHUNK)
+                if not data:
+                    break
+                state.discard -= len(data)
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+            return  # more to come: wait for it
+        except (OSError, ValueError) as exc:
+            log.debug("closing a connection while discarding an oversized body: %s", exc)
+        self._end_discard(conn)
+
+    def _end_discard(self, conn: Any) -> None:
+        self.discarding.pop(conn, None)
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            self.poller.unregister(conn.sock)
+        self.nr_conns -= 1
+        conn.close()
 
     def _watch(self, conn: Any, state: Reading, events: int) -> None:
         callback = partial(self._advance, conn)
@@ -225,6 +318,8 @@ class ReadAheadWorker(ThreadWorker):
             log.debug("closed %s: no complete request within %gs", _peer(conn), self.request_timeout)
             self._time_out(conn)
             self._drop(conn)
+        for conn in [c for c, s in self.discarding.items() if s.deadline <= now]:
+            self._end_discard(conn)
 
     def _time_out(self, conn: Any) -> None:
         """Tell a client that sent part of a request why it is closed (408, RFC 9110 §15.5.9);

@@ -57,7 +57,7 @@ class SpareGroupsCollector(Collector):
             SPARE_METRIC,
             "More whole groups of a LeaderWorkerSet that fit in free capacity now (capacity solver, "
             "spare reserve ignored; recomputed every few seconds).",
-            labels=["namespace", "lws"],
+            labels=["namespace", "name"],  # as every per-LWS gauge
         )
         for (namespace, name), spare in sorted(self._snapshot.items()):
             family.add_metric([namespace, name], spare)

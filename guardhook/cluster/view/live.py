@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from guardhook.cluster.model import as_dict, metadata
 from guardhook.cluster.paging import pages
 from guardhook.cluster.view.store import (
+    COVERAGE_KINDS,
     DRA_KINDS,
     KINDS,
     LEADERWORKERSETS,
@@ -73,10 +74,17 @@ class NotServed(WatchError):
     """404: the API server does not serve this kind (e.g. its CRD is not installed)."""
 
 
-OPTIONAL_KINDS = frozenset({LEADERWORKERSETS, NODEPOOLS, *DRA_KINDS})
+OPTIONAL_KINDS = frozenset({LEADERWORKERSETS, NODEPOOLS, *DRA_KINDS, *COVERAGE_KINDS})
 """Kinds a cluster may lack: a CRD (LeaderWorkerSet, Karpenter's NodePool), or resource.k8s.io,
 which a server serves only from 1.32 (beta, off by default) and DeviceTaintRule only behind an
-alpha feature gate."""
+alpha feature gate. The coverage kinds (Namespaces, webhook configurations) are read only to report
+gaps: a 404 or a 403 (RBAC) leaves them empty and unreadable (`ClusterView.readable`), retried
+like a kind not served."""
+
+
+def _unreadable(kind: str, error: WatchError) -> bool:
+    """Whether `error` leaves coverage kind `kind` unreadable (RBAC 403, or 404) rather than failing it."""
+    return kind in COVERAGE_KINDS and error.status in (403, 404)
 
 
 def not_a_kubernetes_api(kind: str, error: NotServed) -> WatchError:
@@ -223,7 +231,6 @@ class Reflector:
                     self.view.remove(self.kind, key)
             was_synced = self.view.synced
             self.view.mark_synced(self.kind)
-            self.view.mark_unserved(self.kind, False)
             if not was_synced and self.view.synced:
                 log.info("cluster view synced: every kind listed; the webhook is ready")
         self.versions = versions
@@ -312,6 +319,14 @@ class Reflector:
                 log.info("%s: resourceVersion %s expired (410), relisting", self.kind, self.resource_version)
                 self.resource_version = None
                 self.stats.restarts += 1
+            except WatchError as exc:
+                if not _unreadable(self.kind, exc):
+                    if self._stopped.is_set():
+                        return
+                    self._failed(exc)
+                    continue
+                self._not_served(forbidden=True)
+                self._stopped.wait(self.discovery_retry_seconds)
             except Exception as exc:  # any broken connection: mark, back off, retry
                 if self._stopped.is_set():
                     return
@@ -327,17 +342,22 @@ class Reflector:
         log.log(level, "%s: list/watch failed (%s); retrying with backoff", self.kind, _describe(exc))
         self._stopped.wait(delay)
 
-    def _not_served(self) -> None:
+    def _not_served(self, forbidden: bool = False) -> None:
         if self.stats.served:  # log once per transition, not on every probe
+            why = "guardhook may not list" if forbidden else "the API server does not serve"
+            hint = "RBAC: see manifests/base/rbac.yaml" if forbidden else "CRD or API version not installed?"
             log.warning(
-                "the API server does not serve %s (CRD or API version not installed?): treating it as empty, "
-                "checking again every %.0fs",
+                "%s %s (%s): treating it as empty, checking again every %.0fs",
+                why,
                 self.kind,
+                hint,
                 self.discovery_retry_seconds,
             )
         with self.view.lock:
             self.view.replace_kind(self.kind, [])
-            self.view.mark_unserved(self.kind)
+            # An unserved LWS kind is unreadable too: group-eviction must not take "no LWS" at its word.
+            if self.kind in COVERAGE_KINDS or self.kind == LEADERWORKERSETS:
+                self.view.mark_unreadable(self.kind)
         self.versions = {}
         self.resource_version = None
         self.stats.served = False
@@ -408,7 +428,14 @@ def snapshot(view: ClusterView, transport: Transport) -> ClusterView:
         reflector = Reflector(kind, view, transport)
         try:
             reflector.relist()
-        except NotServed as exc:
+        except WatchError as exc:
+            if _unreadable(kind, exc):
+                log.warning("cannot list %s (HTTP %d): its protection gaps are not checked", kind, exc.status)
+                view.replace_kind(kind, [])
+                view.mark_unreadable(kind)
+                continue
+            if not isinstance(exc, NotServed):
+                raise
             if kind not in OPTIONAL_KINDS:
                 raise not_a_kubernetes_api(kind, exc) from exc
             log.warning("the API server does not serve %s: treating it as empty", kind)

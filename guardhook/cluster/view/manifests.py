@@ -121,14 +121,19 @@ def files_under(path: Path) -> list[Path]:
 
 
 def load_paths(paths: Iterable[str | Path]) -> list[Manifest]:
-    """Load every object from files and folders. Raises ManifestError on a missing path or a file
-    that is not YAML/JSON."""
+    """Load every object from files and folders. Raises ManifestError on a missing path, a file
+    that is not YAML/JSON, or a path holding no Kubernetes object (an empty file or folder is a
+    mistake, not an empty cluster: judging against it would judge against nothing)."""
     manifests: list[Manifest] = []
     for raw in paths:
+        found: list[Manifest] = []
         for file in files_under(Path(raw)):
             try:
                 text = file.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise ManifestError(f"{file}: cannot read: {exc}") from exc
-            manifests += parse_text(text, str(file))
+            found += parse_text(text, str(file))
+        if not found:
+            raise ManifestError(f"{raw}: no Kubernetes object (a document with apiVersion and kind)")
+        manifests += found
     return manifests

@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 from guardhook.cluster.view.manifests import load_paths, parse_text
-from guardhook.cluster.view.store import KIND_TO_RESOURCE, KINDS, ClusterView
+from guardhook.cluster.view.store import COVERAGE_KINDS, KIND_TO_RESOURCE, KINDS, ClusterView
 from guardhook.wire import KubeObject
 
 log = logging.getLogger(__name__)
@@ -16,15 +16,24 @@ log = logging.getLogger(__name__)
 EMBEDDED_FLEET = "sample fleet"
 
 
-def view_from_objects(objects: Iterable[KubeObject], source: str = "static") -> ClusterView:
-    """A synced view holding `objects`; kinds the view does not keep are ignored."""
+def view_from_objects(
+    objects: Iterable[KubeObject], source: str = "static", unreadable: Iterable[str] | None = None
+) -> ClusterView:
+    """A synced view holding `objects`; kinds the view does not keep are ignored. `unreadable`:
+    the COVERAGE_KINDS a cluster listing could not read; None (manifests, not a listing): every
+    coverage kind of which `objects` hold none, as manifests rarely carry them all."""
     view = ClusterView(source=source)
+    present = set()
     for obj in objects:
         resource = KIND_TO_RESOURCE.get(str(obj.get("kind")))
         if resource is not None:
             view.upsert(resource, obj)
+            present.add(resource)
     for kind in KINDS:
         view.mark_synced(kind)
+    missing = [k for k in COVERAGE_KINDS if k not in present] if unreadable is None else unreadable
+    for kind in missing:
+        view.mark_unreadable(kind)
     return view
 
 

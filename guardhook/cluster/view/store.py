@@ -29,6 +29,7 @@ from guardhook.cluster.lws import LeaderWorkerSet, member_of_pod
 from guardhook.cluster.model import NodeRecord, PodRecord, StatefulSetRecord, metadata
 from guardhook.cluster.nodepools import NodePoolRecord
 from guardhook.cluster.resources import Resources
+from guardhook.cluster.webhooks import NamespaceRecord, WebhookConfigurationRecord
 from guardhook.wire import KubeObject
 
 # The kinds the view holds, by the resource name the API uses.
@@ -47,7 +48,14 @@ DRA_KINDS = (RESOURCESLICES, RESOURCECLAIMS, RESOURCECLAIMTEMPLATES, DEVICECLASS
 """resource.k8s.io kinds (guardhook.cluster.dra), kept as compact records."""
 NODEPOOLS = "nodepools"
 """Karpenter NodePools (guardhook.cluster.nodepools)."""
-RECORD_KINDS = (*DRA_KINDS, NODEPOOLS)
+NAMESPACES = "namespaces"
+VALIDATINGWEBHOOKCONFIGURATIONS = "validatingwebhookconfigurations"
+MUTATINGWEBHOOKCONFIGURATIONS = "mutatingwebhookconfigurations"
+WEBHOOK_KINDS = (VALIDATINGWEBHOOKCONFIGURATIONS, MUTATINGWEBHOOKCONFIGURATIONS)
+COVERAGE_KINDS = (NAMESPACES, *WEBHOOK_KINDS)
+"""Kinds read only to report where guardhook does not protect (guardhook.cluster.coverage); one
+the view cannot read (RBAC: 403) is empty and `readable(kind)` False, never a reason to be unready."""
+RECORD_KINDS = (*DRA_KINDS, NODEPOOLS, *COVERAGE_KINDS)
 """Kinds kept as compact records in one generic table (no listeners, no secondary indexes)."""
 KINDS = (NODES, PODS, LEADERWORKERSETS, STATEFULSETS, SERVICES, PODDISRUPTIONBUDGETS, *RECORD_KINDS)
 NOTIFIED_RECORD_KINDS = (RESOURCESLICES, RESOURCECLAIMS)
@@ -66,6 +74,9 @@ KIND_TO_RESOURCE = {
     "DeviceClass": DEVICECLASSES,
     "DeviceTaintRule": DEVICETAINTRULES,
     "NodePool": NODEPOOLS,
+    "Namespace": NAMESPACES,
+    "ValidatingWebhookConfiguration": VALIDATINGWEBHOOKCONFIGURATIONS,
+    "MutatingWebhookConfiguration": MUTATINGWEBHOOKCONFIGURATIONS,
 }
 
 _DRA_RECORDS: dict[str, Callable[[KubeObject], Any]] = {
@@ -75,6 +86,9 @@ _DRA_RECORDS: dict[str, Callable[[KubeObject], Any]] = {
     DEVICECLASSES: DeviceClassRecord.from_object,
     DEVICETAINTRULES: DeviceTaintRuleRecord.from_object,
     NODEPOOLS: NodePoolRecord.from_object,
+    NAMESPACES: NamespaceRecord.from_object,
+    VALIDATINGWEBHOOKCONFIGURATIONS: WebhookConfigurationRecord.from_object,
+    MUTATINGWEBHOOKCONFIGURATIONS: WebhookConfigurationRecord.from_object,
 }
 
 Key = tuple[str, str]
@@ -106,8 +120,8 @@ class ClusterView:
         self.stale_after_seconds = stale_after_seconds
         self.lock = threading.RLock()
         self._synced_kinds: set[str] = set()
-        self._unserved: set[str] = set()
         self._broken_since: dict[str, float] = {}
+        self._unreadable: set[str] = set()
         self._pods: dict[Key, PodRecord] = {}
         self._pods_by_group: dict[GroupKey, dict[str, PodRecord]] = defaultdict(dict)
         # (namespace, LWS name) -> the group indexes `_pods_by_group` holds pods of: lets a reader
@@ -153,21 +167,23 @@ class ClusterView:
     # ---- freshness -------------------------------------------------------------------------
 
     def mark_synced(self, kind: str) -> None:
-        """Record that `kind` has been listed completely; clears a broken watch for it."""
+        """Record that `kind` has been listed completely; clears a broken watch for it (and an
+        unreadable mark)."""
         with self.lock:
             self._synced_kinds.add(kind)
             self._broken_since.pop(kind, None)
+            self._unreadable.discard(kind)
 
-    def mark_unserved(self, kind: str, unserved: bool = True) -> None:
-        """Record that the API server does not serve `kind` (its CRD is not installed), or, with
-        `unserved` False, that it does again (a list of it succeeded)."""
+    def mark_unreadable(self, kind: str) -> None:
+        """Record that `kind` (one of COVERAGE_KINDS, or LeaderWorkerSets when the API server does
+        not serve them) could not be read (403, 404, or not in the manifests): the view holds none
+        and does not know whether there are some."""
         with self.lock:
-            (self._unserved.add if unserved else self._unserved.discard)(kind)
+            self._unreadable.add(kind)
 
-    def serves(self, kind: str) -> bool:
-        """False while the API server did not serve `kind` when last asked: the view then holds
-        none of it, and cannot tell that an object of that kind does not exist."""
-        return kind not in self._unserved
+    def readable(self, kind: str) -> bool:
+        """Whether what the view holds of `kind` is what the cluster holds (see mark_unreadable)."""
+        return kind not in self._unreadable
 
     def mark_broken(self, kind: str, now: float | None = None) -> None:
         """Record that the watch of `kind` broke (keeps the earliest time while it stays broken)."""
@@ -531,6 +547,15 @@ class ClusterView:
                 names.update(ref.name for ref in claim.reserved_for if ref.resource == "pods")
             pods = (self._pods.get((namespace, pod_name)) for pod_name in sorted(names))
             return [pod for pod in pods if pod is not None]
+
+    def namespace(self, name: str) -> NamespaceRecord | None:
+        """Namespace `name`, or None when the view does not hold it."""
+        return self._dra[NAMESPACES].get(("", name))
+
+    def webhook_configurations(self) -> list[WebhookConfigurationRecord]:
+        """Every Validating- and MutatingWebhookConfiguration held."""
+        with self.lock:
+            return [record for kind in WEBHOOK_KINDS for record in self._dra[kind].values()]
 
     def node_pools(self) -> list[NodePoolRecord]:
         """Every Karpenter NodePool held."""

@@ -1,0 +1,222 @@
+"""Where guardhook does not protect: the gaps `audit`, `drain-plan` and `/metrics` report.
+
+Read from the cluster view only (Namespaces, guardhook's own webhook configurations, LWSs):
+
+- `evictions-unguarded`: an LWS namespace without the label `guardhook.io/guard-evictions=true`.
+  The eviction entry selects only labelled namespaces (manifests/base/validating-webhook.yaml), so
+  there an eviction is never judged, and a drain takes whole groups down.
+- `webhook-unreachable`: a guardhook entry the API server cannot call: no caBundle (and so the API
+  server's own roots, which never signed guardhook's CA), a caBundle that is no PEM certificate, or
+  (where the serving certificate is known) one that does not verify it. With `failurePolicy:
+  Ignore` such a policy silently never runs; with Fail its requests are refused.
+- `webhook-fails-open`: a guardhook entry with `failurePolicy: Ignore`: its policy does not apply
+  while guardhook cannot be called (down, or unreachable as above).
+- `annotation-unreadable`: an LWS guardhook annotation that cannot be read, so a default is used
+  (`max-disrupted-groups`/`spare-groups`: not a non-negative integer; `serving-pods`: neither
+  "leaders" nor "all").
+- `not-installed`: the view can read webhook configurations but holds no guardhook entry.
+
+A kind the view cannot read (RBAC 403, or absent from offline manifests) gives no gap but a note
+(`unchecked`). Absent Namespace objects likewise: an LWS whose namespace the view does not hold is
+not called unguarded.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+
+from guardhook.cluster.lws import SERVING_PODS_ANNOTATION, LeaderWorkerSet
+from guardhook.cluster.view.store import NAMESPACES, WEBHOOK_KINDS, ClusterView
+from guardhook.cluster.webhooks import CERT_MANAGER_INJECT, WebhookConfigurationRecord, WebhookEntry
+
+GUARD_EVICTIONS_LABEL = "guardhook.io/guard-evictions"
+"""The Namespace label (value "true") the eviction entry's namespaceSelector requires."""
+BUDGET_ANNOTATION = "guardhook.io/max-disrupted-groups"
+SPARE_GROUPS_ANNOTATION = "guardhook.io/spare-groups"
+
+EVICTIONS_UNGUARDED = "evictions-unguarded"
+WEBHOOK_UNREACHABLE = "webhook-unreachable"
+WEBHOOK_FAILS_OPEN = "webhook-fails-open"
+ANNOTATION_UNREADABLE = "annotation-unreadable"
+NOT_INSTALLED = "not-installed"
+GAP_KINDS = (
+    EVICTIONS_UNGUARDED,
+    WEBHOOK_UNREACHABLE,
+    WEBHOOK_FAILS_OPEN,
+    ANNOTATION_UNREADABLE,
+    NOT_INSTALLED,
+)
+SEVERE = frozenset({EVICTIONS_UNGUARDED, WEBHOOK_UNREACHABLE, ANNOTATION_UNREADABLE, NOT_INSTALLED})
+"""Gaps that mean a protection is off now (PolicyReport `fail`); the others only while guardhook is
+down (`warn`)."""
+
+
+@dataclass(frozen=True)
+class Gap:
+    """One gap: its kind (GAP_KINDS), the object it is about (`namespace` "" for cluster-scoped:
+    a webhook configuration, `name` then "<configuration>/<entry>"), its API kind, and a sentence."""
+
+    kind: str
+    object_kind: str
+    namespace: str
+    name: str
+    message: str
+
+    @property
+    def severe(self) -> bool:
+        return self.kind in SEVERE
+
+
+@dataclass(frozen=True)
+class UnreadableAnnotation:
+    """An LWS annotation guardhook cannot read: its key, its raw value and what is used instead."""
+
+    annotation: str
+    value: str
+    used: str
+
+    def sentence(self) -> str:
+        return f'annotation {self.annotation}: "{self.value}" cannot be read; {self.used} is used instead'
+
+
+def unreadable_annotations(
+    lws: LeaderWorkerSet, budget_default: int | None = None, spare_default: int | None = None
+) -> list[UnreadableAnnotation]:
+    """Every guardhook annotation of `lws` that cannot be read, with the value used instead: the
+    group-eviction/group-taint parameter maxDisruptedGroups, group-capacity's spareGroups (named
+    with `*_default` when the configuration is known), and "leaders" for serving-pods."""
+    found = []
+    annotations = lws.annotations
+    for key, parameter, default in (
+        (BUDGET_ANNOTATION, "maxDisruptedGroups", budget_default),
+        (SPARE_GROUPS_ANNOTATION, "spareGroups", spare_default),
+    ):
+        raw = annotations.get(key)
+        if raw is not None and not raw.isdigit():
+            value = f" ({default})" if default is not None else ""
+            found.append(UnreadableAnnotation(key, raw, f"the configured {parameter}{value}"))
+    serving = lws.serving_pods_unreadable
+    if serving is not None:
+        found.append(UnreadableAnnotation(SERVING_PODS_ANNOTATION, serving, '"leaders"'))
+    return found
+
+
+def evictions_guarded(view: ClusterView, namespace: str) -> bool | None:
+    """Whether evictions in `namespace` reach guardhook (the opt-in label is "true"); None when
+    the view cannot tell (Namespaces unreadable, or this one not held)."""
+    if not view.readable(NAMESPACES):
+        return None
+    record = view.namespace(namespace)
+    if record is None:
+        return None
+    return record.labels.get(GUARD_EVICTIONS_LABEL) == "true"
+
+
+def unguarded_sentence(namespace: str) -> str:
+    """Why a namespace's evictions are not judged, for audit and drain-plan."""
+    return (
+        f"namespace {namespace} lacks the label {GUARD_EVICTIONS_LABEL}=true: its evictions never reach "
+        "guardhook, so a drain may take whole groups down"
+    )
+
+
+def coverage_gaps(
+    view: ClusterView,
+    serving_cert: x509.Certificate | None = None,
+    budget_default: int | None = None,
+    spare_default: int | None = None,
+) -> list[Gap]:
+    """Every gap the view shows, namespaces first, then webhook entries, then LWS annotations."""
+    gaps = list(_namespace_gaps(view))
+    gaps += _webhook_gaps(view, serving_cert)
+    for lws in sorted(view.all_lws(), key=lambda item: (item.namespace, item.name)):
+        for unreadable in unreadable_annotations(lws, budget_default, spare_default):
+            message = f"LeaderWorkerSet {lws.name}: {unreadable.sentence()}"
+            gaps.append(Gap(ANNOTATION_UNREADABLE, "LeaderWorkerSet", lws.namespace, lws.name, message))
+    return gaps
+
+
+def unchecked(view: ClusterView) -> list[str]:
+    """Notes on what the coverage report could not check (kinds the view cannot read)."""
+    notes = []
+    if not view.readable(NAMESPACES):
+        notes.append("Namespaces could not be read: whether LWS namespaces guard evictions was not checked")
+    if not all(view.readable(kind) for kind in WEBHOOK_KINDS):
+        notes.append(
+            "webhook configurations could not be read: whether every guardhook entry reaches guardhook "
+            "was not checked (grant get/list on validating/mutatingwebhookconfigurations)"
+        )
+    return notes
+
+
+def _namespace_gaps(view: ClusterView) -> Iterator[Gap]:
+    by_namespace: dict[str, list[str]] = {}
+    for lws in view.all_lws():
+        by_namespace.setdefault(lws.namespace, []).append(lws.name)
+    for namespace in sorted(by_namespace):
+        if evictions_guarded(view, namespace) is False:
+            names = ", ".join(sorted(by_namespace[namespace]))
+            message = f"{unguarded_sentence(namespace)} (LeaderWorkerSets {names})"
+            yield Gap(EVICTIONS_UNGUARDED, "Namespace", "", namespace, message)
+
+
+def _webhook_gaps(view: ClusterView, serving_cert: x509.Certificate | None) -> list[Gap]:
+    if not all(view.readable(kind) for kind in WEBHOOK_KINDS):
+        return []
+    gaps = []
+    configurations = sorted(view.webhook_configurations(), key=lambda c: (c.kind, c.name))
+    own = [(c, e) for c in configurations for e in c.entries if e.own]
+    if not own:
+        message = "no webhook entry named *.guardhook.io is registered: no policy is called by the API server"
+        return [Gap(NOT_INSTALLED, "ValidatingWebhookConfiguration", "", "", message)]
+    for configuration, entry in own:
+        name = f"{configuration.name}/{entry.name}"
+        problem = unreachable_because(configuration, entry, serving_cert)
+        if problem:
+            message = (
+                f"{configuration.kind} {name}: {problem}, so the API server cannot call guardhook for it"
+            )
+            message += (
+                "; its policy never runs"
+                if entry.failure_policy == "Ignore"
+                else "; its requests are refused"
+            )
+            gaps.append(Gap(WEBHOOK_UNREACHABLE, configuration.kind, "", name, message))
+        if entry.failure_policy == "Ignore":
+            message = (
+                f"{configuration.kind} {name}: failurePolicy Ignore, so its requests are admitted unjudged "
+                "while guardhook cannot be called"
+            )
+            gaps.append(Gap(WEBHOOK_FAILS_OPEN, configuration.kind, "", name, message))
+    return gaps
+
+
+def unreachable_because(
+    configuration: WebhookConfigurationRecord, entry: WebhookEntry, serving_cert: x509.Certificate | None
+) -> str:
+    """Why the API server cannot call `entry` ("" when nothing says it cannot)."""
+    if not entry.ca_bundle:
+        if CERT_MANAGER_INJECT in configuration.annotations:
+            return "no caBundle (cert-manager's cainjector has not filled it in)"
+        return "no caBundle"
+    try:
+        cas = x509.load_pem_x509_certificates(base64.b64decode(entry.ca_bundle, validate=True))
+    except (ValueError, binascii.Error):
+        return "a caBundle that holds no PEM certificate"
+    if serving_cert is not None and not any(_issued_by(serving_cert, ca) for ca in cas):
+        return "a caBundle that does not verify the serving certificate"
+    return ""
+
+
+def _issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True

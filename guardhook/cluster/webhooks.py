@@ -1,0 +1,93 @@
+"""Namespaces and admission webhook configurations as the cluster view keeps them: compact records
+for the coverage report (guardhook.cluster.coverage). Only guardhook's own entries matter there:
+those named `*.guardhook.io` (the manifests' names; the alerts select them the same way).
+
+Field meanings are the API's (admissionregistration.k8s.io/v1 WebhookClientConfig: `caBundle` is
+the base64 PEM the API server verifies the webhook's serving certificate with, and an empty one
+means the API server's own trust roots; `failurePolicy` defaults to Fail).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from guardhook.cluster.model import as_dict, as_list, metadata, str_map
+from guardhook.wire import KubeObject
+
+OWN_ENTRY_SUFFIX = ".guardhook.io"
+CERT_MANAGER_INJECT = "cert-manager.io/inject-ca-from"
+
+
+@dataclass(frozen=True)
+class NamespaceRecord:
+    """A Namespace: its name and labels."""
+
+    name: str
+    labels: dict[str, str]
+
+    @staticmethod
+    def from_object(obj: KubeObject) -> NamespaceRecord:
+        """The record of a decoded Namespace (never raises)."""
+        meta = metadata(obj)
+        return NamespaceRecord(str(meta.get("name") or ""), str_map(meta.get("labels")))
+
+
+@dataclass(frozen=True)
+class WebhookEntry:
+    """One entry of a webhook configuration: name, failurePolicy (API default Fail), the caBundle
+    as given (base64, "" when unset) and where it calls (`service` "namespace/name:port path", or
+    the `url`)."""
+
+    name: str
+    failure_policy: str
+    ca_bundle: str
+    target: str
+
+    @property
+    def own(self) -> bool:
+        """Whether the entry is one of guardhook's (named `*.guardhook.io`)."""
+        return self.name.endswith(OWN_ENTRY_SUFFIX)
+
+
+@dataclass(frozen=True)
+class WebhookConfigurationRecord:
+    """A Validating- or MutatingWebhookConfiguration: kind, name, annotations and entries."""
+
+    kind: str
+    name: str
+    annotations: dict[str, str]
+    entries: tuple[WebhookEntry, ...]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The view's key: ("", name), the object being cluster-scoped."""
+        return ("", self.name)
+
+    @staticmethod
+    def from_object(obj: KubeObject) -> WebhookConfigurationRecord:
+        """The record of a decoded webhook configuration; malformed entries are skipped (never raises)."""
+        meta = metadata(obj)
+        entries = tuple(
+            _entry(as_dict(hook)) for hook in as_list(obj.get("webhooks")) if as_dict(hook).get("name")
+        )
+        return WebhookConfigurationRecord(
+            str(obj.get("kind") or ""), str(meta.get("name") or ""), str_map(meta.get("annotations")), entries
+        )
+
+
+def _entry(hook: KubeObject) -> WebhookEntry:
+    config = as_dict(hook.get("clientConfig"))
+    service = as_dict(config.get("service"))
+    if service:
+        target = (
+            f"service {service.get('namespace')}/{service.get('name')}:{service.get('port') or 443}"
+            f" {service.get('path') or '/'}"
+        )
+    else:
+        target = f"url {config.get('url') or ''}"
+    return WebhookEntry(
+        str(hook.get("name")),
+        str(hook.get("failurePolicy") or "Fail"),
+        str(config.get("caBundle") or ""),
+        target,
+    )

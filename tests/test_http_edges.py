@@ -1,0 +1,133 @@
+"""Answers off the happy path, on the real server over TLS: an unknown path or a wrong method is a
+JSON `Status` (never Flask's HTML page), the metrics port's errors are one line of text;
+`Expect: 100-continue` gets one interim answer; an oversized body sent whole still gets its 400."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import ssl
+from collections.abc import Callable
+
+import pytest
+import requests
+
+from guardhook.admission.codec import MAX_BODY_BYTES
+
+from conftest import Server, free_port, load_review
+
+ENDPOINTS = "POST /validate, POST /mutate, GET /healthz, GET /readyz, GET /metrics"
+
+
+def status_of(answer: requests.Response) -> dict:
+    assert answer.headers["Content-Type"] == "application/json"
+    assert "<" not in answer.text  # no HTML
+    body = answer.json()
+    assert (body["kind"], body["apiVersion"], body["status"]) == ("Status", "v1", "Failure")
+    assert body["code"] == answer.status_code
+    return body
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "code", "message"),
+    [
+        ("GET", "/validate", 405, "GET /validate: method not allowed (/validate takes POST)"),
+        ("PUT", "/mutate", 405, "PUT /mutate: method not allowed (/mutate takes POST)"),
+        ("POST", "/healthz", 405, "POST /healthz: method not allowed (/healthz takes GET)"),
+        ("GET", "/", 404, f"GET /: no such endpoint (served: {ENDPOINTS})"),
+        ("POST", "/validating", 404, f"POST /validating: no such endpoint (served: {ENDPOINTS})"),
+    ],
+)
+def test_unknown_paths_and_methods_get_a_json_status(
+    server: Server, method: str, path: str, code: int, message: str
+) -> None:
+    answer = server.session.request(method, server.url + path, timeout=10)
+    assert answer.status_code == code
+    assert status_of(answer)["message"] == message
+    if code == 405:
+        assert "GET" in answer.headers["Allow"] or "POST" in answer.headers["Allow"]
+
+
+def test_the_metrics_port_answers_errors_in_text(fresh_server: Callable[..., Server]) -> None:
+    port = free_port()
+    fresh_server("--metrics-port", str(port))
+    for answer in (
+        requests.get(f"http://127.0.0.1:{port}/healthz", timeout=10),
+        requests.post(f"http://127.0.0.1:{port}/metrics", timeout=10),
+    ):
+        assert answer.status_code in (404, 501)
+        assert answer.headers["Content-Type"].startswith("text/plain")
+        assert answer.text.startswith(str(answer.status_code)) and "<" not in answer.text
+
+
+def tls_connection(server: Server) -> ssl.SSLSocket:
+    context = ssl.create_default_context(cafile=str(server.ca))
+    host, port = server.url.removeprefix("https://").split(":")
+    raw = socket.create_connection((host, int(port)), timeout=10)
+    return context.wrap_socket(raw, server_hostname=host)
+
+
+def read_answer(tls: ssl.SSLSocket) -> bytes:
+    """Everything up to the end of the final response (Content-Length counted) or the close."""
+    reply = b""
+    while True:
+        head, sep, rest = reply.rpartition(b"\r\n\r\n")
+        final = [m for m in re.finditer(rb"HTTP/1\.1 ([2-5]\d\d)", reply)]
+        if final and sep:
+            length = re.search(rb"content-length: *(\d+)", reply[final[-1].start() :], re.I)
+            if length and len(reply) - reply.index(b"\r\n\r\n", final[-1].start()) - 4 >= int(length[1]):
+                return reply
+        try:
+            chunk = tls.recv(65536)
+        except (ConnectionError, ssl.SSLError) as exc:
+            raise AssertionError(f"connection broken before the answer was read: {exc!r}; {reply!r}") from exc
+        if not chunk:
+            return reply
+        reply += chunk
+
+
+def review_request(body: bytes, *headers: str) -> bytes:
+    lines = ["POST /validate HTTP/1.1", "Host: localhost", "Content-Type: application/json"]
+    lines += [f"Content-Length: {len(body)}", *headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def test_expect_100_continue_is_answered_once(server: Server) -> None:
+    body = json.dumps(load_review("s01-worker-delete.validating")).encode()
+    with tls_connection(server) as tls:
+        tls.sendall(review_request(body, "Expect: 100-continue"))
+        interim = tls.recv(65536)
+        assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+        tls.sendall(body)
+        reply = read_answer(tls)
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
+    assert b"100 Continue" not in reply  # the second one gunicorn used to send
+
+
+def test_expect_100_continue_with_the_body_already_sent_gets_no_interim(server: Server) -> None:
+    body = json.dumps(load_review("s01-worker-delete.validating")).encode()
+    with tls_connection(server) as tls:
+        tls.sendall(review_request(body, "Expect: 100-continue") + body)
+        reply = read_answer(tls)
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
+    assert b"100 Continue" not in reply
+
+
+def test_an_oversized_body_sent_whole_gets_the_400(server: Server) -> None:
+    # A client that writes its whole body before reading (as most do) used to see the TLS
+    # connection end (EOF or reset) instead of the answer: unread bytes made the close a reset.
+    body = b"x" * (MAX_BODY_BYTES + 1)
+    with tls_connection(server) as tls:
+        tls.sendall(review_request(body) + body)
+        reply = read_answer(tls)
+    assert reply.startswith(b"HTTP/1.1 400"), reply[:200]
+    assert b"cap" in reply and b"connection: close" in reply.lower()
+
+
+def test_an_oversized_body_announced_with_expect_gets_the_400_instead_of_a_100(server: Server) -> None:
+    with tls_connection(server) as tls:
+        tls.sendall(review_request(b"x" * (MAX_BODY_BYTES + 1), "Expect: 100-continue"))
+        reply = read_answer(tls)  # no body sent: the answer comes at once
+    assert reply.startswith(b"HTTP/1.1 400"), reply[:200]
+    assert b"100 Continue" not in reply
