@@ -8,14 +8,15 @@ the LWS annotation `guardhook.io/max-disrupted-groups`, else the `maxDisruptedGr
 
 A group counts as broken when the view shows it not whole (fewer than `size` pods, one
 terminating or not Ready; a group index below `spec.replicas` with no pods at all), or when the
-ledger holds an unexpired eviction from it that the view does not show yet (the evicted pod is
-still there, not terminating). Evicting from a broken group is always allowed: the replica is
-lost already, and blocking would only stall the drain. Evicting from a whole group is allowed
-while fewer than B groups are broken, and is then recorded in the ledger before the answer —
-atomically, so concurrent evictions and several guardhook replicas cannot exceed B (the budget
-and ledger live in guardhook.policies.shared.group_budget, shared with delete-based drains).
-Entries expire after `ledgerTTLSeconds`, so an eviction that something later refused frees its
-budget. Dry runs and `guardhook review` record nothing and are judged the same.
+ledger holds an unexpired eviction from it that the view does not show seen through yet — both
+from one reading (group_budget.budget_reading states the invariant). Evicting from a broken
+group is always allowed: the replica is lost already, and blocking would only stall the drain.
+Evicting from a whole group is allowed while fewer than B groups are broken, and is then
+recorded in the ledger before the answer — atomically, so concurrent evictions and several
+guardhook replicas cannot exceed B (the budget and ledger live in
+guardhook.policies.shared.group_budget, shared with delete-based drains). Entries expire after
+`ledgerTTLSeconds`, so an eviction that something later refused frees its budget. Dry runs and
+`guardhook review` record nothing and are judged the same.
 
 A pod already marked for removal — pod condition `DisruptionTarget` (Kubernetes) or
 `TerminationTarget` (Kueue) with status "True" — may be evicted whoever asks: its group is being
