@@ -252,7 +252,7 @@ def test_a_kind_the_server_does_not_serve_is_synced_and_empty(caplog: pytest.Log
         r.run()
     assert view.count(LEADERWORKERSETS) == 0
     assert LEADERWORKERSETS in view._synced_kinds
-    assert r.stats.served is False
+    assert r.stats.served is False and view.readable(LEADERWORKERSETS) is False
     assert "does not serve leaderworkersets" in caplog.text
 
 
@@ -264,6 +264,7 @@ def test_discovery_is_retried_and_a_later_crd_is_picked_up() -> None:
     transport.reflector = r
     r.run()
     assert view.lws("serve", "llm-xl") is not None and r.stats.served is True
+    assert view.readable(LEADERWORKERSETS) is True
 
 
 def test_objects_kept_as_dicts_lose_managed_fields_and_last_applied() -> None:

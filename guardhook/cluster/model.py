@@ -11,6 +11,7 @@ import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from guardhook.cluster import interning
@@ -260,6 +261,18 @@ def pod_claim_names(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple
     return tuple(dict.fromkeys(names))
 
 
+def timestamp_seconds(value: Any) -> float:
+    """An RFC 3339 timestamp as the API server writes it (`2026-01-01T00:00:00Z`) in Unix seconds;
+    0.0 when absent or unreadable."""
+    if not isinstance(value, str) or not value:
+        return 0.0
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    return parsed.timestamp() if parsed.tzinfo is not None else 0.0
+
+
 def scheduling_gates(spec: Mapping[str, Any]) -> tuple[str, ...]:
     """Names in `spec.schedulingGates`: while any remain the scheduler does not place the pod."""
     return tuple(str(as_dict(g).get("name") or "") for g in as_list(spec.get("schedulingGates")))
@@ -299,6 +312,8 @@ class PodRecord:
     containers_ready: bool = False
     readiness_gates: tuple[str, ...] = ()
     gate_conditions: dict[str, ConditionRecord] = field(default_factory=dict)
+    created: float = 0.0
+    """`metadata.creationTimestamp` in Unix seconds (API server clock, whole seconds); 0.0 unknown."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -340,6 +355,7 @@ class PodRecord:
             containers_ready=condition_true(status, "ContainersReady", found),
             readiness_gates=gates,
             gate_conditions=gate_conditions(status, gates, found) if gates else _NO_CONDITIONS,
+            created=timestamp_seconds(meta.get("creationTimestamp")),
         )
 
 

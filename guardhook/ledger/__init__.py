@@ -3,8 +3,9 @@ cluster view may not show yet, recorded atomically so concurrent evictions canno
 
 This plays the part of a PodDisruptionBudget's `status.disruptedPods` (policy/v1): an allowed
 eviction is written down *before* the answer, and counts as a broken group until the view shows
-the pod going or the entry's expiry passes (so an eviction refused later by a PDB or another
-webhook does not hold budget for ever).
+it seen through or the entry's expiry passes (so an eviction refused later by a PDB or another
+webhook does not hold budget for ever); the counting rule is guardhook.policies.shared.group_budget
+.budget_reading's.
 
 Two implementations share the `Ledger` protocol: `MemoryLedger` (one process, static views) and
 `LeaseLedger` (one coordination.k8s.io/v1 Lease per LWS, shared by every guardhook replica).

@@ -11,16 +11,19 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Disruption:
-    """One recorded eviction: the group it broke, the evicted pod (name and uid) and when the
-    entry expires (wall-clock Unix seconds, since several replicas share it)."""
+    """One recorded eviction: the group it broke, the evicted pod (name and uid), when the entry
+    expires and when it was recorded (wall-clock Unix seconds, since several replicas share it;
+    `recorded` 0.0: unknown, as in entries written before it existed)."""
 
     group: int
     pod: str
     uid: str
     expires: float
+    recorded: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"group": self.group, "pod": self.pod, "uid": self.uid, "expires": self.expires}
+        raw = {"group": self.group, "pod": self.pod, "uid": self.uid, "expires": self.expires}
+        return {**raw, "recorded": self.recorded} if self.recorded else raw
 
     @staticmethod
     def from_json(raw: Any) -> Disruption | None:
@@ -30,7 +33,9 @@ class Disruption:
         group, expires = raw.get("group"), raw.get("expires")
         if not isinstance(group, int) or isinstance(group, bool) or not isinstance(expires, int | float):
             return None
-        return Disruption(group, str(raw.get("pod") or ""), str(raw.get("uid") or ""), float(expires))
+        recorded = raw.get("recorded")
+        at = float(recorded) if isinstance(recorded, int | float) and not isinstance(recorded, bool) else 0.0
+        return Disruption(group, str(raw.get("pod") or ""), str(raw.get("uid") or ""), float(expires), at)
 
 
 Entries = tuple[Disruption, ...]

@@ -8,14 +8,15 @@ the LWS annotation `guardhook.io/max-disrupted-groups`, else the `maxDisruptedGr
 
 A group counts as broken when the view shows it not whole (fewer than `size` pods, one
 terminating or not Ready; a group index below `spec.replicas` with no pods at all), or when the
-ledger holds an unexpired eviction from it that the view does not show yet (the evicted pod is
-still there, not terminating). Evicting from a broken group is always allowed: the replica is
-lost already, and blocking would only stall the drain. Evicting from a whole group is allowed
-while fewer than B groups are broken, and is then recorded in the ledger before the answer —
-atomically, so concurrent evictions and several guardhook replicas cannot exceed B (the budget
-and ledger live in guardhook.policies.shared.group_budget, shared with delete-based drains).
-Entries expire after `ledgerTTLSeconds`, so an eviction that something later refused frees its
-budget. Dry runs and `guardhook review` record nothing and are judged the same.
+ledger holds an unexpired eviction from it that the view does not show seen through yet — both
+from one reading (group_budget.budget_reading states the invariant). Evicting from a broken
+group is always allowed: the replica is lost already, and blocking would only stall the drain.
+Evicting from a whole group is allowed while fewer than B groups are broken, and is then
+recorded in the ledger before the answer — atomically, so concurrent evictions and several
+guardhook replicas cannot exceed B (the budget and ledger live in
+guardhook.policies.shared.group_budget, shared with delete-based drains). Entries expire after
+`ledgerTTLSeconds`, so an eviction that something later refused frees its budget. Dry runs and
+`guardhook review` record nothing and are judged the same.
 
 A pod already marked for removal — pod condition `DisruptionTarget` (Kubernetes) or
 `TerminationTarget` (Kueue) with status "True" — may be evicted whoever asks: its group is being
@@ -25,10 +26,15 @@ An eviction a PodDisruptionBudget in the view will refuse is answered 429 and re
 A denial carries 429 TooManyRequests, which `kubectl drain` retries.
 
 Fail mode: closed with 429 when the view is stale or the ledger cannot be reached. A pod the view
-does not know is allowed and recorded nowhere: it is either gone (the API server answers 404,
-which a drain treats as done — the LWS deletes the rest of a group once one pod is evicted, so
-this is common) or was created within the watch's lag and cannot be Ready, so its group is not
-whole; answering 429 would wedge a drain on a pod that no longer exists.
+shows terminating, or does not hold while its name is an LWS member's (`unseen_member`), is
+allowed — its group counts as broken in the view — and recorded like any allowed eviction: it is
+either gone (the API server answers 404, which a drain treats as done; the LWS deletes the rest of
+a group once one pod is evicted, so this is common) or the view lags a group that has healed
+since, and the pod evicted is the replacement, which breaks that group again; the entry keeps it
+counted until the view shows it (group_budget.budget_reading). Answering 429 would wedge a drain
+on a pod that no longer exists. Other pods the view does not know are allowed. When the API server
+did not serve LeaderWorkerSets when the view last asked (the CRD was installed after guardhook
+started), the view cannot tell, and an LWS pod's eviction is answered 429.
 """
 
 from __future__ import annotations
@@ -36,10 +42,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from guardhook.cluster.lws import member_of_pod
+from guardhook.cluster.lws import GROUP_INDEX_LABEL, NAME_LABEL, WORKER_INDEX_LABEL, member_of_pod
 from guardhook.cluster.model import PodRecord, metadata
 from guardhook.cluster.pdb_budget import matching_pdbs, refusal
-from guardhook.cluster.view.store import ClusterView
+from guardhook.cluster.view.store import LEADERWORKERSETS, ClusterView
 from guardhook.policies.base import (
     ALLOW,
     TOO_MANY_REQUESTS,
@@ -88,15 +94,19 @@ class GroupEviction(Policy):
         if ctx.view.is_stale():
             return stale_judgement(self, ctx.view)
         namespace, name = _evicted_pod(ctx)
-        pod = ctx.view.pod(namespace, name)
-        if pod is None or pod.terminal or pod.terminating:
+        seen = ctx.view.pod(namespace, name)
+        pod = seen if seen is not None else unseen_member(ctx.view, namespace, name)
+        if pod is None or pod.terminal:
             return ALLOW
-        if pod.disruption:
+        if pod.disruption and not pod.terminating:
             return allowed_disruption_target(pod.disruption, ctx.user)
         eviction = eviction_context(ctx.view, pod, ctx.params)
         if eviction is None:
-            return ALLOW
-        refused = view_pdb_refusal(ctx.view, pod)
+            return lws_unknowable(ctx.view, pod) or ALLOW
+        # A pod the view shows terminating or does not hold is judged (its group counts as broken,
+        # so it is allowed) and recorded all the same: the view may lag a group that has healed
+        # since, and the pod the API server evicts is then its replacement.
+        refused = None if seen is None or seen.terminating else view_pdb_refusal(ctx.view, pod)
         if refused:
             return too_many(f"evicting pod {namespace}/{name}: {refused}; the API server would refuse it")
         ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
@@ -105,6 +115,41 @@ class GroupEviction(Policy):
         return judge_budget(
             ctx.view, eviction, ctx.ledger, ctx.may_record, ttl, what=f"evicting pod {namespace}/{name}{note}"
         )
+
+
+def lws_unknowable(view: ClusterView, pod: PodRecord) -> Judgement | None:
+    """429 for a pod of an LWS the view cannot hold because the API server did not serve
+    LeaderWorkerSets when last asked (the CRD installed after guardhook started: the view picks
+    it up within DISCOVERY_RETRY_SECONDS). Allowing it would let a drain take every group at
+    once; None when the view can tell (no LWS member, or LeaderWorkerSets served)."""
+    member = member_of_pod(pod)
+    if member is None or view.readable(LEADERWORKERSETS):
+        return None
+    return too_many(
+        f"evicting pod {pod.namespace}/{pod.name}: it belongs to LeaderWorkerSet "
+        f"{member.namespace}/{member.lws_name}, but the API server did not serve LeaderWorkerSets "
+        f"when guardhook last asked (CRD installed since?), so its groups cannot be counted; retry shortly"
+    )
+
+
+def unseen_member(view: ClusterView, namespace: str, name: str) -> PodRecord | None:
+    """A stand-in record for a pod the view does not hold whose name is an LWS member's — leader
+    `<lws>-<g>` or worker `<lws>-<g>-<w>` (LWS StatefulSet ordinal naming) of an LWS in the view
+    with g below `spec.replicas` and w below its size — or None. Its group is judged without it
+    (so counts as broken) and its eviction recorded: it is either gone (the API server answers
+    404) or a replacement the view has not seen yet."""
+    parts = name.split("-")
+    for cut in (2, 1):  # a worker name first: `a-1-2` is worker 2 of group 1 of `a`
+        head, tail = parts[:-cut], parts[-cut:]
+        if not head or not all(part.isdigit() for part in tail):
+            continue
+        lws = view.lws(namespace, "-".join(head))
+        group, worker = int(tail[0]), int(tail[1]) if cut == 2 else 0
+        if lws is None or group >= lws.replicas or (cut == 2 and not 0 < worker < lws.size):
+            continue
+        labels = {NAME_LABEL: lws.name, GROUP_INDEX_LABEL: str(group), WORKER_INDEX_LABEL: str(worker)}
+        return PodRecord(namespace, name, "", labels, {}, "", "", False, False, ())
+    return None
 
 
 def _evicted_pod(ctx: PolicyContext) -> tuple[str, str]:

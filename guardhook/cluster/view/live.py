@@ -53,7 +53,9 @@ PAGE_SIZE = 500
 WATCH_TIMEOUT_SECONDS = 300
 CONNECT_TIMEOUT_SECONDS = 5.0
 READ_TIMEOUT_SECONDS = 30.0
-DISCOVERY_RETRY_SECONDS = 300.0
+DISCOVERY_RETRY_SECONDS = 15.0
+"""How often a kind the API server does not serve is asked for again: an LWS CRD installed
+after guardhook started is seen within this (until then LWS pods are judged fail-closed)."""
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 KEPT_AS_DICTS = (SERVICES, PODDISRUPTIONBUDGETS, LEADERWORKERSETS)
 
@@ -359,9 +361,11 @@ class Reflector:
                 hint,
                 self.discovery_retry_seconds,
             )
-        self.view.replace_kind(self.kind, [])
-        if self.kind in COVERAGE_KINDS:
-            self.view.mark_unreadable(self.kind)
+        with self.view.lock:
+            self.view.replace_kind(self.kind, [])
+            # An unserved LWS kind is unreadable too: group-eviction must not take "no LWS" at its word.
+            if self.kind in COVERAGE_KINDS or self.kind == LEADERWORKERSETS:
+                self.view.mark_unreadable(self.kind)
         self.versions = {}
         self.resource_version = None
         self.stats.served = False

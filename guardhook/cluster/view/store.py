@@ -179,8 +179,9 @@ class ClusterView:
             self._unreadable.discard(kind)
 
     def mark_unreadable(self, kind: str) -> None:
-        """Record that `kind` (one of COVERAGE_KINDS) could not be read (403, or not in the
-        manifests): the view holds none and does not know whether there are some."""
+        """Record that `kind` (one of COVERAGE_KINDS, or LeaderWorkerSets when the API server does
+        not serve them) could not be read (403, 404, or not in the manifests): the view holds none
+        and does not know whether there are some."""
         with self.lock:
             self._unreadable.add(kind)
 
@@ -420,6 +421,18 @@ class ClusterView:
         never walk every index below `spec.replicas` (an int32: up to 2^31 - 1)."""
         with self.lock:
             return sorted(self._groups_by_lws.get((namespace, lws_name), ()))
+
+    def lws_pods(self, namespace: str, lws_name: str) -> dict[int, tuple[PodRecord, ...]]:
+        """One consistent snapshot of LWS `namespace/lws_name`'s pods: group index -> its pods
+        (terminal ones included, as in `group_pods`), for every group the view holds pods of, all
+        taken under the view's lock, so no watch event lands between two groups (or two reads)
+        of one decision. O(the LWS's pods)."""
+        with self.lock:
+            groups = self._groups_by_lws.get((namespace, lws_name), ())
+            return {
+                index: tuple(self._pods_by_group.get((namespace, lws_name, index), {}).values())
+                for index in groups
+            }
 
     def lws(self, namespace: str, name: str) -> LeaderWorkerSet | None:
         return self._lws.get((namespace, name))

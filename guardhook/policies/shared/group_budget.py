@@ -3,10 +3,13 @@
 
 B is the LWS annotation `guardhook.io/max-disrupted-groups`, else the policy's `maxDisruptedGroups`.
 A group counts as broken when the view shows it not whole, or when the ledger holds an unexpired
-disruption of it that the view does not show yet. Disrupting a broken group is always allowed.
-Disrupting a whole group is allowed while fewer than B groups are broken and is then recorded in
-the ledger (one atomic update per LWS, so concurrent requests and several replicas cannot exceed B),
-unless nothing may be recorded (dry runs, `review`, `check`). The ledger key is (namespace, LWS
+disruption of it that the view does not show seen through yet, both from one reading
+(`budget_reading`, whose docstring states the invariant and how it holds across replicas).
+Disrupting a broken group is always allowed; disrupting a whole group is allowed while fewer than
+B groups are broken. Either is then recorded in the ledger — also from a broken group, since a view
+that lags may show broken a group that has healed since, whose replacement the removal then takes —
+in one atomic update per LWS, so concurrent requests and several replicas cannot exceed B, unless
+nothing may be recorded (dry runs, `review`, `check`). The ledger key is (namespace, LWS
 name), so evictions and drains of one LWS share the budget.
 """
 
@@ -15,12 +18,12 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from guardhook.cluster.going import Going
-from guardhook.cluster.groups import empty_group_health, empty_groups, populated_groups, view_group_health
-from guardhook.cluster.lws import LeaderWorkerSet, int_annotation, member_of_pod
+from guardhook.cluster.groups import empty_group_health, empty_groups
+from guardhook.cluster.lws import LeaderWorkerSet, group_health, int_annotation, member_of_pod
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
@@ -41,12 +44,19 @@ class BrokenGroups(Mapping[int, str]):
     not iterate, and messages use `describe_broken` (bounded)."""
 
     def __init__(
-        self, listed: Mapping[int, str], replicas: int, populated: Collection[int], empty_why: str | None
+        self,
+        listed: Mapping[int, str],
+        replicas: int,
+        populated: Collection[int],
+        empty_why: str | None,
+        recorded: Collection[int] = (),
     ) -> None:
         self.listed = dict(listed)
         self.replicas = replicas
         self.populated = frozenset(populated)
         self.empty_why = empty_why
+        self.recorded = frozenset(recorded)
+        """The groups counted only through a ledger entry (the view shows them whole)."""
 
     def _empty(self, index: int) -> bool:
         return self.empty_why is not None and 0 <= index < self.replicas and index not in self.populated
@@ -90,13 +100,17 @@ class BrokenGroups(Mapping[int, str]):
         """A copy with group `index` broken for `why`, unless it is broken already."""
         return self.with_groups((index,), why)
 
-    def with_groups(self, indexes: Iterable[int], why: str) -> BrokenGroups:
-        """A copy with every group in `indexes` broken for `why`, unless broken already."""
+    def with_groups(self, indexes: Iterable[int], why: str, recorded: bool = False) -> BrokenGroups:
+        """A copy with every group in `indexes` broken for `why`, unless broken already;
+        `recorded`: they count only through the ledger (see `recorded`)."""
         listed = dict(self.listed)
+        added = set()
         for index in indexes:
             if index not in self:
                 listed[index] = why
-        return BrokenGroups(listed, self.replicas, self.populated, self.empty_why)
+                added.add(index)
+        marked = self.recorded | added if recorded else self.recorded
+        return BrokenGroups(listed, self.replicas, self.populated, self.empty_why, marked)
 
 
 @dataclass(frozen=True)
@@ -137,20 +151,33 @@ def groups_broken(count: int, replicas: int | None = None) -> str:
     return f"{count} of its {total}groups {'is' if count == 1 else 'are'}"
 
 
-def broken_in_view(view: ClusterView, lws: LeaderWorkerSet, going: Going | None = None) -> BrokenGroups:
-    """group index -> why, for every group below `spec.replicas` the view shows not whole (a going
-    pod breaks its group; `going`: the judge to use, default Going(view)). Work is proportional to
-    the LWS's pods in the view, not to `spec.replicas` (see BrokenGroups)."""
-    populated = populated_groups(view, lws)
+LwsPods = Mapping[int, Sequence[PodRecord]]
+"""One snapshot of an LWS's pods: group index -> its pods (ClusterView.lws_pods)."""
+
+
+def broken_in_pods(
+    lws: LeaderWorkerSet, groups: LwsPods, doomed: Callable[[PodRecord], str] | None = None
+) -> BrokenGroups:
+    """group index -> why, for every group below `spec.replicas` that the snapshot `groups`
+    shows not whole, a going pod (`doomed(pod)` non-empty: marked for removal, or under a NoExecute
+    taint it does not tolerate forever; guardhook.cluster.going) breaking its group. Work is
+    proportional to the snapshot's pods, not to `spec.replicas` (see BrokenGroups)."""
+    populated = [index for index in sorted(groups) if 0 <= index < lws.replicas]
     broken: dict[int, str] = {}
-    going = going if going is not None else Going(view)
     for index in populated:
-        health = view_group_health(view, lws, index, going)
+        health = group_health(index, lws.size, groups[index], doomed)
         if not health.whole:
             broken[index] = "; ".join(health.problems)
     empty = empty_group_health(lws)
     empty_why = None if empty.whole or not empty_groups(lws, populated) else "; ".join(empty.problems)
     return BrokenGroups(broken, lws.replicas, populated, empty_why)
+
+
+def broken_in_view(view: ClusterView, lws: LeaderWorkerSet, going: Going | None = None) -> BrokenGroups:
+    """`broken_in_pods` of one snapshot of `lws`'s pods in `view`; `going`: the judge of going
+    pods to use (default Going(view))."""
+    judge = going if going is not None else Going(view)
+    return broken_in_pods(lws, view.lws_pods(lws.namespace, lws.name), judge.doomed)
 
 
 def group_disruption(view: ClusterView, pod: PodRecord, default_budget: int) -> GroupDisruption | None:
@@ -167,27 +194,67 @@ def group_disruption(view: ClusterView, pod: PodRecord, default_budget: int) -> 
     )
 
 
-def pending(view: ClusterView, lws: LeaderWorkerSet, entries: Entries) -> Entries:
-    """Ledger entries still to count: of a group below `spec.replicas`, whose pod the view still
-    shows present (same uid) and not terminating. Once the view shows the pod going, the view itself
-    counts the group as broken."""
-    kept = []
-    for entry in entries:
-        pod = view.pod(lws.namespace, entry.pod)
-        gone = pod is None or pod.uid != entry.uid or pod.terminating or pod.terminal
-        if entry.group < lws.replicas and not gone:
-            kept.append(entry)
-    return tuple(kept)
-
-
-def with_pending(
-    view: ClusterView, lws: LeaderWorkerSet, broken: BrokenGroups, entries: Entries
+def budget_reading(
+    view: ClusterView, lws: LeaderWorkerSet, entries: Entries, going: Going | None = None
 ) -> BrokenGroups:
-    """`broken` plus the groups of `pending` ledger entries (recorded, not visible yet)."""
+    """The groups of `lws` that count as broken for a budget decision, from ONE reading: one
+    snapshot of the LWS's pods (`ClusterView.lws_pods`, taken under the view's lock) and the
+    ledger `entries` read in the same ledger update (whose write is a compare-and-swap on them).
+
+    The invariant, kept by every budget decision (evictions, delete-based drains, group-taint,
+    resize) and across replicas sharing the ledger: at no time are more than B groups of an LWS
+    broken by disruptions guardhook allowed, because every allowed disruption of a whole group
+    is counted by every later decision, first through its ledger entry and then through the view:
+
+    - a group counts as broken when this snapshot shows it not whole, or when an unexpired entry
+      of a group below `spec.replicas` is recorded for it (`BrokenGroups.recorded`: such a group
+      may have healed since, so removing from it is judged against the other broken groups, not
+      allowed as from a broken one);
+    - an entry stops counting only when this same snapshot shows its disruption seen through:
+      its group broken (it counts through the view then), or its group whole again with the
+      evicted pod replaced (a pod of that name with another uid, created after the entry was
+      recorded). A pod the snapshot does not hold, or holds terminating, never frees an entry
+      by itself, and no second read of the view is ever combined with this one;
+    - entries leave the ledger's storage only by expiry, so a replica whose view lags counts
+      them until its own snapshot shows them seen through;
+    - a decision that allows a disruption (of a whole group, or of one that counts as broken: the
+      snapshot may lag a group that has healed since) writes its entry with a compare-and-swap
+      on the entries it read (a Lease resourceVersion precondition; a conflict re-reads the
+      ledger, takes a new snapshot and plans again), so two decisions cannot both count from a
+      ledger that holds neither's entry.
+
+    `going` judges which pods of the snapshot are going (default Going(view)).
+
+    Premise: a replica's view lags the API server by less than a replacement pod takes to become
+    Ready (its ADDED event precedes its Ready by a container start-up and a readiness probe, and a
+    broken watch makes the view stale, which answers 429). A group the snapshot shows broken is
+    then broken or still healing, and removing from it breaks nothing more.
+
+    Clocks: the entry's `recorded` is the ledger's clock and `created` the API server's (whole
+    seconds); a replacement created within the second of the recording, or an entry with no
+    `recorded`, counts until its TTL (the safe side)."""
+    groups = view.lws_pods(lws.namespace, lws.name)
+    # Going pods (guardhook.cluster.going) are judged on this snapshot's records; the node and
+    # device taints they meet are the view's current ones, which can only add broken groups.
+    broken = broken_in_pods(lws, groups, (going if going is not None else Going(view)).doomed)
     merged = broken
-    for entry in pending(view, lws, entries):
-        merged = merged.with_group(entry.group, f"eviction of {entry.pod} recorded, not visible yet")
+    for entry in entries:
+        if entry.group >= lws.replicas or entry.group in broken:
+            continue
+        if not replaced(entry, groups.get(entry.group, ())):
+            why = f"eviction of {entry.pod} recorded, not visible yet"
+            merged = merged.with_groups((entry.group,), why, recorded=True)
     return merged
+
+
+def replaced(entry: Disruption, pods: Sequence[PodRecord]) -> bool:
+    """Whether `pods` (the entry's group, whole) hold a replacement of the entry's pod: same name,
+    another uid, created after the entry was recorded."""
+    if not entry.recorded:
+        return False
+    return any(
+        pod.name == entry.pod and pod.uid != entry.uid and pod.created > entry.recorded for pod in pods
+    )
 
 
 def ledger_key(lws: LeaderWorkerSet) -> tuple[str, str]:
@@ -218,21 +285,30 @@ def judge_budget(
 ) -> Judgement:
     """Allow or deny (429) removing `disruption.pod` by the budget and the ledger and, when allowed
     from a whole group, record it — in one atomic ledger update unless nothing may be recorded.
+    Judged from `budget_reading` (one reading of view and ledger; the invariant is stated there),
+    never from `disruption.broken_in_view`, which is older than the ledger read.
     `what` starts the denial ("evicting pod ns/name"); `recorded_advisory`, when given, is the
     warning an allowed removal of a whole group carries."""
 
     def plan(entries: Entries) -> tuple[Judgement, Entries | None]:
-        broken = with_pending(view, disruption.lws, disruption.broken_in_view, entries)
-        if disruption.group in broken:
-            return ALLOW, None
-        if not within_budget(disruption.group, broken, disruption.budget):
+        # Re-run on every ledger conflict: a fresh snapshot with the entries just read.
+        broken = budget_reading(view, disruption.lws, entries)
+        # A group counted only through a ledger entry may have healed since (a replica whose view
+        # lags cannot tell): removing from it is judged as from a whole group, against the others.
+        from_broken = disruption.group in broken and disruption.group not in broken.recorded
+        others = len(broken) - (disruption.group in broken.recorded)
+        if not from_broken and others >= disruption.budget:
             return too_many(budget_message(disruption, broken, what)), None
         pod = disruption.pod
         # Stamped with the ledger's own clock, the one that later decides expiry.
         now = ledger.now() if ledger is not None else time.time()
-        record = Disruption(disruption.group, pod.name, pod.uid, now + ttl)
+        # Recorded also from a group that counts as broken: a lagging view can show a group broken
+        # that has healed since, and the pod removed is then its replacement, which breaks it again.
+        record = Disruption(disruption.group, pod.name, pod.uid, now + ttl, now)
         # Entries leave storage only by expiry: a replica whose view lags still counts them.
         kept = tuple(e for e in entries if e.group < disruption.lws.replicas)
+        if from_broken:
+            return ALLOW, (*kept, record)
         allowed = Judgement(advisories=(recorded_advisory,)) if recorded_advisory else ALLOW
         return allowed, (*kept, record)
 

@@ -7,8 +7,8 @@ A taint within the budget of every LWS it reaches is allowed and, unless nothing
 (dry runs, `review`, `check`), the groups it dooms are recorded in the ledger (one entry per group,
 naming a pod it evicts; one atomic check-and-write per LWS): `kubectl taint nodes a b c` sends its
 UPDATEs back to back, and the next one must count this taint's groups even before the view shows
-the taint. An entry counts until the view shows that pod terminating or gone, or until
-`ledgerTTLSeconds`; by then the view shows the taint itself. A taint over the budget records
+the taint. An entry counts as group_budget.budget_reading says (until the same snapshot shows its group
+broken, or until `ledgerTTLSeconds`); by then the view shows the taint itself. A taint over the budget records
 nothing (it is denied, or applied with a warning that the next taint's count will see once the
 view has it). An unreachable ledger leaves the view alone to judge (the policy fails open).
 """
@@ -27,12 +27,11 @@ from guardhook.cluster.view.store import ClusterView
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
 from guardhook.policies.base import Judgement, PolicyContext, Violation
 from guardhook.policies.shared.group_budget import (
-    broken_in_view,
     budget_of,
+    budget_reading,
     budget_source,
     describe_broken,
     ledger_key,
-    with_pending,
 )
 
 
@@ -118,14 +117,16 @@ class _LwsBlast:
     def record(self, ledger: Ledger, ttl: float) -> str:
         """`read`, and within the budget record the groups the taint dooms, in one atomic update."""
         try:
-            return ledger.update(ledger_key(self.lws), lambda entries: self.plan(entries, ledger.now() + ttl))
+            return ledger.update(ledger_key(self.lws), lambda entries: self.plan(entries, ledger.now(), ttl))
         except LedgerError:
             return self.read(None)
 
-    def plan(self, entries: Entries, expires: float | None) -> tuple[str, Entries | None]:
-        """(message part or "", the entries to write: `entries` plus one per doomed group when
-        within the budget and `expires` is given, else None)."""
-        broken = with_pending(self.view, self.lws, broken_in_view(self.view, self.lws, self.going), entries)
+    def plan(self, entries: Entries, now: float | None, ttl: float = 0.0) -> tuple[str, Entries | None]:
+        """(message part or "", the entries to write: `entries` plus one per doomed group, recorded
+        at `now` and expiring `ttl` seconds later, when within the budget and `now` is given, else
+        None)."""
+        # One reading of view and ledger (group_budget.budget_reading states the invariant).
+        broken = budget_reading(self.view, self.lws, entries, self.going)
         lost: dict[int, list[Victim]] = defaultdict(list)
         for victim in self.victims:
             member = member_of_pod(victim.pod)
@@ -134,11 +135,11 @@ class _LwsBlast:
         if not lost:
             return "", None
         if len(broken) + len(lost) <= self.budget:
-            if expires is None:
+            if now is None:
                 return "", None
             kept = tuple(e for e in entries if e.group < self.lws.replicas)
             doomed = tuple(
-                Disruption(group, found[0].pod.name, found[0].pod.uid, expires)
+                Disruption(group, found[0].pod.name, found[0].pod.uid, now + ttl, now)
                 for group, found in sorted(lost.items())
             )
             return "", (*kept, *doomed)
