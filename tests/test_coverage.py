@@ -9,12 +9,14 @@ import copy
 import json
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from cryptography import x509
+from prometheus_client.parser import text_string_to_metric_families
 from test_manifests import MANIFESTS
 
 from guardhook.cluster import coverage
@@ -36,6 +38,7 @@ from guardhook.policies.group_capacity import SPARE_GROUPS_ANNOTATION
 from guardhook.policies.shared.group_budget import BUDGET_ANNOTATION
 from guardhook.server.certs import generate
 
+from conftest import Server
 from fake_apiserver import running_fake
 from kustomize_lite import render
 
@@ -216,3 +219,35 @@ def test_live_view_syncs_with_forbidden_coverage_kinds_and_marks_them_unreadable
             assert len(unchecked(view)) == 2
         finally:
             live.stop()
+
+
+def _samples(server: Server, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    text = server.session.get(server.url + "/metrics", timeout=10).text
+    return {
+        tuple(sorted(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name
+    }
+
+
+def test_metrics_name_every_gap_and_check_entries_against_the_serving_certificate(
+    fresh_server: Callable[..., Server],
+    tmp_path: Path,
+    self_managed: tuple[list[Object], x509.Certificate],
+) -> None:
+    # The rendered configurations trust another CA than the one this server's certificate is from.
+    state = tmp_path / "state.yaml"
+    objects = [*embedded_fleet_objects(), namespace(FLEET_NAMESPACE, False), *self_managed[0]]
+    state.write_text(yaml.safe_dump_all(objects))
+    server = fresh_server("--cluster-state", str(state))
+    counts = {
+        dict(labels)["gap"]: value for labels, value in _samples(server, "guardhook_protection_gaps").items()
+    }
+    entries = sum(len(c["webhooks"]) for c in self_managed[0])
+    assert counts[EVICTIONS_UNGUARDED] == 1 and counts[WEBHOOK_UNREACHABLE] == entries
+    assert counts[ANNOTATION_UNREADABLE] == 0 and set(counts) == set(coverage.GAP_KINDS)
+    named = _samples(server, "guardhook_protection_gap")
+    assert named[(("gap", EVICTIONS_UNGUARDED), ("name", FLEET_NAMESPACE), ("namespace", ""))] == 1
+    unchecked_kinds = _samples(server, "guardhook_coverage_unchecked")
+    assert set(unchecked_kinds.values()) == {0}  # everything readable: the manifests held each kind

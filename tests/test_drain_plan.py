@@ -313,3 +313,49 @@ def test_a_live_cluster_is_listed_once(tmp_path: Path, capsys: pytest.CaptureFix
     unreachable = main(["drain-plan", "--kubeconfig", str(kubeconfig), "gpu-node-01"])  # the server is gone
     assert unreachable == 2
     assert capsys.readouterr().err.startswith("guardhook: cannot list objects from kubeconfig")
+
+
+# ---- coverage (issue 22): when the plan's 429s do not hold -----------------------------------------
+
+
+def _namespace(labels: dict[str, str]) -> KubeObject:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "serve", "labels": labels}}
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+def test_an_lws_in_a_namespace_without_the_opt_in_label_is_flagged(tmp_path: Path, guarded: bool) -> None:
+    labels = {"guardhook.io/guard-evictions": "true"} if guarded else {}
+    state = fleet(lambda objects: objects.append(_namespace(labels)))
+    done = drain_cli(tmp_path, "gpu-node-01", "gpu-node-05", "--format", "json", state=state)
+    assert done.returncode == 0, done.stderr
+    row = lws_row(json.loads(done.stdout))
+    assert row["evictionsGuarded"] is guarded
+    if guarded:
+        assert row["warnings"] == []
+        return
+    (warning,) = row["warnings"]
+    assert "lacks the label guardhook.io/guard-evictions=true" in warning
+    assert warning.endswith("the 429s predicted for its pods do not hold")
+    text = drain_cli(tmp_path, "gpu-node-01", "gpu-node-05", state=state).stdout
+    assert f"  warning: serve/llm-xl: {warning}\n" in text
+
+
+def test_without_namespace_objects_guarding_is_unknown_not_unguarded(tmp_path: Path) -> None:
+    row = lws_row(json.loads(drain_cli(tmp_path, "gpu-node-01", "--format", "json").stdout))
+    assert row["evictionsGuarded"] is None and row["warnings"] == []
+
+
+def test_an_unreadable_budget_annotation_is_a_warning_naming_the_default(tmp_path: Path) -> None:
+    def edit(objects: list[KubeObject]) -> None:
+        find(objects, "LeaderWorkerSet", "llm-xl")["metadata"].setdefault("annotations", {})[
+            "guardhook.io/max-disrupted-groups"
+        ] = "two"
+
+    row = lws_row(
+        json.loads(drain_cli(tmp_path, "gpu-node-01", "--format", "json", state=fleet(edit)).stdout)
+    )
+    assert row["budget"] == 1
+    assert row["warnings"] == [
+        'annotation guardhook.io/max-disrupted-groups: "two" cannot be read; '
+        "the configured maxDisruptedGroups (1) is used instead"
+    ]

@@ -178,3 +178,46 @@ def test_s35_is_allowed_with_group_spec_warnings() -> None:
     assert response["allowed"] is True
     [warning] = [w for w in response["warnings"] if w.startswith("[group-spec]")]
     assert "restartPolicy None" in warning and "no readinessProbe" in warning
+
+
+@pytest.mark.parametrize(
+    ("annotation", "value", "used"),
+    [
+        ("guardhook.io/max-disrupted-groups", "two", "the configured maxDisruptedGroups (default 1)"),
+        ("guardhook.io/max-disrupted-groups", "-1", "the configured maxDisruptedGroups (default 1)"),
+        ("guardhook.io/spare-groups", "-3", "the configured spareGroups (default 0)"),
+        ("guardhook.io/serving-pods", "All", '"leaders"'),
+    ],
+)
+def test_an_unreadable_annotation_is_warned_at_admission_naming_the_value_used(
+    annotation: str, value: str, used: str
+) -> None:
+    obj = copy.deepcopy(CLEAN)
+    obj["metadata"].setdefault("annotations", {})[annotation] = value
+    request = load_review("s35-lws-restart-none.validating")["request"]
+    verdict = Engine(embedded_fleet_view(), record=False).judge({**request, "object": obj})
+    (decision,) = [d for d in verdict.decisions if d.policy == "group-spec"]
+    assert decision.action == "Warn"
+    assert decision.findings == (
+        f'annotation {annotation}: "{value}" cannot be read; {used} is used instead',
+    )
+    assert any(w.startswith("[group-spec]") for w in verdict.response.get("warnings", []))
+
+
+def test_readable_annotations_are_not_findings() -> None:
+    obj = copy.deepcopy(CLEAN)
+    obj["metadata"]["annotations"] = {
+        "guardhook.io/max-disrupted-groups": "2",
+        "guardhook.io/spare-groups": "0",
+        "guardhook.io/serving-pods": "all",
+    }
+    assert lint(LeaderWorkerSet(obj), 300) == []
+
+
+def test_the_built_in_defaults_named_are_the_policies_own() -> None:
+    from guardhook.cluster import coverage
+    from guardhook.policies.group_capacity import GroupCapacity
+    from guardhook.policies.group_eviction import GroupEviction
+
+    assert GroupEviction.params["maxDisruptedGroups"] == coverage.BUILTIN_BUDGET
+    assert GroupCapacity.params["spareGroups"] == coverage.BUILTIN_SPARE_GROUPS

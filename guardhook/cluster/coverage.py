@@ -27,18 +27,23 @@ import base64
 import binascii
 from collections.abc import Iterator
 from dataclasses import dataclass
-
-from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from typing import TYPE_CHECKING
 
 from guardhook.cluster.lws import SERVING_PODS_ANNOTATION, LeaderWorkerSet
 from guardhook.cluster.view.store import NAMESPACES, WEBHOOK_KINDS, ClusterView
 from guardhook.cluster.webhooks import CERT_MANAGER_INJECT, WebhookConfigurationRecord, WebhookEntry
 
+if TYPE_CHECKING:
+    from cryptography import x509
+
 GUARD_EVICTIONS_LABEL = "guardhook.io/guard-evictions"
 """The Namespace label (value "true") the eviction entry's namespaceSelector requires."""
 BUDGET_ANNOTATION = "guardhook.io/max-disrupted-groups"
 SPARE_GROUPS_ANNOTATION = "guardhook.io/spare-groups"
+BUILTIN_BUDGET = 1
+"""group-eviction's (and group-taint's) maxDisruptedGroups when not configured."""
+BUILTIN_SPARE_GROUPS = 0
+"""group-capacity's spareGroups when not configured."""
 
 EVICTIONS_UNGUARDED = "evictions-unguarded"
 WEBHOOK_UNREACHABLE = "webhook-unreachable"
@@ -89,18 +94,19 @@ def unreadable_annotations(
     lws: LeaderWorkerSet, budget_default: int | None = None, spare_default: int | None = None
 ) -> list[UnreadableAnnotation]:
     """Every guardhook annotation of `lws` that cannot be read, with the value used instead: the
-    group-eviction/group-taint parameter maxDisruptedGroups, group-capacity's spareGroups (named
-    with `*_default` when the configuration is known), and "leaders" for serving-pods."""
+    group-eviction/group-taint parameter maxDisruptedGroups, group-capacity's spareGroups (their
+    configured values `*_default` when known, else the built-in defaults), and "leaders" for
+    serving-pods."""
     found = []
     annotations = lws.annotations
-    for key, parameter, default in (
-        (BUDGET_ANNOTATION, "maxDisruptedGroups", budget_default),
-        (SPARE_GROUPS_ANNOTATION, "spareGroups", spare_default),
+    for key, parameter, default, builtin in (
+        (BUDGET_ANNOTATION, "maxDisruptedGroups", budget_default, BUILTIN_BUDGET),
+        (SPARE_GROUPS_ANNOTATION, "spareGroups", spare_default, BUILTIN_SPARE_GROUPS),
     ):
         raw = annotations.get(key)
         if raw is not None and not raw.isdigit():
-            value = f" ({default})" if default is not None else ""
-            found.append(UnreadableAnnotation(key, raw, f"the configured {parameter}{value}"))
+            value = f"({default})" if default is not None else f"(default {builtin})"
+            found.append(UnreadableAnnotation(key, raw, f"the configured {parameter} {value}"))
     serving = lws.serving_pods_unreadable
     if serving is not None:
         found.append(UnreadableAnnotation(SERVING_PODS_ANNOTATION, serving, '"leaders"'))
@@ -201,6 +207,9 @@ def unreachable_because(
     configuration: WebhookConfigurationRecord, entry: WebhookEntry, serving_cert: x509.Certificate | None
 ) -> str:
     """Why the API server cannot call `entry` ("" when nothing says it cannot)."""
+    # cryptography only here: group-spec imports this module, and `review` stays light (test_cli_startup).
+    from cryptography import x509
+
     if not entry.ca_bundle:
         if CERT_MANAGER_INJECT in configuration.annotations:
             return "no caBundle (cert-manager's cainjector has not filled it in)"
@@ -215,6 +224,8 @@ def unreachable_because(
 
 
 def _issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    from cryptography.exceptions import InvalidSignature
+
     try:
         cert.verify_directly_issued_by(ca)
     except (ValueError, TypeError, InvalidSignature):

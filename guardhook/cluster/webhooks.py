@@ -64,14 +64,18 @@ class WebhookConfigurationRecord:
         return ("", self.name)
 
     @staticmethod
-    def from_object(obj: KubeObject) -> WebhookConfigurationRecord:
-        """The record of a decoded webhook configuration; malformed entries are skipped (never raises)."""
+    def from_object(obj: KubeObject, kind: str = "") -> WebhookConfigurationRecord:
+        """The record of a decoded webhook configuration of `kind` (else its own `kind`: list items
+        carry none); malformed entries are skipped (never raises)."""
         meta = metadata(obj)
         entries = tuple(
             _entry(as_dict(hook)) for hook in as_list(obj.get("webhooks")) if as_dict(hook).get("name")
         )
         return WebhookConfigurationRecord(
-            str(obj.get("kind") or ""), str(meta.get("name") or ""), str_map(meta.get("annotations")), entries
+            kind or str(obj.get("kind") or ""),
+            str(meta.get("name") or ""),
+            str_map(meta.get("annotations")),
+            entries,
         )
 
 

@@ -17,14 +17,24 @@ from collections.abc import Sequence
 from typing import Any
 
 from guardhook import __version__
-from guardhook.commands import audit, certs, check, drain_plan, group_readiness, pdb_sync, review, serve
+from guardhook.commands import (
+    audit,
+    certs,
+    check,
+    drain_plan,
+    group_readiness,
+    pdb_sync,
+    review,
+    serve,
+    uninstall,
+)
 from guardhook.commands.common import EXIT_USAGE, CommandError
 from guardhook.server.logformat import FORMATS
 from guardhook.server.logformat import configure as configure_logging
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
-COMMANDS = (serve, review, check, audit, certs, pdb_sync, drain_plan, group_readiness)
+COMMANDS = (serve, review, check, audit, certs, pdb_sync, drain_plan, group_readiness, uninstall)
 
 # Errors that mean bad configuration, input or source (exit 2 with one line), by module and name:
 # looked up only in modules already imported, since an error cannot come from a module never loaded.

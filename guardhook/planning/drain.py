@@ -13,6 +13,10 @@
 - After the drain: can each lost group be rebuilt (guardhook.planning.rebuild)? Lost are the groups
   losing a pod on the drained nodes and every group already broken, of any LWS (they compete for
   the same free capacity).
+- Which of the nodes are draining already (guardhook.cluster.going: cordoned, or an autoscaler's
+  drain taint such as Karpenter's `karpenter.sh/disrupted` or cluster-autoscaler's
+  `ToBeDeletedByClusterAutoscaler`); with no nodes given, the plan is for exactly those. Groups a
+  NoExecute taint already dooms count as broken, as every budget counts them.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from guardhook.cluster.coverage import evictions_guarded, unguarded_sentence, unreadable_annotations
+from guardhook.cluster.going import draining_nodes
 from guardhook.cluster.lws import member_of_pod
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
@@ -77,9 +83,16 @@ class LwsDrain:
     short: str
     broken_not_listed: int = 0
     """Broken groups with no pods left out of `broken` (an LWS may have 2^31 - 1 of them)."""
+    evictions_guarded: bool | None = None
+    """Whether its namespace's evictions reach guardhook (coverage.evictions_guarded; None: the
+    objects hold no such Namespace). False: no 429 of this plan holds for it."""
+    warnings: tuple[str, ...] = ()
+    """Why this plan may not hold for the LWS: an unguarded namespace, an unreadable annotation."""
 
     def as_dict(self) -> dict[str, Any]:
-        extra = {"brokenNotListed": self.broken_not_listed} if self.broken_not_listed else {}
+        extra: dict[str, Any] = {"brokenNotListed": self.broken_not_listed} if self.broken_not_listed else {}
+        extra["evictionsGuarded"] = self.evictions_guarded
+        extra["warnings"] = list(self.warnings)
         return {
             "namespace": self.namespace,
             "name": self.name,
@@ -102,6 +115,8 @@ class DrainPlan:
     blocked: tuple[str, ...]
     at_once: tuple[Refusal, ...]
     lws: tuple[LwsDrain, ...]
+    draining: Mapping[str, str] = field(default_factory=dict)
+    """The planned nodes already draining, and why (guardhook.cluster.going.draining)."""
 
     @property
     def ok(self) -> bool:
@@ -114,15 +129,24 @@ class DrainPlan:
             "blocked": list(self.blocked),
             "refusedAtOnce": [r.as_dict() for r in self.at_once],
             "lws": [item.as_dict() for item in self.lws],
+            "draining": dict(self.draining),
             "rebuildable": self.ok,
         }
 
 
-def plan_drain(objects: Sequence[KubeObject], nodes: Sequence[str], params: Mapping[str, Any]) -> DrainPlan:
-    """Plan draining `nodes` (names, in the order to try them) of the cluster `objects`, with
-    group-eviction's `params`. Raises UnknownNodeError for a node the objects do not hold."""
+def plan_drain(
+    objects: Sequence[KubeObject],
+    nodes: Sequence[str] | None,
+    params: Mapping[str, Any],
+    drain_taint_keys: Sequence[str] = (),
+) -> DrainPlan:
+    """Plan draining `nodes` (names, in the order to try them; None: every node already draining,
+    by name) of the cluster `objects`, with group-eviction's `params`; `drain_taint_keys` are the
+    configured drain taints beyond the known ones. Raises UnknownNodeError for a node the objects
+    do not hold."""
     view = view_from_objects(objects, source="drain plan")
-    order = list(dict.fromkeys(nodes))
+    already = draining_nodes(view, drain_taint_keys)
+    order = list(dict.fromkeys(already if nodes is None else nodes))
     unknown = [n for n in order if view.node(n) is None]
     if unknown:
         raise UnknownNodeError(f"unknown node{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}")
@@ -143,11 +167,26 @@ def plan_drain(objects: Sequence[KubeObject], nodes: Sequence[str], params: Mapp
             lost=rebuilt[key].lost,
             rebuildable=rebuilt[key].rebuildable,
             short=rebuilt[key].short,
+            evictions_guarded=evictions_guarded(view, key[0]),
+            warnings=_warnings(view, key, params),
         )
         for key in sorted(lost)
         if key in rebuilt
     )
-    return DrainPlan(tuple(order), tuple(waves), tuple(blocked), tuple(at_once.refused), lws)
+    draining = {node: already[node] for node in order if node in already}
+    return DrainPlan(tuple(order), tuple(waves), tuple(blocked), tuple(at_once.refused), lws, draining)
+
+
+def _warnings(view: ClusterView, key: LwsKey, params: Mapping[str, Any]) -> tuple[str, ...]:
+    """Why the plan may not hold for LWS `key`: its namespace does not guard evictions (the plan's
+    429s are then never answered), or a guardhook annotation is unreadable (a default is used)."""
+    found = []
+    if evictions_guarded(view, key[0]) is False:
+        found.append(unguarded_sentence(key[0]) + "; the 429s predicted for its pods do not hold")
+    lws = view.lws(*key)
+    if lws is not None:
+        found += [u.sentence() for u in unreadable_annotations(lws, int(params.get("maxDisruptedGroups", 1)))]
+    return tuple(found)
 
 
 def _pods_on(view: ClusterView, nodes: Sequence[str]) -> list[PodRecord]:

@@ -23,6 +23,10 @@ behaviour from the Kubernetes docs, "Configure Liveness, Readiness and Startup P
   (initialDelaySeconds + periodSeconds × failureThreshold) is shorter than the parameter
   `weightLoadSeconds` (default 300). A restart under `RecreateGroupOnPodRestart` (the default)
   recreates the whole group, which then loads again: a restart loop.
+- a guardhook annotation that cannot be read (`guardhook.io/max-disrupted-groups` or
+  `guardhook.io/spare-groups` not a non-negative integer, `guardhook.io/serving-pods` neither
+  "leaders" nor "all"): the finding names the annotation and the value used instead
+  (guardhook.cluster.coverage.unreadable_annotations), since the other policies silently fall back.
 
 Requests: leaderworkersets CREATE and UPDATE. Reads only the request object, never the view, so
 it cannot be stale. Default action: Warn.
@@ -33,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from guardhook.cluster.coverage import unreadable_annotations
 from guardhook.cluster.lws import LeaderWorkerSet
 from guardhook.cluster.model import as_dict, as_list, scaled
 from guardhook.cluster.resources import Resources, add_into, pod_requests
@@ -76,6 +81,7 @@ def lint(lws: LeaderWorkerSet, weight_load_seconds: int) -> list[str]:
     findings += _rollout(lws)
     findings += _leader_readiness(lws)
     findings += _restarts_during_load(lws, weight_load_seconds)
+    findings += [unreadable.sentence() for unreadable in unreadable_annotations(lws)]
     return findings
 
 

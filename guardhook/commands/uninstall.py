@@ -1,0 +1,251 @@
+"""`guardhook uninstall`: take guardhook out of a cluster leaving nothing that blocks a drain or
+holds a leader unready, then say what `kubectl delete -k` removes after it.
+
+The steps, in this order, each safe to repeat (a second run finds nothing left to do):
+
+1. Delete guardhook's webhook configurations (every Validating/MutatingWebhookConfiguration with an
+   entry named `*.guardhook.io`). First, because the eviction entry fails closed: with its pods gone
+   it would refuse every eviction in opted-in namespaces; and because a leader created while the
+   group-readiness entry is still there would get a gate after step 4 released the others.
+2. Stop the reconcilers: scale the Deployment (`--namespace`/`--deployment`) to 0, so pdb-sync does
+   not recreate the PDBs step 3 deletes, nor group-readiness set a condition False again.
+3. Delete every per-group PDB guardhook wrote (label `app.kubernetes.io/managed-by: guardhook`,
+   guardhook.pdbsync.desired.is_managed): left behind, a whole group's PDB blocks drains for as long
+   as its LWS lives.
+4. Release every held readiness gate: a leader carrying `guardhook.io/group-ready` whose condition is
+   not True gets it True (reason GuardhookUninstalled). A readiness gate cannot be removed from a
+   running pod, so without this the leader stays unready until its group is recreated.
+
+Then the cluster is listed again: anything of steps 1, 3 or 4 still there is reported and the exit
+code is 1 (rerun it). `--dry-run` prints the steps and changes nothing. What is left (the namespace
+with the Deployment, Service, ConfigMap, Secret and ledger Leases; the ClusterRoles and their
+bindings) holds nothing up and goes with `kubectl delete -k` of the overlay that installed it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from guardhook.commands.common import live_client, require_cluster
+
+if TYPE_CHECKING:
+    from kubernetes import client
+
+    from guardhook.cluster.view.store import ClusterView
+    from guardhook.readiness.desired import Entry
+
+UNINSTALLED = "GuardhookUninstalled"
+RELEASE_MESSAGE = "guardhook is being uninstalled; gate released"
+EXIT_LEFT_OVER = 1
+LEFT_FOR_KUBECTL = (
+    "left for `kubectl delete -k manifests/overlays/<the overlay you installed>` (or "
+    "`kubectl delete namespace {namespace}` and the ClusterRoles/ClusterRoleBindings labelled "
+    "app.kubernetes.io/name=guardhook): nothing there blocks a drain or holds a leader"
+)
+
+
+@dataclass
+class UninstallPlan:
+    """What uninstall does: webhook configurations to delete ((kind, name)), the Deployment to
+    scale to 0 ("namespace/name"), managed PDBs to delete ((namespace, name)), leaders to release."""
+
+    webhooks: list[tuple[str, str]] = field(default_factory=list)
+    deployment: str = ""
+    pdbs: list[tuple[str, str]] = field(default_factory=list)
+    releases: list[Entry] = field(default_factory=list)
+
+    @property
+    def leftovers(self) -> list[str]:
+        """Steps 1, 3 and 4 still to do, one line each (what a verification finds left)."""
+        return [
+            *(f"{kind} {name}" for kind, name in self.webhooks),
+            *(f"PodDisruptionBudget {ns}/{name}" for ns, name in self.pdbs),
+            *(f"held readiness gate of pod {e.namespace}/{e.pod}" for e in self.releases),
+        ]
+
+    def lines(self) -> list[str]:
+        """The steps for people, in order."""
+        out = [f"1. delete {kind} {name}" for kind, name in self.webhooks] or [
+            "1. no guardhook webhook configuration"
+        ]
+        out.append(f"2. scale Deployment {self.deployment} to 0 replicas")
+        out += [f"3. delete PodDisruptionBudget {ns}/{name}" for ns, name in self.pdbs] or [
+            "3. no per-group PodDisruptionBudget"
+        ]
+        out += [
+            f"4. release pod {e.namespace}/{e.pod} (guardhook.io/group-ready=True)" for e in self.releases
+        ] or ["4. no held readiness gate"]
+        return out
+
+
+def add_parser(commands: Any) -> None:
+    """Register `guardhook uninstall` on the CLI's subparsers."""
+    cmd = commands.add_parser(
+        "uninstall",
+        help="remove guardhook's webhooks, per-group PDBs and held readiness gates (then kubectl delete -k)",
+    )
+    cmd.add_argument("--dry-run", action="store_true", help="print the steps; change nothing")
+    cmd.add_argument(
+        "--namespace", default="guardhook-system", help="guardhook's namespace (default guardhook-system)"
+    )
+    cmd.add_argument("--deployment", default="guardhook", help="guardhook's Deployment (default guardhook)")
+    cmd.add_argument(
+        "--format", choices=("text", "json"), default="text", help="output format (default text)"
+    )
+    cmd.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="uninstall from the cluster of this kubeconfig (default: in-cluster config, then $KUBECONFIG, "
+        "then ~/.kube/config)",
+    )
+    cmd.add_argument(
+        "--cluster-state",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="print the steps for these manifests or `kubectl get -o yaml` dumps (repeatable); "
+        "changes nothing",
+    )
+    cmd.set_defaults(run=run_uninstall)
+
+
+def plan_uninstall(view: ClusterView, namespace: str, deployment: str) -> UninstallPlan:
+    """The steps for the cluster `view` shows (pure: reads the view only)."""
+    from guardhook.cluster.group_ready import GroupReadiness, gated, leaders
+    from guardhook.cluster.model import metadata
+    from guardhook.pdbsync.desired import is_managed
+    from guardhook.readiness.desired import Entry
+
+    result = UninstallPlan(deployment=f"{namespace}/{deployment}")
+    for configuration in view.webhook_configurations():
+        if any(entry.own for entry in configuration.entries):
+            result.webhooks.append((configuration.kind, configuration.name))
+    result.webhooks.sort()
+    for pdb in view.all_pdbs():
+        if is_managed(pdb):
+            meta = metadata(pdb)
+            result.pdbs.append((str(meta.get("namespace") or ""), str(meta.get("name") or "")))
+    result.pdbs.sort()
+    release = GroupReadiness(True, UNINSTALLED, RELEASE_MESSAGE)
+    for lws in sorted(view.all_lws(), key=lambda item: (item.namespace, item.name)):
+        for leader in leaders(view, lws):
+            pod = leader.pod
+            current = pod.gate_conditions.get("guardhook.io/group-ready")
+            if gated(pod) and not pod.terminating and (current is None or current.status != "True"):
+                result.releases.append(
+                    Entry(
+                        pod.namespace,
+                        pod.name,
+                        pod.uid,
+                        lws.name,
+                        leader.group_index,
+                        release,
+                        current,
+                        "patch",
+                    )
+                )
+    return result
+
+
+def run_uninstall(args: argparse.Namespace) -> int:
+    """Plan, apply (unless `--dry-run`), verify. Exit 0 when nothing is left, 1 when something is
+    (or a step failed), 2 for an unusable source (SourceError) or the bundled sample fleet."""
+    from guardhook.cluster.sources import choose_source
+    from guardhook.commands.common import SourceError, open_view
+
+    source = choose_source(args.cluster_state, args.kubeconfig)
+    require_cluster(source, "uninstall")
+    view = open_view(source, 60.0)
+    planned = plan_uninstall(view, args.namespace, args.deployment)
+    if args.dry_run or not source.live:
+        _print(args, planned, [], [], dry_run=True)
+        return 0
+    if not view.readable("validatingwebhookconfigurations") or not view.readable(
+        "mutatingwebhookconfigurations"
+    ):
+        raise SourceError(
+            "uninstall: cannot list the webhook configurations (RBAC): run it as a cluster admin"
+        )
+    api = live_client(source, retries=False)
+    errors = apply_uninstall(api, planned)
+    after = plan_uninstall(open_view(source, 60.0), args.namespace, args.deployment)
+    _print(args, planned, errors, after.leftovers, dry_run=False)
+    return EXIT_LEFT_OVER if errors or after.leftovers else 0
+
+
+def apply_uninstall(api: client.ApiClient, planned: UninstallPlan) -> list[str]:
+    """Carry out `planned` in order; a 404 (gone already) is no error. Returns the errors."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from guardhook.readiness.apply import Outcome, patch_condition
+
+    errors: list[str] = []
+    admission = client.AdmissionregistrationV1Api(api)
+    delete = {
+        "ValidatingWebhookConfiguration": admission.delete_validating_webhook_configuration,
+        "MutatingWebhookConfiguration": admission.delete_mutating_webhook_configuration,
+    }
+
+    def attempt(what: str, call: Any) -> None:
+        try:
+            call()
+        except ApiException as exc:
+            if exc.status != 404:
+                errors.append(f"{what}: HTTP {exc.status} {exc.reason}")
+
+    for kind, name in planned.webhooks:
+        attempt(f"delete {kind} {name}", lambda kind=kind, name=name: delete[kind](name))
+    namespace, _, deployment = planned.deployment.partition("/")
+    attempt(
+        f"scale Deployment {planned.deployment}",
+        lambda: _scale_to_zero(client.AppsV1Api(api), namespace, deployment),
+    )
+    policy = client.PolicyV1Api(api)
+    for ns, name in planned.pdbs:
+        attempt(
+            f"delete PodDisruptionBudget {ns}/{name}",
+            lambda ns=ns, name=name: policy.delete_namespaced_pod_disruption_budget(name, ns),
+        )
+    outcome = Outcome()
+    core: Any = client.CoreV1Api(api)  # guardhook.readiness.apply.PodStatusApi
+    for entry in planned.releases:
+        patch_condition(core, entry, outcome)
+    return errors + outcome.errors
+
+
+def _scale_to_zero(apps: Any, namespace: str, name: str) -> None:
+    """Set the Deployment's replicas to 0 (read, then replace: a conflict is an error to rerun)."""
+    deployment = apps.read_namespaced_deployment(name, namespace, _preload_content=False)
+    body = json.loads(deployment.data)
+    body.setdefault("spec", {})["replicas"] = 0
+    apps.replace_namespaced_deployment(name, namespace, body)
+
+
+def _print(
+    args: argparse.Namespace, planned: UninstallPlan, errors: list[str], left: list[str], dry_run: bool
+) -> None:
+    remaining = LEFT_FOR_KUBECTL.format(namespace=args.namespace)
+    if args.format == "json":
+        document = {
+            "dryRun": dry_run,
+            "steps": planned.lines(),
+            "errors": errors,
+            "left": left,
+            "next": remaining,
+        }
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    print(("Would do" if dry_run else "Done") + ":")
+    for line in planned.lines():
+        print(f"  {line}")
+    for error in errors:
+        print(f"error: {error}")
+    for item in left:
+        print(f"still there (run it again): {item}")
+    print(f"Then: {remaining}")

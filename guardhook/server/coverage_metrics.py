@@ -1,0 +1,94 @@
+"""Protection gaps on /metrics (guardhook.cluster.coverage), computed from the view at scrape time:
+
+- `guardhook_protection_gaps{gap}`: how many gaps of each kind (every kind exported, 0 when none,
+  so an alert can compare);
+- `guardhook_protection_gap{gap, namespace, name}`: 1 per gap, naming it;
+- `guardhook_coverage_unchecked{kind}`: 1 for each coverage kind the view cannot read (RBAC).
+
+Nothing while the view has not synced (no gap is known yet). The serving certificate, read from
+its file at each scrape, lets an entry whose caBundle does not verify it count as unreachable.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from cryptography import x509
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from guardhook.cluster.coverage import GAP_KINDS, coverage_gaps
+from guardhook.cluster.view.store import COVERAGE_KINDS, ClusterView
+from guardhook.server.certs import CertPaths
+
+
+class CoverageCollector(Collector):
+    """The gap gauges. `view` and `config` are called on every scrape (the current view and
+    configuration); `certs` is the serving certificate folder (None: not checked)."""
+
+    def __init__(
+        self, view: Callable[[], ClusterView], config: Callable[[], Any], certs: CertPaths | None
+    ) -> None:
+        self.view = view
+        self.config = config
+        self.certs = certs
+
+    def _serving_cert(self) -> x509.Certificate | None:
+        if self.certs is None:
+            return None
+        try:
+            return x509.load_pem_x509_certificate(self.certs.cert.read_bytes())
+        except (OSError, ValueError):
+            return None
+
+    def collect(self) -> Iterator[Metric]:
+        counts = GaugeMetricFamily(
+            "guardhook_protection_gaps",
+            "Gaps in protection the cluster view shows, by kind (evictions-unguarded, webhook-unreachable, "
+            "webhook-fails-open, annotation-unreadable, not-installed).",
+            labels=["gap"],
+        )
+        each = GaugeMetricFamily(
+            "guardhook_protection_gap",
+            "1 per gap in protection: the namespace and name of the LWS or Namespace, or the webhook "
+            "configuration/entry (namespace empty).",
+            labels=["gap", "namespace", "name"],
+        )
+        unchecked = GaugeMetricFamily(
+            "guardhook_coverage_unchecked",
+            "1 for each kind the coverage report cannot read (RBAC), so its gaps are not checked.",
+            labels=["kind"],
+        )
+        view = self.view()
+        if view.synced:
+            config = self.config()
+            gaps = coverage_gaps(
+                view,
+                self._serving_cert(),
+                config.settings("group-eviction").params.get("maxDisruptedGroups"),
+                config.settings("group-capacity").params.get("spareGroups"),
+            )
+            by_kind = Counter(gap.kind for gap in gaps)
+            for kind in GAP_KINDS:
+                counts.add_metric([kind], by_kind.get(kind, 0))
+            for gap in gaps:
+                each.add_metric([gap.kind, gap.namespace, gap.name], 1)
+            for kind in COVERAGE_KINDS:
+                unchecked.add_metric([kind], 0 if view.readable(kind) else 1)
+        yield from (counts, each, unchecked)
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+def coverage_startup(runtime: Any, certs: CertPaths) -> None:
+    """Register the gap and certificate expiry gauges on `runtime`'s /metrics and start the daily
+    certificate expiry warnings."""
+    from guardhook.server.cert_expiry import CertExpiryCollector, start_expiry_warnings
+
+    registry = runtime.metrics.registry
+    registry.register(CoverageCollector(lambda: runtime.engine.view, lambda: runtime.engine.config, certs))
+    registry.register(CertExpiryCollector(certs))
+    start_expiry_warnings(certs)

@@ -1,0 +1,157 @@
+"""`guardhook uninstall` (issue 22) against the fake API server: it removes guardhook's webhook
+configurations first, stops the Deployment, deletes the per-group PDBs guardhook wrote and releases
+every held readiness gate, leaves everything else alone, and a second run finds nothing to do."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from test_manifests import MANIFESTS
+
+from guardhook.cluster.group_ready import GATE
+from guardhook.commands import uninstall
+from guardhook.commands.main import main
+
+from fake_apiserver import FakeApiServer, running_fake
+from kustomize_lite import render
+from readiness_helpers import fleet, group_ready, pod_of, set_condition
+
+Object = dict[str, Any]
+NAMESPACE = "guardhook-system"
+LEADERS = ["llm-xl-0", "llm-xl-1", "llm-xl-2", "llm-xl-3"]
+
+
+def pdb(name: str, managed: bool) -> Object:
+    labels = {"app.kubernetes.io/managed-by": "guardhook"} if managed else {"team": "serving"}
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "serve", "labels": labels},
+        "spec": {
+            "minAvailable": 4,
+            "selector": {"matchLabels": {"leaderworkerset.sigs.k8s.io/group-index": "0"}},
+        },
+    }
+
+
+def installed() -> list[Object]:
+    """The sample fleet opted in to group readiness and per-group PDBs, with guardhook installed."""
+    objects = fleet(opted_in=True, gated=True)
+    set_condition(
+        pod_of(objects, "llm-xl-0"), GATE, True, reason="GroupReady", message="GroupReady: 4 of 4 pods"
+    )
+    set_condition(pod_of(objects, "llm-xl-1"), GATE, False, reason="WorkerNotReady", message="x")
+    objects += [pdb("llm-xl-group-0", True), pdb("llm-xl-group-1", True), pdb("serving-budget", False)]
+    install = render(MANIFESTS)
+    objects += [o for o in install if o["kind"].endswith("WebhookConfiguration") or o["kind"] == "Deployment"]
+    other = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "someone-else"},
+        "webhooks": [{"name": "check.example.com", "clientConfig": {"url": "https://example.com"}}],
+    }
+    return [*objects, other]
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[FakeApiServer, Path]]:
+    with running_fake() as fake:
+        fake.load(installed())
+        yield fake, fake.write_kubeconfig(tmp_path / "kubeconfig")
+
+
+def test_dry_run_lists_the_steps_in_order_and_changes_nothing(
+    cluster: tuple[FakeApiServer, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake, kubeconfig = cluster
+    assert main(["uninstall", "--kubeconfig", str(kubeconfig), "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:6] == [
+        "Would do:",
+        "  1. delete MutatingWebhookConfiguration guardhook",
+        "  1. delete ValidatingWebhookConfiguration guardhook",
+        f"  2. scale Deployment {NAMESPACE}/guardhook to 0 replicas",
+        "  3. delete PodDisruptionBudget serve/llm-xl-group-0",
+        "  3. delete PodDisruptionBudget serve/llm-xl-group-1",
+    ]
+    releases = [line for line in out if line.startswith("  4. release")]
+    assert releases == [
+        f"  4. release pod serve/{name} (guardhook.io/group-ready=True)" for name in LEADERS[1:]
+    ]
+    assert out[-1].startswith("Then: left for `kubectl delete -k")
+    assert fake.writes == []
+
+
+def test_uninstall_leaves_nothing_that_blocks_a_drain_or_holds_a_leader(
+    cluster: tuple[FakeApiServer, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake, kubeconfig = cluster
+    assert main(["uninstall", "--kubeconfig", str(kubeconfig)]) == 0
+    out = capsys.readouterr().out
+    assert "still there" not in out and "error:" not in out
+    assert fake.names("validatingwebhookconfigurations") == ["someone-else"]
+    assert fake.names("mutatingwebhookconfigurations") == []
+    assert fake.names("poddisruptionbudgets") == ["serving-budget"]
+    deployment = fake.get("deployments", NAMESPACE, "guardhook")
+    assert deployment is not None and deployment["spec"]["replicas"] == 0
+    for name in LEADERS:
+        condition = group_ready(fake.get("pods", "serve", name))
+        assert condition is not None and condition["status"] == "True", name
+    assert group_ready(fake.get("pods", "serve", "llm-xl-0"))["reason"] == "GroupReady"  # not rewritten
+    assert group_ready(fake.get("pods", "serve", "llm-xl-1"))["reason"] == "GuardhookUninstalled"
+    # Webhooks go first: nothing else was written before both configurations were deleted.
+    methods = [w[0] + " " + w[2] for w in fake.writes]
+    assert methods[:2] == ["DELETE mutatingwebhookconfigurations", "DELETE validatingwebhookconfigurations"]
+    # A second run finds nothing to do.
+    assert main(["uninstall", "--kubeconfig", str(kubeconfig), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["left"] == [] and document["errors"] == []
+    assert document["steps"] == [
+        "1. no guardhook webhook configuration",
+        f"2. scale Deployment {NAMESPACE}/guardhook to 0 replicas",
+        "3. no per-group PodDisruptionBudget",
+        "4. no held readiness gate",
+    ]
+
+
+def test_what_is_still_there_afterwards_is_reported_and_exits_1(
+    cluster: tuple[FakeApiServer, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake, kubeconfig = cluster
+    real_apply = uninstall.apply_uninstall
+
+    def apply_then_a_reconciler_writes_again(api: Any, planned: Any) -> list[str]:
+        errors = real_apply(api, planned)
+        fake.put("poddisruptionbudgets", pdb("llm-xl-group-0", True))  # a pdb-sync not yet stopped
+        return errors
+
+    monkeypatch.setattr(uninstall, "apply_uninstall", apply_then_a_reconciler_writes_again)
+    assert main(["uninstall", "--kubeconfig", str(kubeconfig)]) == 1
+    assert "still there (run it again): PodDisruptionBudget serve/llm-xl-group-0\n" in capsys.readouterr().out
+    monkeypatch.setattr(uninstall, "apply_uninstall", real_apply)
+    assert main(["uninstall", "--kubeconfig", str(kubeconfig)]) == 0  # run again: done
+    assert fake.names("poddisruptionbudgets") == ["serving-budget"]
+
+
+def test_offline_manifests_give_the_plan_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state = tmp_path / "state.yaml"
+    state.write_text(yaml.safe_dump_all(installed()))
+    assert main(["uninstall", "--cluster-state", str(state)]) == 0
+    assert capsys.readouterr().out.startswith(
+        "Would do:\n  1. delete MutatingWebhookConfiguration guardhook\n"
+    )
+
+
+def test_without_a_cluster_it_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert main(["uninstall"]) == 2
+    assert "uninstall: no cluster configured" in capsys.readouterr().err
