@@ -21,7 +21,7 @@ RUN --mount=type=secret,id=ca-bundle \
     if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
  && python3 -m venv /opt/guardhook \
  && /opt/guardhook/bin/pip install --require-hashes --no-deps --only-binary=:all: -r requirements.lock
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY guardhook ./guardhook
 # The project itself with the locked build backend (no isolated build fetching setuptools unpinned);
 # `pip check` fails the build when pyproject.toml needs something the lock lacks. Then pip and the

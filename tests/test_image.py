@@ -240,9 +240,16 @@ def test_the_environment_is_exactly_the_lock() -> None:
 def test_the_release_archive_and_the_sbom_describe_this_image() -> None:
     archive = OUT / f"guardhook-{__version__}.oci.tar"
     with tarfile.open(archive) as tar:
-        names = set(tar.getnames())
-        layout = json.load(tar.extractfile("oci-layout"))  # type: ignore[arg-type]
-    assert {"index.json", "oci-layout"} <= names and layout["imageLayoutVersion"] == "1.0.0"
+
+        def blob(name: str) -> Any:
+            return json.load(tar.extractfile(name))  # type: ignore[arg-type]
+
+        assert blob("oci-layout")["imageLayoutVersion"] == "1.0.0"
+        [manifest] = blob("index.json")["manifests"]
+        config = blob("blobs/sha256/" + manifest["digest"].removeprefix("sha256:"))["config"]["digest"]
+    image_id = podman("image", "inspect", "--format", "{{.Id}}", IMAGE).stdout.strip()
+    assert config == f"sha256:{image_id}", "the archive holds another image"
+    assert manifest["annotations"]["org.opencontainers.image.ref.name"]  # a tag: `podman load` names it
     sbom = json.loads((OUT / f"guardhook-{__version__}.cdx.json").read_text())
     assert sbom["bomFormat"] == "CycloneDX"
     root = sbom["metadata"]["component"]

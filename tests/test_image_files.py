@@ -91,6 +91,9 @@ def test_the_build_context_is_only_what_the_dockerfile_copies() -> None:
     for line in re.findall(r"^COPY (?!--from)(.+)$", DOCKERFILE, re.M):
         copied |= set(line.split()[:-1])
     assert copied == allowed
+    # What building the project reads besides its code (setuptools fails without them).
+    project = PYPROJECT["project"]
+    assert {project["readme"], *project.get("license-files", [])} <= copied
     assert "*" in (REPO / ".dockerignore").read_text().splitlines()
 
 
