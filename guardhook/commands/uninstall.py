@@ -115,7 +115,7 @@ def add_parser(commands: Any) -> None:
 
 def plan_uninstall(view: ClusterView, namespace: str, deployment: str) -> UninstallPlan:
     """The steps for the cluster `view` shows (pure: reads the view only)."""
-    from guardhook.cluster.group_ready import GroupReadiness, gated, leaders
+    from guardhook.cluster.group_ready import GATE, GroupReadiness, gated, leaders
     from guardhook.cluster.model import metadata
     from guardhook.pdbsync.desired import is_managed
     from guardhook.readiness.desired import Entry
@@ -134,7 +134,7 @@ def plan_uninstall(view: ClusterView, namespace: str, deployment: str) -> Uninst
     for lws in sorted(view.all_lws(), key=lambda item: (item.namespace, item.name)):
         for leader in leaders(view, lws):
             pod = leader.pod
-            current = pod.gate_conditions.get("guardhook.io/group-ready")
+            current = pod.gate_conditions.get(GATE)
             if gated(pod) and not pod.terminating and (current is None or current.status != "True"):
                 result.releases.append(
                     Entry(
