@@ -9,7 +9,6 @@ import copy
 import shutil
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -146,7 +145,7 @@ def test_without_the_coverage_rules_the_view_syncs_and_says_what_it_did_not_chec
 
 
 def test_audit_as_admin_reports_the_gap(
-    cluster: tuple[ApiServer, x509.Certificate], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cluster: tuple[ApiServer, x509.Certificate], capsys: pytest.CaptureFixture[str]
 ) -> None:
     api, _ = cluster
     assert main(["audit", "--kubeconfig", str(api.kubeconfig)]) == 0
