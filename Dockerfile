@@ -1,28 +1,61 @@
-# guardhook: the admission webhook image. Build from the repository root:
-#   docker build -t guardhook:dev .
-# Runs as a non-root user on a read-only root filesystem: nothing is written at run time except
-# gunicorn's worker heartbeat in /tmp (an emptyDir in manifests/base/deployment.yaml).
+# syntax=docker/dockerfile:1
+# guardhook: the admission webhook image, one file for users and CI (image/build.sh builds it with
+# podman, image/test.sh runs it). From the repository root:
+#   docker build -t ghcr.io/guardhook/guardhook:0.1.0 .                  # on python:3.11-slim
+#   BASE=localhost/guardhook-base:bookworm image/build.sh               # on a Debian base (image/base.sh)
+# BASE is any image with Python 3.11 as `python3` and the venv module (python:3.11-slim, or Debian's
+# python3 + python3-venv); both stages use it, so the venv's interpreter link is valid in the final one.
+# Dependencies come only from image/requirements.lock (exact versions, sha256 hashes, wheels only); the
+# final stage has no pip and no compiler. It runs as uid 10001 on a read-only root filesystem: nothing is
+# written at run time except gunicorn's worker heartbeat in /tmp (an emptyDir in manifests/base/).
+# TLS inside the build (an intercepting proxy): pass the CA bundle as the build secret `ca-bundle`
+# (`--secret id=ca-bundle,src=/etc/ssl/certs/ca-certificates.crt`); a secret never lands in a layer.
+ARG BASE=docker.io/library/python:3.11-slim
 
-FROM python:3.11-slim AS build
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+FROM ${BASE} AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore
 WORKDIR /src
+COPY image/requirements.lock ./
+# PIP_CERT (not --cert) so every TLS connection pip makes uses the bundle.
+RUN --mount=type=secret,id=ca-bundle \
+    if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
+ && python3 -m venv /opt/guardhook \
+ && /opt/guardhook/bin/pip install --require-hashes --no-deps --only-binary=:all: -r requirements.lock
 COPY pyproject.toml README.md ./
 COPY guardhook ./guardhook
-RUN python -m venv /opt/guardhook \
- && /opt/guardhook/bin/pip install . \
- && /opt/guardhook/bin/python -m compileall -q /opt/guardhook
+# The project itself with the locked build backend (no isolated build fetching setuptools unpinned);
+# `pip check` fails the build when pyproject.toml needs something the lock lacks. Then pip and the
+# build backend leave the environment, and so does the kubernetes client's asyncio twin (kubernetes.aio,
+# ~70 MB; nothing imports it: guardhook and the rest of the client are synchronous).
+RUN /opt/guardhook/bin/pip install --no-deps --no-build-isolation --no-index . \
+ && /opt/guardhook/bin/pip check \
+ && /opt/guardhook/bin/pip uninstall --quiet --yes setuptools pip \
+ && rm -rf /opt/guardhook/lib/python3*/site-packages/kubernetes/aio \
+ && /opt/guardhook/bin/python -m compileall -q /opt/guardhook/lib \
+ && /opt/guardhook/bin/guardhook --version
 
-FROM python:3.11-slim
+FROM ${BASE}
+ARG VERSION=0.1.0
+ARG SOURCE=https://github.com/guardhook/guardhook
+LABEL org.opencontainers.image.title="guardhook" \
+      org.opencontainers.image.description="Admission webhook: the LeaderWorkerSet group is the unit of deletion, eviction, traffic, disruption budgets and scaling" \
+      org.opencontainers.image.source="${SOURCE}" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0"
 # Bytecode is compiled at build time; at run time Python must not try to write it.
 ENV PATH=/opt/guardhook/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     HOME=/tmp
-RUN groupadd --system --gid 10001 guardhook \
- && useradd --system --uid 10001 --gid guardhook --home-dir /nonexistent --no-create-home \
-      --shell /usr/sbin/nologin guardhook
+# No pip in the final stage (the base's own, ensurepip's wheels); the user without useradd, which a
+# minimal Debian base lacks.
+RUN rm -rf /usr/local/bin/pip* /usr/local/lib/python3*/site-packages/pip \
+      /usr/local/lib/python3*/site-packages/pip-* /usr/local/lib/python3*/ensurepip/_bundled \
+      /usr/lib/python3*/ensurepip/_bundled /usr/share/python-wheels \
+ && echo 'guardhook:x:10001:' >> /etc/group \
+ && echo 'guardhook:x:10001:10001:guardhook:/nonexistent:/usr/sbin/nologin' >> /etc/passwd
 COPY --from=build /opt/guardhook /opt/guardhook
 USER 10001:10001
-EXPOSE 8443
+EXPOSE 8443 8080
 ENTRYPOINT ["guardhook"]
 CMD ["serve", "--cert-dir", "/certs"]

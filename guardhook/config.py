@@ -14,18 +14,21 @@ from typing import Any
 
 import yaml
 
-from guardhook.cluster.lws import LWS_CONTROLLER_PATTERN
+from guardhook.cluster.lws import LWS_CONTROLLER
 from guardhook.policies import REGISTRY
 from guardhook.policies.base import ACTIONS, Action, Policy
 from guardhook.wire import UserInfo
 
-# Kueue's controller in any namespace or Helm release (`kueue-controller-manager` in `kueue-system`
-# by default): it stops a group by deleting every pod of it and gives up at the first error.
-KUEUE_CONTROLLER_PATTERN = "system:serviceaccount:*:*kueue-controller-manager"
+# Kueue's controller as its install names it (`kueue-controller-manager` in `kueue-system`): it
+# stops a group by deleting every pod of it and gives up at the first error. Exact, as every
+# default: another install is named in `exemptions.users`.
+KUEUE_CONTROLLER = "system:serviceaccount:kueue-system:kueue-controller-manager"
+KUEUE_CONTROLLER_PATTERN = KUEUE_CONTROLLER
+"""The former name of KUEUE_CONTROLLER (it was a pattern); kept for imports."""
 
 DEFAULT_EXEMPT_USERS: tuple[str, ...] = (
-    LWS_CONTROLLER_PATTERN,
-    KUEUE_CONTROLLER_PATTERN,
+    LWS_CONTROLLER,
+    KUEUE_CONTROLLER,
     "system:serviceaccount:kube-system:generic-garbage-collector",
     "system:serviceaccount:kube-system:statefulset-controller",
     "system:serviceaccount:kube-system:pod-garbage-collector",
@@ -35,7 +38,10 @@ DEFAULT_EXEMPT_USERS: tuple[str, ...] = (
     # A kubelet deletes only pods bound to its own node (the NodeRestriction admission plugin).
     "system:node:*",
 )
-PER_POLICY_EXEMPT_USERS: tuple[str, ...] = (LWS_CONTROLLER_PATTERN,)
+"""Every default exempt identity: exact install identities, plus `system:node:*`, which the
+NodeRestriction admission plugin confines to each kubelet's own node. The webhooks'
+`matchConditions` in manifests/ skip exactly these (tests/test_manifests.py keeps them identical)."""
+PER_POLICY_EXEMPT_USERS: tuple[str, ...] = (LWS_CONTROLLER,)
 """Default users exempt per policy instead of globally: every policy exempts them unless it judges
 their writes — `Policy.judges_lws_controller` (group-capacity judges LWS spec changes whoever
 makes them, e.g. the DisaggregatedSet controller, which runs as the LWS controller's account), or
@@ -95,6 +101,9 @@ class Config:
     policies: Mapping[str, PolicySettings]
     exemptions: Exemptions = field(default_factory=Exemptions)
     stale_after_seconds: float = DEFAULT_STALE_AFTER_SECONDS
+    lws_controllers: tuple[str, ...] = PER_POLICY_EXEMPT_USERS
+    """`exemptions.lwsControllers`: the LWS controller's identities, exempt per policy (every
+    policy but those that judge its writes) instead of globally."""
 
     def settings(self, policy_id: str) -> PolicySettings:
         return self.policies[policy_id]
@@ -155,20 +164,24 @@ def build_config(raw: Any, policies: Iterable[Policy] | None = None) -> Config:
     registry = {p.id: p for p in policies}
     doc = _mapping(raw, "config")
     _reject_unknown(doc, {"policies", "exemptions", "clusterView"}, "")
+    controllers = _lws_controllers(doc.get("exemptions"))
     # Only an absent or empty (null) key means "defaults": `policies: []` or `false` is a mistake.
     raw_policies = doc.get("policies")
     policy_docs = _mapping(raw_policies if raw_policies is not None else {}, "policies")
     _reject_unknown(policy_docs, set(registry), "policies.")
-    settings = {pid: _policy_settings(p, policy_docs.get(pid)) for pid, p in registry.items()}
+    settings = {pid: _policy_settings(p, policy_docs.get(pid), controllers) for pid, p in registry.items()}
     _inherit_shared_params(registry, policy_docs, settings)
     return Config(
         policies=settings,
         exemptions=_exemptions(doc.get("exemptions")),
         stale_after_seconds=_stale_after(doc.get("clusterView")),
+        lws_controllers=controllers,
     )
 
 
-def _policy_settings(policy: Policy, raw: Any) -> PolicySettings:
+def _policy_settings(
+    policy: Policy, raw: Any, lws_controllers: tuple[str, ...] = PER_POLICY_EXEMPT_USERS
+) -> PolicySettings:
     where = f"policies.{policy.id}"
     doc = _mapping(raw if raw is not None else {}, where)
     _reject_unknown(doc, {"actions", "exemptions", *policy.params}, where + ".")
@@ -181,7 +194,8 @@ def _policy_settings(policy: Policy, raw: Any) -> PolicySettings:
             problem = policy.param_problem(name, params[name])
             if problem:
                 raise ConfigError(f"{where}.{name}: {problem}")
-    return PolicySettings(actions, params, _policy_exemptions(policy, doc.get("exemptions"), where))
+    exemptions = _policy_exemptions(policy, doc.get("exemptions"), where, lws_controllers)
+    return PolicySettings(actions, params, exemptions)
 
 
 def _inherit_shared_params(
@@ -205,12 +219,14 @@ def _inherit_shared_params(
             )
 
 
-def _policy_exemptions(policy: Policy, raw: Any, where: str) -> Exemptions:
-    """`policies.<id>.exemptions`: each key given replaces its default (users default to
-    PER_POLICY_EXEMPT_USERS, none for a policy that judges them)."""
+def _policy_exemptions(
+    policy: Policy, raw: Any, where: str, lws_controllers: tuple[str, ...] = PER_POLICY_EXEMPT_USERS
+) -> Exemptions:
+    """`policies.<id>.exemptions`: each key given replaces its default (users default to the LWS
+    controller's identities, `exemptions.lwsControllers`, none for a policy that judges them)."""
     doc = _mapping(raw if raw is not None else {}, f"{where}.exemptions")
     _reject_unknown(doc, {"users", "groups", "namespaces"}, f"{where}.exemptions.")
-    users = () if _judges_default_per_policy_users(policy) else PER_POLICY_EXEMPT_USERS
+    users = () if _judges_default_per_policy_users(policy) else lws_controllers
     return Exemptions(
         users=_strings(doc.get("users", list(users)), f"{where}.exemptions.users"),
         groups=_strings(doc.get("groups", []), f"{where}.exemptions.groups"),
@@ -242,9 +258,16 @@ def _actions(policy: Policy, raw: Any, where: str) -> tuple[Action, ...]:
     return tuple(dict.fromkeys(actions))
 
 
+def _lws_controllers(raw: Any) -> tuple[str, ...]:
+    """`exemptions.lwsControllers`: the LWS controller's service accounts (default: the install
+    default, exactly); name another install (Helm release, namespace) here."""
+    doc = _mapping(raw if raw is not None else {}, "exemptions")
+    return _strings(doc.get("lwsControllers", list(PER_POLICY_EXEMPT_USERS)), "exemptions.lwsControllers")
+
+
 def _exemptions(raw: Any) -> Exemptions:
     doc = _mapping(raw if raw is not None else {}, "exemptions")
-    _reject_unknown(doc, {"users", "groups", "namespaces"}, "exemptions.")
+    _reject_unknown(doc, {"users", "groups", "namespaces", "lwsControllers"}, "exemptions.")
     defaults = Exemptions()
     return Exemptions(
         users=_strings(doc.get("users", list(defaults.users)), "exemptions.users"),

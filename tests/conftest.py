@@ -21,6 +21,14 @@ FIXTURES = Path(os.environ.get("GUARDHOOK_FIXTURES", REPO.parent / "shared" / "f
 REVIEWS = FIXTURES / "reviews"
 
 
+@pytest.fixture(autouse=True)
+def _no_ambient_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test judges against the cluster of the shell that runs pytest (e.g. a real cluster's
+    `$KUBECONFIG` exported by realcluster/env.sh): tests that need one pass it explicitly."""
+    for name in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def load_review(name: str) -> dict[str, Any]:
     """One captured AdmissionReview body from ../shared/fixtures/reviews (name with or without .json)."""
     if not name.endswith(".json"):

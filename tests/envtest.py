@@ -111,11 +111,13 @@ class ApiServer:
 @contextmanager
 def api_server(folder: Path) -> Iterator[ApiServer]:
     """Start etcd and kube-apiserver with their data and logs in `folder`, wait for /readyz and
-    install the fixtures' CRDs; stop both (by their own handles) afterwards. Raises RuntimeError
-    when the binaries are missing or the server does not come up within START_SECONDS."""
+    install the fixtures' CRDs; stop both (by their own handles) afterwards. `folder` (and its
+    parents) are created when missing. Raises RuntimeError when the binaries are missing or the
+    server does not come up within START_SECONDS."""
     reason = missing_binaries()
     if reason is not None:
         raise RuntimeError(f"cannot start an API server: {reason}")
+    folder.mkdir(parents=True, exist_ok=True)
     assets = Path(os.environ["KUBEBUILDER_ASSETS"])
     urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)  # self-signed, on 127.0.0.1
     etcd_url, api_port = f"http://127.0.0.1:{free_port()}", free_port()
@@ -136,7 +138,7 @@ def api_server(folder: Path) -> Iterator[ApiServer]:
         )
         key = _service_account_key(folder / "sa.key")
         tokens = folder / "tokens.csv"
-        tokens.write_text(f'{token},admin,admin,"system:masters"\n')
+        _create(tokens).write_text(f'{token},admin,admin,"system:masters"\n')
         apiserver = _spawn(
             stack,
             folder / "kube-apiserver.log",
@@ -212,11 +214,19 @@ def install_crds(api: ApiServer, folder: Path = FIXTURES / "crds") -> None:
 
 
 def _spawn(stack: ExitStack, log_path: Path, args: list[str]) -> subprocess.Popen[bytes]:
-    """Start `args` logging to `log_path`; `stack` stops it and closes the log."""
-    log = stack.enter_context(log_path.open("wb"))
+    """Start `args` logging to `log_path` (its folder created when missing); `stack` stops it and
+    closes the log."""
+    log = stack.enter_context(_create(log_path).open("wb"))
     process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
     stack.callback(_stop, process)
     return process
+
+
+def _create(path: Path) -> Path:
+    """`path` once its parent folder exists: every file this helper writes goes through here, so
+    no caller has to prepare a folder first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -234,13 +244,13 @@ def _service_account_key(path: Path) -> Path:
     pem = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-    path.write_bytes(pem)
+    _create(path).write_bytes(pem)
     return path
 
 
 def _write_kubeconfig(path: Path, url: str, token: str) -> Path:
     cluster = {"server": url, "insecure-skip-tls-verify": True}
-    path.write_text(
+    _create(path).write_text(
         json.dumps(
             {
                 "apiVersion": "v1",

@@ -53,6 +53,7 @@ DEGRADED_XL_ROW = {
     "broken": 3,
     "leaderReadyGroupIncomplete": 2,
     "spare": 1,  # gpu-node-16..19 and gpu-node-06 (group 1's missing worker) are free: one group fits
+    "doomedByTaint": 0,
 }
 
 
@@ -106,8 +107,17 @@ def test_cli_text_json_and_reports_file(tmp_path: Path, capsys: pytest.CaptureFi
     assert all(line.count("lax") == 1 for line in lax)
     assert f"{state}: LeaderWorkerSet default/lax: Warn [group-spec] restartPolicy None" in text
     rows = [line.split() for line in text.splitlines()]
-    assert ["serve", "llm-xl", "4", "1", "3", "2", "1"] in rows
-    assert ["NAMESPACE", "NAME", "DESIRED", "WHOLE", "BROKEN", "LEADER-READY-INCOMPLETE", "SPARE"] in rows
+    assert ["serve", "llm-xl", "4", "1", "3", "2", "1", "0"] in rows
+    assert [
+        "NAMESPACE",
+        "NAME",
+        "DESIRED",
+        "WHOLE",
+        "BROKEN",
+        "LEADER-READY-INCOMPLETE",
+        "SPARE",
+        "DOOMED",
+    ] in rows
 
     reports_file = tmp_path / "reports.yaml"
     assert (
@@ -212,4 +222,4 @@ def test_spare_is_a_dash_without_nodes(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["audit", "--cluster-state", str(LINT_LWS)]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines()]
     [row] = [r for r in rows if "lax" in r]
-    assert row[-1] == "-"
+    assert row[-2] == "-"  # SPARE (DOOMED follows)

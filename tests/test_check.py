@@ -125,6 +125,8 @@ def test_json_format(capsys: pytest.CaptureFixture[str]) -> None:
         "action",
         "outcome",
         "message",
+        "document",
+        "documentLine",
     }  # camelCase, as Kubernetes writes JSON
     assert violation["message"].startswith("restartPolicy None")
     assert violation["source"] == f"{MANIFESTS}/lint/lws.yaml"
@@ -415,3 +417,67 @@ def test_an_unreachable_kubeconfig_exits_2(capsys: pytest.CaptureFixture[str], t
     kubeconfig = write(tmp_path, "kubeconfig", kubeconfig_text("http://127.0.0.1:1"))
     code, lines, err = run(capsys, "--kubeconfig", kubeconfig, PDB)
     assert (code, lines) == (2, []) and "cannot list objects from kubeconfig" in err
+
+
+MULTI = """# a comment before the first document
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: first}
+---
+---
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: lax, namespace: default}
+"""
+
+
+def lax_lws_stream() -> str:
+    """MULTI with the lax LWS of the lint fixture as its third document (index 2, line 7)."""
+    lws = yaml.safe_load((REPO / MANIFESTS / "lint" / "lws.yaml").read_text())
+    return MULTI.split("apiVersion: leaderworkerset")[0] + yaml.safe_dump(lws, sort_keys=False)
+
+
+def test_json_findings_name_their_document_and_its_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    stream = tmp_path / "stream.yaml"
+    stream.write_text(lax_lws_stream())
+    code, lines, _ = run(capsys, "--format", "json", str(stream))
+    violations = json.loads("\n".join(lines))["violations"]
+    assert code == 0 and violations
+    assert {(v["source"], v["document"], v["documentLine"]) for v in violations} == {(str(stream), 2, 7)}
+
+
+def test_sarif_output_locates_each_finding(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    stream = tmp_path / "stream.yaml"
+    stream.write_text(lax_lws_stream())
+    code, lines, _ = run(capsys, "--format", "sarif", str(stream))
+    log = json.loads("\n".join(lines))
+    assert code == 0 and log["version"] == "2.1.0" and log["$schema"].endswith("sarif-2.1.0.json")
+    (sarif_run,) = log["runs"]
+    assert sarif_run["tool"]["driver"]["name"] == "guardhook"
+    assert [r["id"] for r in sarif_run["tool"]["driver"]["rules"]] == ["group-spec"]
+    results = sarif_run["results"]
+    assert len(results) == 3  # as many as the text and JSON findings
+    for result in results:
+        assert (result["ruleId"], result["ruleIndex"], result["level"]) == ("group-spec", 0, "warning")
+        (location,) = result["locations"]
+        physical = location["physicalLocation"]
+        assert physical == {"artifactLocation": {"uri": str(stream)}, "region": {"startLine": 7}}
+        assert location["logicalLocations"][0]["fullyQualifiedName"] == "LeaderWorkerSet default/lax"
+        assert result["message"]["text"].startswith("Warn: ")
+    (invocation,) = sarif_run["invocations"]
+    assert invocation["executionSuccessful"] and invocation["exitCode"] == 0
+    notes = [n["message"]["text"] for n in invocation["toolExecutionNotifications"]]
+    assert notes == ["group-capacity skipped: no Nodes in the manifests or context"]
+
+
+def test_sarif_of_a_denial_is_an_error_and_of_unreadable_input_a_failed_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, lines, _ = run(capsys, "--format", "sarif", f"{MANIFESTS}/lws-wide-pdb", str(tmp_path / "missing"))
+    sarif_run = json.loads("\n".join(lines))["runs"][0]
+    assert code == 2 and not sarif_run["invocations"][0]["executionSuccessful"]
+    assert any(r["level"] == "error" and r["ruleId"] == "group-pdb" for r in sarif_run["results"])
+    errors = [n for n in sarif_run["invocations"][0]["toolExecutionNotifications"] if n["level"] == "error"]
+    assert errors and "no such file or folder" in errors[0]["message"]["text"]

@@ -60,3 +60,32 @@ def test_bad_bodies_raise_with_a_reason(raw: bytes, reason: str) -> None:
 def test_body_over_the_cap_is_refused_before_parsing() -> None:
     with pytest.raises(ReviewError, match="cap"):
         decode(b" " * (MAX_BODY_BYTES + 1))
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"", "body is not JSON: it is empty"),
+        (b'{"kind":', "body is not JSON: it ends early (line 1, column 9)"),
+        (b'{"a":"\xff"}', "body is not JSON: not UTF-8 text (invalid start byte at byte 6)"),
+        (
+            b'{"a":"\\ud800"}',
+            "body is not JSON: a \\u escape is half of a UTF-16 surrogate pair (line 1, column 7)",
+        ),
+        (b"[" * 2000 + b"]" * 2000, "body is not JSON: nested too deeply (line 1, column 1026)"),
+        (b"{}", "kind is missing, expected AdmissionReview"),
+        (b'{"kind":null}', "kind is null, expected AdmissionReview"),
+        (b'{"kind":"Pod"}', 'kind is "Pod", expected AdmissionReview'),
+        (
+            b'{"kind":"AdmissionReview"}',
+            "apiVersion is missing, expected admission.k8s.io/v1 or admission.k8s.io/v1beta1",
+        ),
+    ],
+)
+def test_reasons_speak_of_the_body_not_of_python_or_the_parser(raw: bytes, message: str) -> None:
+    # Was: "kind is None, expected 'AdmissionReview'", and invalid UTF-8 as "str is not valid
+    # UTF-8: surrogates not allowed".
+    with pytest.raises(ReviewError) as raised:
+        decode(raw)
+    assert str(raised.value) == message
+    assert "None" not in message and "surrogates not allowed" not in message

@@ -174,3 +174,18 @@ def test_audit_lists_leaders_of_opted_in_lws_without_the_gate(tmp_path: Path) ->
     gated = audit([Located("cluster", o) for o in fleet()], default_config()).violations
     assert not [f for f in gated if f.policy == "group-readiness"]
     assert copy.deepcopy(objects) == objects  # audit changed nothing
+
+
+def test_a_worker_of_a_serving_all_lws_gets_the_gate_too() -> None:
+    # Data-parallel groups (guardhook.io/serving-pods: "all"): every pod serves, so every pod is
+    # gated on the group (issue 20); without the annotation workers are left alone.
+    objects = fleet()
+    lws = next(o for o in objects if o["kind"] == "LeaderWorkerSet")
+    plain = Engine(view_from_objects(copy.deepcopy(objects)), build_config({}))
+    lws["metadata"]["annotations"]["guardhook.io/serving-pods"] = "all"
+    serving_all = Engine(view_from_objects(objects), build_config({}))
+    worker = review("p02-worker-pod-create.mutating")
+    assert patch_of(plain.judge(worker["request"], "mutate").response) == []
+    response = serving_all.judge(worker["request"], "mutate").response
+    assert patch_of(response) == GATE_ADDED
+    assert patch_of(serving_all.judge(leader()["request"], "mutate").response) == GATE_ADDED

@@ -212,16 +212,32 @@ def test_eviction_webhook_is_opt_in_by_namespace_label_and_records_only_off_dry_
     # A worker DELETE on a cordoned node (a drain without evictions) is recorded in the same ledger.
     deletes = [h for h in others if ("", "v1", "pods", "DELETE") in rules_of(h)]
     assert [h["sideEffects"] for h in deletes] == ["NoneOnDryRun"]
-    assert all(h["sideEffects"] == "None" for h in others if h not in deletes)
+    # So is a resize that restarts a container under a recreating restartPolicy (group-resize).
+    resizes = [h for h in others if ("", "v1", "pods/resize", "UPDATE") in rules_of(h)]
+    assert [h["sideEffects"] for h in resizes] == ["NoneOnDryRun"]
+    # And so is a NoExecute taint within the budget (group-taint records the groups it dooms).
+    taints = [h for h in others if any(r[2] in ("nodes", "devicetaintrules") for r in rules_of(h))]
+    assert [h["sideEffects"] for h in taints] == ["NoneOnDryRun", "NoneOnDryRun"]
+    assert all(h["sideEffects"] == "None" for h in others if h not in deletes + resizes + taints)
     assert all(h["failurePolicy"] == "Ignore" for h in others)  # only the opt-in scope fails closed
+
+
+# Subresources whose review object is the parent object itself (pods/resize sends the whole Pod),
+# so an objectSelector sees its labels; an Eviction or a Scale carries none.
+PARENT_OBJECT_SUBRESOURCES = {"pods/resize"}
 
 
 def test_no_object_selector_on_subresource_rules(webhooks: list[Object]) -> None:
     for hook in webhooks:
-        if any("/" in resource for _, _, resource, _ in rules_of(hook)):
+        subresources = {r for _, _, r, _ in rules_of(hook) if "/" in r}
+        if subresources - PARENT_OBJECT_SUBRESOURCES:
             assert "objectSelector" not in hook, hook["name"]
     selected = {hook["name"] for hook in webhooks if "objectSelector" in hook}
-    assert selected == {"worker-delete.guardhook.io", "pod-counted-scaler-statefulsets.guardhook.io"}
+    assert selected == {
+        "worker-delete.guardhook.io",
+        "pod-counted-scaler-statefulsets.guardhook.io",
+        "group-resize.guardhook.io",
+    }
 
 
 def test_services_are_mutated_with_reinvocation_if_needed(webhooks: list[Object]) -> None:
@@ -229,7 +245,18 @@ def test_services_are_mutated_with_reinvocation_if_needed(webhooks: list[Object]
     assert len(services) == 1
     assert services[0]["_kind"] == "MutatingWebhookConfiguration"
     assert services[0]["reinvocationPolicy"] == "IfNeeded"
-    assert rules_of(services[0]) == {("", "v1", "services", "CREATE"), ("", "v1", "services", "UPDATE")}
+    assert rules_of(services[0]) == LEADER_SERVICE_REQUESTS
+
+
+LEADER_SERVICE_REQUESTS = {
+    (group, version, resource, op)
+    for group, version, resource in (
+        ("", "v1", "services"),
+        ("inference.networking.k8s.io", "v1", "inferencepools"),
+        ("inference.networking.x-k8s.io", "v1alpha2", "inferencepools"),
+    )
+    for op in ("CREATE", "UPDATE")
+}
 
 
 def test_hpa_is_registered_as_autoscaling_v2_only(webhooks: list[Object]) -> None:
@@ -245,7 +272,8 @@ def test_hpa_is_registered_as_autoscaling_v2_only(webhooks: list[Object]) -> Non
 POLICY_REQUESTS = {
     "worker-delete": [("", "v1", "pods", "DELETE")],
     "group-eviction": [("", "v1", "pods/eviction", "CREATE")],
-    "leader-service": [("", "v1", "services", "CREATE"), ("", "v1", "services", "UPDATE")],
+    "group-resize": [("", "v1", "pods/resize", "UPDATE")],
+    "leader-service": sorted(LEADER_SERVICE_REQUESTS),
     "group-pdb": [("policy", "v1", "poddisruptionbudgets", op) for op in ("CREATE", "UPDATE")],
     "pod-counted-scaler": [
         ("autoscaling", "v2", "horizontalpodautoscalers", "CREATE"),
@@ -352,10 +380,19 @@ def test_the_lws_controller_reaches_group_capacity_only_with_a_spec_change(
     assert _called(hook, loaded) is called
 
 
-def test_match_conditions_skip_every_default_exempt_user(webhooks: list[Object]) -> None:
-    samples = [pattern.replace("*", "any-x") for pattern in DEFAULT_EXEMPT_USERS]
-    samples += ["system:serviceaccount:lws:lws-release-lws-controller-manager", "system:node:gpu-node-03"]
-    samples += ["system:serviceaccount:kueue-system:kueue-controller-manager"]
+LOOK_ALIKES = [
+    # Anyone who may create a ServiceAccount in their own namespace could name it so (issue 20).
+    "system:serviceaccount:tenant-a:my-lws-controller-manager",
+    "system:serviceaccount:tenant-a:lws-controller-manager",
+    "system:serviceaccount:lws:lws-release-lws-controller-manager",
+    "system:serviceaccount:tenant-a:kueue-controller-manager",
+    "system:serviceaccount:kueue-system:kueue-controller-manager-x",
+    "system:serviceaccount:tenant-a:statefulset-controller",
+]
+
+
+def test_match_conditions_skip_every_default_exempt_user_and_no_look_alike(webhooks: list[Object]) -> None:
+    samples = [pattern.replace("*", "gpu-node-03") for pattern in DEFAULT_EXEMPT_USERS]
     non_exempt = [
         "kubernetes-admin",
         "system:serviceaccount:kube-system:deployment-controller",
@@ -363,13 +400,63 @@ def test_match_conditions_skip_every_default_exempt_user(webhooks: list[Object])
         "system:serviceaccount:team:kueue-controller-manager-helper",
         "system:serviceaccount:kube-system:device-taint-eviction-controller",
         "system:nodes",
+        *LOOK_ALIKES,
     ]
     for hook in webhooks:
-        exempt = [
-            u for u in samples if not (hook["name"] in LWS_HOOKS and u.endswith("lws-controller-manager"))
-        ]
+        exempt = [u for u in samples if not (hook["name"] in LWS_HOOKS and u == LWS_CONTROLLER)]
         assert not any(_called(hook, _as_user(user)) for user in exempt), hook["name"]
         assert all(_called(hook, _as_user(user)) for user in non_exempt), hook["name"]
+
+
+def _identities(hook: Object) -> set[str]:
+    """The identities a webhook entry's `not-…` matchConditions name, as exemption patterns: an
+    exact username literal as itself, a `startsWith('p')` prefix as `p*`."""
+    found: set[str] = set()
+    for condition in hook.get("matchConditions") or []:
+        if not condition["name"].startswith("not-"):
+            continue
+        expression = condition["expression"]
+        prefixes = set(re.findall(r"startsWith\('([^']*)'\)", expression))
+        found |= {p + "*" for p in prefixes if p != "system:serviceaccount:"}
+        found |= {s for s in re.findall(r"'(system:[^']*)'", expression) if s not in prefixes}
+    return found
+
+
+def _all_webhooks(tmp_path: Path) -> list[Object]:
+    """Every webhook entry of the default install with every component added (as a user's overlay)."""
+    components = sorted(p.name for p in (MANIFESTS / "components").iterdir() if p.is_dir())
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [str(MANIFESTS / "overlays" / "cert-manager")],
+        "components": [str(MANIFESTS / "components" / c) for c in components],
+    }
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    hooks: list[Object] = []
+    objects = render(overlay)
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        for config in by_kind(objects, kind):
+            hooks += [{**hook, "_where": kind} for hook in config.get("webhooks") or []]
+    return hooks
+
+
+def test_match_conditions_name_exactly_the_configured_default_exemptions(tmp_path: Path) -> None:
+    # One list (guardhook.config.DEFAULT_EXEMPT_USERS), two places: the webhook entries skip the
+    # same identities guardhook itself exempts, so the two cannot drift. group-readiness judges
+    # every identity but kubelets (it gates pods the StatefulSet controller creates); a scale of
+    # an LWS is a spec change, judged whoever makes it (the LWS controller included).
+    hooks = _all_webhooks(tmp_path)
+    names = {hook["name"] for hook in hooks}
+    assert {"leaderworkerset-scale.guardhook.io", "group-readiness.guardhook.io"} <= names, names
+    for hook in hooks:
+        expected = set(DEFAULT_EXEMPT_USERS)
+        if hook["name"] == "group-readiness.guardhook.io":
+            expected = {"system:node:*"}
+        elif hook["name"] == "leaderworkerset-scale.guardhook.io":
+            expected -= {LWS_CONTROLLER}
+        assert _identities(hook) == expected, (hook["_where"], hook["name"])
 
 
 def test_base_cluster_role_only_reads_what_the_view_needs(default_install: list[Object]) -> None:
@@ -608,7 +695,11 @@ def test_node_entry_is_called_only_for_a_node_with_a_no_execute_taint(
     webhooks: list[Object], review: str, called: bool
 ) -> None:
     hook = _taint_hook(webhooks, "nodes")
-    assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] <= 5 and hook["sideEffects"] == "None"
+    assert (
+        hook["failurePolicy"] == "Ignore"
+        and hook["timeoutSeconds"] <= 5
+        and hook["sideEffects"] == "NoneOnDryRun"
+    )
     assert _called(hook, load_review(review), identity_only=False) is called
 
 
@@ -625,7 +716,11 @@ def test_device_taint_rule_entry_is_called_only_for_no_execute(
     webhooks: list[Object], effect: str, called: bool
 ) -> None:
     hook = _taint_hook(webhooks, "devicetaintrules")
-    assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] <= 5 and hook["sideEffects"] == "None"
+    assert (
+        hook["failurePolicy"] == "Ignore"
+        and hook["timeoutSeconds"] <= 5
+        and hook["sideEffects"] == "NoneOnDryRun"
+    )
     assert _called(hook, _device_taint_rule_review(effect), identity_only=False) is called
 
 
@@ -636,9 +731,9 @@ def test_group_readiness_component_adds_the_leader_webhook_status_patch_and_the_
     assert rules_of(hook) == {("", "v1", "pods", "CREATE")}
     assert hook["failurePolicy"] == "Ignore" and hook["clientConfig"]["service"]["path"] == "/mutate"
     assert hook["reinvocationPolicy"] == "IfNeeded"
+    # Every LWS pod, workers included: a serving-pods "all" LWS gates its workers too (issue 20).
     assert {e["key"]: e["operator"] for e in hook["objectSelector"]["matchExpressions"]} == {
         "leaderworkerset.sigs.k8s.io/name": "Exists",
-        "leaderworkerset.sigs.k8s.io/worker-index": "In",
     }
     hooks = [{**h, "_kind": "MutatingWebhookConfiguration"} for h in mutating["webhooks"]]
     hooks += one(objects, "ValidatingWebhookConfiguration")["webhooks"]

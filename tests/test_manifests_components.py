@@ -23,6 +23,14 @@ from kustomize_lite import render
 
 Object = dict[str, Any]
 SERVICE_REQUESTS = {("", "v1", "services", "CREATE"), ("", "v1", "services", "UPDATE")}
+POOL_REQUESTS = {
+    (group, version, "inferencepools", op)
+    for group, version in (
+        ("inference.networking.k8s.io", "v1"),
+        ("inference.networking.x-k8s.io", "v1alpha2"),
+    )
+    for op in ("CREATE", "UPDATE")
+}
 
 
 def with_components(tmp_path: Path, *components: str) -> list[Object]:
@@ -78,7 +86,8 @@ def test_deny_mode_sends_services_to_validate_and_sets_the_action(tmp_path: Path
     reaching = [h for h in hooks(objects) if rules_of(h) & SERVICE_REQUESTS]
     assert len(reaching) == 1
     (hook,) = reaching
-    assert hook["_kind"] == "ValidatingWebhookConfiguration" and rules_of(hook) == SERVICE_REQUESTS
+    assert hook["_kind"] == "ValidatingWebhookConfiguration"
+    assert rules_of(hook) == SERVICE_REQUESTS | POOL_REQUESTS
     assert hook["clientConfig"]["service"] == {
         "name": "guardhook",
         "namespace": "guardhook-system",

@@ -110,3 +110,48 @@ def test_a_per_policy_list_replaces_that_policys_default() -> None:
 def test_bad_per_policy_exemptions_name_the_key(doc: dict[str, Any], error: str) -> None:
     with pytest.raises(ConfigError, match=error.replace(".", r"\.")):
         build_config(doc)
+
+
+# ---- exact by default (issue 20) -----------------------------------------------------------------
+
+LOOK_ALIKES = [
+    "system:serviceaccount:tenant-a:my-lws-controller-manager",
+    "system:serviceaccount:tenant-a:lws-controller-manager",
+    "system:serviceaccount:tenant-a:kueue-controller-manager",
+    "system:serviceaccount:tenant-a:statefulset-controller",
+    "system:serviceaccount:lws-system:lws-controller-manager-x",
+]
+
+
+@pytest.mark.parametrize("username", LOOK_ALIKES)
+def test_look_alike_identities_in_other_namespaces_are_judged_like_anyone(username: str) -> None:
+    assert not allowed(as_user("s01-worker-delete.validating", username))
+
+
+@pytest.mark.parametrize(
+    "username",
+    [
+        LWS_CONTROLLER,
+        "system:serviceaccount:kueue-system:kueue-controller-manager",
+        "system:node:gpu-node-01",
+    ],
+)
+def test_the_install_identities_are_exempt(username: str) -> None:
+    assert allowed(as_user("s01-worker-delete.validating", username))
+
+
+def test_another_install_is_named_in_the_configuration() -> None:
+    helm_lws = "system:serviceaccount:ml:myrel-lws-controller-manager"
+    helm_kueue = "system:serviceaccount:batch:kueue-controller-manager"
+    config = build_config(
+        {"exemptions": {"lwsControllers": [helm_lws], "users": [*GLOBAL_EXEMPT_USERS, helm_kueue]}}
+    )
+    for user in (helm_lws, helm_kueue):
+        assert not allowed(as_user("s01-worker-delete.validating", user)), user
+        assert allowed(as_user("s01-worker-delete.validating", user), config), user
+    # Named as the LWS controller it is exempt per policy, like the default: group-capacity still
+    # judges its spec changes; the default install's account is no longer exempt.
+    assert not allowed(as_user("s30-lws-scale-up-2.validating", helm_lws), config)
+    assert not allowed(as_user("s01-worker-delete.validating", LWS_CONTROLLER), config)
+    with pytest.raises(ConfigError, match="exemptions.lwsControllers"):
+        build_config({"exemptions": {"lwsControllers": "system:serviceaccount:ml:x"}})

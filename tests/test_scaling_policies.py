@@ -105,12 +105,22 @@ def test_statefulset_update_is_judged_by_its_own_owner_labels() -> None:
 def test_lws_controller_and_statefulset_controller_are_exempt() -> None:
     for user in (
         "system:serviceaccount:lws-system:lws-controller-manager",
-        "system:serviceaccount:ml:lws-controller-manager",
         "system:serviceaccount:kube-system:statefulset-controller",
     ):
         request = request_of("s26-sts-scale-worker.validating")
         request["userInfo"] = {"username": user}
         assert judge(request)["allowed"] is True, user
+
+
+def test_a_look_alike_lws_controller_is_judged_unless_configured() -> None:
+    # Exact by default (issue 20): another namespace's account of the same name is anyone.
+    request = request_of("s26-sts-scale-worker.validating")
+    request["userInfo"] = {"username": "system:serviceaccount:ml:lws-controller-manager"}
+    assert judge(request)["allowed"] is False
+    configured = build_config(
+        {"exemptions": {"lwsControllers": ["system:serviceaccount:ml:lws-controller-manager"]}}
+    )
+    assert judge(request, config=configured)["allowed"] is True
 
 
 def test_startup_warns_when_no_exemption_covers_the_lws_controller(caplog: pytest.LogCaptureFixture) -> None:
@@ -130,7 +140,7 @@ def test_startup_warns_when_no_exemption_covers_the_lws_controller(caplog: pytes
     assert lws_controller_exemption_warning(view, bare) is not None
     warning = lws_controller_exemption_warning(view, bare) or ""
     assert "no exempt user covers the LWS controller" in warning
-    assert "system:serviceaccount:*:*lws-controller-manager" in warning
+    assert "system:serviceaccount:lws-system:lws-controller-manager" in warning
     assert lws_controller_exemption_warning(view_from_objects([]), bare) is None  # no LWS, no warning
     custom = build_config({"exemptions": {"users": ["system:serviceaccount:ml:myrel-controller-manager"]}})
     assert lws_controller_exemption_warning(view, custom) is None

@@ -1,7 +1,7 @@
 """Every registered policy follows its documented failure mode when the cluster view is stale.
 
 Table-driven over REGISTRY, so policies that land later are covered: fail closed (deny, with the
-status code the issue names) for worker-delete and group-eviction, fail open with a warning for
+status code the issue names) for worker-delete, group-eviction and group-resize, fail open with a warning for
 every other policy.
 """
 
@@ -21,7 +21,11 @@ from guardhook.policies.base import FORBIDDEN, TOO_MANY_REQUESTS, Policy, stale_
 
 from conftest import REVIEWS
 
-FAIL_CLOSED = {"worker-delete": FORBIDDEN, "group-eviction": TOO_MANY_REQUESTS}
+FAIL_CLOSED = {
+    "worker-delete": FORBIDDEN,
+    "group-eviction": TOO_MANY_REQUESTS,
+    "group-resize": TOO_MANY_REQUESTS,
+}
 IDS = [policy.id for policy in REGISTRY]
 
 

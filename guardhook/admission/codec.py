@@ -43,20 +43,59 @@ def decode(body: bytes) -> DecodedReview:
         raise ReviewError(f"body of {len(body)} bytes is over the {MAX_BODY_BYTES}-byte cap")
     try:
         doc = orjson.loads(body)
-    except (ValueError, RecursionError) as exc:
-        raise ReviewError(f"body is not JSON: {str(exc)[:200]}") from None
+    except RecursionError:
+        raise ReviewError("body is not JSON: nested too deeply") from None
+    except ValueError as exc:
+        raise ReviewError(f"body is not JSON: {_json_problem(body, exc)}") from None
     if not isinstance(doc, dict):
         raise ReviewError("body is not a JSON object")
     if doc.get("kind") != "AdmissionReview":
-        raise ReviewError(f"kind is {doc.get('kind')!r}, expected 'AdmissionReview'")
+        raise ReviewError(f"kind is {_shown(doc, 'kind')}, expected AdmissionReview")
     version = doc.get("apiVersion")
     if version not in ADMISSION_VERSIONS:
-        raise ReviewError(f"apiVersion {version!r} is not one of {', '.join(ADMISSION_VERSIONS)}")
+        raise ReviewError(
+            f"apiVersion is {_shown(doc, 'apiVersion')}, expected {' or '.join(ADMISSION_VERSIONS)}"
+        )
     request = doc.get("request")
     if not isinstance(request, dict):
         raise ReviewError("review has no request")
     _check_request(request)
     return DecodedReview(api_version=version, request=request)  # type: ignore[arg-type]
+
+
+# orjson's wording for what the client got wrong, where it misleads (invalid UTF-8 is reported as
+# "surrogates not allowed") or speaks of the parser rather than the body.
+_JSON_PROBLEMS = (
+    ("surrogate", "a \\u escape is half of a UTF-16 surrogate pair"),
+    ("empty document", "it is empty"),
+    ("depth limit", "nested too deeply"),
+    ("end of data", "it ends early"),
+)
+
+
+def _json_problem(body: bytes, exc: ValueError) -> str:
+    """Why `body` is not JSON, in words about the body, with where (line and column) it is."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return f"not UTF-8 text ({bad.reason} at byte {bad.start})"
+    message = str(getattr(exc, "msg", exc))
+    reason = next((ours for theirs, ours in _JSON_PROBLEMS if theirs in message), message)
+    line, column = getattr(exc, "lineno", None), getattr(exc, "colno", None)
+    if reason == "it is empty" or line is None:
+        return reason[:200]
+    return f"{reason[:200]} (line {line}, column {column})"
+
+
+def _shown(doc: dict[str, Any], key: str) -> str:
+    """A top-level field's value as a message shows it: missing, null, or its JSON, shortened."""
+    if key not in doc:
+        return "missing"
+    value = doc[key]
+    if isinstance(value, dict | list):
+        return "an object" if isinstance(value, dict) else "a list"
+    text = orjson.dumps(value).decode()
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _check_request(request: dict[str, Any]) -> None:

@@ -77,4 +77,8 @@ def log_decisions(
             "policyMs": round(timings.get(decision.policy, 0.0) * 1000, 3),
             "latencyMs": round(seconds * 1000, 3),
         }
-        log.log(level, "admission decision", extra={"fields": fields})
+        # Logger.handle(makeRecord(...)) is Logger.log without findCaller's walk up the stack:
+        # the formats (guardhook.server.logformat) never print the caller, and a line per denial
+        # is on the request path.
+        extra = {"fields": fields}
+        log.handle(log.makeRecord(log.name, level, __file__, 0, "admission decision", (), None, extra=extra))

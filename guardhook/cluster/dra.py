@@ -517,6 +517,16 @@ def rule_selects(
     return True
 
 
+def request_tolerations(claim: ResourceClaimRecord, request: str) -> tuple[Toleration, ...]:
+    """The tolerations of the request an allocation result names: `<request>` or, for a
+    `firstAvailable` subrequest, `<request>/<subrequest>`."""
+    name, _, sub = request.partition("/")
+    found: DeviceRequest | None = next((r for r in claim.requests if r.name == name), None)
+    if found is not None and sub:
+        found = next((r for r in found.alternatives if r.name == sub), None)
+    return found.tolerations if found is not None else ()
+
+
 # ---- DeviceClass selectors ------------------------------------------------------------------
 
 

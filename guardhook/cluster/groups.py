@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from guardhook.cluster.going import Going
 from guardhook.cluster.lws import GroupHealth, GroupMember, LeaderWorkerSet, group_health, member_of_pod
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
@@ -21,7 +22,9 @@ from guardhook.cluster.view.store import ClusterView
 
 @dataclass(frozen=True)
 class LwsGroups:
-    """Group counts of one LWS. `broken` = desired − whole."""
+    """Group counts of one LWS. `broken` = desired − whole. `doomed_by_taint`: the groups (below
+    `spec.replicas`) with a pod, not yet terminating, that a NoExecute node or device taint in
+    force will evict (guardhook.cluster.going; already counted in `broken`)."""
 
     namespace: str
     name: str
@@ -29,14 +32,20 @@ class LwsGroups:
     whole: int
     broken: int
     leader_ready_group_incomplete: int
+    doomed_by_taint: int = 0
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
-def view_group_health(view: ClusterView, lws: LeaderWorkerSet, index: int) -> GroupHealth:
-    """`group_health` of group `index` of `lws`, judged from the pods in `view`."""
-    return group_health(index, lws.size, view.group_pods(lws.namespace, lws.name, index))
+def view_group_health(
+    view: ClusterView, lws: LeaderWorkerSet, index: int, going: Going | None = None
+) -> GroupHealth:
+    """`group_health` of group `index` of `lws`, judged from the pods in `view`, a going pod
+    (guardhook.cluster.going: marked for removal, or under a NoExecute taint it does not tolerate
+    forever) breaking the group. `going`: a judge of `view` to reuse across groups."""
+    judge = going if going is not None else Going(view)
+    return group_health(index, lws.size, view.group_pods(lws.namespace, lws.name, index), judge.doomed)
 
 
 def populated_groups(view: ClusterView, lws: LeaderWorkerSet) -> list[int]:
@@ -65,7 +74,7 @@ def member_group_health(view: ClusterView, member: GroupMember) -> GroupHealth |
     if member.size is None:
         return None
     pods = view.group_pods(member.namespace, member.lws_name, member.group_index)
-    return group_health(member.group_index, member.size, pods)
+    return group_health(member.group_index, member.size, pods, Going(view).doomed)
 
 
 def count_groups(view: ClusterView, lws: LeaderWorkerSet) -> LwsGroups:
@@ -73,15 +82,27 @@ def count_groups(view: ClusterView, lws: LeaderWorkerSet) -> LwsGroups:
     populated = populated_groups(view, lws)
     whole = empty_groups(lws, populated) if empty_group_health(lws).whole else 0
     leader_ready_incomplete = 0
+    doomed = 0
+    going = Going(view)
     for index in populated:
-        if view_group_health(view, lws, index).whole:
+        if view_group_health(view, lws, index, going).whole:
             whole += 1
             continue
-        if any(_serving_leader(pod) for pod in view.group_pods(lws.namespace, lws.name, index)):
+        pods = view.group_pods(lws.namespace, lws.name, index)
+        if any(_serving_leader(pod) for pod in pods):
             leader_ready_incomplete += 1
+        if any(_tainted(going, pod) for pod in pods):
+            doomed += 1
     return LwsGroups(
-        lws.namespace, lws.name, lws.replicas, whole, lws.replicas - whole, leader_ready_incomplete
+        lws.namespace, lws.name, lws.replicas, whole, lws.replicas - whole, leader_ready_incomplete, doomed
     )
+
+
+def _tainted(going: Going, pod: PodRecord) -> bool:
+    """Whether a NoExecute taint in force (node or device) will evict `pod`, not yet going."""
+    if pod.terminal or pod.terminating:
+        return False
+    return bool(going.node_doom(pod) or going.device_doom(pod))
 
 
 def _serving_leader(pod: PodRecord) -> bool:

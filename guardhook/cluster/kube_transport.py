@@ -1,13 +1,12 @@
 """The reflectors' transport on the `kubernetes` client: raw JSON lists and watch streams.
 
 Every call passes `_preload_content=False`, so the client returns the urllib3 response and never
-builds its typed models; bodies are parsed with `json`. Watch streams are split into lines with
-the client's own `iter_resp_lines`.
+builds its typed models; bodies are parsed with `paging.decode` (orjson). Watch streams are split
+into lines with the client's own `iter_resp_lines`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -20,7 +19,7 @@ from urllib3.exceptions import ReadTimeoutError
 
 from guardhook.cluster.kube import api_client
 from guardhook.cluster.listing import LISTS, Listed
-from guardhook.cluster.paging import request_page
+from guardhook.cluster.paging import decode, request_page
 from guardhook.cluster.sources import Source
 from guardhook.cluster.view.live import (
     CONNECT_TIMEOUT_SECONDS,
@@ -104,7 +103,7 @@ class KubeTransport:
     def _events(self, response: Any) -> Iterator[dict[str, Any]]:
         try:
             for line in iter_resp_lines(response):
-                event = json.loads(line)
+                event = decode(line)
                 if isinstance(event, dict):
                     yield event
         except ReadTimeoutError:

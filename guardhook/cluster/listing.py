@@ -98,6 +98,20 @@ LISTS: tuple[Listed, ...] = (
         _custom(LWS_API_GROUP, "v1", "leaderworkersets"),
         optional=True,
     ),
+    # Gateway API Inference Extension InferencePools (leader-service): two API groups, not versions
+    # of one kind, so each is its own optional list.
+    Listed(
+        "inference.networking.k8s.io/v1",
+        "InferencePool",
+        _custom("inference.networking.k8s.io", "v1", "inferencepools"),
+        optional=True,
+    ),
+    Listed(
+        "inference.networking.x-k8s.io/v1alpha2",
+        "InferencePool",
+        _custom("inference.networking.x-k8s.io", "v1alpha2", "inferencepools"),
+        optional=True,
+    ),
     *DRA_LISTS,
     Listed(
         KARPENTER_API_VERSION,

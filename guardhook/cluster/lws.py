@@ -4,11 +4,13 @@ Facts from the LWS source (sigs.k8s.io/lws v0.10, api/leaderworkerset/v1): every
 `leaderworkerset.sigs.k8s.io/name`, `group-index`, `worker-index` (the leader is "0") and
 `group-key`; pods carry the group size in the `size` annotation and workers name their leader in
 `leader-name`. Leader pods are `L-<g>` (StatefulSet `L`); workers `L-<g>-<w>` (StatefulSet `L-<g>`).
+A pod's position is read from its controller ownerReference together with those labels
+(`group_member`): labels anyone may edit cannot turn a worker into a leader.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +20,12 @@ from guardhook.wire import KubeObject
 LWS_API_GROUP = "leaderworkerset.x-k8s.io"
 LWS_API_VERSION = f"{LWS_API_GROUP}/v1"
 LWS_KIND = "LeaderWorkerSet"
-# The LWS controller's service account in any namespace or Helm release (exempt by default).
-LWS_CONTROLLER_PATTERN = "system:serviceaccount:*:*lws-controller-manager"
+# The LWS controller's service account as its install (manifests and Helm chart defaults) names it:
+# exempt by default, exactly (issue 20: a pattern would let any namespace's look-alike account
+# bypass the guards). Another install is named in the configuration (`exemptions.lwsControllers`).
+LWS_CONTROLLER = "system:serviceaccount:lws-system:lws-controller-manager"
+LWS_CONTROLLER_PATTERN = LWS_CONTROLLER
+"""The former name of LWS_CONTROLLER (it was a pattern); kept for imports."""
 
 PREFIX = "leaderworkerset.sigs.k8s.io/"
 NAME_LABEL = PREFIX + "name"
@@ -36,6 +42,15 @@ SERVING_PODS_ANNOTATION = "guardhook.io/serving-pods"
 SERVING_LEADERS = "leaders"
 SERVING_ALL = "all"
 SERVING_PODS_VALUES = (SERVING_LEADERS, SERVING_ALL)
+# LWS restartPolicy values (api/leaderworkerset/v1): under the two recreating ones a deleted pod or
+# a restarted container makes the LWS controller delete the leader and recreate the whole group
+# (pod_controller.go handleRestartPolicy); under None (formerly "Default") it does nothing.
+RECREATE_GROUP_ON_POD_RESTART = "RecreateGroupOnPodRestart"
+RECREATE_GROUP_AFTER_START = "RecreateGroupAfterStart"
+RECREATING_POLICIES = (RECREATE_GROUP_ON_POD_RESTART, RECREATE_GROUP_AFTER_START)
+# spec.startupPolicy values (api/leaderworkerset/v1).
+LEADER_CREATED = "LeaderCreated"
+LEADER_READY = "LeaderReady"
 
 
 def _int_or(value: Any, default: int) -> int:
@@ -52,7 +67,9 @@ def _int_or(value: Any, default: int) -> int:
 class GroupMember:
     """Where a pod stands in an LWS: which LWS, which group, which position.
 
-    `size` is None when the pod carries no size annotation.
+    `size` is None when the pod carries no size annotation. `inconsistent` says how the pod's
+    labels disagree with its controller ownerReference ("" when they agree, or there is none to
+    compare): the position is then the one the controller gives (see `group_member`).
     """
 
     namespace: str
@@ -60,6 +77,7 @@ class GroupMember:
     group_index: int
     worker_index: int
     size: int | None
+    inconsistent: str = ""
 
     @property
     def is_leader(self) -> bool:
@@ -70,40 +88,121 @@ class GroupMember:
         """The leader pod of this group: `<lws>-<group>` (leader StatefulSet ordinal naming)."""
         return f"{self.lws_name}-{self.group_index}"
 
+    @property
+    def role(self) -> str:
+        """The pod's role for messages: `leader` or `worker N`."""
+        return "leader" if self.is_leader else f"worker {self.worker_index}"
 
-def group_member(
-    namespace: str, labels: Mapping[str, str], annotations: Mapping[str, str]
-) -> GroupMember | None:
-    """Read a pod's group membership from its labels and annotations; None for a non-LWS pod.
+    def note(self) -> str:
+        """A sentence for an answer when the labels were inconsistent ("" when they were not)."""
+        if not self.inconsistent:
+            return ""
+        judged = f"judged as {self.role} of group {self.group_index}"
+        return f" (its labels were inconsistent: {self.inconsistent}; {judged})"
 
-    A pod with the name label but an unreadable group or worker index is treated as non-LWS.
-    """
-    lws_name = labels.get(NAME_LABEL)
+
+Position = tuple[int, int]
+"""(group index, worker index)."""
+
+
+def _suffix_index(name: str, prefix: str) -> int | None:
+    """N when `name` is `<prefix>-<N>` (a StatefulSet pod's ordinal naming), else None."""
+    rest = name[len(prefix) + 1 :] if name.startswith(prefix + "-") else ""
+    return int(rest) if rest.isdigit() else None
+
+
+def owned_position(lws_name: str, owners: Iterable[OwnerRef], pod_name: str) -> Position | None:
+    """The pod's place by its controller ownerReference, as the LWS controller builds groups:
+    a pod `<lws>-<g>` of the leader StatefulSet `<lws>` is the leader of group g, a pod
+    `<lws>-<g>-<w>` of the worker StatefulSet `<lws>-<g>` (owned by that leader) is worker w ≥ 1.
+    None when the controller is no such StatefulSet or the pod's name does not fit it (a
+    StatefulSet names its pods `<statefulset>-<ordinal>`)."""
+    controller = next((o for o in owners if o.controller), None)
+    if controller is None or controller.kind != "StatefulSet":
+        return None
+    if not controller.api_version.startswith("apps/"):
+        return None
+    if controller.name == lws_name:
+        group = _suffix_index(pod_name, lws_name)
+        return None if group is None else (group, 0)
+    group = _suffix_index(controller.name, lws_name)
+    worker = _suffix_index(pod_name, controller.name)
+    if group is None or worker is None or worker < 1:
+        return None
+    return (group, worker)
+
+
+def _labelled_position(labels: Mapping[str, str]) -> Position | None:
     group = labels.get(GROUP_INDEX_LABEL, "")
     worker = labels.get(WORKER_INDEX_LABEL, "")
-    if not lws_name or not group.isdigit() or not worker.isdigit():
+    return (int(group), int(worker)) if group.isdigit() and worker.isdigit() else None
+
+
+def _judged_position(labelled: Position | None, owned: Position | None) -> tuple[Position | None, str]:
+    """The one rule (issue 20): the controller ownerReference places a worker whatever its labels
+    say; labels cannot turn a worker into a leader, and a pod the labels call a worker stays one.
+    Returns the position and, when the two disagree, how."""
+    if owned is None or labelled == owned:
+        return labelled, ""
+    said = "unreadable" if labelled is None else f"group-index {labelled[0]}, worker-index {labelled[1]}"
+    if owned[1] == 0 and labelled is not None and labelled[1] != 0:
+        # Owned by the leader StatefulSet but labelled a worker: judged as the worker it claims
+        # to be, the stricter reading for every guard.
+        return labelled, f"labels say {said}, its controller is the leader StatefulSet"
+    where = "leader StatefulSet" if owned[1] == 0 else f"worker StatefulSet of group {owned[0]}"
+    return owned, f"labels say {said}, its controller is the {where}"
+
+
+def group_member(
+    namespace: str,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    owners: Iterable[OwnerRef] = (),
+    pod_name: str = "",
+) -> GroupMember | None:
+    """Read a pod's group membership; None for a non-LWS pod.
+
+    The LWS is the one its name label names. The position comes from the controller
+    ownerReference (`owned_position`) and the group-index / worker-index labels: when they
+    disagree the pod is judged by its controller — a pod of a worker StatefulSet is a worker
+    whatever its labels say — and `inconsistent` says so. A pod with the name label but neither
+    readable labels nor a fitting controller is treated as non-LWS. Every policy, the view's
+    group index and the plans read membership through here, so they all agree.
+    """
+    lws_name = labels.get(NAME_LABEL)
+    if not lws_name:
+        return None
+    position, inconsistent = _judged_position(
+        _labelled_position(labels), owned_position(lws_name, owners, pod_name)
+    )
+    if position is None:
         return None
     size_raw = annotations.get(SIZE_ANNOTATION, "")
     return GroupMember(
         namespace=namespace,
         lws_name=lws_name,
-        group_index=int(group),
-        worker_index=int(worker),
+        group_index=position[0],
+        worker_index=position[1],
         size=int(size_raw) if size_raw.isdigit() else None,
+        inconsistent=inconsistent,
     )
 
 
 def member_of_object(obj: KubeObject | None) -> GroupMember | None:
-    """`group_member` for a pod given as an API object (e.g. a review's oldObject)."""
+    """`group_member` for a pod given as an API object (e.g. a review's object or oldObject)."""
     meta = metadata(obj)
     return group_member(
-        str(meta.get("namespace") or ""), str_map(meta.get("labels")), str_map(meta.get("annotations"))
+        str(meta.get("namespace") or ""),
+        str_map(meta.get("labels")),
+        str_map(meta.get("annotations")),
+        OwnerRef.parse_all(meta),
+        str(meta.get("name") or ""),
     )
 
 
 def member_of_pod(pod: PodRecord) -> GroupMember | None:
     """`group_member` for a pod record from the cluster view."""
-    return group_member(pod.namespace, pod.labels, pod.annotations)
+    return group_member(pod.namespace, pod.labels, pod.annotations, pod.owners, pod.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +217,13 @@ class GroupHealth:
     problems: tuple[str, ...]
 
 
-def group_health(group_index: int, size: int, pods: Iterable[PodRecord]) -> GroupHealth:
-    """Judge one group from its live pods (terminal pods count as absent)."""
+def group_health(
+    group_index: int, size: int, pods: Iterable[PodRecord], doomed: Callable[[PodRecord], str] | None = None
+) -> GroupHealth:
+    """Judge one group from its live pods (terminal pods count as absent). `doomed`, when given,
+    says why a pod neither terminating nor terminal is going all the same ("" when it is not; see
+    guardhook.cluster.going): a marked or NoExecute-tainted pod breaks its group as a terminating
+    one does."""
     present = [p for p in pods if not p.terminal]
     problems: list[str] = []
     if len(present) < size:
@@ -127,7 +231,11 @@ def group_health(group_index: int, size: int, pods: Iterable[PodRecord]) -> Grou
     terminating = sorted(p.name for p in present if p.terminating)
     if terminating:
         problems.append("terminating: " + ", ".join(terminating))
-    not_ready = sorted(p.name for p in present if not p.ready and not p.terminating)
+    going = {p.name: doomed(p) for p in present if not p.terminating} if doomed is not None else {}
+    going = {name: why for name, why in going.items() if why}
+    if going:
+        problems.append("going: " + ", ".join(f"{name} ({why})" for name, why in sorted(going.items())))
+    not_ready = sorted(p.name for p in present if not p.ready and not p.terminating and p.name not in going)
     if not_ready:
         problems.append("not Ready: " + ", ".join(not_ready))
     return GroupHealth(group_index, size, len(present), not problems, tuple(problems))
@@ -183,8 +291,14 @@ class LeaderWorkerSet:
         return _int_or(self.template.get("size"), 1)
 
     @property
+    def startup_policy(self) -> str:
+        """`spec.startupPolicy`: "LeaderCreated" (the default) or "LeaderReady" (the worker
+        StatefulSet of a group is created only once its leader pod is Ready)."""
+        return str(self.spec.get("startupPolicy") or LEADER_CREATED)
+
+    @property
     def restart_policy(self) -> str:
-        return str(self.template.get("restartPolicy") or "RecreateGroupOnPodRestart")
+        return str(self.template.get("restartPolicy") or RECREATE_GROUP_ON_POD_RESTART)
 
     @property
     def worker_template(self) -> dict[str, Any]:

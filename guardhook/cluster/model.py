@@ -7,11 +7,13 @@ mistyped fields become empty values.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from guardhook.cluster import interning
 from guardhook.cluster.resources import Resources, parse_resource_list, pod_requests
 from guardhook.wire import KubeObject
 
@@ -55,19 +57,32 @@ class OwnerRef:
 
     @staticmethod
     def parse_all(meta: Mapping[str, Any]) -> tuple[OwnerRef, ...]:
-        refs = []
-        for raw in as_list(meta.get("ownerReferences")):
-            raw = as_dict(raw)
-            refs.append(
-                OwnerRef(
-                    kind=str(raw.get("kind", "")),
-                    name=str(raw.get("name", "")),
-                    uid=str(raw.get("uid", "")),
-                    api_version=str(raw.get("apiVersion", "")),
-                    controller=raw.get("controller") is True,
-                )
-            )
-        return tuple(refs)
+        return tuple(OwnerRef(*_owner_fields(raw)) for raw in as_list(meta.get("ownerReferences")))
+
+    @staticmethod
+    def parse_all_shared(meta: Mapping[str, Any]) -> tuple[OwnerRef, ...]:
+        """`parse_all(meta)`, shared with the equal tuple of another pod read recently (the
+        replicas of one controller carry the same references; see guardhook.cluster.interning)."""
+        refs = meta.get("ownerReferences")
+        if not refs or not isinstance(refs, list):
+            return ()
+        return _shared_owners(tuple(map(_owner_fields, refs)))
+
+
+def _owner_fields(raw: Any) -> tuple[str, str, str, str, bool]:
+    raw = as_dict(raw)
+    return (
+        str(raw.get("kind", "")),
+        str(raw.get("name", "")),
+        str(raw.get("uid", "")),
+        str(raw.get("apiVersion", "")),
+        raw.get("controller") is True,
+    )
+
+
+@functools.lru_cache(maxsize=interning.CACHE_SIZE)
+def _shared_owners(fields: tuple[tuple[str, str, str, str, bool], ...]) -> tuple[OwnerRef, ...]:
+    return tuple(OwnerRef(*entry) for entry in fields)
 
 
 def spec_replicas(obj: Mapping[str, Any] | None) -> int | None:
@@ -176,19 +191,33 @@ class Toleration:
 
     @staticmethod
     def parse_all(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
-        out = []
-        for raw in map(as_dict, as_list(spec.get("tolerations"))):
-            seconds = raw.get("tolerationSeconds")
-            out.append(
-                Toleration(
-                    key=str(raw.get("key") or ""),
-                    operator=str(raw.get("operator") or "Equal"),
-                    value=str(raw.get("value") or ""),
-                    effect=str(raw.get("effect") or ""),
-                    seconds=seconds if isinstance(seconds, int) and not isinstance(seconds, bool) else None,
-                )
-            )
-        return tuple(out)
+        return tuple(Toleration(*_toleration_fields(raw)) for raw in as_list(spec.get("tolerations")))
+
+    @staticmethod
+    def parse_all_shared(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
+        """`parse_all(spec)`, shared with the equal tuple of another pod read recently (every pod
+        carries the API server's default not-ready/unreachable tolerations)."""
+        raw = spec.get("tolerations")
+        if not raw or not isinstance(raw, list):
+            return ()
+        return _shared_tolerations(tuple(map(_toleration_fields, raw)))
+
+
+def _toleration_fields(raw: Any) -> tuple[str, str, str, str, int | None]:
+    raw = as_dict(raw)
+    seconds = raw.get("tolerationSeconds")
+    return (
+        str(raw.get("key") or ""),
+        str(raw.get("operator") or "Equal"),
+        str(raw.get("value") or ""),
+        str(raw.get("effect") or ""),
+        seconds if isinstance(seconds, int) and not isinstance(seconds, bool) else None,
+    )
+
+
+@functools.lru_cache(maxsize=interning.CACHE_SIZE)
+def _shared_tolerations(fields: tuple[tuple[str, str, str, str, int | None], ...]) -> tuple[Toleration, ...]:
+    return tuple(Toleration(*entry) for entry in fields)
 
 
 # ---- what pods say of DRA claims and scheduling gates ------------------------------------------
@@ -282,31 +311,69 @@ class PodRecord:
 
     @staticmethod
     def from_object(obj: KubeObject) -> PodRecord:
+        """The record of pod `obj`. Its strings, maps and tuples are shared with equal ones of other
+        pods (guardhook.cluster.interning): a view of 150,000 pods holds each value once."""
         meta = metadata(obj)
         spec = as_dict(obj.get("spec"))
         status = as_dict(obj.get("status"))
-        gates = readiness_gates(spec)
+        gates = readiness_gates(spec) if spec.get("readinessGates") else ()
         found = conditions(status)  # read once for Ready, ContainersReady, disruption and gates
+        claimed = spec.get("resourceClaims") or status.get("resourceClaimStatuses")
         return PodRecord(
-            namespace=str(meta.get("namespace") or ""),
-            name=str(meta.get("name") or ""),
+            namespace=interning.text(meta.get("namespace")),
+            name=interning.text(meta.get("name")),
             uid=str(meta.get("uid") or ""),
-            labels=str_map(meta.get("labels")),
-            annotations=str_map(meta.get("annotations")),
-            node_name=str(spec.get("nodeName") or ""),
-            phase=str(status.get("phase") or ""),
+            labels=interning.str_map(meta.get("labels")),
+            annotations=interning.shared_str_map(meta.get("annotations")),
+            node_name=interning.text(spec.get("nodeName")),
+            phase=interning.text(status.get("phase")),
             ready=condition_true(status, "Ready", found),
             terminating=bool(meta.get("deletionTimestamp")),
-            owners=OwnerRef.parse_all(meta),
-            requests=pod_requests(spec),
-            disruption=disruption_condition(status, found),
-            tolerations=Toleration.parse_all(spec),
-            scheduling_gates=scheduling_gates(spec),
-            claims=pod_claim_names(spec, status),
+            owners=OwnerRef.parse_all_shared(meta),
+            requests=_shared_requests(spec),
+            disruption=disruption_condition(status, found) if found else "",
+            tolerations=Toleration.parse_all_shared(spec),
+            scheduling_gates=scheduling_gates(spec) if spec.get("schedulingGates") else (),
+            claims=pod_claim_names(spec, status)
+            if claimed or status.get("extendedResourceClaimStatus")
+            else (),
             containers_ready=condition_true(status, "ContainersReady", found),
             readiness_gates=gates,
-            gate_conditions=gate_conditions(status, gates, found) if gates else {},
+            gate_conditions=gate_conditions(status, gates, found) if gates else _NO_CONDITIONS,
         )
+
+
+def _shared_requests(spec: dict[str, Any]) -> Resources:
+    """`pod_requests(spec)`, shared between pods of one template. A pod without init containers or
+    overhead (most) is looked up by its containers' raw requests and limits, not parsed again."""
+    containers = spec.get("containers")
+    if type(containers) is list and not spec.get("initContainers") and not spec.get("overhead"):
+        try:
+            return _requests_of(tuple(map(_raw_container_resources, containers)))
+        except TypeError:  # a quantity that is not hashable (malformed): parse it uncached
+            pass
+    return interning.resources(pod_requests(spec))
+
+
+def _raw_container_resources(container: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    resources = container.get("resources") if type(container) is dict else None
+    if type(resources) is not dict:
+        return ((), ())
+    requests, limits = resources.get("requests"), resources.get("limits")
+    return (
+        tuple(requests.items()) if type(requests) is dict else (),
+        tuple(limits.items()) if type(limits) is dict else (),
+    )
+
+
+@functools.lru_cache(maxsize=interning.CACHE_SIZE)
+def _requests_of(raw: tuple[tuple[tuple[Any, ...], tuple[Any, ...]], ...]) -> Resources:
+    containers = [{"resources": {"requests": dict(req), "limits": dict(lim)}} for req, lim in raw]
+    return pod_requests({"containers": containers})
+
+
+_NO_CONDITIONS: dict[str, ConditionRecord] = {}
+"""The gate_conditions of every pod without readiness gates (shared; never mutated)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,8 @@ class AuditResult:
     notes: list[str] = field(default_factory=list)
     spare: dict[tuple[str, str], int] = field(default_factory=dict)
     gaps: list[Gap] = field(default_factory=list)
+    draining: dict[str, str] = field(default_factory=dict)
+    """node -> why, for the draining nodes (guardhook.cluster.going: cordoned or drain-tainted)."""
 
     @property
     def violations(self) -> list[Finding]:
@@ -92,14 +94,18 @@ def audit(
     notes: Sequence[str] = (),
     unreadable: Sequence[str] | None = None,
 ) -> AuditResult:
-    """Judge `objects` (an existing cluster's), count their groups and find the protection gaps.
-    `unreadable`: the kinds a cluster listing could not read (None for manifests)."""
+    """Judge `objects` (an existing cluster's), count their groups, find the protection gaps and
+    name the draining nodes. `unreadable`: the kinds a cluster listing could not read (None for
+    manifests)."""
     from guardhook.cluster.coverage import coverage_gaps, unchecked
+    from guardhook.cluster.going import draining_nodes
     from guardhook.cluster.groups import all_groups
     from guardhook.cluster.view.static import view_from_objects
     from guardhook.commands.scan import scan, usable_policies
     from guardhook.planning.spare import spare_by_lws
     from guardhook.policies import REGISTRY
+    from guardhook.policies.worker_delete import POLICY as WORKER_DELETE
+    from guardhook.policies.worker_delete import drain_taint_keys
 
     policies = REGISTRY if policies is None else policies
     view = view_from_objects([o.obj for o in objects], source="audit", unreadable=unreadable)
@@ -109,11 +115,59 @@ def audit(
         if policy not in usable:
             all_notes.append(f"{policy.id} skipped: existing groups are counted below instead")
     findings = scan(view, config, usable, objects, username=AUDIT_USER)
+    findings += held_findings(view, config, objects)
     budget = config.settings("group-eviction").params.get("maxDisruptedGroups")
     spare = config.settings("group-capacity").params.get("spareGroups")
     gaps = coverage_gaps(view, budget_default=budget, spare_default=spare)
     all_notes += unchecked(view)
-    return AuditResult(findings, all_groups(view), all_notes, spare_by_lws(view), gaps)
+    keys = drain_taint_keys(config.settings(WORKER_DELETE.id).params)
+    draining = draining_nodes(view, keys)
+    return AuditResult(
+        findings, all_groups(view), all_notes, spare_by_lws(view), draining=draining, gaps=gaps
+    )
+
+
+def held_findings(view: Any, config: Config, objects: Sequence[Located]) -> list[Finding]:
+    """The group-readiness watchdog as findings: a gated pod whose containers are ready but whose
+    guardhook.io/group-ready condition has been False longer than the policy's
+    `startupWindowSeconds` (guardhook.cluster.group_ready.held_pods)."""
+    from guardhook.cluster.group_ready import GATE, held_pods
+    from guardhook.commands.scan import Finding
+
+    params = config.settings("group-readiness").params
+    window = float(params.get("startupWindowSeconds", 1800))
+    sources = {_key_of(o.obj): o.source for o in objects}
+    findings = []
+    for target, seconds in held_pods(view, bool(params.get("allLeaderWorkerSets", False)), window):
+        pod = target.pod
+        current = pod.gate_conditions[GATE]
+        message = (
+            f"held out of service for {int(seconds)} s (startup window {int(window)} s) with its "
+            f"containers ready: {GATE}=False ({current.message or current.reason}); group "
+            f"{target.group_index} of LeaderWorkerSet {pod.namespace}/{target.lws.name} is not whole"
+        )
+        source = sources.get(("Pod", pod.namespace, pod.name), "cluster")
+        findings.append(
+            Finding(
+                source,
+                "Pod",
+                pod.namespace,
+                pod.name,
+                pod.uid,
+                "v1",
+                "group-readiness",
+                "Advisory",
+                "warned",
+                message,
+            )
+        )
+    return findings
+
+
+def _key_of(obj: KubeObject) -> tuple[str, str, str]:
+    raw = obj.get("metadata")
+    meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    return (str(obj.get("kind") or ""), str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
 def render_text(result: AuditResult, out: TextIO) -> None:
@@ -122,7 +176,7 @@ def render_text(result: AuditResult, out: TextIO) -> None:
     for finding in result.violations:
         print("  " + finding.line(), file=out)
     print("Groups per LeaderWorkerSet:", file=out)
-    header = ("NAMESPACE", "NAME", "DESIRED", "WHOLE", "BROKEN", "LEADER-READY-INCOMPLETE", "SPARE")
+    header = ("NAMESPACE", "NAME", "DESIRED", "WHOLE", "BROKEN", "LEADER-READY-INCOMPLETE", "SPARE", "DOOMED")
     rows = [header] + [
         (
             g.namespace,
@@ -132,6 +186,7 @@ def render_text(result: AuditResult, out: TextIO) -> None:
             str(g.broken),
             str(g.leader_ready_group_incomplete),
             _spare(result, g),
+            str(g.doomed_by_taint),
         )
         for g in result.groups
     ]
@@ -144,6 +199,10 @@ def render_text(result: AuditResult, out: TextIO) -> None:
     print(f"Protection gaps ({len(result.gaps)}):", file=out)
     for gap in result.gaps:
         print(f"  [{gap.kind}] {gap.message}", file=out)
+    if result.draining:
+        print(f"Draining nodes ({len(result.draining)}):", file=out)
+        for node, why in result.draining.items():
+            print(f"  {node}: {why}", file=out)
     for note in result.notes:
         print(f"Note: {note}", file=out)
 
@@ -161,10 +220,12 @@ def render_json(result: AuditResult, out: TextIO) -> None:
                 "whole": g.whole,
                 "broken": g.broken,
                 "leaderReadyGroupIncomplete": g.leader_ready_group_incomplete,
+                "doomedByTaint": g.doomed_by_taint,
                 "spare": result.spare.get((g.namespace, g.name)),
             }
             for g in result.groups
         ],
+        "drainingNodes": result.draining,
         "gaps": [
             {
                 "gap": g.kind,

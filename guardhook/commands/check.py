@@ -79,7 +79,7 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> tuple[l
                     text = (stdin or sys.stdin).read()
                 except (OSError, UnicodeDecodeError) as exc:
                     raise ManifestError(f"-: cannot read standard input: {exc}") from exc
-                located += [Located(STDIN, m.obj) for m in parse_text(text, STDIN)]
+                located += [Located(STDIN, m.obj, m.document, m.line) for m in parse_text(text, STDIN)]
                 continue
             files = files_under(Path(path))
         except ManifestError as exc:
@@ -88,12 +88,12 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> tuple[l
         for file in files:
             try:
                 text = file.read_text(encoding="utf-8")
-                located += [Located(m.source, m.obj) for m in parse_text(text, str(file))]
+                located += [Located(m.source, m.obj, m.document, m.line) for m in parse_text(text, str(file))]
             except (OSError, UnicodeDecodeError) as exc:
                 errors.append(f"{file}: cannot read: {exc}")
             except ManifestError as exc:
                 errors.append(str(exc))
-    return [Located(item.source, with_namespace(item.obj)) for item in located], errors
+    return [Located(i.source, with_namespace(i.obj), i.document, i.line) for i in located], errors
 
 
 def check(
@@ -162,7 +162,9 @@ def render_text(result: CheckResult, out: TextIO, err: TextIO) -> None:
 
 def render_json(result: CheckResult, out: TextIO) -> None:
     """`{"objects", "violations": [Finding…], "notJudged": [Unjudged…], "skipped": {policy: why},
-    "errors": [line…], "exitCode"}` on `out` (camelCase keys throughout)."""
+    "errors": [line…], "exitCode"}` on `out` (camelCase keys throughout; a finding from a file
+    says which YAML document (`document`, 0 for the first) and the line it starts on
+    (`documentLine`))."""
     document = {
         "objects": result.objects,
         "violations": [f.as_dict() for f in result.violations],
@@ -175,12 +177,79 @@ def render_json(result: CheckResult, out: TextIO) -> None:
     out.write("\n")
 
 
+SARIF_LEVELS = {"denied": "error", "warned": "warning"}
+"""A finding's SARIF level by outcome; the others (audited, mutated) are "note"."""
+
+
+def render_sarif(result: CheckResult, out: TextIO) -> None:
+    """The violations as one SARIF 2.1.0 run (OASIS; what GitHub code scanning and other CI UIs
+    read): one rule per policy id, one result per finding, located at the file and the line its
+    YAML document starts on, the object named as a logical location; unreadable input and a
+    check of nothing become tool notifications."""
+    from guardhook import __version__
+
+    rules = sorted({f.policy for f in result.violations})
+    results = []
+    for finding in result.violations:
+        where = f"{finding.namespace}/{finding.name}" if finding.namespace else finding.name
+        location: dict[str, Any] = {
+            "logicalLocations": [{"fullyQualifiedName": f"{finding.kind} {where}", "kind": "object"}]
+        }
+        if finding.source != STDIN:
+            physical: dict[str, Any] = {"artifactLocation": {"uri": finding.source}}
+            if finding.document_line is not None:
+                physical["region"] = {"startLine": finding.document_line}
+            location["physicalLocation"] = physical
+        results.append(
+            {
+                "ruleId": finding.policy,
+                "ruleIndex": rules.index(finding.policy),
+                "level": SARIF_LEVELS.get(finding.outcome, "note"),
+                "message": {"text": f"{finding.action}: {finding.message}"},
+                "locations": [location],
+            }
+        )
+    problems = result.errors if result.objects or result.errors else [NO_OBJECTS]
+    run = {
+        "tool": {
+            "driver": {
+                "name": "guardhook",
+                "version": __version__,
+                "rules": [{"id": rule, "name": rule} for rule in rules],
+            }
+        },
+        "invocations": [
+            {
+                "executionSuccessful": result.exit_code != EXIT_USAGE,
+                "exitCode": result.exit_code,
+                "toolExecutionNotifications": [
+                    *({"level": "error", "message": {"text": problem}} for problem in problems),
+                    *(
+                        {"level": "note", "message": {"text": f"{policy} skipped: {why}"}}
+                        for policy, why in result.skipped.items()
+                    ),
+                ],
+            }
+        ],
+        "results": results,
+    }
+    document = {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
+    json.dump(document, out, indent=2)
+    out.write("\n")
+
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
 def add_parser(commands: Any) -> None:
     """Register `guardhook check` on the CLI's subparsers."""
     check_cmd = commands.add_parser("check", help="offline CI check of manifests (judged as CREATEs)")
     check_cmd.add_argument("paths", nargs="+", metavar="PATH", help="manifest files or folders, - for stdin")
     check_cmd.add_argument(
-        "--format", choices=("text", "json"), default="text", help="output format (default text)"
+        "--format",
+        choices=("text", "json", "sarif"),
+        default="text",
+        help="output format (default text); sarif is SARIF 2.1.0, for code-scanning UIs",
     )
     check_cmd.add_argument(
         "--cluster-state",
@@ -208,6 +277,8 @@ def run_check(args: argparse.Namespace) -> int:
     result = check(args.paths, config, args.cluster_state, context=context)
     if args.format == "json":
         render_json(result, sys.stdout)
+    elif args.format == "sarif":
+        render_sarif(result, sys.stdout)
     else:
         render_text(result, sys.stdout, sys.stderr)
     return result.exit_code

@@ -1,14 +1,14 @@
 """What `guardhook check` could not judge for lack of context.
 
-`group-pdb`, `leader-service` and `pod-counted-scaler` judge a PDB, Service or scaler against the
+`group-pdb`, `leader-service` and `pod-counted-scaler` judge a PDB, Service/pool or scaler against the
 LeaderWorkerSets beside it. Checked alone (a PDB without its LWS) they find nothing to object to
 and would pass in silence, though the object may well count the pods of an LWS that simply was not
 in the input. So, for each such object, `check` asks whether anything in the input or the context
 (`--cluster-state`, `--kubeconfig`) tells what it is aimed at:
 
-- a PDB's or Service's selector matches the pods of some LWS (guardhook.cluster.reach) or the pod
-  template of some other workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob,
-  Pod) in its namespace;
+- a PDB's, Service's or InferencePool's selector matches the pods of some LWS
+  (guardhook.cluster.reach) or the pod template of some other workload (Deployment, StatefulSet,
+  DaemonSet, ReplicaSet, Job, CronJob, Pod) in its namespace;
 - a scaler's `scaleTargetRef` is not a StatefulSet (so not an LWS's), or names a StatefulSet that is
   in the input, or an LWS in its namespace lets the policy judge the StatefulSet by its name.
 
@@ -26,8 +26,8 @@ from guardhook.cluster.model import as_dict, metadata, str_map
 from guardhook.cluster.reach import reach
 from guardhook.cluster.selectors import Selector, SelectorError, from_label_selector, from_map, matches
 from guardhook.commands.scan import Located
-from guardhook.policies.leader_service import is_traffic_service
 from guardhook.policies.pod_counted_scaler import KEDA_DEFAULT_KIND
+from guardhook.policies.shared.traffic import POOL_KIND, traffic_selector
 from guardhook.wire import KubeObject
 
 # Where each workload kind keeps the labels of the pods it creates.
@@ -42,6 +42,7 @@ POD_TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
 }
 LWS_KIND = "LeaderWorkerSet"
 SCALER_KINDS = ("HorizontalPodAutoscaler", "ScaledObject")
+TRAFFIC_KINDS = ("Service", POOL_KIND)
 CONTEXT_FLAGS = "or pass --cluster-state PATH or --kubeconfig FILE"
 
 
@@ -95,10 +96,10 @@ def unjudged(
         found: tuple[str, str] | None = None
         if kind == "PodDisruptionBudget" and "group-pdb" in policies:
             found = _selector_note("group-pdb", _pdb_selector(obj), ns)
-        elif kind == "Service" and "leader-service" in policies and is_traffic_service(obj):
-            found = _selector_note(
-                "leader-service", from_map(str_map(as_dict(obj.get("spec")).get("selector"))), ns
-            )
+        elif kind in TRAFFIC_KINDS and "leader-service" in policies:
+            traffic = traffic_selector(obj)
+            if traffic is not None:
+                found = _selector_note("leader-service", from_map(traffic.selector), ns)
         elif kind in SCALER_KINDS and "pod-counted-scaler" in policies:
             found = _scaler_note(obj, ns)
         if found is not None:

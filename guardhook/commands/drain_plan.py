@@ -1,10 +1,12 @@
 """`guardhook drain-plan NODE…`: what draining these nodes does to each LeaderWorkerSet, in groups
 (guardhook.planning.drain): the groups that lose a pod, the waves that keep every LWS within its
 group budget, the evictions the webhook would answer 429 if the nodes were drained at once, and
-whether each lost group can be rebuilt on what is left.
+whether each lost group can be rebuilt on what is left. `guardhook drain-plan --draining` plans the
+nodes already draining (cordoned or carrying an autoscaler's drain taint; guardhook.cluster.going).
 
 Exit codes: 0 when every lost group can be rebuilt, 1 when one cannot or a node can never be
-drained (its pods' budget is 0), 2 on bad input (unknown node, unreadable state or config).
+drained (its pods' budget is 0), 2 on bad input (unknown node, unreadable state or config, both or
+neither of NODE and --draining).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import logging
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from guardhook.commands.common import SourceError, add_view_flags, live_client, using_source
+from guardhook.commands.common import EXIT_USAGE, SourceError, add_view_flags, live_client, using_source
 
 if TYPE_CHECKING:
     from guardhook.cluster.sources import Source
@@ -27,6 +29,7 @@ log = logging.getLogger("guardhook")
 EXIT_REBUILDABLE = 0
 EXIT_NOT_REBUILDABLE = 1
 EVICTION_POLICY = "group-eviction"
+DELETE_POLICY = "worker-delete"  # its drainTaintKeys say which taints make a node draining
 
 
 def add_parser(commands: Any) -> None:
@@ -35,7 +38,14 @@ def add_parser(commands: Any) -> None:
         "drain-plan",
         help="plan draining nodes in groups: waves within each LWS's group budget, rebuild feasibility",
     )
-    drain.add_argument("nodes", nargs="+", metavar="NODE", help="nodes to drain, in the order to try them")
+    drain.add_argument("nodes", nargs="*", metavar="NODE", help="nodes to drain, in the order to try them")
+    drain.add_argument(
+        "--draining",
+        action="store_true",
+        help="plan the nodes already draining instead: cordoned, or tainted by Karpenter "
+        "(karpenter.sh/disrupted), cluster-autoscaler (ToBeDeletedByClusterAutoscaler) or a "
+        "worker-delete drainTaintKeys key",
+    )
     drain.add_argument(
         "--format", choices=("text", "json"), default="text", help="output format (default text)"
     )
@@ -49,12 +59,19 @@ def run_drain_plan(args: argparse.Namespace) -> int:
     from guardhook.cluster.sources import choose_source
     from guardhook.config import load_config
     from guardhook.planning.drain import UnknownNodeError, plan_drain
+    from guardhook.policies.worker_delete import drain_taint_keys
 
+    if bool(args.nodes) == bool(args.draining):
+        print("guardhook drain-plan: give the nodes to drain or --draining, not both", file=sys.stderr)
+        return EXIT_USAGE
     config = load_config(args.config)
     source = choose_source(args.cluster_state, args.kubeconfig)
     objects = _objects(source)
+    keys = drain_taint_keys(config.settings(DELETE_POLICY).params)
     try:
-        plan = plan_drain(objects, args.nodes, config.settings(EVICTION_POLICY).params)
+        plan = plan_drain(
+            objects, None if args.draining else args.nodes, config.settings(EVICTION_POLICY).params, keys
+        )
     except UnknownNodeError as exc:
         raise SourceError(f"{exc} (not in {source.describe()})") from exc
     if args.format == "json":
@@ -84,6 +101,8 @@ def render_text(plan: DrainPlan, out: TextIO) -> None:
     """The plan for people: a table per LWS, a line per wave, the 429s of an all-at-once drain,
     and one line per LWS on rebuilding."""
     print(f"Draining {len(plan.nodes)} node{_s(len(plan.nodes))}: {', '.join(plan.nodes)}", file=out)
+    for node, why in plan.draining.items():
+        print(f"  {node} is draining already ({why})", file=out)
     header = ("NAMESPACE", "LWS", "BUDGET", "LOSING", "BROKEN-NOW", "LOST", "REBUILDABLE")
     rows = [header] + [
         (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from guardhook.admission.engine import Engine
 from guardhook.admission.review import verdict_both
@@ -37,14 +38,19 @@ class Finding:
     action: str
     outcome: str
     message: str
+    document: int | None = None
+    """The object's YAML document in `source` (0 for the first), for objects read from a file."""
+    document_line: int | None = None
+    """The line that document starts on (1-based)."""
 
     @property
     def violated(self) -> bool:
         return self.outcome != "allowed" and self.outcome != "error"
 
-    def as_dict(self) -> dict[str, str]:
-        """The JSON form: camelCase keys, as Kubernetes objects (`apiVersion`)."""
-        return {_camel(key): value for key, value in asdict(self).items()}
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form: camelCase keys, as Kubernetes objects (`apiVersion`); `document` and
+        `documentLine` only for an object read from a file."""
+        return {_camel(key): value for key, value in asdict(self).items() if value is not None}
 
     def line(self) -> str:
         """`source: Kind namespace/name: Action [policy] message`."""
@@ -54,10 +60,13 @@ class Finding:
 
 @dataclass(frozen=True)
 class Located:
-    """An object and where it came from (a file path, "-" for stdin, or "cluster")."""
+    """An object and where it came from (a file path, "-" for stdin, or "cluster"; for a file, its
+    document index and the line that document starts on, as in Manifest)."""
 
     source: str
     obj: KubeObject
+    document: int | None = None
+    line: int | None = None
 
 
 def usable_policies(
@@ -127,6 +136,8 @@ def _finding(located: Located, policy: str, action: str, outcome: str, message: 
         action=action,
         outcome=outcome,
         message=without_subject(message, kind, namespace, name),
+        document=located.document,
+        document_line=located.line,
     )
 
 

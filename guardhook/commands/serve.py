@@ -188,9 +188,11 @@ def group_readiness_startup(runtime: Any, config: Config, api: Any = None, names
     from guardhook.readiness.runner import Observer, start_background_sync
     from guardhook.server.metrics import GateCollector, GroupReadinessMetrics
 
-    all_lws = bool(config.settings("group-readiness").params.get("allLeaderWorkerSets", False))
+    params = config.settings("group-readiness").params
+    all_lws = bool(params.get("allLeaderWorkerSets", False))
+    window = float(params.get("startupWindowSeconds", 1800))
     registry = runtime.metrics.registry
-    registry.register(GateCollector(lambda: runtime.engine.view, all_lws))
+    registry.register(GateCollector(lambda: runtime.engine.view, all_lws, window))
     if api is None:
         return
     metrics = GroupReadinessMetrics(registry)

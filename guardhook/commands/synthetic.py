@@ -25,6 +25,7 @@ class KindInfo:
 KINDS: dict[str, KindInfo] = {
     "Pod": KindInfo("pods"),
     "Service": KindInfo("services"),
+    "InferencePool": KindInfo("inferencepools"),  # inference.networking.k8s.io/v1, x-k8s.io/v1alpha2
     "Node": KindInfo("nodes", namespaced=False),
     "PodDisruptionBudget": KindInfo("poddisruptionbudgets"),
     "HorizontalPodAutoscaler": KindInfo("horizontalpodautoscalers"),

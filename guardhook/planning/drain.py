@@ -13,6 +13,10 @@
 - After the drain: can each lost group be rebuilt (guardhook.planning.rebuild)? Lost are the groups
   losing a pod on the drained nodes and every group already broken, of any LWS (they compete for
   the same free capacity).
+- Which of the nodes are draining already (guardhook.cluster.going: cordoned, or an autoscaler's
+  drain taint such as Karpenter's `karpenter.sh/disrupted` or cluster-autoscaler's
+  `ToBeDeletedByClusterAutoscaler`); with no nodes given, the plan is for exactly those. Groups a
+  NoExecute taint already dooms count as broken, as every budget counts them.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from guardhook.cluster.coverage import evictions_guarded, unguarded_sentence, unreadable_annotations
+from guardhook.cluster.going import draining_nodes
 from guardhook.cluster.lws import member_of_pod
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
@@ -110,6 +115,8 @@ class DrainPlan:
     blocked: tuple[str, ...]
     at_once: tuple[Refusal, ...]
     lws: tuple[LwsDrain, ...]
+    draining: Mapping[str, str] = field(default_factory=dict)
+    """The planned nodes already draining, and why (guardhook.cluster.going.draining)."""
 
     @property
     def ok(self) -> bool:
@@ -122,15 +129,24 @@ class DrainPlan:
             "blocked": list(self.blocked),
             "refusedAtOnce": [r.as_dict() for r in self.at_once],
             "lws": [item.as_dict() for item in self.lws],
+            "draining": dict(self.draining),
             "rebuildable": self.ok,
         }
 
 
-def plan_drain(objects: Sequence[KubeObject], nodes: Sequence[str], params: Mapping[str, Any]) -> DrainPlan:
-    """Plan draining `nodes` (names, in the order to try them) of the cluster `objects`, with
-    group-eviction's `params`. Raises UnknownNodeError for a node the objects do not hold."""
+def plan_drain(
+    objects: Sequence[KubeObject],
+    nodes: Sequence[str] | None,
+    params: Mapping[str, Any],
+    drain_taint_keys: Sequence[str] = (),
+) -> DrainPlan:
+    """Plan draining `nodes` (names, in the order to try them; None: every node already draining,
+    by name) of the cluster `objects`, with group-eviction's `params`; `drain_taint_keys` are the
+    configured drain taints beyond the known ones. Raises UnknownNodeError for a node the objects
+    do not hold."""
     view = view_from_objects(objects, source="drain plan")
-    order = list(dict.fromkeys(nodes))
+    already = draining_nodes(view, drain_taint_keys)
+    order = list(dict.fromkeys(already if nodes is None else nodes))
     unknown = [n for n in order if view.node(n) is None]
     if unknown:
         raise UnknownNodeError(f"unknown node{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}")
@@ -157,7 +173,8 @@ def plan_drain(objects: Sequence[KubeObject], nodes: Sequence[str], params: Mapp
         for key in sorted(lost)
         if key in rebuilt
     )
-    return DrainPlan(tuple(order), tuple(waves), tuple(blocked), tuple(at_once.refused), lws)
+    draining = {node: already[node] for node in order if node in already}
+    return DrainPlan(tuple(order), tuple(waves), tuple(blocked), tuple(at_once.refused), lws, draining)
 
 
 def _warnings(view: ClusterView, key: LwsKey, params: Mapping[str, Any]) -> tuple[str, ...]:

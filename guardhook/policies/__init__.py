@@ -10,6 +10,7 @@ from guardhook.policies import (
     group_eviction,
     group_pdb,
     group_readiness,
+    group_resize,
     group_spec,
     group_taint,
     leader_service,
@@ -21,6 +22,7 @@ from guardhook.policies.base import Policy
 REGISTRY: tuple[Policy, ...] = (
     worker_delete.POLICY,
     group_eviction.POLICY,
+    group_resize.POLICY,
     leader_service.POLICY,
     group_pdb.POLICY,
     pod_counted_scaler.POLICY,

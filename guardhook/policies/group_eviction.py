@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from guardhook.cluster.lws import member_of_pod
 from guardhook.cluster.model import PodRecord, metadata
 from guardhook.cluster.pdb_budget import matching_pdbs, refusal
 from guardhook.cluster.view.store import ClusterView
@@ -99,8 +100,10 @@ class GroupEviction(Policy):
         if refused:
             return too_many(f"evicting pod {namespace}/{name}: {refused}; the API server would refuse it")
         ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
+        member = member_of_pod(pod)
+        note = member.note() if member is not None else ""
         return judge_budget(
-            ctx.view, eviction, ctx.ledger, ctx.may_record, ttl, what=f"evicting pod {namespace}/{name}"
+            ctx.view, eviction, ctx.ledger, ctx.may_record, ttl, what=f"evicting pod {namespace}/{name}{note}"
         )
 
 

@@ -11,9 +11,10 @@ condition is True (pkg/kubelet/status/generate.go, GeneratePodReadyCondition).
 Readiness gates can only be set when a pod is created (spec.readinessGates is immutable), and
 leader pods are created by the StatefulSet controller: this policy therefore ignores the user
 exemptions (`honours_user_exemptions = False`), unlike the delete guards; namespace exemptions
-still apply. Workers, pods without LWS labels and pods that already carry the gate are left
-alone, so the patch is idempotent (the webhook uses `reinvocationPolicy: IfNeeded`) and never adds
-a second entry.
+still apply. Workers of a data-parallel LWS (`guardhook.io/serving-pods: "all"`: every pod
+serves) get the gate too; other workers, pods without LWS labels and pods that already carry the
+gate are left alone, so the patch is idempotent (the webhook uses `reinvocationPolicy:
+IfNeeded`) and never adds a second entry.
 
 `guardhook audit` judges existing pods as CREATEs: a leader of an opted-in LWS without the gate
 (created while guardhook was down) shows up as a Mutate finding; its group must be restarted to
@@ -24,9 +25,9 @@ warning), as it would be while guardhook is down.
 
 from __future__ import annotations
 
-from guardhook.cluster.group_ready import GATE, opted_in
+from guardhook.cluster.group_ready import DEFAULT_STARTUP_WINDOW_SECONDS, GATE, gates_workers, opted_in
 from guardhook.cluster.lws import group_member
-from guardhook.cluster.model import as_dict, metadata, readiness_gates, str_map
+from guardhook.cluster.model import OwnerRef, as_dict, metadata, readiness_gates, str_map
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -39,6 +40,9 @@ from guardhook.policies.base import (
 from guardhook.wire import JSONPatchOp, KubeObject
 
 ALL_LWS_PARAM = "allLeaderWorkerSets"
+STARTUP_WINDOW_PARAM = "startupWindowSeconds"
+"""Seconds a gated pod with ready containers may wait for its group before the watchdog calls it
+held (metric guardhook_group_readiness_held, alert GuardhookGroupReadinessHeld, an audit finding)."""
 
 
 def gate_patch(pod: KubeObject) -> tuple[JSONPatchOp, ...]:
@@ -61,24 +65,43 @@ class GroupReadiness(Policy):
     default_actions = ("Mutate",)
     can_mutate = True
     honours_user_exemptions = False
-    params = {ALL_LWS_PARAM: False}
+    params = {ALL_LWS_PARAM: False, STARTUP_WINDOW_PARAM: DEFAULT_STARTUP_WINDOW_SECONDS}
+    param_minimums = {STARTUP_WINDOW_PARAM: 1}
 
     def judge(self, ctx: PolicyContext) -> Judgement:
         """A violation carrying the gate patch for a leader of an opted-in LWS without the gate;
         ALLOW for anything else (see the module docstring)."""
         pod = ctx.object
         meta = metadata(pod)
-        member = group_member(ctx.namespace, str_map(meta.get("labels")), str_map(meta.get("annotations")))
-        if member is None or not member.is_leader:
+        member = group_member(
+            ctx.namespace,
+            str_map(meta.get("labels")),
+            str_map(meta.get("annotations")),
+            OwnerRef.parse_all(meta),
+            str(meta.get("name") or ""),
+        )
+        if member is None:
             return ALLOW
         patch = gate_patch(pod)
         if not patch:
             return ALLOW
         lws = ctx.view.lws(ctx.namespace, member.lws_name)
         if lws is None:
-            return stale_judgement(self, ctx.view) if ctx.view.is_stale() else ALLOW
+            stale = member.is_leader and ctx.view.is_stale()
+            return stale_judgement(self, ctx.view) if stale else ALLOW
+        if not member.is_leader and not gates_workers(lws):
+            return ALLOW
         if not opted_in(lws, bool(ctx.params.get(ALL_LWS_PARAM, False))):
             return ALLOW
+        if not member.is_leader:
+            return Judgement(
+                violation=Violation(
+                    f"worker pod {ctx.name} of LeaderWorkerSet {ctx.namespace}/{lws.name} (opted in to "
+                    f'group readiness, serving-pods "all": every pod serves) has no readiness gate '
+                    f"{GATE}; with it the worker is Ready only while its whole group is",
+                    patch=patch,
+                )
+            )
         return Judgement(
             violation=Violation(
                 f"leader pod {ctx.name} of LeaderWorkerSet {ctx.namespace}/{lws.name} (opted in to group "

@@ -10,9 +10,12 @@ DRA DeviceTaintRule can break every group of every LWS at once. Judged:
   the view can tell (guardhook.policies.shared.device_taint_rules).
 Pods that tolerate the taint forever are skipped; a toleration with `tolerationSeconds` only delays
 the eviction, so such a pod counts as lost. For each LWS the groups it would lose are added to those
-already broken (the view and the eviction ledger, read only); a violation when that exceeds the
-budget B (the LWS annotation `guardhook.io/max-disrupted-groups`, else `maxDisruptedGroups`). The
-message lists the LWSs and their groups.
+already broken (the view — where a group a taint already in force dooms is broken, so taints in a
+row add up — and the eviction ledger); a violation when that exceeds the budget B (the LWS
+annotation `guardhook.io/max-disrupted-groups`, else `maxDisruptedGroups`). The message lists the
+LWSs and their groups. A taint within budget records the groups it dooms in the ledger (not on a
+dry run), so the next taint of a `kubectl taint nodes a b c` counts them before the view shows this
+one (guardhook.policies.shared.taint_blast); `ledgerTTLSeconds` follows `group-eviction`.
 
 The node lifecycle and taint eviction controllers (both `node-controller`) and kubelets are
 exempt by default: this guards humans and tools, not the repair path.
@@ -25,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from guardhook.cluster.going import Unless, describe_taint
 from guardhook.cluster.lws import member_of_pod
 from guardhook.cluster.model import NodeRecord, PodRecord, Taint
 from guardhook.cluster.taints import added_no_execute, eviction_delay
@@ -48,8 +52,9 @@ class GroupTaint(Policy):
     targets = (target("", NODES), target(RESOURCE_GROUP, DEVICE_TAINT_RULES))
     default_actions = ("Warn",)
     fail_closed = False
-    params = {"maxDisruptedGroups": 1}
-    shared_params = {"maxDisruptedGroups": "group-eviction"}
+    params = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120}
+    shared_params = {"maxDisruptedGroups": "group-eviction", "ledgerTTLSeconds": "group-eviction"}
+    param_minimums = {"ledgerTTLSeconds": 1}
 
     def judge(self, ctx: PolicyContext) -> Judgement:
         """Warn (by default) when a NoExecute taint breaks more whole groups of an LWS than its
@@ -77,12 +82,13 @@ class GroupTaint(Policy):
             return stale_judgement(self, ctx.view)
         name = node.name or ctx.name
         what = f"NoExecute taint {describe_taints(taints)} on node {name}"
-        return judge_blast(ctx, Blast(what, node_victims(ctx.view.pods_on_node(name), taints)))
+        victims = node_victims(ctx.view.pods_on_node(name), taints)
+        return judge_blast(ctx, Blast(what, victims, unless=Unless(node=name, taints=taints)))
 
 
 def describe_taints(taints: Iterable[Taint]) -> str:
     """`key=value:NoExecute, key2:NoExecute`, as `kubectl taint` writes them."""
-    return ", ".join(f"{t.key}{'=' + t.value if t.value else ''}:{t.effect}" for t in taints)
+    return ", ".join(describe_taint(t) for t in taints)
 
 
 def node_victims(pods: Iterable[PodRecord], taints: Sequence[Taint]) -> list[Victim]:

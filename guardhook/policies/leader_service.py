@@ -1,33 +1,42 @@
-"""Policy `leader-service`: only leaders take traffic.
+"""Policy `leader-service`: only the pods that serve take traffic.
 
-Workers of an LWS group run shards of the model and do not serve its protocol, so a Service whose
-selector can match a worker sends that share of requests into connections that hang. On Service
-CREATE and UPDATE, the selector is judged against the pods each LWS in the namespace can create
-(`guardhook.cluster.reach`: template labels plus the labels LWS sets), so a Service created before its
-pods is caught too. When it can match a worker and does not pin
-`leaderworkerset.sigs.k8s.io/worker-index`, the fix is a JSONPatch adding `worker-index: "0"`.
+Workers of an LWS group run shards of the model and do not serve its protocol, so a Service or
+InferencePool whose selector can match a worker sends that share of requests into connections
+that hang. On CREATE and UPDATE of a Service or an InferencePool (`inference.networking.k8s.io/v1`,
+selector `spec.selector.matchLabels`; `inference.networking.x-k8s.io/v1alpha2`, selector
+`spec.selector`: guardhook.policies.shared.traffic), the selector is judged against the pods each
+LWS in the namespace can create (`guardhook.cluster.reach`: template labels plus the labels LWS
+sets), so an object created before its pods is caught too. When it can match a worker and does not
+pin `leaderworkerset.sigs.k8s.io/worker-index`, the fix is a JSONPatch adding `worker-index: "0"`.
+
+Data-parallel LWSs (annotation `guardhook.io/serving-pods: "all"`: every pod serves its ranks) are
+never narrowed. When a selector reaches every pod of an LWS without a `leaderTemplate` (the shape
+of such a layout), the patch comes with a warning naming the annotation; the default never flips.
+
+Advisory warnings, never rewrites: a selector that pins a non-zero worker-index; one that spans a
+data-parallel LWS and workers of another (narrowing would drop the first one's pods); a v1 pool
+with 64 matchLabels already (the CRD's limit); a selector naming LWS labels that no pod of any LWS
+in the namespace carries (e.g. `leaderworkerset.sigs.k8s.io/role`, which LWS sets nowhere): it
+selects no pod, and the warning gives a selector that would work.
 
 Left alone (design.md §1, §2): headless Services (`clusterIP: None`, used for discovery; a
 mutating review of a CREATE carries no clusterIP yet, so only a set value counts), ExternalName
-and selector-less Services, Services owned by an LWS (its own discovery Service). A selector that
-pins a non-zero worker-index is never rewritten: it gets an advisory warning.
+and selector-less Services, Services owned by an LWS or a DisaggregatedSet (their discovery
+Services).
 
 Idempotent: the patched selector cannot match a worker, so judging it again yields no patch
 (the mutating webhook uses `reinvocationPolicy: IfNeeded`). Actions: `Mutate` (default, on
 /mutate) or `Deny`/`Warn`/`Audit` (on /validate) where mutation is not wanted.
 
-Fail mode: open. With a stale view the Service is allowed unchanged, with a warning.
+Fail mode: open. With a stale view the object is allowed unchanged, with a warning.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import jsonpatch
-
-from guardhook.cluster.lws import WORKER_INDEX_LABEL, LeaderWorkerSet, lws_owner
-from guardhook.cluster.model import as_dict
-from guardhook.cluster.reach import reach
+from guardhook.cluster.lws import PREFIX, SERVING_ALL, WORKER_INDEX_LABEL, LeaderWorkerSet
+from guardhook.cluster.reach import SYSTEM_LABELS, reach
 from guardhook.cluster.selectors import from_map
 from guardhook.policies.base import (
     ALLOW,
@@ -38,68 +47,137 @@ from guardhook.policies.base import (
     stale_judgement,
     target,
 )
-from guardhook.wire import JSONPatchOp, KubeObject
+from guardhook.policies.shared.traffic import (
+    POOL_ALPHA_GROUP,
+    POOL_GROUP,
+    POOL_MAX_MATCH_LABELS,
+    POOL_RESOURCE,
+    UNMODELLED_LWS_LABELS,
+    TrafficSelector,
+    render,
+    selects_no_lws_pod,
+    traffic_selector,
+    working_selectors,
+)
+from guardhook.wire import KubeObject
 
-LEADER_PATCH_PATH: str = jsonpatch.JsonPointer.from_parts(["spec", "selector", WORKER_INDEX_LABEL]).path
+LWS_POD_LABELS = SYSTEM_LABELS | UNMODELLED_LWS_LABELS
+"""Every label LWS (or the StatefulSet controller) puts on LWS pods."""
+SERVING_PODS_HINT = (
+    "if every pod serves (data-parallel, e.g. vLLM --data-parallel-hybrid-lb), annotate the LeaderWorkerSet "
+    'guardhook.io/serving-pods: "all" and guardhook leaves its pods in traffic'
+)
 
 
 def is_traffic_service(service: KubeObject) -> bool:
-    """Whether a Service routes traffic through its selector: not headless (a set
-    `clusterIP: None`), not ExternalName, with a non-empty selector, not owned by an LWS."""
-    spec = as_dict(service.get("spec"))
-    if spec.get("type") == "ExternalName" or spec.get("clusterIP") == "None":
-        return False
-    if not as_dict(spec.get("selector")):
-        return False
-    return lws_owner(service) is None
+    """Whether a Service (or InferencePool) routes traffic through its selector
+    (guardhook.policies.shared.traffic.traffic_selector)."""
+    return traffic_selector(service) is not None
 
 
 def workers_reached(selector: dict[str, Any], lws_list: list[LeaderWorkerSet]) -> list[LeaderWorkerSet]:
-    """The LWSs of which `selector` (a Service's equality map) can match a worker pod."""
+    """The LWSs of which `selector` (an equality map) can match a worker pod."""
     requirements = from_map(selector)
     return [lws for lws in lws_list if reach(requirements, lws).workers]
 
 
 class LeaderService(Policy):
     id = "leader-service"
-    targets = (target("", "services", "", "CREATE", "UPDATE"),)
+    targets = (
+        target("", "services", "", "CREATE", "UPDATE"),
+        target(POOL_GROUP, POOL_RESOURCE, "", "CREATE", "UPDATE"),
+        target(POOL_ALPHA_GROUP, POOL_RESOURCE, "", "CREATE", "UPDATE"),
+    )
     default_actions = ("Mutate",)
     can_mutate = True
 
     def judge(self, ctx: PolicyContext) -> Judgement:
-        """A violation with the worker-index patch when the Service can send traffic to workers;
-        an advisory when its selector pins a non-zero worker-index; else allow."""
-        service = ctx.object
-        if not is_traffic_service(service):
+        """A violation with the worker-index patch when the object can send traffic to workers of
+        an LWS whose leaders alone serve; advisories for what cannot be patched (module
+        docstring); else allow."""
+        found = traffic_selector(ctx.object)
+        if found is None:
             return ALLOW
         if ctx.view.is_stale():
             return stale_judgement(self, ctx.view)
-        selector = as_dict(as_dict(service.get("spec")).get("selector"))
-        reached = workers_reached(selector, ctx.view.lws_in_namespace(ctx.namespace))
-        if not reached:
+        lws_list = ctx.view.lws_in_namespace(ctx.namespace)
+        subject = f"{found.kind} {ctx.namespace}/{ctx.name}"
+        if selects_no_lws_pod(found.selector, lws_list):
+            return Judgement(advisories=(_selects_nothing(subject, found, lws_list),))
+        reached = workers_reached(found.selector, lws_list)
+        narrowed = [lws for lws in reached if lws.serving_pods != SERVING_ALL]
+        if not narrowed:
             return ALLOW
-        name = f"{ctx.namespace}/{ctx.name}"
-        lws_names = ", ".join(sorted(lws.name for lws in reached))
-        if WORKER_INDEX_LABEL in selector:
-            return Judgement(
-                advisories=(
-                    f"Service {name} selects {WORKER_INDEX_LABEL}={selector[WORKER_INDEX_LABEL]}: workers of "
-                    f'LeaderWorkerSet {lws_names} do not serve requests, only leaders (worker-index "0") do',
-                )
-            )
-        patch: JSONPatchOp = {"op": "add", "path": LEADER_PATCH_PATH, "value": "0"}
+        return _judge_reached(subject, found, narrowed, [lws for lws in reached if lws not in narrowed])
+
+
+def _judge_reached(
+    subject: str, found: TrafficSelector, narrowed: list[LeaderWorkerSet], all_serving: list[LeaderWorkerSet]
+) -> Judgement:
+    selector = found.selector
+    names = _names(narrowed)
+    if WORKER_INDEX_LABEL in selector:
         return Judgement(
-            violation=Violation(
-                f"Service {name} selector {_render(selector)} can match worker pods of LeaderWorkerSet "
-                f"{lws_names}, which do not serve requests (traffic sent to them hangs); select leaders "
-                f'only by adding {WORKER_INDEX_LABEL}: "0" to spec.selector',
-                patch=(patch,),
+            advisories=(
+                f"{subject} selects {WORKER_INDEX_LABEL}={selector[WORKER_INDEX_LABEL]}: workers of "
+                f'LeaderWorkerSet {names} do not serve requests, only leaders (worker-index "0") do',
             )
         )
+    if all_serving:
+        return Judgement(
+            advisories=(
+                f"{subject} selects every pod of LeaderWorkerSet {_names(all_serving)} (serving-pods: all) "
+                f"and workers of {names}, which do not serve requests; it cannot be narrowed to leaders "
+                f"without dropping the first one's pods: use one {found.kind} per LeaderWorkerSet",
+            )
+        )
+    if not found.room:
+        return Judgement(
+            advisories=(
+                f"{subject} can match worker pods of LeaderWorkerSet {names}, which do not serve requests, "
+                f"and {found.field} already holds {POOL_MAX_MATCH_LABELS} labels (the CRD's limit): replace "
+                f'one with {WORKER_INDEX_LABEL}: "0"',
+            )
+        )
+    hints = tuple(
+        f"{subject} selects every pod of LeaderWorkerSet {lws.name}, which has no leaderTemplate: "
+        + SERVING_PODS_HINT
+        for lws in narrowed
+        if _every_pod_alike(selector, lws)
+    )
+    return Judgement(
+        violation=Violation(
+            f"{subject} selector {render(selector)} can match worker pods of LeaderWorkerSet "
+            f"{names}, which do not serve requests (traffic sent to them hangs); select leaders "
+            f'only by adding {WORKER_INDEX_LABEL}: "0" to {found.field}',
+            patch=(found.add(WORKER_INDEX_LABEL, "0"),),
+        ),
+        advisories=hints,
+    )
 
 
-def _render(selector: dict[str, Any]) -> str:
-    return "{" + ", ".join(f"{k}: {v}" for k, v in sorted(selector.items())) + "}"
+def _every_pod_alike(selector: dict[str, str], lws: LeaderWorkerSet) -> bool:
+    """Whether `selector` reaches leaders and workers of an LWS whose leaders run the worker
+    template (no leaderTemplate): the shape of a data-parallel layout."""
+    if lws.template.get("leaderTemplate"):
+        return False
+    found = reach(from_map(selector), lws)
+    return found.leaders and found.workers
+
+
+def _selects_nothing(subject: str, found: TrafficSelector, lws_list: list[LeaderWorkerSet]) -> str:
+    own = {k: v for k, v in found.selector.items() if k.startswith(PREFIX)}
+    working = " or ".join(render(s) for s in working_selectors(found.selector, lws_list))
+    unknown = sorted(k.removeprefix(PREFIX) for k in own if k not in LWS_POD_LABELS)
+    why = f" (LWS sets no {', '.join(unknown)} label on pods)" if unknown else ""
+    return (
+        f"{subject} selects no pod: no pod of a LeaderWorkerSet in its namespace carries "
+        f"{render(own)}{why}; select e.g. {working} in {found.field}"
+    )
+
+
+def _names(lws_list: list[LeaderWorkerSet]) -> str:
+    return ", ".join(sorted(lws.name for lws in lws_list))
 
 
 POLICY = LeaderService()

@@ -12,6 +12,13 @@ LWS-owned StatefulSet:
   `kind` defaults to apps/v1 Deployment, as in KEDA);
 - `statefulsets/scale` UPDATE and StatefulSet UPDATE that change the replica count.
 
+An HPA or ScaledObject aimed at an LWS is how groups should be scaled, except for an LWS that a
+DisaggregatedSet runs for one of its roles (ownerReference kind DisaggregatedSet,
+disaggregatedset.x-k8s.io; guardhook.cluster.disaggregated): its name carries a revision hash and
+is replaced at the next rollout, and the DisaggregatedSet controller drives its replicas, so such a
+scaler is denied too. For it, and for the StatefulSets of such an LWS, the message names the role's
+`DisaggregatedSetRoleScaler` `<disaggregatedset>-<role>` (lws KEP-849) as the target instead.
+
 A StatefulSet is LWS-owned when its ownerReferences name a LeaderWorkerSet or it carries the LWS
 name label (from the request object or the view); for one the view has not seen, by the naming
 convention `L` / `L-<g>` of an LWS in the view. The LWS controller and `statefulset-controller` are
@@ -28,7 +35,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from guardhook.cluster.lws import LWS_API_GROUP, LWS_API_VERSION, LWS_CONTROLLER_PATTERN, LWS_KIND, NAME_LABEL
+from guardhook.cluster.disaggregated import DS_API_VERSION, ROLE_SCALER_KIND, RoleOf, role_of
+from guardhook.cluster.lws import LWS_API_GROUP, LWS_API_VERSION, LWS_CONTROLLER, LWS_KIND, NAME_LABEL
 from guardhook.cluster.model import OwnerRef, as_dict, metadata, spec_replicas, str_map
 from guardhook.cluster.view.store import ClusterView
 from guardhook.policies.base import (
@@ -55,7 +63,7 @@ log = logging.getLogger(__name__)
 
 KEDA_DEFAULT_API_VERSION = "apps/v1"
 KEDA_DEFAULT_KIND = "Deployment"
-DEFAULT_LWS_CONTROLLER = "system:serviceaccount:lws-system:lws-controller-manager"
+DEFAULT_LWS_CONTROLLER = LWS_CONTROLLER
 
 
 @dataclass(frozen=True)
@@ -101,15 +109,34 @@ class PodCountedScaler(Policy):
         api_version = str(ref.get("apiVersion") or default_version)
         kind = str(ref.get("kind") or default_kind)
         name = str(ref.get("name") or "")
-        if kind != "StatefulSet" or api_version.split("/")[0] != "apps" or not name:
+        scaler = f"{'KEDA ScaledObject' if keda else 'HorizontalPodAutoscaler'} {ctx.namespace}/{ctx.name}"
+        group = api_version.split("/")[0]
+        if kind == LWS_KIND and group == LWS_API_GROUP and name:
+            return self._judge_lws_target(ctx, scaler, name)
+        if kind != "StatefulSet" or group != "apps" or not name:
             return ALLOW
         owned = self._owner(ctx, name, None)
         if not isinstance(owned, OwnedStatefulSet):
             return owned
-        scaler = "KEDA ScaledObject" if keda else "HorizontalPodAutoscaler"
-        scaler_name = ctx.name
-        return _deny(
-            f"{scaler} {ctx.namespace}/{scaler_name} scales {owned.describe(ctx.namespace, name)}", owned
+        return _deny(f"{scaler} scales {owned.describe(ctx.namespace, name)}", owned, _role(ctx, owned))
+
+    def _judge_lws_target(self, ctx: PolicyContext, scaler: str, name: str) -> Judgement:
+        """Deny a scaler aimed at an LWS that a DisaggregatedSet runs (its name changes at every
+        rollout and its controller drives the replicas); allow one aimed at any other LWS."""
+        lws = ctx.view.lws(ctx.namespace, name)
+        if lws is None:
+            return stale_judgement(self, ctx.view) if ctx.view.is_stale() else ALLOW
+        role = role_of(lws.obj)
+        if role is None:
+            return ALLOW
+        runs = f"role {role.role}" if role.role else "a role"
+        return Judgement(
+            violation=Violation(
+                f"{scaler} scales LeaderWorkerSet {ctx.namespace}/{name}, which DisaggregatedSet "
+                f"{role.disaggregated_set} runs for {runs}: its name "
+                "carries a revision hash and is replaced at the next rollout, and the DisaggregatedSet "
+                f"controller drives its replicas. {_role_scaler_advice(role)}"
+            )
         )
 
     def _judge_statefulset(self, ctx: PolicyContext, scale: bool) -> Judgement:
@@ -122,7 +149,9 @@ class PodCountedScaler(Policy):
             return owned
         how = "scaling" if scale else "changing spec.replicas of"
         return _deny(
-            f"{how} {owned.describe(ctx.namespace, name)} from {old} to {new} counts pods, not groups", owned
+            f"{how} {owned.describe(ctx.namespace, name)} from {old} to {new} counts pods, not groups",
+            owned,
+            _role(ctx, owned),
         )
 
     def _owner(
@@ -139,19 +168,37 @@ class PodCountedScaler(Policy):
         return lws_owned_statefulset(ctx.view, ctx.namespace, name, None) or ALLOW
 
 
-def _deny(what: str, owned: OwnedStatefulSet) -> Judgement:
+def _role(ctx: PolicyContext, owned: OwnedStatefulSet) -> RoleOf | None:
+    """The DisaggregatedSet role whose LWS owns the StatefulSet, when the view shows one."""
+    lws = ctx.view.lws(ctx.namespace, owned.lws_name)
+    return None if lws is None else role_of(lws.obj)
+
+
+def _role_scaler_advice(role: RoleOf) -> str:
+    """Where to aim a scaler for a DisaggregatedSet role instead (KEP-849)."""
+    name = role.scaler_name if role.role else f"{role.disaggregated_set}-<role>"
+    return (
+        f"Scale the role instead: give it scaling.mode: External in the DisaggregatedSet and target "
+        f"apiVersion: {DS_API_VERSION}, kind: {ROLE_SCALER_KIND}, name: {name} (created by the "
+        f"DisaggregatedSet controller, stable across rollouts)"
+    )
+
+
+def _deny(what: str, owned: OwnedStatefulSet, role: RoleOf | None = None) -> Judgement:
     effect = (
         "extra leaders start groups the LeaderWorkerSet does not know"
         if owned.group is None
         else "it resizes one group for good, since the LWS controller never reconciles a worker "
         "StatefulSet back, or adds pods that join no group"
     )
+    advice = (
+        f"Scale whole groups instead: target apiVersion: {LWS_API_VERSION}, kind: {LWS_KIND}, name: "
+        f"{owned.lws_name} (its scale subresource counts groups)"
+        if role is None
+        else _role_scaler_advice(role)
+    )
     return Judgement(
-        violation=Violation(
-            f"{what}: a pod-counted scaler breaks LWS groups ({effect}). Scale whole groups instead: target "
-            f"apiVersion: {LWS_API_VERSION}, kind: {LWS_KIND}, name: {owned.lws_name} (its scale subresource "
-            f"counts groups)"
-        )
+        violation=Violation(f"{what}: a pod-counted scaler breaks LWS groups ({effect}). {advice}")
     )
 
 
@@ -210,13 +257,13 @@ def lws_controller_exemption_warning(view: ClusterView, config: ExemptingConfig)
     if not view.all_lws():
         return None
     patterns = config.exempt_users(POLICY.id)
-    if any(p == LWS_CONTROLLER_PATTERN or fnmatch.fnmatchcase(DEFAULT_LWS_CONTROLLER, p) for p in patterns):
+    if any(p == LWS_CONTROLLER or fnmatch.fnmatchcase(DEFAULT_LWS_CONTROLLER, p) for p in patterns):
         return None
     if any("controller-manager" in p for p in patterns):
         return None  # another install's identity, e.g. system:serviceaccount:ml:<release>-controller-manager
     return (
         "the cluster view holds LeaderWorkerSets but no exempt user covers the LWS controller "
-        f"(default pattern {LWS_CONTROLLER_PATTERN}); guardhook would judge the controller's own writes. "
+        f"(default {LWS_CONTROLLER}); guardhook would judge the controller's own writes. "
         "Add its service account to exemptions.users or policies.pod-counted-scaler.exemptions.users"
     )
 

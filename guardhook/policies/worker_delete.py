@@ -11,25 +11,36 @@ Who else disrupts a group:
 - A pod a component already marked for removal — `DisruptionTarget=True` (the scheduler's
   preemption, the taint managers, pod GC, the kubelet, the Eviction API) or Kueue's
   `TerminationTarget=True` — may be deleted whoever sends the DELETE; an audit annotation says why.
-- A delete-based drain (`kubectl drain --disable-eviction`): a worker DELETE whose pod is bound to
-  an unschedulable (cordoned) node is judged by the group budget of `group-eviction` (B, the
+- A delete-based drain (`kubectl drain --disable-eviction`, Karpenter's termination controller past
+  a NodePool's `terminationGracePeriod`, cluster-autoscaler): a worker DELETE whose pod is bound to
+  a draining node — cordoned, or carrying a drain taint (`karpenter.sh/disrupted`,
+  `ToBeDeletedByClusterAutoscaler`, or a key of `drainTaintKeys`; guardhook.cluster.going) — is
+  judged by the group budget of `group-eviction` (B, the
   shared ledger, broken groups drain freely; guardhook.policies.shared.group_budget): within the
   budget it is allowed with a warning and recorded (not on a dry run), over it denied with 429
   naming the groups already down. Parameters `maxDisruptedGroups` and `ledgerTTLSeconds` mean
   what they mean for `group-eviction` and follow its configured values unless set here.
 
-Denials name the leader to delete instead, with `--cascade=foreground`: the workers go first and
-the group is rebuilt sooner, which is how the LWS controller itself restarts a group.
+Denials say what the delete would do under the LWS's `restartPolicy` (lws pod_controller.go
+`handleRestartPolicy`): under `RecreateGroupOnPodRestart` (the default) and
+`RecreateGroupAfterStart` the LWS controller sees the worker's deletionTimestamp and deletes the
+leader, recreating the whole group (a cold start); under `None` the replica stays broken and the
+replacement worker joins nothing. They name the leader to delete instead, with
+`--cascade=foreground`: the workers go first and the group is rebuilt sooner, which is how the LWS
+controller itself restarts a group.
 
 Fail mode: closed. With a stale view the group's state is unknown, so the delete is denied.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
+from guardhook.cluster.going import draining
 from guardhook.cluster.groups import member_group_health
-from guardhook.cluster.lws import GroupMember, member_of_pod
+from guardhook.cluster.lws import RECREATING_POLICIES, GroupMember, member_of_pod
 from guardhook.cluster.model import NodeRecord, PodRecord
 from guardhook.policies.base import (
     ALLOW,
@@ -43,15 +54,23 @@ from guardhook.policies.base import (
 )
 from guardhook.policies.shared.group_budget import group_disruption, judge_budget
 
+DRAIN_TAINT_KEYS_PARAM = "drainTaintKeys"
+
 
 class WorkerDelete(Policy):
     id = "worker-delete"
     targets = (target("", "pods", "", "DELETE"),)
     default_actions = ("Deny",)
     fail_closed = True
-    params = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120}
+    params = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120, "drainTaintKeys": []}
     shared_params = {"maxDisruptedGroups": "group-eviction", "ledgerTTLSeconds": "group-eviction"}
     param_minimums = {"ledgerTTLSeconds": 1}
+
+    def param_problem(self, name: str, value: Any) -> str | None:
+        """`drainTaintKeys` must list taint keys (strings)."""
+        if name == DRAIN_TAINT_KEYS_PARAM and not all(isinstance(k, str) and k for k in value):
+            return "must be a list of taint keys (non-empty strings)"
+        return None
 
     def judge(self, ctx: PolicyContext) -> Judgement:
         """Deny deleting a worker of a whole group; see the module docstring for what is allowed."""
@@ -67,20 +86,29 @@ class WorkerDelete(Policy):
         if health is None or not health.whole:
             return ALLOW  # unknown size (neither the LWS nor the pod says it), or already broken
         node = ctx.view.node(pod.node_name) if pod.node_name else None
-        if node is not None and node.unschedulable:
-            drained = self._drain(ctx, pod, node)
+        why = draining(node, drain_taint_keys(ctx.params)) if node is not None else ""
+        if node is not None and why:
+            drained = self._drain(ctx, pod, node, why)
             if drained is not None:
                 return drained
-        return Judgement(violation=Violation(_message(member, ctx.name or pod.name or "this pod")))
+        lws = ctx.view.lws(member.namespace, member.lws_name)
+        restart_policy = lws.restart_policy if lws is not None else None
+        return Judgement(
+            violation=Violation(_message(member, ctx.name or pod.name or "this pod", restart_policy))
+        )
 
-    def _drain(self, ctx: PolicyContext, pod: PodRecord, node: NodeRecord) -> Judgement | None:
-        """A worker DELETE on a cordoned node, judged by the group budget; None when the view
-        does not hold the pod's LWS (then it is judged as any worker delete)."""
+    def _drain(self, ctx: PolicyContext, pod: PodRecord, node: NodeRecord, why: str) -> Judgement | None:
+        """A worker DELETE on a draining node (`why`: cordoned, or its drain taint), judged by the
+        group budget; None when the view does not hold the pod's LWS (then it is judged as any
+        worker delete)."""
         disruption = group_disruption(ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)))
         if disruption is None:
             return None
         lws = disruption.lws
-        where = f"pod {pod.namespace}/{pod.name} from cordoned node {node.name}"
+        if why == "cordoned":
+            where = f"pod {pod.namespace}/{pod.name} from cordoned node {node.name}"
+        else:
+            where = f"pod {pod.namespace}/{pod.name} from draining node {node.name} ({why})"
         advisory = (
             f"deleting {where} is a drain without evictions: it breaks group {disruption.group} of "
             f"LeaderWorkerSet {lws.namespace}/{lws.name} (at most {disruption.budget} at a time); "
@@ -99,13 +127,40 @@ def _deleted_pod(ctx: PolicyContext) -> PodRecord | None:
     return ctx.view.pod(ctx.namespace, ctx.name)
 
 
-def _message(member: GroupMember, name: str) -> str:
+def drain_taint_keys(params: Mapping[str, Any]) -> tuple[str, ...]:
+    """The drain taint keys configured on top of guardhook.cluster.going.DRAIN_TAINT_KEYS
+    (`worker-delete`'s `drainTaintKeys`; drain-plan and audit read the same parameter)."""
+    keys = params.get(DRAIN_TAINT_KEYS_PARAM) or ()
+    return tuple(k for k in keys if isinstance(k, str) and k)
+
+
+def delete_consequence(restart_policy: str | None) -> str:
+    """What deleting one worker of a whole group leads to under the LWS `restartPolicy`
+    (lws pod_controller.go handleRestartPolicy: a deleted pod or a restarted container makes the
+    controller delete the leader under the two recreating policies; `None` does nothing)."""
+    if restart_policy in RECREATING_POLICIES:
+        return (
+            f"under restartPolicy {restart_policy} the LWS controller then deletes the leader and "
+            f"recreates the whole group: the replica is down for a cold start"
+        )
+    if restart_policy is None:
+        return (
+            "the group breaks: under a recreating restartPolicy the LWS controller recreates the whole "
+            "group (a cold start), under None the replica stays broken"
+        )
+    return (
+        f"under restartPolicy {restart_policy} the replica stays broken: the StatefulSet recreates the "
+        f"worker, but the replacement joins nothing until the group restarts"
+    )
+
+
+def _message(member: GroupMember, name: str, restart_policy: str | None) -> str:
     return (
         f"pod {member.namespace}/{name} is worker {member.worker_index} of group "
         f"{member.group_index} of LeaderWorkerSet {member.lws_name}, which is whole; deleting "
-        f"one worker breaks the replica without restarting it. To restart the group, delete "
-        f"its leader instead: kubectl delete pod -n {member.namespace} {member.leader_pod_name} "
-        f"--cascade=foreground"
+        f"one worker breaks the replica: {delete_consequence(restart_policy)}. To restart the group, "
+        f"delete its leader instead: kubectl delete pod -n {member.namespace} {member.leader_pod_name} "
+        f"--cascade=foreground{member.note()}"
     )
 
 

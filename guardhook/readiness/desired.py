@@ -1,7 +1,11 @@
 """What the group-readiness reconciler would write, computed purely from a ClusterView.
 
 One entry per leader pod of groups 0..replicas-1 of every LWS that opted in (and of every LWS that
-opted out whose leader still carries guardhook's gate):
+opted out whose leader still carries guardhook's gate) — per pod of those groups for a
+data-parallel LWS (`guardhook.io/serving-pods: "all"`, whose workers carry the gate too). The
+condition's reason says why, per pod: `LeaderReadyBootstrap` for a LeaderReady leader whose
+workers its own readiness has yet to create, else the group's verdict
+(guardhook.cluster.group_ready.pod_readiness):
 
 - `patch`: the leader carries the gate and its condition `guardhook.io/group-ready` differs from
   what the group says (status, reason or message; guardhook.cluster.group_ready.group_readiness);
@@ -25,12 +29,12 @@ from dataclasses import dataclass, field
 from guardhook.cluster.group_ready import (
     GATE,
     OPTED_OUT,
+    GatedPod,
     GroupReadiness,
-    Leader,
+    gate_targets,
     gated,
-    leader_readiness,
-    leaders,
     opted_in,
+    pod_readiness,
 )
 from guardhook.cluster.model import ConditionRecord
 from guardhook.cluster.view.store import ClusterView
@@ -111,7 +115,7 @@ def plan(view: ClusterView, all_lws: bool = False, only: Collection[GroupKey] | 
         candidates = sorted(view.all_lws(), key=lambda lws: (lws.namespace, lws.name))
     for lws in candidates:
         opted = opted_in(lws, all_lws)
-        for leader in leaders(view, lws):
+        for leader in gate_targets(view, lws):
             if only is not None and (lws.namespace, lws.name, leader.group_index) not in only:
                 continue
             entry = _entry(view, leader, opted)
@@ -120,7 +124,7 @@ def plan(view: ClusterView, all_lws: bool = False, only: Collection[GroupKey] | 
     return result
 
 
-def _entry(view: ClusterView, leader: Leader, opted: bool) -> Entry | None:
+def _entry(view: ClusterView, leader: GatedPod, opted: bool) -> Entry | None:
     pod = leader.pod
     current = pod.gate_conditions.get(GATE)
     if not opted:
@@ -128,7 +132,7 @@ def _entry(view: ClusterView, leader: Leader, opted: bool) -> Entry | None:
             return None  # never opted in, or released already: never written
         want = RELEASED
     else:
-        want = leader_readiness(view, leader)
+        want = pod_readiness(view, leader)
     if not gated(pod):
         action = NO_GATE
     elif pod.terminating:

@@ -15,7 +15,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from guardhook.admission.engine import Verdict
-from guardhook.cluster.group_ready import gate_counts
+from guardhook.cluster.group_ready import DEFAULT_STARTUP_WINDOW_SECONDS, gate_counts
 from guardhook.cluster.groups import all_groups
 from guardhook.cluster.view.store import ClusterView
 
@@ -159,7 +159,8 @@ class LwsGaugeCollector(Collector):
 
 class GroupCollector(LwsGaugeCollector):
     """`guardhook_lws_groups_desired`, `guardhook_lws_groups_whole` and
-    `guardhook_lws_leader_ready_group_incomplete` per LWS (guardhook.cluster.groups.all_groups)."""
+    `guardhook_lws_leader_ready_group_incomplete` and `guardhook_lws_groups_doomed_by_taint` per LWS
+    (guardhook.cluster.groups.all_groups)."""
 
     GAUGES = (
         ("desired", "guardhook_lws_groups_desired", "Groups a LeaderWorkerSet asks for (spec.replicas)."),
@@ -172,6 +173,12 @@ class GroupCollector(LwsGaugeCollector):
             "leader_ready_group_incomplete",
             "guardhook_lws_leader_ready_group_incomplete",
             "Groups whose leader is Ready (so it takes traffic) while the group is not whole.",
+        ),
+        (
+            "doomed_by_taint",
+            "guardhook_lws_groups_doomed_by_taint",
+            "Groups with a pod that a NoExecute node or device taint in force will evict (not yet "
+            "terminating); counted as broken by every group budget.",
         ),
     )
 
@@ -213,14 +220,17 @@ class GateCollector(LwsGaugeCollector):
     `guardhook_group_readiness_leaders_gated` (leaders carrying the readiness gate),
     `guardhook_group_readiness_groups_ready` (of those, condition True: ready by the gate) and
     `guardhook_group_readiness_conditions_behind` (condition not what the group's state says:
-    the alert for a reconciler that is not running); none while the view is stale. `all_lws` is
+    the alert for a reconciler that is not running) and `guardhook_group_readiness_held` (gated
+    pods held longer than `window_seconds` with their containers ready: the watchdog); none
+    while the view is stale. `all_lws` is
     the policy parameter allLeaderWorkerSets."""
 
     GAUGES = (
         (
             "gated",
             "guardhook_group_readiness_leaders_gated",
-            "Leaders of opted-in LeaderWorkerSets carrying the readiness gate guardhook.io/group-ready.",
+            "Leaders of opted-in LeaderWorkerSets carrying the readiness gate guardhook.io/group-ready "
+            '(every gated pod of a guardhook.io/serving-pods: "all" LWS).',
         ),
         (
             "ready",
@@ -233,11 +243,23 @@ class GateCollector(LwsGaugeCollector):
             "Gated leaders whose guardhook.io/group-ready condition is not what their group's state "
             "says (missing or out of date).",
         ),
+        (
+            "held",
+            "guardhook_group_readiness_held",
+            "Gated pods whose containers are ready but whose guardhook.io/group-ready condition has "
+            "been False longer than the startup window (policies.group-readiness.startupWindowSeconds).",
+        ),
     )
 
-    def __init__(self, view: Callable[[], ClusterView], all_lws: bool = False) -> None:
+    def __init__(
+        self,
+        view: Callable[[], ClusterView],
+        all_lws: bool = False,
+        window_seconds: float = DEFAULT_STARTUP_WINDOW_SECONDS,
+    ) -> None:
         super().__init__(view)
         self.all_lws = all_lws
+        self.window_seconds = window_seconds
 
     def rows(self, view: ClusterView) -> Iterable[Any]:
-        return () if view.is_stale() else gate_counts(view, self.all_lws)
+        return () if view.is_stale() else gate_counts(view, self.all_lws, self.window_seconds)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +32,7 @@ from typing import Any, Protocol
 
 from guardhook.cluster.model import as_dict, metadata
 from guardhook.cluster.paging import pages
+from guardhook.cluster.view.gcpause import collector_paused
 from guardhook.cluster.view.store import (
     COVERAGE_KINDS,
     DRA_KINDS,
@@ -155,6 +157,11 @@ def older(version: str, than: str | None) -> bool:
     return new is not None and held is not None and new < held
 
 
+def _interned(key: Key) -> Key:
+    # The view's records hold the same (interned) strings: a 150k-pod relist keeps one copy.
+    return (sys.intern(key[0]), sys.intern(key[1]))
+
+
 def trimmed(kind: str, obj: KubeObject) -> KubeObject:
     """`obj` without the fields no policy reads but that weigh most (kinds kept as dicts)."""
     if kind in KEPT_AS_DICTS:
@@ -217,7 +224,8 @@ class Reflector:
         """
         for attempt in range(2):
             try:
-                versions, version = self._list_into_view()
+                with collector_paused():  # see gcpause: collections over a growing heap find nothing
+                    versions, version = self._list_into_view()
                 break
             except Gone:
                 if attempt == 1:
@@ -243,7 +251,7 @@ class Reflector:
         for page in pages(lambda token: self.transport.list_page(self.kind, token, self.page_size)):
             for obj in page.get("items") or []:
                 if isinstance(obj, dict):
-                    versions[object_key(obj)] = resource_version(obj)
+                    versions[_interned(object_key(obj))] = resource_version(obj)
                     self.view.upsert(self.kind, trimmed(self.kind, obj))
             version = str(metadata(page).get("resourceVersion") or "")
         return versions, version

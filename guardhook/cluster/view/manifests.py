@@ -26,10 +26,14 @@ class ManifestError(ValueError):
 
 @dataclass(frozen=True)
 class Manifest:
-    """One object and where it came from (`source` is a path or "-" for stdin)."""
+    """One object and where it came from (`source` is a path or "-" for stdin): the index of its
+    YAML document in the file (0 for the first, and for JSON) and the line that document starts on
+    (the items of a List share their document's)."""
 
     source: str
     obj: KubeObject
+    document: int = 0
+    line: int = 1
 
 
 def flatten(doc: Any) -> Iterator[KubeObject]:
@@ -88,13 +92,30 @@ def parse_text(text: str, source: str) -> list[Manifest]:
     """Parse YAML (one or many documents) or JSON text. Raises ManifestError naming `source`,
     also for a mapping that repeats a key (kubectl refuses those too)."""
     try:
-        docs = list(yaml.load_all(text, Loader=_UniqueKeyLoader))  # a SafeLoader subclass
+        docs = _documents(text)
     except yaml.YAMLError as exc:
         try:
-            docs = [json.loads(text, object_pairs_hook=_unique_json_object)]
+            docs = [(1, json.loads(text, object_pairs_hook=_unique_json_object))]
         except ValueError:
             raise ManifestError(f"{source}: not valid YAML or JSON: {yaml_error_line(exc)}") from exc
-    return [Manifest(source, obj) for doc in docs for obj in flatten(doc)]
+    return [
+        Manifest(source, obj, index, line) for index, (line, doc) in enumerate(docs) for obj in flatten(doc)
+    ]
+
+
+def _documents(text: str) -> list[tuple[int, Any]]:
+    """Each YAML document of `text` with the line (1-based) its content starts on; what
+    yaml.load_all does, keeping the marks."""
+    loader = _UniqueKeyLoader(text)  # a SafeLoader subclass
+    try:
+        docs = []
+        while loader.check_node():
+            node = loader.get_node()
+            if node is not None:  # check_node said there is one
+                docs.append((node.start_mark.line + 1, loader.construct_document(node)))
+        return docs
+    finally:
+        loader.dispose()
 
 
 def yaml_error_line(exc: yaml.YAMLError) -> str:

@@ -226,6 +226,9 @@ class ClusterView:
                     self._notify(kind, old_record, table[key])
                 return
             watched = self._listeners and kind in (PODS, NODES)
+            if not watched and kind == PODS:  # the bulk of a relist: no key or dispatch needed
+                self._upsert_pod(obj)
+                return
             key = object_key(obj)
             old = self._record(kind, key) if watched else None
             {
@@ -319,8 +322,10 @@ class ClusterView:
 
     def _upsert_pod(self, obj: KubeObject) -> None:
         pod = PodRecord.from_object(obj)
-        self._remove_pod(pod.key)
-        self._pods[pod.key] = pod
+        key = pod.key  # one tuple for every index that keys by it
+        if key in self._pods:
+            self._remove_pod(key)
+        self._pods[key] = pod
         self._pods_by_namespace[pod.namespace][pod.name] = pod
         member = member_of_pod(pod)
         if member is not None:
@@ -329,7 +334,7 @@ class ClusterView:
         for claim in pod.claims:
             self._pods_by_claim[(pod.namespace, claim)].add(pod.name)
         if pod.node_name and not pod.terminal:
-            self._pods_by_node[pod.node_name][pod.key] = pod
+            self._pods_by_node[pod.node_name][key] = pod
             requested = self._node_requested[pod.node_name]
             for name, amount in pod.requests.items():  # exact (not saturating): removal subtracts
                 requested[name] = requested.get(name, 0) + amount

@@ -28,13 +28,13 @@ from guardhook.cluster.dra import (
     ClassMatcher,
     Device,
     DeviceId,
-    DeviceRequest,
     DeviceTaintRuleRecord,
     ResourceClaimRecord,
+    request_tolerations,
     rule_selects,
 )
+from guardhook.cluster.going import Unless
 from guardhook.cluster.lws import member_of_pod
-from guardhook.cluster.model import Toleration
 from guardhook.cluster.taints import NO_EXECUTE, eviction_delay
 from guardhook.cluster.view.store import ClusterView
 from guardhook.policies.base import PolicyContext
@@ -99,7 +99,7 @@ def rule_blast(view: ClusterView, change: RuleChange) -> Blast:
             known = victims.get(pod.key)
             if known is None or delay < known.delay:
                 victims[pod.key] = Victim(pod, delay)
-    return Blast(change.what, list(victims.values()), selecting.notes())
+    return Blast(change.what, list(victims.values()), selecting.notes(), Unless(rule=rule.name))
 
 
 def _claim_delay(
@@ -115,16 +115,6 @@ def _claim_delay(
         if delay is not None:
             delays.append(delay)
     return min(delays) if delays else None
-
-
-def request_tolerations(claim: ResourceClaimRecord, request: str) -> tuple[Toleration, ...]:
-    """The tolerations of the request an allocation result names: `<request>` or, for a
-    `firstAvailable` subrequest, `<request>/<subrequest>`."""
-    name, _, sub = request.partition("/")
-    found: DeviceRequest | None = next((r for r in claim.requests if r.name == name), None)
-    if found is not None and sub:
-        found = next((r for r in found.alternatives if r.name == sub), None)
-    return found.tolerations if found is not None else ()
 
 
 class _Selection:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from guardhook.cluster.going import Going
 from guardhook.cluster.groups import empty_group_health, empty_groups, populated_groups, view_group_health
 from guardhook.cluster.lws import LeaderWorkerSet, int_annotation, member_of_pod
 from guardhook.cluster.model import PodRecord
@@ -136,13 +137,15 @@ def groups_broken(count: int, replicas: int | None = None) -> str:
     return f"{count} of its {total}groups {'is' if count == 1 else 'are'}"
 
 
-def broken_in_view(view: ClusterView, lws: LeaderWorkerSet) -> BrokenGroups:
-    """group index -> why, for every group below `spec.replicas` the view shows not whole. Work is
-    proportional to the LWS's pods in the view, not to `spec.replicas` (see BrokenGroups)."""
+def broken_in_view(view: ClusterView, lws: LeaderWorkerSet, going: Going | None = None) -> BrokenGroups:
+    """group index -> why, for every group below `spec.replicas` the view shows not whole (a going
+    pod breaks its group; `going`: the judge to use, default Going(view)). Work is proportional to
+    the LWS's pods in the view, not to `spec.replicas` (see BrokenGroups)."""
     populated = populated_groups(view, lws)
     broken: dict[int, str] = {}
+    going = going if going is not None else Going(view)
     for index in populated:
-        health = view_group_health(view, lws, index)
+        health = view_group_health(view, lws, index, going)
         if not health.whole:
             broken[index] = "; ".join(health.problems)
     empty = empty_group_health(lws)

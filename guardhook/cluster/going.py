@@ -1,0 +1,182 @@
+"""The group model's two notions of what is already leaving: a *draining* node and a *going* pod.
+
+Draining node: cordoned (`spec.unschedulable`), or carrying a drain taint an autoscaler puts on a
+node it is about to empty without cordoning it —
+- `karpenter.sh/disrupted` (effect NoSchedule; sigs.k8s.io/karpenter pkg/apis/v1 taints.go
+  `DisruptedNoScheduleTaint`, set by its disruption and termination controllers),
+- `ToBeDeletedByClusterAutoscaler` (effect NoSchedule, value a Unix time; kubernetes/autoscaler
+  cluster-autoscaler/utils/taints `ToBeDeletedTaint`),
+- and any key a configuration adds (`worker-delete`'s `drainTaintKeys`).
+Any effect of such a key counts. A worker DELETE on a draining node is a delete-based drain
+(policy `worker-delete`); `drain-plan` and `audit` name the same nodes.
+
+Going pod: terminating (deletionTimestamp), marked for removal (`DisruptionTarget`/`TerminationTarget`
+True, PodRecord.disruption), or bound to a node — or holding a device — with a NoExecute taint it
+does not tolerate forever. The taint eviction controller (pkg/controller/tainteviction, in 1.28
+pkg/controller/nodelifecycle/scheduler/taint_manager.go `processPodOnNode`) deletes a pod with no
+matching toleration at once, and one whose matching tolerations all carry `tolerationSeconds` once
+the shortest has passed, counted from when it saw the taint; only removing the taint cancels that.
+So a timed toleration counts as going *now*: the group's place in the budget is taken the moment
+the taint is in force, not minutes later when the pod is deleted (the same count `group-taint`
+makes of a taint about to be added). A group with a going pod is broken for every budget decision
+(guardhook.cluster.groups.view_group_health).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from guardhook.cluster.dra import (
+    ClassMatcher,
+    Device,
+    DeviceId,
+    DeviceTaint,
+    DeviceTaintRuleRecord,
+    request_tolerations,
+    rule_selects,
+)
+from guardhook.cluster.model import NodeRecord, PodRecord, Taint, Toleration
+from guardhook.cluster.taints import NO_EXECUTE, TaintLike, eviction_delay
+from guardhook.cluster.view.store import ClusterView
+
+KARPENTER_DISRUPTED_TAINT = "karpenter.sh/disrupted"
+CLUSTER_AUTOSCALER_TAINT = "ToBeDeletedByClusterAutoscaler"
+DRAIN_TAINT_KEYS: tuple[str, ...] = (KARPENTER_DISRUPTED_TAINT, CLUSTER_AUTOSCALER_TAINT)
+"""The drain taints every configuration knows; `drainTaintKeys` adds to them."""
+
+
+def describe_taint(taint: TaintLike) -> str:
+    """`key=value:Effect`, as `kubectl taint` writes it (`key:Effect` without a value)."""
+    return f"{taint.key}{'=' + taint.value if taint.value else ''}:{taint.effect}"
+
+
+def draining(node: NodeRecord, extra_keys: Iterable[str] = ()) -> str:
+    """Why `node` is draining — "cordoned" or "drain taint <key=value:Effect>" — or "" when it is
+    not (see the module docstring for the keys)."""
+    if node.unschedulable:
+        return "cordoned"
+    keys = {*DRAIN_TAINT_KEYS, *extra_keys}
+    for taint in node.taints:
+        if taint.key in keys:
+            return f"drain taint {describe_taint(taint)}"
+    return ""
+
+
+def draining_nodes(view: ClusterView, extra_keys: Iterable[str] = ()) -> dict[str, str]:
+    """node name -> why, for every draining node of `view`, by name."""
+    keys = tuple(extra_keys)
+    found = {node.name: draining(node, keys) for node in view.nodes()}
+    return {name: why for name, why in sorted(found.items()) if why}
+
+
+def _doom(tolerations: Iterable[Toleration], taint: TaintLike, where: str) -> str:
+    delay = eviction_delay(tolerations, (taint,))
+    if delay is None:
+        return ""
+    when = "" if delay == 0 else f", evicted after its {delay}s toleration"
+    return f"NoExecute taint {describe_taint(taint)} on {where}{when}"
+
+
+@dataclass(frozen=True)
+class Unless:
+    """Taints a judgement of a taint leaves out of what is already in force: the very taint being
+    judged, when the view already holds it (`check` builds its view from the manifests it checks; a
+    retried request). `node` with `taints` (node taints), or `rule` (a DeviceTaintRule's name)."""
+
+    node: str = ""
+    taints: tuple[Taint, ...] = ()
+    rule: str = ""
+
+
+class Going:
+    """Judges pods of one view as going or not (see the module docstring); one instance per
+    reading, so the DRA lookups (rules, published devices) are made once for many pods.
+    `unless`: taints not to count (see Unless)."""
+
+    def __init__(self, view: ClusterView, unless: Unless | None = None) -> None:
+        self.view = view
+        self.unless = unless or Unless()
+        self._rules: list[DeviceTaintRuleRecord] | None = None
+        self._devices: dict[DeviceId, Device] | None = None
+        self._matcher: ClassMatcher | None = None
+
+    def why(self, pod: PodRecord) -> str:
+        """Why `pod` is going ("terminating", "marked DisruptionTarget/<reason>", "NoExecute taint
+        k=v:NoExecute on node n"), or "" when it is not (a terminal pod is absent, not going)."""
+        if pod.terminal:
+            return ""
+        if pod.terminating:
+            return "terminating"
+        return self.doomed(pod)
+
+    def doomed(self, pod: PodRecord) -> str:
+        """`why` for a pod not terminating: a disruption condition or an untolerated NoExecute taint
+        on its node or one of its allocated devices; "" when none."""
+        if pod.disruption:
+            return f"marked {pod.disruption}"
+        return self.node_doom(pod) or self.device_doom(pod)
+
+    def node_doom(self, pod: PodRecord) -> str:
+        """The NoExecute taint of the pod's node that evicts it, described, or ""."""
+        node = self.view.node(pod.node_name) if pod.node_name else None
+        if node is None:
+            return ""
+        taints = node.taints
+        if self.unless.node and node.name == self.unless.node:
+            taints = tuple(t for t in taints if t not in self.unless.taints)
+        return _first_doom(pod.tolerations, taints, f"node {node.name}")
+
+    def device_doom(self, pod: PodRecord) -> str:
+        """The NoExecute device taint (a ResourceSlice's own or a DeviceTaintRule's) on a device
+        allocated to one of the pod's claims that the claim's request does not tolerate, or ""."""
+        if not pod.claims or pod.terminal:
+            return ""
+        for name in pod.claims:
+            claim = self.view.resource_claim(pod.namespace, name)
+            if claim is None:
+                continue
+            for entry in claim.allocated:
+                tolerations = request_tolerations(claim, entry.request)
+                where = f"device {'/'.join(entry.id)}"
+                for taint in self._device_taints(entry.id):
+                    found = _doom(tolerations, taint, where)
+                    if found:
+                        return found
+        return ""
+
+    def _device_taints(self, device: DeviceId) -> list[DeviceTaint]:
+        """The NoExecute taints in force on `device`: its slice's own and those of the rules that
+        select it for sure (a rule the view cannot judge does not doom a pod: it is not known to)."""
+        if self._rules is None:
+            self._rules = [
+                r
+                for r in self.view.device_taint_rules()
+                if r.taint.effect == NO_EXECUTE and not (self.unless.rule and r.name == self.unless.rule)
+            ]
+        published = self._published()
+        found = published.get(device)
+        taints = [t for t in (found.taints if found else ()) if t.effect == NO_EXECUTE]
+        for rule in self._rules:
+            if not rule.has_selector:
+                continue
+            if self._matcher is None:
+                self._matcher = ClassMatcher()
+            if rule_selects(rule, device, found, self.view.device_class, self._matcher) is True:
+                taints.append(rule.taint)
+        return taints
+
+    def _published(self) -> dict[DeviceId, Device]:
+        if self._devices is None:
+            self._devices = self.view.published_devices()
+        return self._devices
+
+
+def _first_doom(tolerations: Iterable[Toleration], taints: Iterable[Taint], where: str) -> str:
+    tolerations = tuple(tolerations)
+    for taint in taints:
+        if taint.effect == NO_EXECUTE:
+            found = _doom(tolerations, taint, where)
+            if found:
+                return found
+    return ""

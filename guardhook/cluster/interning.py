@@ -1,0 +1,69 @@
+"""Equal parts of view records shared instead of copied, so a view of a large cluster stays small.
+
+In a fleet most of what a pod record holds repeats from pod to pod: the namespace, the node name,
+label values (the LWS name, the template hash, a group's key), a group's annotations, the owner
+reference of every replica of a StatefulSet, the requests and tolerations of one pod template.
+Decoded from JSON, each of those is a fresh object per pod (about 1 KB per pod of strings alone).
+Records are frozen and nothing mutates their maps, so equal parts are shared:
+
+- strings through `sys.intern` (CPython frees an interned string with its last user, so the table
+  does not grow with churn);
+- maps and tuples through small LRU caches: a list returns pods in name order, so the replicas of
+  one template arrive together and a few thousand entries catch them; a cache that misses (labels
+  unique per pod) only costs its bounded size.
+
+Every function takes decoded JSON and never raises on malformed input (the same rules as the
+`guardhook.cluster.model` helpers it stands in for).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any
+
+CACHE_SIZE = 4096
+"""Entries each LRU cache holds (a few MB at most)."""
+
+_intern = sys.intern
+
+
+def text(value: Any) -> str:
+    """`str(value or "")`, interned when `value` is a string."""
+    if type(value) is str:
+        return _intern(value)
+    return str(value or "")
+
+
+def str_map(value: Any) -> dict[str, str]:
+    """`model.str_map(value)` (only string keys and values kept) with its values interned (keys
+    come interned from the JSON decoder's key cache)."""
+    if not isinstance(value, dict):
+        return {}
+    mapped = {key: _intern(item) for key, item in value.items() if type(key) is str and type(item) is str}
+    if len(mapped) == len(value):
+        return mapped
+    # Something other than a plain str: keep str subclasses as model.str_map does, drop the rest.
+    return {key: item for key, item in value.items() if isinstance(key, str) and isinstance(item, str)}
+
+
+def shared_str_map(value: Any) -> dict[str, str]:
+    """`str_map(value)`, shared with an equal map read recently: for small maps that repeat across
+    pods (a group's annotations). The result must not be mutated."""
+    mapped = str_map(value)
+    return _shared_map(tuple(mapped.items())) if len(mapped) <= 4 else mapped
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _shared_map(pairs: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    return dict(pairs)
+
+
+def resources(parsed: dict[str, int]) -> dict[str, int]:
+    """`parsed` (a Resources map), or an equal one read recently. The result must not be mutated."""
+    return _shared_resources(tuple(parsed.items()))
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _shared_resources(pairs: tuple[tuple[str, int], ...]) -> dict[str, int]:
+    return dict(pairs)

@@ -1,0 +1,77 @@
+"""Pod records share their repeated parts (guardhook.cluster.interning) and read the same as unshared."""
+
+from __future__ import annotations
+
+import copy
+
+import orjson
+
+from guardhook.cluster import interning
+from guardhook.cluster.model import OwnerRef, PodRecord, Toleration, str_map
+from guardhook.cluster.resources import pod_requests
+from guardhook.cluster.view.static import embedded_fleet_objects
+from guardhook.wire import KubeObject
+
+
+def _decoded_pods() -> list[KubeObject]:
+    """The fleet's pods, each decoded from its own JSON bytes (as a list page delivers them: no two
+    pods share a string object)."""
+    pods = [obj for obj in embedded_fleet_objects() if obj.get("kind") == "Pod"]
+    return [orjson.loads(orjson.dumps(pod)) for pod in pods]
+
+
+def _tolerating(pod: KubeObject) -> KubeObject:
+    pod = copy.deepcopy(pod)
+    pod["spec"]["tolerations"] = [
+        {
+            "key": "node.kubernetes.io/not-ready",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 300,
+        }
+    ]
+    return orjson.loads(orjson.dumps(pod))
+
+
+def test_records_read_as_the_unshared_parsers_read() -> None:
+    for obj in _decoded_pods():
+        record = PodRecord.from_object(obj)
+        meta, spec = obj["metadata"], obj["spec"]
+        assert record.labels == str_map(meta.get("labels"))
+        assert record.annotations == str_map(meta.get("annotations"))
+        assert record.owners == OwnerRef.parse_all(meta)
+        assert record.requests == pod_requests(spec)
+        assert record.tolerations == Toleration.parse_all(spec)
+
+
+def test_replicas_of_one_template_share_owners_requests_tolerations_and_strings() -> None:
+    pods = [
+        obj
+        for obj in _decoded_pods()
+        if obj["metadata"].get("labels", {}).get("leaderworkerset.sigs.k8s.io/name")
+    ]
+    workers = [
+        obj for obj in pods if obj["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"] != "0"
+    ]
+    first, second = (PodRecord.from_object(_tolerating(obj)) for obj in workers[:2])
+    assert first.owners[0].name == second.owners[0].name  # same leader's worker StatefulSet
+    assert first.owners is second.owners
+    assert first.requests is second.requests
+    assert first.tolerations is second.tolerations and first.tolerations[0].seconds == 300
+    assert first.namespace is second.namespace
+    name_label = "leaderworkerset.sigs.k8s.io/name"
+    assert first.labels[name_label] is second.labels[name_label]
+    assert first.annotations is second.annotations  # same group: size and leader-name
+
+
+def test_malformed_maps_and_quantities_read_as_before() -> None:
+    class Tag(str):
+        pass
+
+    assert interning.str_map({"a": "1", "b": 2, 3: "c"}) == {"a": "1"}
+    kept = interning.str_map({"a": Tag("x")})
+    assert kept == {"a": "x"} and isinstance(kept["a"], Tag)
+    assert interning.str_map(["not", "a", "map"]) == {}
+    spec = {"containers": [{"resources": {"requests": {"cpu": ["unhashable"], "memory": "1Gi"}}}]}
+    record = PodRecord.from_object({"metadata": {"name": "p"}, "spec": spec})
+    assert record.requests == pod_requests(spec) == {"memory": 1024**3}

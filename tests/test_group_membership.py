@@ -1,0 +1,120 @@
+"""Group membership from what the controllers write (issue 20): a pod's controller ownerReference
+(leader StatefulSet `<lws>`, worker StatefulSet `<lws>-<g>` owned by the leader pod) together with
+the LWS labels. A worker relabelled `worker-index: "0"` stays the worker it is, for deletes,
+evictions and drain plans alike, and the answer says its labels were inconsistent. The requests
+are the captured ones (s01, s07) and the pods the sample fleet's, relabelled."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from eviction_helpers import engine, eviction
+
+from guardhook.admission.engine import Engine
+from guardhook.cluster.lws import GROUP_INDEX_LABEL, WORKER_INDEX_LABEL, member_of_object, member_of_pod
+from guardhook.cluster.model import PodRecord
+from guardhook.cluster.view.static import embedded_fleet_objects, view_from_objects
+from guardhook.planning.drain import plan_drain
+from guardhook.wire import KubeObject
+
+from conftest import load_review
+from helpers import find, fleet_view, request_of, set_ready
+
+PARAMS = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120}
+INCONSISTENT = "its labels were inconsistent"
+
+
+def relabel(pod: KubeObject, **labels: str) -> KubeObject:
+    """`pod` with its LWS position labels overwritten (group / worker), as `kubectl label
+    --overwrite` would leave it."""
+    keys = {"group": GROUP_INDEX_LABEL, "worker": WORKER_INDEX_LABEL}
+    for key, value in labels.items():
+        pod["metadata"]["labels"][keys[key]] = value
+    return pod
+
+
+def relabelled_fleet(name: str, **labels: str) -> list[KubeObject]:
+    objects = copy.deepcopy(embedded_fleet_objects())
+    relabel(find(objects, "Pod", name), **labels)
+    return objects
+
+
+# ---- the rule ---------------------------------------------------------------------------------
+
+
+def test_a_relabelled_worker_is_the_worker_its_statefulset_makes_it() -> None:
+    pod = relabel(
+        copy.deepcopy(load_review("s01-worker-delete.validating")["request"]["oldObject"]), worker="0"
+    )
+    member = member_of_object(pod)
+    assert member is not None
+    assert (member.is_leader, member.group_index, member.worker_index) == (False, 0, 2)
+    assert "worker-index 0" in member.inconsistent and "worker StatefulSet of group 0" in member.inconsistent
+    record = member_of_pod(PodRecord.from_object(pod))
+    assert record == member  # the view's records and the review's objects read alike
+
+
+def test_captured_pods_are_consistent() -> None:
+    worker = member_of_object(load_review("s01-worker-delete.validating")["request"]["oldObject"])
+    leader = member_of_object(load_review("p01-leader-pod-create.mutating")["request"]["object"])
+    assert worker is not None and leader is not None
+    assert (worker.worker_index, worker.inconsistent) == (2, "")
+    assert (leader.is_leader, leader.group_index, leader.inconsistent) == (True, 4, "")
+
+
+def test_a_leader_labelled_a_worker_is_judged_as_a_worker() -> None:
+    leader = relabel(
+        copy.deepcopy(load_review("p01-leader-pod-create.mutating")["request"]["object"]), worker="3"
+    )
+    member = member_of_object(leader)
+    assert member is not None
+    assert (member.is_leader, member.worker_index) == (False, 3)
+    assert "leader StatefulSet" in member.inconsistent
+
+
+def test_the_view_files_a_relabelled_worker_under_its_real_group() -> None:
+    view = fleet_view(lambda objects: relabel(find(objects, "Pod", "llm-xl-0-1"), group="9", worker="0"))
+    assert "llm-xl-0-1" in {p.name for p in view.group_pods("serve", "llm-xl", 0)}
+    assert view.group_pods("serve", "llm-xl", 9) == []
+
+
+# ---- delete, eviction, drain ------------------------------------------------------------------
+
+
+def test_deleting_a_worker_relabelled_as_leader_is_denied_and_says_so() -> None:
+    request = request_of(load_review("s01-worker-delete.validating"))
+    relabel(request["oldObject"], worker="0")
+    view = fleet_view(lambda objects: relabel(find(objects, "Pod", "llm-xl-0-2"), worker="0"))
+    response = dict(Engine(view).judge(request, "validate").response)
+    assert response["allowed"] is False
+    message = response["status"]["message"]
+    assert message.startswith("[worker-delete]") and "is worker 2 of group 0" in message
+    assert INCONSISTENT in message
+
+
+def _broken_group_1(objects: list[KubeObject]) -> None:
+    set_ready(find(objects, "Pod", "llm-xl-1-2"), False)
+
+
+def test_evicting_a_worker_relabelled_into_a_group_beyond_replicas_counts_against_its_own_group() -> None:
+    # Group 1 is broken and the budget is 1: evicting a worker of group 0 must wait. Relabelled as
+    # the leader of a group beyond spec.replicas it would have been let through as being scaled away.
+    objects = relabelled_fleet("llm-xl-0-3", group="9", worker="0")
+    _broken_group_1(objects)
+    response: dict[str, Any] = dict(
+        engine(view_from_objects(objects)).judge(eviction("llm-xl-0-3"), "validate").response
+    )
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 429
+    assert "would break group 0" in response["status"]["message"]
+    assert INCONSISTENT in response["status"]["message"]
+
+
+def test_a_drain_plan_counts_a_relabelled_worker_in_its_real_group() -> None:
+    # llm-xl-0-1 runs on gpu-node-01: draining that node breaks group 0, whatever its labels say.
+    objects = relabelled_fleet("llm-xl-0-1", group="9", worker="0")
+    planned = plan_drain(objects, ["gpu-node-01"], PARAMS)
+    [row] = [lws for lws in planned.lws if lws.name == "llm-xl"]
+    assert row.losing == (0,)
+    assert [[(g.lws, g.group) for g in wave.groups] for wave in planned.waves] == [[("llm-xl", 0)]]
