@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import datetime
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import requests
 from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -77,3 +79,26 @@ def test_a_live_server_exports_the_expiry_and_warns_at_start(
     while "expires in 4 days" not in server.log.read_text() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert f"the serving certificate {folder / 'tls.crt'} expires in 4 days" in server.log.read_text()
+
+
+def _reloads(server: Server) -> dict[str, float]:
+    with requests.Session() as session:  # a new connection: the handshake looks at the files
+        session.trust_env = False
+        session.verify = str(server.ca)
+        text = session.get(server.url + "/metrics", timeout=10).text
+    (family,) = [f for f in text_string_to_metric_families(text) if f.name == "guardhook_certificate_reloads"]
+    return {s.labels["result"]: s.value for s in family.samples if s.name.endswith("_total")}
+
+
+def test_certificate_reload_failures_are_counted_once_per_change(fresh_server: Callable[..., Server]) -> None:
+    server = fresh_server()
+    assert _reloads(server) == {"success": 0, "failure": 0}
+    cert = server.cert_dir / "tls.crt"
+    good = cert.read_bytes()
+    cert.write_text("-----BEGIN CERTIFICATE-----\nbroken\n-----END CERTIFICATE-----\n")
+    os.utime(cert, (time.time() + 5, time.time() + 5))
+    assert _reloads(server) == {"success": 0, "failure": 1}  # the previous certificate still serves
+    assert _reloads(server) == {"success": 0, "failure": 1}  # the same change: not counted again
+    cert.write_bytes(good)
+    os.utime(cert, (time.time() + 10, time.time() + 10))
+    assert _reloads(server) == {"success": 1, "failure": 1}

@@ -1,4 +1,4 @@
-"""Every entry gets its caBundle (issue 22): each overlay with each component (and all of them)
+"""Every entry gets its caBundle (issue 22): each overlay with every combination of components
 renders webhook configurations whose every clientConfig trusts the serving certificate: a
 caBundle that verifies it (self-managed, from `guardhook certs --patch-manifests`) or cert-manager's
 CA injection annotation naming the Certificate that issues the mounted secret."""
@@ -6,6 +6,7 @@ CA injection annotation naming the Certificate that issues the mounted secret.""
 from __future__ import annotations
 
 import base64
+import itertools
 import shutil
 import subprocess
 from pathlib import Path
@@ -23,7 +24,8 @@ from kustomize_lite import render
 Object = dict[str, Any]
 KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 COMPONENTS = sorted(p.name for p in (MANIFESTS / "components").iterdir() if p.name != "cert-manager")
-COMBINATIONS = [[], *([c] for c in COMPONENTS), COMPONENTS]
+COMBINATIONS = [list(c) for n in range(len(COMPONENTS) + 1) for c in itertools.combinations(COMPONENTS, n)]
+"""Every subset of the components (none, each alone, every pair, ..., all of them)."""
 INJECT = "cert-manager.io/inject-ca-from"
 
 

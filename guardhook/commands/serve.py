@@ -122,7 +122,8 @@ def run_serve(args: argparse.Namespace) -> int:
         from guardhook.server.coverage_metrics import coverage_startup
 
         runtime = build_runtime()
-        coverage_startup(runtime, certs)  # gaps and certificate expiry on /metrics, expiry in the log
+        # gaps and certificates (expiry, reloads) on /metrics, expiry in the log
+        coverage_startup(runtime, certs, lambda: server.tls)
         if args.config:  # a changed file (a ConfigMap update) applies without a restart
             ConfigWatcher(
                 args.config, args.enforcement, runtime.engine, runtime.metrics.config_reloaded
@@ -159,7 +160,8 @@ def run_serve(args: argparse.Namespace) -> int:
         certs=certs,
         request_timeout=args.request_timeout,
     )
-    WebhookServer(options, make_runtime).run()
+    server = WebhookServer(options, make_runtime)
+    server.run()
     return 0
 
 

@@ -12,9 +12,10 @@ The steps, in this order, each safe to repeat (a second run finds nothing left t
 3. Delete every per-group PDB guardhook wrote (label `app.kubernetes.io/managed-by: guardhook`,
    guardhook.pdbsync.desired.is_managed): left behind, a whole group's PDB blocks drains for as long
    as its LWS lives.
-4. Release every held readiness gate: a leader carrying `guardhook.io/group-ready` whose condition is
-   not True gets it True (reason GuardhookUninstalled). A readiness gate cannot be removed from a
-   running pod, so without this the leader stays unready until its group is recreated.
+4. Release every held readiness gate: a pod (a leader) carrying `guardhook.io/group-ready` whose
+   condition is not True gets it True (reason GuardhookUninstalled), whether or not its LWS is
+   there. A readiness gate cannot be removed from a running pod, so without this the leader stays
+   unready until its group is recreated.
 
 Then the cluster is listed again: anything of steps 1, 3 or 4 still there is reported and the exit
 code is 1 (rerun it). `--dry-run` prints the steps and changes nothing. What is left (the namespace
@@ -115,7 +116,8 @@ def add_parser(commands: Any) -> None:
 
 def plan_uninstall(view: ClusterView, namespace: str, deployment: str) -> UninstallPlan:
     """The steps for the cluster `view` shows (pure: reads the view only)."""
-    from guardhook.cluster.group_ready import GroupReadiness, gated, leaders
+    from guardhook.cluster.group_ready import GATE, GroupReadiness, gated
+    from guardhook.cluster.lws import member_of_pod
     from guardhook.cluster.model import metadata
     from guardhook.pdbsync.desired import is_managed
     from guardhook.readiness.desired import Entry
@@ -131,23 +133,16 @@ def plan_uninstall(view: ClusterView, namespace: str, deployment: str) -> Uninst
             result.pdbs.append((str(meta.get("namespace") or ""), str(meta.get("name") or "")))
     result.pdbs.sort()
     release = GroupReadiness(True, UNINSTALLED, RELEASE_MESSAGE)
-    for lws in sorted(view.all_lws(), key=lambda item: (item.namespace, item.name)):
-        for leader in leaders(view, lws):
-            pod = leader.pod
-            current = pod.gate_conditions.get("guardhook.io/group-ready")
-            if gated(pod) and not pod.terminating and (current is None or current.status != "True"):
-                result.releases.append(
-                    Entry(
-                        pod.namespace,
-                        pod.name,
-                        pod.uid,
-                        lws.name,
-                        leader.group_index,
-                        release,
-                        current,
-                        "patch",
-                    )
-                )
+    # Every pod carrying the gate, not only leaders of LWSs the view holds: a gate outlives its
+    # LWS's opt-in, and a pod whose LWS is gone (or unreadable) is held just the same.
+    for pod in sorted(view.all_pods(), key=lambda p: (p.namespace, p.name)):
+        current = pod.gate_conditions.get(GATE)
+        if gated(pod) and not pod.terminating and (current is None or current.status != "True"):
+            member = member_of_pod(pod)
+            lws, group = (member.lws_name, member.group_index) if member else ("", -1)
+            result.releases.append(
+                Entry(pod.namespace, pod.name, pod.uid, lws, group, release, current, "patch")
+            )
     return result
 
 

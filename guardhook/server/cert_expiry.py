@@ -15,11 +15,12 @@ import datetime
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from guardhook.server.certs import CertPaths
@@ -46,10 +47,13 @@ def expiries(paths: CertPaths) -> dict[str, datetime.datetime]:
 
 
 class CertExpiryCollector(Collector):
-    """The expiry gauge, computed from the certificate files at scrape time."""
+    """The expiry gauge, computed from the certificate files at scrape time; with `tls` (a callable
+    returning the server's RotatingServerContext, or None before the first connection) also
+    `guardhook_certificate_reloads_total{result}`: rotations applied and changed files refused."""
 
-    def __init__(self, paths: CertPaths) -> None:
+    def __init__(self, paths: CertPaths, tls: Callable[[], Any] | None = None) -> None:
         self.paths = paths
+        self.tls = tls
 
     def collect(self) -> Iterator[Metric]:
         family = GaugeMetricFamily(
@@ -61,6 +65,18 @@ class CertExpiryCollector(Collector):
         for name, when in sorted(expiries(self.paths).items()):
             family.add_metric([name], when.timestamp())
         yield family
+        if self.tls is None:
+            return
+        reloads = CounterMetricFamily(
+            "guardhook_certificate_reloads",
+            "Serving certificate changes seen on disk, by result: success (new connections get it) or "
+            "failure (the files did not load; the previous certificate stays).",
+            labels=["result"],
+        )
+        context = self.tls()
+        reloads.add_metric(["success"], max(0, context.reloads - 1) if context else 0)
+        reloads.add_metric(["failure"], context.failures if context else 0)
+        yield reloads
 
     def describe(self) -> Iterator[Metric]:
         return iter(())

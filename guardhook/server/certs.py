@@ -206,6 +206,9 @@ class RotatingServerContext:
         self._stamp: tuple[float, int, float, int] | None = None
         self._context: ssl.SSLContext | None = None
         self.reloads = 0
+        self.failures = 0
+        """Changed files that did not load (each change counted once; the previous context kept)."""
+        self._failed_stamp: tuple[float, int, float, int] | None = None
         self.context()
         if self._context is None:
             raise CertificateError(f"cannot load {paths.cert} and {paths.key}")
@@ -234,9 +237,14 @@ class RotatingServerContext:
                 except (OSError, ssl.SSLError) as exc:
                     if self._context is None:
                         raise
-                    log.warning(
-                        "keeping the previous serving certificate: cannot load %s (%s)", self.paths.cert, exc
-                    )
+                    if stamp != self._failed_stamp:  # once per change, not once per connection
+                        self._failed_stamp = stamp
+                        self.failures += 1
+                        log.warning(
+                            "keeping the previous serving certificate: cannot load %s (%s)",
+                            self.paths.cert,
+                            exc,
+                        )
         return self._context
 
     def _build(self) -> ssl.SSLContext:

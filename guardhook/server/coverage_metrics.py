@@ -83,12 +83,12 @@ class CoverageCollector(Collector):
         return iter(())
 
 
-def coverage_startup(runtime: Any, certs: CertPaths) -> None:
-    """Register the gap and certificate expiry gauges on `runtime`'s /metrics and start the daily
-    certificate expiry warnings."""
+def coverage_startup(runtime: Any, certs: CertPaths, tls: Callable[[], Any] | None = None) -> None:
+    """Register the gap and certificate gauges on `runtime`'s /metrics (`tls`: the server's
+    RotatingServerContext, for the reload counts) and start the daily certificate expiry warnings."""
     from guardhook.server.cert_expiry import CertExpiryCollector, start_expiry_warnings
 
     registry = runtime.metrics.registry
     registry.register(CoverageCollector(lambda: runtime.engine.view, lambda: runtime.engine.config, certs))
-    registry.register(CertExpiryCollector(certs))
+    registry.register(CertExpiryCollector(certs, tls))
     start_expiry_warnings(certs)

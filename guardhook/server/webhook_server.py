@@ -89,6 +89,11 @@ class WebhookServer(BaseApplication):
         for key, value in settings.items():
             self.cfg.set(key, value)
 
+    @property
+    def tls(self) -> RotatingServerContext | None:
+        """The serving certificate's context (None before the first connection of this worker)."""
+        return self._tls
+
     def _ssl_context(self, _conf: Any, _default_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
         # gunicorn asks for a context per connection: hand out the cached one, reloaded when the
         # certificate files change, so rotation needs no restart and in-flight requests keep theirs.

@@ -1,0 +1,154 @@
+"""Coverage against a real kube-apiserver (issue 22): with the ClusterRole the manifests ship, a
+live view of guardhook's ServiceAccount reads Namespaces and the webhook configurations (which the
+API server validates as rendered by the self-managed overlay) and finds the unguarded LWS
+namespace; with a role lacking those rules the view still syncs and reports them unchecked."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+from test_manifests import MANIFESTS
+
+from guardhook.cluster.coverage import EVICTIONS_UNGUARDED, WEBHOOK_UNREACHABLE, coverage_gaps, unchecked
+from guardhook.cluster.kube_transport import KubeTransport
+from guardhook.cluster.view.live import LiveView
+from guardhook.cluster.view.store import NAMESPACES, WEBHOOK_KINDS, ClusterView
+from guardhook.commands.main import main
+
+from conftest import FIXTURES
+from envtest import ApiServer, api_server, requires_api_server
+from kustomize_lite import render
+
+pytestmark = [pytest.mark.envtest, requires_api_server]
+OWN = "guardhook-system"
+
+
+def _lws() -> dict[str, Any]:
+    (lws,) = yaml.safe_load((FIXTURES / "fleet" / "leaderworkersets.yaml").read_text())["items"]
+    lws = copy.deepcopy(lws)
+    for field in ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields"):
+        lws["metadata"].pop(field, None)
+    lws.pop("status", None)
+    return lws
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ApiServer, x509.Certificate]]:
+    """A real API server holding namespace serve (not opted in) with an LWS, guardhook's namespace,
+    ServiceAccount and shipped RBAC, and the self-managed overlay's webhook configurations."""
+    folder = tmp_path_factory.mktemp("coverage-envtest")
+    manifests = folder / "manifests"
+    shutil.copytree(MANIFESTS, manifests, ignore=shutil.ignore_patterns("certs", "ca-bundle.*.yaml"))
+    assert main(["certs", "--patch-manifests", str(manifests)]) == 0
+    overlay = manifests / "overlays" / "self-managed"
+    serving = x509.load_pem_x509_certificate((overlay / "certs" / "tls.crt").read_bytes())
+    objects = render(overlay)
+    (folder / "api").mkdir()
+    with api_server(folder / "api") as api:
+        api.create("/api/v1/namespaces", {"metadata": {"name": "serve"}})
+        api.create("/apis/leaderworkerset.x-k8s.io/v1/namespaces/serve/leaderworkersets", _lws())
+        for obj in objects:
+            if obj["kind"] in ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"):
+                api.create(_collection(obj), obj)
+        for obj in objects:  # last: from here on the API server calls them (Ignore, or not in scope)
+            if obj["kind"].endswith("WebhookConfiguration"):
+                api.create(_collection(obj), obj)
+        yield api, serving
+
+
+def _collection(obj: dict[str, Any]) -> str:
+    group, _, version = obj["apiVersion"].rpartition("/")
+    base = f"/apis/{group}/{version}" if group else f"/api/{version}"
+    plural = obj["kind"].lower() + ("es" if obj["kind"].endswith("s") else "s")
+    namespace = obj["metadata"].get("namespace")
+    return f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
+
+
+def _service_account_client(api: ApiServer, name: str) -> Any:
+    from kubernetes import client
+
+    token = client.CoreV1Api(api.api_client()).create_namespaced_service_account_token(
+        name, OWN, {"spec": {"expirationSeconds": 3600}}
+    )
+    configuration = client.Configuration()
+    configuration.host = api.url
+    configuration.verify_ssl = False
+    configuration.api_key = {"authorization": f"Bearer {token.status.token}"}
+    return lambda: client.ApiClient(configuration)
+
+
+def _synced_view(make_client: Any) -> tuple[ClusterView, LiveView]:
+    view = ClusterView(source="envtest")
+    live = LiveView(view, lambda: KubeTransport(make_client())).start()
+    deadline = time.monotonic() + 60
+    while not view.synced and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert view.synced and not view.is_stale()
+    return view, live
+
+
+def test_the_shipped_cluster_role_lets_the_view_read_what_coverage_needs(
+    cluster: tuple[ApiServer, x509.Certificate],
+) -> None:
+    api, serving = cluster
+    view, live = _synced_view(_service_account_client(api, "guardhook"))
+    try:
+        assert view.readable(NAMESPACES) and all(view.readable(kind) for kind in WEBHOOK_KINDS)
+        assert unchecked(view) == []
+        gaps = coverage_gaps(view, serving_cert=serving)
+        assert [(g.kind, g.name) for g in gaps if g.severe] == [(EVICTIONS_UNGUARDED, "serve")]
+        assert [g for g in gaps if g.kind == WEBHOOK_UNREACHABLE] == []
+        assert len(view.webhook_configurations()) == 2
+    finally:
+        live.stop()
+
+
+def test_without_the_coverage_rules_the_view_syncs_and_says_what_it_did_not_check(
+    cluster: tuple[ApiServer, x509.Certificate],
+) -> None:
+    api, _ = cluster
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "guardhook-view-old"},
+    }
+    shipped = api.get("/apis/rbac.authorization.k8s.io/v1/clusterroles/guardhook-view")
+    coverage_resources = {"namespaces", "validatingwebhookconfigurations", "mutatingwebhookconfigurations"}
+    role["rules"] = [r for r in shipped["rules"] if not set(r["resources"]) & coverage_resources]
+    api.create("/apis/rbac.authorization.k8s.io/v1/clusterroles", role)
+    api.create("/api/v1/namespaces/guardhook-system/serviceaccounts", {"metadata": {"name": "old"}})
+    binding = {
+        "metadata": {"name": "guardhook-view-old"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "guardhook-view-old",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "old", "namespace": OWN}],
+    }
+    api.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
+    time.sleep(1)  # RBAC caches settle
+    view, live = _synced_view(_service_account_client(api, "old"))
+    try:
+        assert not view.readable(NAMESPACES) and not any(view.readable(kind) for kind in WEBHOOK_KINDS)
+        assert len(unchecked(view)) == 2
+        assert coverage_gaps(view) == []  # nothing claimed that cannot be seen
+    finally:
+        live.stop()
+
+
+def test_audit_as_admin_reports_the_gap(
+    cluster: tuple[ApiServer, x509.Certificate], capsys: pytest.CaptureFixture[str]
+) -> None:
+    api, _ = cluster
+    assert main(["audit", "--kubeconfig", str(api.kubeconfig)]) == 0
+    out = capsys.readouterr().out
+    assert "[evictions-unguarded] namespace serve lacks the label guardhook.io/guard-evictions=true" in out
+    assert "[webhook-unreachable]" not in out
