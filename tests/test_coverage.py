@@ -251,3 +251,37 @@ def test_metrics_name_every_gap_and_check_entries_against_the_serving_certificat
     assert named[(("gap", EVICTIONS_UNGUARDED), ("name", FLEET_NAMESPACE), ("namespace", ""))] == 1
     unchecked_kinds = _samples(server, "guardhook_coverage_unchecked")
     assert set(unchecked_kinds.values()) == {0}  # everything readable: the manifests held each kind
+
+
+def test_an_lws_with_several_unreadable_annotations_is_one_series_counting_them() -> None:
+    # Two gaps of one kind on one object must not be two samples with the same labels (a
+    # Prometheus scrape drops duplicates): one series whose value counts them, so the per-object
+    # series still add up to guardhook_protection_gaps.
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from guardhook.config import default_config
+    from guardhook.server.coverage_metrics import CoverageCollector
+
+    objects = embedded_fleet_objects()
+    lws = next(o for o in objects if o["kind"] == "LeaderWorkerSet")
+    lws["metadata"]["annotations"] = {BUDGET_ANNOTATION: "two", SPARE_GROUPS_ANNOTATION: "-3"}
+    view = view_from_objects([*objects, namespace(FLEET_NAMESPACE, True)])
+    config = default_config()
+    registry = CollectorRegistry()
+    registry.register(CoverageCollector(lambda: view, lambda: config, None))
+    text = generate_latest(registry).decode()
+    samples = [
+        (tuple(sorted(s.labels.items())), s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "guardhook_protection_gap"
+    ]
+    key = (("gap", ANNOTATION_UNREADABLE), ("name", lws["metadata"]["name"]), ("namespace", FLEET_NAMESPACE))
+    assert samples == [(key, 2)]
+    totals = {
+        s.labels["gap"]: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "guardhook_protection_gaps"
+    }
+    assert totals[ANNOTATION_UNREADABLE] == 2
