@@ -285,3 +285,22 @@ def test_an_lws_with_several_unreadable_annotations_is_one_series_counting_them(
         if s.name == "guardhook_protection_gaps"
     }
     assert totals[ANNOTATION_UNREADABLE] == 2
+
+
+def test_the_entries_of_one_readable_webhook_kind_are_checked_without_the_other(
+    self_managed: tuple[list[Object], x509.Certificate],
+) -> None:
+    # e.g. `kubectl get validatingwebhookconfiguration guardhook -o yaml` as the only dump, or RBAC
+    # for one kind: its entries are still judged, and only "not installed" needs both kinds.
+    validating = copy.deepcopy(
+        next(c for c in self_managed[0] if c["kind"] == "ValidatingWebhookConfiguration")
+    )
+    validating["webhooks"][0]["clientConfig"]["caBundle"] = base64.b64encode(b"not a certificate").decode()
+    view = view_from_objects([validating])
+    gaps = [g for g in coverage_gaps(view) if g.kind == WEBHOOK_UNREACHABLE]
+    assert [g.name for g in gaps] == [f"guardhook/{validating['webhooks'][0]['name']}"]
+    (note,) = [n for n in unchecked(view) if n.startswith("webhook configurations")]
+    assert "mutatingwebhookconfigurations" in note and "validatingwebhookconfigurations" not in note
+    # neither kind holds a guardhook entry, one unread: nothing is called not installed
+    validating["webhooks"] = []
+    assert coverage_gaps(view_from_objects([validating])) == []

@@ -153,10 +153,12 @@ def unchecked(view: ClusterView) -> list[str]:
     notes = []
     if not view.readable(NAMESPACES):
         notes.append("Namespaces could not be read: whether LWS namespaces guard evictions was not checked")
-    if not all(view.readable(kind) for kind in WEBHOOK_KINDS):
+    missing = [kind for kind in WEBHOOK_KINDS if not view.readable(kind)]
+    if missing:
         notes.append(
-            "webhook configurations could not be read: whether every guardhook entry reaches guardhook "
-            "was not checked (grant get/list on validating/mutatingwebhookconfigurations)"
+            f"webhook configurations could not be read ({', '.join(missing)}): whether every guardhook "
+            "entry there reaches guardhook was not checked (in a cluster, grant get/list on them; "
+            "offline, the objects hold none)"
         )
     return notes
 
@@ -173,12 +175,17 @@ def _namespace_gaps(view: ClusterView) -> Iterator[Gap]:
 
 
 def _webhook_gaps(view: ClusterView, serving_cert: x509.Certificate | None) -> list[Gap]:
-    if not all(view.readable(kind) for kind in WEBHOOK_KINDS):
+    # The entries of a kind the view can read are checked even when the other kind cannot be read
+    # (RBAC for one of them, or a dump holding only one); "not installed" needs both.
+    readable = [kind for kind in WEBHOOK_KINDS if view.readable(kind)]
+    if not readable:
         return []
     gaps = []
     configurations = sorted(view.webhook_configurations(), key=lambda c: (c.kind, c.name))
     own = [(c, e) for c in configurations for e in c.entries if e.own]
     if not own:
+        if len(readable) < len(WEBHOOK_KINDS):
+            return []
         message = "no webhook entry named *.guardhook.io is registered: no policy is called by the API server"
         return [Gap(NOT_INSTALLED, "ValidatingWebhookConfiguration", "", "", message)]
     for configuration, entry in own:
