@@ -71,6 +71,11 @@ def self_managed(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Object]
 def test_the_constants_are_the_policies_and_manifests_own() -> None:
     assert coverage.BUDGET_ANNOTATION == BUDGET_ANNOTATION
     assert coverage.SPARE_GROUPS_ANNOTATION == SPARE_GROUPS_ANNOTATION
+    from guardhook.cluster.group_ready import OPT_IN_ANNOTATION
+    from guardhook.policies.group_pdb import GROUP_PDBS_ANNOTATION
+
+    assert coverage.GROUP_READINESS_ANNOTATION == OPT_IN_ANNOTATION
+    assert coverage.GROUP_PDBS_ANNOTATION == GROUP_PDBS_ANNOTATION
     (eviction,) = [
         h
         for c in webhook_configurations(render(MANIFESTS))
@@ -304,3 +309,24 @@ def test_the_entries_of_one_readable_webhook_kind_are_checked_without_the_other(
     # neither kind holds a guardhook entry, one unread: nothing is called not installed
     validating["webhooks"] = []
     assert coverage_gaps(view_from_objects([validating])) == []
+
+
+@pytest.mark.parametrize("key", ["guardhook.io/group-readiness", "guardhook.io/group-pdbs"])
+def test_an_opt_in_switch_that_is_neither_true_nor_false_is_a_gap_and_a_group_spec_warning(
+    key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "yes" opts nothing in: the LWS silently gets no gate (no per-group PDBs), so it is said
+    objects = embedded_fleet_objects()
+    lws = next(o for o in objects if o["kind"] == "LeaderWorkerSet")
+    lws["metadata"]["annotations"] = {key: "yes"}
+    (gap,) = [g for g in coverage_gaps(view_from_objects(objects)) if g.kind == ANNOTATION_UNREADABLE]
+    assert f'annotation {key}: "yes" cannot be read; "false"' in gap.message
+    for readable in ("true", "False", "TRUE"):
+        lws["metadata"]["annotations"] = {key: readable}
+        assert [g for g in coverage_gaps(view_from_objects(objects)) if g.kind == ANNOTATION_UNREADABLE] == []
+    lws["metadata"]["annotations"] = {key: "enabled"}
+    manifest = tmp_path / "lws.yaml"
+    manifest.write_text(yaml.safe_dump(lws))
+    assert main(["check", str(manifest)]) == 0
+    out = capsys.readouterr().out
+    assert f'Warn [group-spec] annotation {key}: "enabled" cannot be read' in out
