@@ -330,3 +330,30 @@ def test_an_opt_in_switch_that_is_neither_true_nor_false_is_a_gap_and_a_group_sp
     assert main(["check", str(manifest)]) == 0
     out = capsys.readouterr().out
     assert f'Warn [group-spec] annotation {key}: "enabled" cannot be read' in out
+
+
+def test_an_lws_in_a_namespace_every_entry_leaves_out_is_unguarded() -> None:
+    # the manifests' namespaceSelectors and the constant agree ...
+    for configuration in webhook_configurations(render(MANIFESTS)):
+        for hook in configuration["webhooks"]:
+            if "namespaceSelector" not in hook:
+                continue  # cluster-scoped kinds (Nodes, DeviceTaintRules)
+            (left_out,) = [
+                e
+                for e in hook["namespaceSelector"]["matchExpressions"]
+                if e["key"] == "kubernetes.io/metadata.name"
+            ]
+            assert (left_out["operator"], tuple(left_out["values"])) == (
+                "NotIn",
+                coverage.EXCLUDED_NAMESPACES,
+            )
+    # ... and an LWS there is a gap whatever the namespace's labels (or with no Namespace read)
+    objects = embedded_fleet_objects()
+    for obj in objects:
+        if obj["metadata"].get("namespace") == FLEET_NAMESPACE:
+            obj["metadata"]["namespace"] = "kube-system"
+    for extra in ([namespace("kube-system", True)], []):
+        (gap,) = [
+            g for g in coverage_gaps(view_from_objects([*objects, *extra])) if g.kind == EVICTIONS_UNGUARDED
+        ]
+        assert gap.name == "kube-system" and "left out by every guardhook webhook entry" in gap.message

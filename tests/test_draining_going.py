@@ -494,3 +494,11 @@ def test_drain_plan_with_neither_nodes_nor_draining_says_so(capsys: pytest.Captu
     assert err.startswith("guardhook drain-plan: no node given:") and "\n" not in err
     assert main(["drain-plan", "--draining", "gpu-node-01"]) == 2
     assert capsys.readouterr().err.strip().endswith("--draining, not both")
+
+
+def test_drain_plan_draining_with_no_draining_node_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    from guardhook.commands.main import main
+
+    assert main(["drain-plan", "--draining"]) == 0  # the sample fleet: nothing cordoned or tainted
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == "Draining 0 nodes: no node is cordoned or carries a drain taint"

@@ -129,9 +129,18 @@ def unreadable_annotations(
     return found
 
 
+EXCLUDED_NAMESPACES = ("kube-system", "kube-node-lease", "guardhook-system")
+"""The namespaces every webhook entry of the manifests leaves out (`namespaceSelector` NotIn):
+nothing there ever reaches guardhook, whatever its labels (tests/test_coverage.py holds the two
+together)."""
+
+
 def evictions_guarded(view: ClusterView, namespace: str) -> bool | None:
-    """Whether evictions in `namespace` reach guardhook (the opt-in label is "true"); None when
-    the view cannot tell (Namespaces unreadable, or this one not held)."""
+    """Whether evictions in `namespace` reach guardhook (the opt-in label is "true", and the
+    namespace is not one the webhooks leave out); None when the view cannot tell (Namespaces
+    unreadable, or this one not held)."""
+    if namespace in EXCLUDED_NAMESPACES:
+        return False
     if not view.readable(NAMESPACES):
         return None
     record = view.namespace(namespace)
@@ -142,6 +151,11 @@ def evictions_guarded(view: ClusterView, namespace: str) -> bool | None:
 
 def unguarded_sentence(namespace: str) -> str:
     """Why a namespace's evictions are not judged, for audit and drain-plan."""
+    if namespace in EXCLUDED_NAMESPACES:
+        return (
+            f"namespace {namespace} is left out by every guardhook webhook entry (namespaceSelector): "
+            "no policy judges its pods, so a drain may take whole groups down"
+        )
     return (
         f"namespace {namespace} lacks the label {GUARD_EVICTIONS_LABEL}=true: its evictions never reach "
         "guardhook, so a drain may take whole groups down"

@@ -105,7 +105,10 @@ def _objects(source: Source) -> list[KubeObject]:
 def render_text(plan: DrainPlan, out: TextIO) -> None:
     """The plan for people: a table per LWS, a line per wave, the 429s of an all-at-once drain,
     and one line per LWS on rebuilding."""
-    print(f"Draining {len(plan.nodes)} node{_s(len(plan.nodes))}: {', '.join(plan.nodes)}", file=out)
+    if not plan.nodes:  # --draining with no node draining
+        print("Draining 0 nodes: no node is cordoned or carries a drain taint", file=out)
+    else:
+        print(f"Draining {len(plan.nodes)} node{_s(len(plan.nodes))}: {', '.join(plan.nodes)}", file=out)
     for node, why in plan.draining.items():
         print(f"  {node} is draining already ({why})", file=out)
     header = ("NAMESPACE", "LWS", "BUDGET", "LOSING", "BROKEN-NOW", "LOST", "REBUILDABLE")
