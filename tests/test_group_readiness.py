@@ -14,15 +14,17 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from kubernetes import config
+from kubernetes import client, config
 
 from guardhook.cluster.group_ready import GATE, OPT_IN_ANNOTATION
 from guardhook.cluster.kube_transport import live_view
 from guardhook.cluster.sources import KUBECONFIG, Source
 from guardhook.cluster.view.static import view_from_objects
+from guardhook.readiness.apply import PATCHED, Outcome, patch_condition
 from guardhook.readiness.desired import NO_GATE, PATCH, UNCHANGED, plan
 from guardhook.readiness.runner import Observer, Reconciler, start_background_sync
 
@@ -262,6 +264,53 @@ def test_a_leader_replaced_under_the_same_name_answers_409_and_is_planned_again(
         assert status_writes(fake) == [] and fake.conflicts == 4
         fresh = view_from_objects([fake.get("pods", "serve", o["metadata"]["name"]) or o for o in objects])
         assert sorted(reconciler.sync(fresh).patched) == [f"serve/{name}" for name in LEADERS]
+
+
+class _SlowBodyHandler(BaseHTTPRequestHandler):
+    """Keeps connections alive and sends each PATCH answer's body in two parts, the second after a
+    pause, as a large answer arrives from a real API server (TLS records in flight)."""
+
+    protocol_version = "HTTP/1.1"
+    answered: list[str]
+
+    def do_PATCH(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.answered.append(self.path)
+        body = json.dumps({"kind": "Pod", "metadata": {"annotations": {"bulk": "x" * 20_000}}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body[:100])
+        self.wfile.flush()
+        time.sleep(0.3)
+        self.wfile.write(body[100:])
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_each_patch_answer_is_read_to_its_end_before_the_connection_is_reused() -> None:
+    """On the real cluster the unread rest of one leader's PATCH answer became the next request's
+    status line (BadStatusLine) on the kept-alive connection, so the next leader's write failed."""
+    answered: list[str] = []
+    handler = type("Handler", (_SlowBodyHandler,), {"answered": answered})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        configuration = client.Configuration()
+        configuration.host = f"http://127.0.0.1:{server.server_address[1]}"
+        api = client.CoreV1Api(client.ApiClient(configuration))
+        leaders = [e for e in plan(view_from_objects(fleet())).entries if e.action == PATCH][:3]
+        outcome = Outcome()
+        results = [patch_condition(api, entry, outcome) for entry in leaders]
+        assert outcome.errors == [] and results == [PATCHED] * 3
+        assert [path.split("?")[0] for path in answered] == [
+            f"/api/v1/namespaces/serve/pods/{e.pod}/status" for e in leaders
+        ]
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 # ---- the commands -----------------------------------------------------------------------------

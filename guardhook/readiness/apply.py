@@ -98,9 +98,12 @@ def patch_condition(api: PodStatusApi, entry: Entry, outcome: Outcome) -> str:
             _preload_content=False,
             _request_timeout=REQUEST_TIMEOUT,
         )
-        release = getattr(response, "release_conn", None)
-        if release is not None:
-            release()
+        # The answer (the whole pod) is not needed, but it must be read to its end before the
+        # connection goes back to the pool: an unread rest would be the next request's status line.
+        for finish in ("drain_conn", "release_conn"):
+            call = getattr(response, finish, None)
+            if call is not None:
+                call()
     except ApiException as exc:
         if exc.status == CONFLICT:
             log.info("group-readiness: %s was replaced meanwhile (409); planning it again", name)
