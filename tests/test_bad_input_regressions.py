@@ -368,7 +368,7 @@ def test_serve_refuses_one_port_for_both_and_an_address_not_here(
         ["group-readiness", "--dry-run"],
     ],
 )
-@pytest.mark.parametrize("empty", ["file", "folder", "comments"])
+@pytest.mark.parametrize("empty", ["file", "folder", "comments", "no-api-version", "list-of-5"])
 def test_a_cluster_state_with_no_object_is_refused_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str], empty: str
 ) -> None:
@@ -377,7 +377,14 @@ def test_a_cluster_state_with_no_object_is_refused_naming_it(
     if empty == "folder":
         state.mkdir()
     else:
-        state.write_text("" if empty == "file" else "# nothing here\n---\n")
+        state.write_text(
+            {
+                "file": "",
+                "comments": "# nothing here\n---\n",
+                "no-api-version": "kind: Pod\nmetadata: {name: x}\n",
+                "list-of-5": "apiVersion: v1\nkind: List\nitems: 5\n",
+            }[empty]
+        )
     argv = [*command, "--cluster-state", str(state)]
     if command[0] == "serve":
         argv += ["--port", str(free_port()), "--cert-dir", str(tmp_path / "certs")]

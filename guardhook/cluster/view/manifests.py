@@ -41,8 +41,9 @@ def flatten(doc: Any) -> Iterator[KubeObject]:
     if not isinstance(doc, dict):
         return
     kind = doc.get("kind")
-    if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
-        for item in doc["items"]:
+    if isinstance(kind, str) and kind.endswith("List") and "items" in doc:
+        items = doc["items"]
+        for item in items if isinstance(items, list) else ():  # `items: 5` holds no object
             yield from flatten(item)
         return
     if isinstance(kind, str):
@@ -154,7 +155,7 @@ def load_paths(paths: Iterable[str | Path]) -> list[Manifest]:
             except (OSError, UnicodeDecodeError) as exc:
                 raise ManifestError(f"{file}: cannot read: {exc}") from exc
             found += parse_text(text, str(file))
-        if not found:
+        if not any(m.obj.get("apiVersion") for m in found):
             raise ManifestError(f"{raw}: no Kubernetes object (a document with apiVersion and kind)")
         manifests += found
     return manifests
