@@ -89,3 +89,32 @@ def test_patch_manifests_refuses_to_replace_the_overlay_certificates_without_for
     assert main(["certs", "--patch-manifests", str(manifests)]) == 2
     assert "pass --force" in capsys.readouterr().err
     assert patch.read_bytes() == written  # neither the certificates nor the patches changed
+
+
+@pytest.mark.parametrize(
+    ("overlay", "component", "says"),
+    [
+        ("- a\n", None, "not one kustomization"),
+        ("a: 1\n---\nb: 2\n", None, "not one kustomization"),
+        ("components: [5]\n", None, "components must be a list"),
+        ("components: ../../components/pdb-sync\n", None, "components must be a list"),
+        ("components: [\n", None, "not valid YAML"),
+        ("components: [../../components/group-readiness]\n", "patches: 5\n", "patches must be a list"),
+        (
+            "components: [../../components/group-readiness]\n",
+            "patches: [{target: {kind: MutatingWebhookConfiguration, name: guardhook}}]\n",
+            "has no path",
+        ),
+    ],
+)
+def test_patch_manifests_with_an_odd_kustomization_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], overlay: str, component: str | None, says: str
+) -> None:
+    manifests = tmp_path / "manifests"
+    shutil.copytree(REPO / "manifests", manifests, ignore=shutil.ignore_patterns("certs", "ca-bundle.*.yaml"))
+    (manifests / "overlays" / "self-managed" / "kustomization.yaml").write_text(overlay)
+    if component is not None:
+        (manifests / "components" / "group-readiness" / "kustomization.yaml").write_text(component)
+    assert main(["certs", "--patch-manifests", str(manifests)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and "\n" not in err and "Traceback" not in err

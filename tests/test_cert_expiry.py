@@ -37,7 +37,8 @@ def test_warns_only_inside_the_window(tmp_path: Path, caplog: pytest.LogCaptureF
         )
         (line,) = warn_if_expiring(paths, now=serving_end - datetime.timedelta(days=10, hours=1))
     assert line.startswith(f"the serving certificate {paths.cert} expires in 10 days")
-    assert "guardhook certs --force" in line
+    # the rotation docs/operations.md gives: the overlay's secret and caBundle patches together
+    assert "guardhook certs --force --patch-manifests manifests/" in line
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [line]
     later = warn_if_expiring(paths, now=_not_after(paths.ca) + datetime.timedelta(seconds=1))
     assert [line.split(" certificate")[0] for line in later] == ["the ca", "the serving"]

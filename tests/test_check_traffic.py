@@ -93,6 +93,21 @@ def test_check_says_a_selector_selects_nothing(tmp_path: Path, capsys: pytest.Ca
     assert '{app: llm, leaderworkerset.sigs.k8s.io/worker-index: "0"}' in line
 
 
+@pytest.mark.parametrize("kind", ["Service", "v1", "v1alpha2"])
+def test_a_selector_said_to_select_nothing_gets_no_not_judged_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    # leader-service judged it (it selects no pod, with a selector that works): a note saying it
+    # could not be judged and asking for the LWS that is already in the input contradicts that
+    selector = {P + "role": "leader"}
+    obj = service(selector) if kind == "Service" else pool(kind, selector)
+    code, lines, err = check(tmp_path, capsys, lws(), obj)
+    assert code == 0
+    [line] = ours(lines)
+    assert "selects no pod" in line
+    assert "not judged" not in err
+
+
 def test_check_leaves_a_data_parallel_lws_in_traffic(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

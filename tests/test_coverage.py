@@ -71,6 +71,11 @@ def self_managed(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Object]
 def test_the_constants_are_the_policies_and_manifests_own() -> None:
     assert coverage.BUDGET_ANNOTATION == BUDGET_ANNOTATION
     assert coverage.SPARE_GROUPS_ANNOTATION == SPARE_GROUPS_ANNOTATION
+    from guardhook.cluster.group_ready import OPT_IN_ANNOTATION
+    from guardhook.policies.group_pdb import GROUP_PDBS_ANNOTATION
+
+    assert coverage.GROUP_READINESS_ANNOTATION == OPT_IN_ANNOTATION
+    assert coverage.GROUP_PDBS_ANNOTATION == GROUP_PDBS_ANNOTATION
     (eviction,) = [
         h
         for c in webhook_configurations(render(MANIFESTS))
@@ -251,3 +256,77 @@ def test_metrics_name_every_gap_and_check_entries_against_the_serving_certificat
     assert named[(("gap", EVICTIONS_UNGUARDED), ("name", FLEET_NAMESPACE), ("namespace", ""))] == 1
     unchecked_kinds = _samples(server, "guardhook_coverage_unchecked")
     assert set(unchecked_kinds.values()) == {0}  # everything readable: the manifests held each kind
+
+
+def test_an_lws_with_several_unreadable_annotations_is_one_series_counting_them() -> None:
+    # Two gaps of one kind on one object must not be two samples with the same labels (a
+    # Prometheus scrape drops duplicates): one series whose value counts them, so the per-object
+    # series still add up to guardhook_protection_gaps.
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from guardhook.config import default_config
+    from guardhook.server.coverage_metrics import CoverageCollector
+
+    objects = embedded_fleet_objects()
+    lws = next(o for o in objects if o["kind"] == "LeaderWorkerSet")
+    lws["metadata"]["annotations"] = {BUDGET_ANNOTATION: "two", SPARE_GROUPS_ANNOTATION: "-3"}
+    view = view_from_objects([*objects, namespace(FLEET_NAMESPACE, True)])
+    config = default_config()
+    registry = CollectorRegistry()
+    registry.register(CoverageCollector(lambda: view, lambda: config, None))
+    text = generate_latest(registry).decode()
+    samples = [
+        (tuple(sorted(s.labels.items())), s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "guardhook_protection_gap"
+    ]
+    key = (("gap", ANNOTATION_UNREADABLE), ("name", lws["metadata"]["name"]), ("namespace", FLEET_NAMESPACE))
+    assert samples == [(key, 2)]
+    totals = {
+        s.labels["gap"]: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "guardhook_protection_gaps"
+    }
+    assert totals[ANNOTATION_UNREADABLE] == 2
+
+
+def test_the_entries_of_one_readable_webhook_kind_are_checked_without_the_other(
+    self_managed: tuple[list[Object], x509.Certificate],
+) -> None:
+    # e.g. `kubectl get validatingwebhookconfiguration guardhook -o yaml` as the only dump, or RBAC
+    # for one kind: its entries are still judged, and only "not installed" needs both kinds.
+    validating = copy.deepcopy(
+        next(c for c in self_managed[0] if c["kind"] == "ValidatingWebhookConfiguration")
+    )
+    validating["webhooks"][0]["clientConfig"]["caBundle"] = base64.b64encode(b"not a certificate").decode()
+    view = view_from_objects([validating])
+    gaps = [g for g in coverage_gaps(view) if g.kind == WEBHOOK_UNREACHABLE]
+    assert [g.name for g in gaps] == [f"guardhook/{validating['webhooks'][0]['name']}"]
+    (note,) = [n for n in unchecked(view) if n.startswith("webhook configurations")]
+    assert "mutatingwebhookconfigurations" in note and "validatingwebhookconfigurations" not in note
+    # neither kind holds a guardhook entry, one unread: nothing is called not installed
+    validating["webhooks"] = []
+    assert coverage_gaps(view_from_objects([validating])) == []
+
+
+@pytest.mark.parametrize("key", ["guardhook.io/group-readiness", "guardhook.io/group-pdbs"])
+def test_an_opt_in_switch_that_is_neither_true_nor_false_is_a_gap_and_a_group_spec_warning(
+    key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "yes" opts nothing in: the LWS silently gets no gate (no per-group PDBs), so it is said
+    objects = embedded_fleet_objects()
+    lws = next(o for o in objects if o["kind"] == "LeaderWorkerSet")
+    lws["metadata"]["annotations"] = {key: "yes"}
+    (gap,) = [g for g in coverage_gaps(view_from_objects(objects)) if g.kind == ANNOTATION_UNREADABLE]
+    assert f'annotation {key}: "yes" cannot be read; "false"' in gap.message
+    for readable in ("true", "False", "TRUE"):
+        lws["metadata"]["annotations"] = {key: readable}
+        assert [g for g in coverage_gaps(view_from_objects(objects)) if g.kind == ANNOTATION_UNREADABLE] == []
+    lws["metadata"]["annotations"] = {key: "enabled"}
+    manifest = tmp_path / "lws.yaml"
+    manifest.write_text(yaml.safe_dump(lws))
+    assert main(["check", str(manifest)]) == 0
+    out = capsys.readouterr().out
+    assert f'Warn [group-spec] annotation {key}: "enabled" cannot be read' in out

@@ -484,3 +484,13 @@ def test_drain_plan_cli_draining_flag(tmp_path: Path) -> None:
     configured = run("--draining", "--config", str(config), "--format", "json")
     assert configured.returncode == 0, configured.stderr
     assert '"gpu-node-09"' in configured.stdout
+
+
+def test_drain_plan_with_neither_nodes_nor_draining_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    from guardhook.commands.main import main
+
+    assert main(["drain-plan"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("guardhook drain-plan: no node given:") and "\n" not in err
+    assert main(["drain-plan", "--draining", "gpu-node-01"]) == 2
+    assert capsys.readouterr().err.strip().endswith("--draining, not both")

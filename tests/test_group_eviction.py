@@ -11,7 +11,7 @@ from eviction_helpers import engine, eviction, find, fleet_objects, judge, lws_o
 
 from guardhook.cluster.view.static import embedded_fleet_view, view_from_objects
 from guardhook.cluster.view.store import PODDISRUPTIONBUDGETS, PODS
-from guardhook.ledger import LedgerError, MemoryLedger
+from guardhook.ledger import Disruption, LedgerError, MemoryLedger
 
 from conftest import Server, expected_answers, load_review
 
@@ -191,6 +191,28 @@ def test_dry_run_is_judged_the_same_and_records_nothing() -> None:
     assert judge(eng, eviction("llm-xl-0-3"))["allowed"] is True
     assert judge(eng, eviction("llm-xl-2-1", dry_run=True))["status"]["code"] == 429
     assert [e.pod for e in eng.ledger.entries(("serve", "llm-xl"))] == ["llm-xl-0-3"]
+
+
+def test_a_retried_eviction_of_one_pod_refreshes_its_entry_instead_of_adding_one() -> None:
+    """kubectl drain retries an eviction every 5 s while something after guardhook (a PDB) refuses
+    it: each retry is allowed again and must not add an entry to the ledger until the TTL."""
+    now = [1_000_000.0]
+    ledger = MemoryLedger(clock=lambda: now[0])
+    uid = find(fleet_objects(), "Pod", "llm-xl-0-3")["metadata"]["uid"]
+    legacy = Disruption(0, "llm-xl-0-3", uid, 2e6)  # written before entries had `recorded`
+    ledger.update(("serve", "llm-xl"), lambda _: (None, (legacy,)))
+    eng = engine(embedded_fleet_view(), ledger=ledger)
+    for _ in range(3):
+        now[0] += 5
+        assert judge(eng, eviction("llm-xl-0-3"))["allowed"] is True
+    entries = ledger.entries(("serve", "llm-xl"))
+    # One entry for the pod, from the last retry (its TTL counts from then); an entry without a
+    # recording time counts until its own TTL even past a replacement, so it stays.
+    assert [(e.pod, e.uid, e.recorded, e.expires) for e in entries] == [
+        ("llm-xl-0-3", uid, 0.0, 2e6),
+        ("llm-xl-0-3", uid, now[0], now[0] + 120),
+    ]
+    assert judge(eng, eviction("llm-xl-2-1"))["status"]["code"] == 429
 
 
 def test_offline_review_records_nothing() -> None:

@@ -156,8 +156,16 @@ def test_serving_all_with_leader_ready_bootstraps_the_leader_only() -> None:
 # ---- the watchdog ---------------------------------------------------------------------------
 
 
+def released(objects: list[Object], but: str) -> list[Object]:
+    """`objects` with every gated leader but `but` released (its condition True)."""
+    for pod in objects:
+        if pod["kind"] == "Pod" and is_leader(pod) and pod["metadata"]["name"] != but:
+            set_condition(pod, GATE, True, reason="GroupWhole")
+    return objects
+
+
 def test_a_gated_leader_held_longer_than_the_startup_window_is_counted_and_named() -> None:
-    objects = fleet()
+    objects = released(fleet(), but="llm-xl-0")
     set_condition(pod_of(objects, "llm-xl-0-1"), "Ready", False)
     since = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
     stamp = since.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -174,7 +182,7 @@ def test_a_gated_leader_held_longer_than_the_startup_window_is_counted_and_named
 
 
 def _held_leader_fleet(hours_ago: float) -> list[Object]:
-    objects = fleet()
+    objects = released(fleet(), but="llm-xl-2")
     set_condition(pod_of(objects, "llm-xl-2-3"), "Ready", False)
     stamp = (datetime.now(UTC) - timedelta(hours=hours_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
     message = "WorkerNotReady: llm-xl-2-3"
@@ -279,3 +287,24 @@ def test_serving_all_every_pod_is_written_and_the_group_becomes_whole(tmp_path: 
         for name in group0:
             kubelet(fake, name)
         assert all(ready(fake, name) for name in group0)
+
+
+def test_a_gate_never_written_holds_the_leader_from_its_creation() -> None:
+    # No reconciler ever wrote the condition (not deployed, or not running): the kubelet holds
+    # the leader unready all the same, so the watchdog counts it from the pod's creation.
+    objects = released(fleet(), but="llm-xl-1")
+    leader = pod_of(objects, "llm-xl-1")
+    created = (datetime.now(UTC) - timedelta(hours=1)).replace(microsecond=0)
+    leader["metadata"]["creationTimestamp"] = created.strftime("%Y-%m-%dT%H:%M:%SZ")
+    record = PodRecord.from_object(leader)
+    assert GATE not in record.gate_conditions
+    assert held_too_long(record, 600, created + timedelta(seconds=599)) is None
+    assert held_too_long(record, 600, created + timedelta(seconds=601)) == 601
+    [held] = [
+        f
+        for f in audit([Located("cluster", o) for o in objects], default_config()).violations
+        if f.name == "llm-xl-1"
+    ]
+    assert held.action == "Advisory" and "never written" in held.message
+    [counts] = gate_counts(view_from_objects(objects), window_seconds=600)
+    assert counts.held == 1

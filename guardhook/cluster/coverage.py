@@ -40,6 +40,18 @@ GUARD_EVICTIONS_LABEL = "guardhook.io/guard-evictions"
 """The Namespace label (value "true") the eviction entry's namespaceSelector requires."""
 BUDGET_ANNOTATION = "guardhook.io/max-disrupted-groups"
 SPARE_GROUPS_ANNOTATION = "guardhook.io/spare-groups"
+GROUP_READINESS_ANNOTATION = "guardhook.io/group-readiness"  # guardhook.cluster.group_ready.OPT_IN_ANNOTATION
+GROUP_PDBS_ANNOTATION = "guardhook.io/group-pdbs"  # guardhook.policies.group_pdb.GROUP_PDBS_ANNOTATION
+OPT_INS = (
+    # (annotation, how its readers normalise the value, what any other value means)
+    (
+        GROUP_READINESS_ANNOTATION,
+        lambda v: v.strip().lower(),
+        '"false" (not opted in, unless allLeaderWorkerSets)',
+    ),
+    (GROUP_PDBS_ANNOTATION, lambda v: v.lower(), '"false" (no per-group PDBs)'),
+)
+"""The opt-in switches: read as "true" or "false" (any case); any other value opts out silently."""
 BUILTIN_BUDGET = 1
 """group-eviction's (and group-taint's) maxDisruptedGroups when not configured."""
 BUILTIN_SPARE_GROUPS = 0
@@ -95,8 +107,8 @@ def unreadable_annotations(
 ) -> list[UnreadableAnnotation]:
     """Every guardhook annotation of `lws` that cannot be read, with the value used instead: the
     group-eviction/group-taint parameter maxDisruptedGroups, group-capacity's spareGroups (their
-    configured values `*_default` when known, else the built-in defaults), and "leaders" for
-    serving-pods."""
+    configured values `*_default` when known, else the built-in defaults), "leaders" for
+    serving-pods, and "false" for an opt-in switch (OPT_INS) that is neither "true" nor "false"."""
     found = []
     annotations = lws.annotations
     for key, parameter, default, builtin in (
@@ -110,6 +122,10 @@ def unreadable_annotations(
     serving = lws.serving_pods_unreadable
     if serving is not None:
         found.append(UnreadableAnnotation(SERVING_PODS_ANNOTATION, serving, '"leaders"'))
+    for key, normalise, meaning in OPT_INS:
+        raw = annotations.get(key)
+        if raw is not None and normalise(raw) not in ("true", "false"):
+            found.append(UnreadableAnnotation(key, raw, meaning))
     return found
 
 
@@ -153,10 +169,12 @@ def unchecked(view: ClusterView) -> list[str]:
     notes = []
     if not view.readable(NAMESPACES):
         notes.append("Namespaces could not be read: whether LWS namespaces guard evictions was not checked")
-    if not all(view.readable(kind) for kind in WEBHOOK_KINDS):
+    missing = [kind for kind in WEBHOOK_KINDS if not view.readable(kind)]
+    if missing:
         notes.append(
-            "webhook configurations could not be read: whether every guardhook entry reaches guardhook "
-            "was not checked (grant get/list on validating/mutatingwebhookconfigurations)"
+            f"webhook configurations could not be read ({', '.join(missing)}): whether every guardhook "
+            "entry there reaches guardhook was not checked (in a cluster, grant get/list on them; "
+            "offline, the objects hold none)"
         )
     return notes
 
@@ -173,12 +191,17 @@ def _namespace_gaps(view: ClusterView) -> Iterator[Gap]:
 
 
 def _webhook_gaps(view: ClusterView, serving_cert: x509.Certificate | None) -> list[Gap]:
-    if not all(view.readable(kind) for kind in WEBHOOK_KINDS):
+    # The entries of a kind the view can read are checked even when the other kind cannot be read
+    # (RBAC for one of them, or a dump holding only one); "not installed" needs both.
+    readable = [kind for kind in WEBHOOK_KINDS if view.readable(kind)]
+    if not readable:
         return []
     gaps = []
     configurations = sorted(view.webhook_configurations(), key=lambda c: (c.kind, c.name))
     own = [(c, e) for c in configurations for e in c.entries if e.own]
     if not own:
+        if len(readable) < len(WEBHOOK_KINDS):
+            return []
         message = "no webhook entry named *.guardhook.io is registered: no policy is called by the API server"
         return [Gap(NOT_INSTALLED, "ValidatingWebhookConfiguration", "", "", message)]
     for configuration, entry in own:

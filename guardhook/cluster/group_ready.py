@@ -220,10 +220,15 @@ leader_readiness = pod_readiness
 
 def held_seconds(pod: PodRecord, now: datetime) -> float | None:
     """Seconds a gated pod whose containers are ready has had its gate condition False (from the
-    condition's lastTransitionTime); None when it is not so held or the time is unreadable."""
+    condition's lastTransitionTime) or never written (from the pod's creation: the kubelet holds
+    a pod unready while a readiness gate has no condition, e.g. when no reconciler runs); None
+    when it is not so held or the time is unreadable."""
     current = pod.gate_conditions.get(GATE)
-    if not gated(pod) or pod.terminating or not pod.containers_ready or current is None:
+    if not gated(pod) or pod.terminating or not pod.containers_ready:
         return None
+    if current is None:
+        created = pod.created
+        return max(0.0, now.timestamp() - created) if created else None
     if current.status != "False" or not current.last_transition_time:
         return None
     try:

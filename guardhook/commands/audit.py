@@ -129,7 +129,8 @@ def audit(
 
 def held_findings(view: Any, config: Config, objects: Sequence[Located]) -> list[Finding]:
     """The group-readiness watchdog as findings: a gated pod whose containers are ready but whose
-    guardhook.io/group-ready condition has been False longer than the policy's
+    guardhook.io/group-ready condition has been False (or never written, counted from the pod's
+    creation) longer than the policy's
     `startupWindowSeconds` (guardhook.cluster.group_ready.held_pods)."""
     from guardhook.cluster.group_ready import GATE, held_pods
     from guardhook.commands.scan import Finding
@@ -140,11 +141,16 @@ def held_findings(view: Any, config: Config, objects: Sequence[Located]) -> list
     findings = []
     for target, seconds in held_pods(view, bool(params.get("allLeaderWorkerSets", False)), window):
         pod = target.pod
-        current = pod.gate_conditions[GATE]
+        current = pod.gate_conditions.get(GATE)
+        state = (
+            f"{GATE}=False ({current.message or current.reason})"
+            if current is not None
+            else f"{GATE} never written (is a group-readiness reconciler running?)"
+        )
         message = (
             f"held out of service for {int(seconds)} s (startup window {int(window)} s) with its "
-            f"containers ready: {GATE}=False ({current.message or current.reason}); group "
-            f"{target.group_index} of LeaderWorkerSet {pod.namespace}/{target.lws.name} is not whole"
+            f"containers ready: {state}; group {target.group_index} of LeaderWorkerSet "
+            f"{pod.namespace}/{target.lws.name} is not whole"
         )
         source = sources.get(("Pod", pod.namespace, pod.name), "cluster")
         findings.append(

@@ -132,7 +132,14 @@ def check(
     skipped = {p.id: "no Nodes in the manifests or context" for p in policies if p not in usable}
     findings = scan(view, config, usable, manifests, previous=previous)
     active = [p.id for p in usable if config.settings(p.id).actions]
-    notes = unjudged(manifests, known, active)
+    # a policy that gave an object a finding did judge it (e.g. leader-service saying a selector
+    # selects no pod): a note that it could not would contradict the finding
+    judged = {(f.source, f.kind, f.namespace, f.name, f.policy) for f in findings if f.violated}
+    notes = [
+        note
+        for note in unjudged(manifests, known, active)
+        if (note.source, note.kind, note.namespace, note.name, note.policy) not in judged
+    ]
     return CheckResult(findings, skipped, len(manifests), notes, errors)
 
 

@@ -62,7 +62,12 @@ def run_drain_plan(args: argparse.Namespace) -> int:
     from guardhook.policies.worker_delete import drain_taint_keys
 
     if bool(args.nodes) == bool(args.draining):
-        print("guardhook drain-plan: give the nodes to drain or --draining, not both", file=sys.stderr)
+        problem = (
+            "give the nodes to drain or --draining, not both"
+            if args.nodes
+            else ("no node given: give the nodes to drain, or --draining for the nodes already draining")
+        )
+        print(f"guardhook drain-plan: {problem}", file=sys.stderr)
         return EXIT_USAGE
     config = load_config(args.config)
     source = choose_source(args.cluster_state, args.kubeconfig)

@@ -42,10 +42,33 @@ class WebhookConfiguration:
 
 
 def _read_yaml(path: Path) -> list[Any]:
+    from guardhook.cluster.view.manifests import yaml_error_line
+
     try:
         return list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise ManifestsError(f"cannot read {path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ManifestsError(f"cannot read {path}: not valid YAML: {yaml_error_line(exc)}") from exc
+
+
+def _kustomization(folder: Path) -> dict[str, Any]:
+    """`folder/kustomization.yaml` as one mapping whose `components` is a list of paths and whose
+    `patches` is a list of mappings with a `path` (what is read here); ManifestsError otherwise."""
+    path = folder / "kustomization.yaml"
+    documents = [d for d in _read_yaml(path) if d is not None]
+    spec = documents[0] if len(documents) == 1 else None
+    if not documents:
+        return {}
+    if not isinstance(spec, dict):
+        raise ManifestsError(f"{path}: not one kustomization (a single YAML mapping)")
+    components = spec.get("components") or []
+    if not isinstance(components, list) or not all(isinstance(c, str) and c for c in components):
+        raise ManifestsError(f"{path}: components must be a list of folder paths")
+    patches = spec.get("patches") or []
+    if not isinstance(patches, list) or not all(isinstance(p, dict) for p in patches):
+        raise ManifestsError(f"{path}: patches must be a list of mappings")
+    return spec
 
 
 def _base_documents(manifests: Path) -> list[dict[str, Any]]:
@@ -60,14 +83,18 @@ def _base_documents(manifests: Path) -> list[dict[str, Any]]:
 def _apply_component(folder: Path, documents: list[dict[str, Any]]) -> None:
     """Apply a kustomize Component's JSON 6902 patches that target webhook configurations (and
     those of the components it includes), in place. Raises ManifestsError on an unreadable one."""
-    (spec,) = _read_yaml(folder / "kustomization.yaml") or [{}]
+    spec = _kustomization(folder)
     for nested in spec.get("components") or []:
         _apply_component((folder / nested).resolve(), documents)
     for patch in spec.get("patches") or []:
         target = patch.get("target") or {}
-        if target.get("kind") not in WEBHOOK_KINDS:
+        if not isinstance(target, dict) or target.get("kind") not in WEBHOOK_KINDS:
             continue
-        ops = _read_yaml(folder / patch["path"])[0]
+        if not isinstance(patch.get("path"), str):
+            raise ManifestsError(f"{folder / 'kustomization.yaml'}: a patch of {target['kind']} has no path")
+        ops = (_read_yaml(folder / patch["path"]) or [None])[0]
+        if not isinstance(ops, list):
+            raise ManifestsError(f"{folder / patch['path']}: not a JSON 6902 patch (a list of operations)")
         for index, doc in enumerate(documents):
             if doc["kind"] == target["kind"] and doc["metadata"]["name"] == target.get("name"):
                 try:
@@ -79,8 +106,7 @@ def _apply_component(folder: Path, documents: list[dict[str, Any]]) -> None:
 def overlay_components(manifests: Path) -> list[Path]:
     """The components the self-managed overlay's kustomization.yaml lists, as folders."""
     overlay = manifests / SELF_MANAGED
-    (spec,) = _read_yaml(overlay / "kustomization.yaml") or [{}]
-    return [(overlay / entry).resolve() for entry in (spec or {}).get("components") or []]
+    return [(overlay / entry).resolve() for entry in _kustomization(overlay).get("components") or []]
 
 
 def base_webhook_configurations(manifests: Path) -> list[WebhookConfiguration]:

@@ -96,7 +96,8 @@ def warn_if_expiring(
             state = "expired" if left.total_seconds() <= 0 else f"expires in {left.days} days"
             line = (
                 f"the {name} certificate {path} {state} (notAfter {when.isoformat()}): rotate it "
-                "(cert-manager: check the Certificate's renewal; self-managed: guardhook certs --force)"
+                "(cert-manager: check the Certificate's renewal; self-managed: guardhook certs --force "
+                "--patch-manifests manifests/ and apply the overlay, see docs/operations.md)"
             )
             log.warning("%s", line)
             lines.append(line)

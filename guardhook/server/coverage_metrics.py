@@ -2,7 +2,9 @@
 
 - `guardhook_protection_gaps{gap}`: how many gaps of each kind (every kind exported, 0 when none,
   so an alert can compare);
-- `guardhook_protection_gap{gap, namespace, name}`: 1 per gap, naming it;
+- `guardhook_protection_gap{gap, namespace, name}`: one series per object with gaps of a kind,
+  naming it; its value counts them (1, or e.g. 2 for an LWS with two unreadable annotations), so
+  the series add up to `guardhook_protection_gaps` and no two samples share labels;
 - `guardhook_coverage_unchecked{kind}`: 1 for each coverage kind the view cannot read (RBAC).
 
 Nothing while the view has not synced (no gap is known yet). The serving certificate, read from
@@ -52,8 +54,9 @@ class CoverageCollector(Collector):
         )
         each = GaugeMetricFamily(
             "guardhook_protection_gap",
-            "1 per gap in protection: the namespace and name of the LWS or Namespace, or the webhook "
-            "configuration/entry (namespace empty).",
+            "Gaps in protection per object and kind (1, or the number of unreadable annotations of an "
+            "LWS): the namespace and name of the LWS or Namespace, or the webhook configuration/entry "
+            "(namespace empty).",
             labels=["gap", "namespace", "name"],
         )
         unchecked = GaugeMetricFamily(
@@ -73,8 +76,10 @@ class CoverageCollector(Collector):
             by_kind = Counter(gap.kind for gap in gaps)
             for kind in GAP_KINDS:
                 counts.add_metric([kind], by_kind.get(kind, 0))
-            for gap in gaps:
-                each.add_metric([gap.kind, gap.namespace, gap.name], 1)
+            # an LWS can have several unreadable annotations: one series counting them
+            per_object = Counter((gap.kind, gap.namespace, gap.name) for gap in gaps)
+            for labels, number in per_object.items():
+                each.add_metric(list(labels), number)
             for kind in COVERAGE_KINDS:
                 unchecked.add_metric([kind], 0 if view.readable(kind) else 1)
         yield from (counts, each, unchecked)

@@ -247,7 +247,8 @@ class GateCollector(LwsGaugeCollector):
             "held",
             "guardhook_group_readiness_held",
             "Gated pods whose containers are ready but whose guardhook.io/group-ready condition has "
-            "been False longer than the startup window (policies.group-readiness.startupWindowSeconds).",
+            "been False (or never written, since creation) longer than the startup window "
+            "(policies.group-readiness.startupWindowSeconds).",
         ),
     )
 

@@ -247,6 +247,20 @@ def budget_reading(
     return merged
 
 
+def superseded(entry: Disruption, record: Disruption) -> bool:
+    """Whether `record` (a new entry) makes `entry` redundant: the same group, pod name and uid,
+    recorded (known time) no later and expiring no later. `record` then counts its group whenever
+    `entry` would (`budget_reading`: a replacement created after `record` was recorded is also
+    created after `entry` was), so dropping `entry` keeps every count; without it each retry of
+    one pod's eviction (kubectl drain retries every 5 s while a PodDisruptionBudget refuses it
+    after guardhook allowed it) added an entry to the Lease until its TTL."""
+    return (
+        (entry.group, entry.pod, entry.uid) == (record.group, record.pod, record.uid)
+        and 0.0 < entry.recorded <= record.recorded
+        and entry.expires <= record.expires
+    )
+
+
 def replaced(entry: Disruption, pods: Sequence[PodRecord]) -> bool:
     """Whether `pods` (the entry's group, whole) hold a replacement of the entry's pod: same name,
     another uid, created after the entry was recorded."""
@@ -283,8 +297,9 @@ def judge_budget(
     what: str,
     recorded_advisory: str = "",
 ) -> Judgement:
-    """Allow or deny (429) removing `disruption.pod` by the budget and the ledger and, when allowed
-    from a whole group, record it — in one atomic ledger update unless nothing may be recorded.
+    """Allow or deny (429) removing `disruption.pod` by the budget and the ledger and, when allowed,
+    record it (also from a broken group; an entry of the same pod it supersedes leaves) — in one
+    atomic ledger update unless nothing may be recorded.
     Judged from `budget_reading` (one reading of view and ledger; the invariant is stated there),
     never from `disruption.broken_in_view`, which is older than the ledger read.
     `what` starts the denial ("evicting pod ns/name"); `recorded_advisory`, when given, is the
@@ -305,8 +320,9 @@ def judge_budget(
         # Recorded also from a group that counts as broken: a lagging view can show a group broken
         # that has healed since, and the pod removed is then its replacement, which breaks it again.
         record = Disruption(disruption.group, pod.name, pod.uid, now + ttl, now)
-        # Entries leave storage only by expiry: a replica whose view lags still counts them.
-        kept = tuple(e for e in entries if e.group < disruption.lws.replicas)
+        # Entries leave storage only by expiry (a replica whose view lags still counts them), or
+        # when this record supersedes them: a retried eviction of the same pod is one disruption.
+        kept = tuple(e for e in entries if e.group < disruption.lws.replicas and not superseded(e, record))
         if from_broken:
             return ALLOW, (*kept, record)
         allowed = Judgement(advisories=(recorded_advisory,)) if recorded_advisory else ALLOW
