@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from guardhook.admission.decisionlog import log_decisions
 from guardhook.cluster.view.store import ClusterView
-from guardhook.config import Config, default_config
+from guardhook.config import Config, Exemptions, default_config
 from guardhook.policies import REGISTRY
 from guardhook.policies.base import (
     REASONS,
@@ -32,8 +32,20 @@ from guardhook.wire import AdmissionRequest, AdmissionResponse, JSONPatchOp
 log = logging.getLogger(__name__)
 
 Endpoint = Literal["validate", "mutate"]
-Route = tuple[Policy, tuple[str, ...]]
-"""A policy that sees a request, with its configured actions at the endpoint."""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A policy that sees a request, with what the configuration says of it, read once per
+    configuration rather than per request: its `actions` at the endpoint, `params`, its own
+    `exemptions` (None when it has none) and whether its advisories go out at this endpoint (on
+    /validate, or on /mutate for a policy that runs there only)."""
+
+    policy: Policy
+    actions: tuple[str, ...]
+    params: Mapping[str, Any]
+    exemptions: Exemptions | None
+    advises: bool
 
 
 @dataclass(frozen=True)
@@ -114,23 +126,22 @@ class Engine:
         if exemptions.exempts({}, namespace):
             return verdict
         exempt_user = exemptions.exempts(user, "")
-        for policy, actions in self._dispatch(setup, request, endpoint):
+        for route in self._dispatch(setup, request, endpoint):
+            policy = route.policy
             if exempt_user and policy.honours_user_exemptions:
                 continue
-            if setup.config.settings(policy.id).exemptions.exempts(user, namespace):
+            if route.exemptions is not None and route.exemptions.exempts(user, namespace):
                 continue  # exempt from this policy only (policies.<id>.exemptions)
             policy_started = time.perf_counter()
-            judgement, errored = self._run(setup.config, policy, request)
+            judgement, errored = self._run(route, request)
             verdict.timings[policy.id] = time.perf_counter() - policy_started
-            self._apply(setup.config, verdict, policy, actions, judgement, endpoint, errored)
+            self._apply(verdict, route, judgement, errored)
         verdict.seconds = time.perf_counter() - started
         if self.log_decisions:
             log_decisions(request, verdict.decisions, verdict.timings, verdict.seconds)
         return verdict
 
-    def _dispatch(
-        self, setup: _Setup, request: AdmissionRequest, endpoint: Endpoint
-    ) -> list[tuple[Policy, tuple[str, ...]]]:
+    def _dispatch(self, setup: _Setup, request: AdmissionRequest, endpoint: Endpoint) -> list[Route]:
         """The policies (with their actions at `endpoint`) that see this request, in registry order.
         Dispatch is by (group, resource, subResource, operation), so the answer is cached per key."""
         resource: Mapping[str, Any] = request.get("resource") or {}
@@ -147,15 +158,16 @@ class Engine:
             for policy in self.policies:
                 actions = _actions_at(setup.config, policy, endpoint)
                 if actions and any(t.matches(request) for t in policy.targets):
-                    found.append((policy, actions))
+                    found.append(_route(setup.config, policy, actions, endpoint))
             setup.routes[key] = found
         return found
 
-    def _run(self, config: Config, policy: Policy, request: AdmissionRequest) -> tuple[Judgement, bool]:
+    def _run(self, route: Route, request: AdmissionRequest) -> tuple[Judgement, bool]:
+        policy = route.policy
         ctx = PolicyContext(
             request=request,
             view=self.view,
-            params=config.settings(policy.id).params,
+            params=route.params,
             ledger=self.ledger,
             may_record=self.record and request.get("dryRun") is not True,
         )
@@ -165,19 +177,10 @@ class Engine:
             log.exception("policy %s failed on request %s", policy.id, request.get("uid"))
             return error_judgement(policy, error), True
 
-    def _apply(
-        self,
-        config: Config,
-        verdict: Verdict,
-        policy: Policy,
-        actions: tuple[str, ...],
-        judgement: Judgement,
-        endpoint: Endpoint,
-        errored: bool,
-    ) -> None:
+    def _apply(self, verdict: Verdict, route: Route, judgement: Judgement, errored: bool) -> None:
         response = verdict.response
-        # Advisories go out on /validate, or on /mutate for a policy that runs there only.
-        if endpoint == "validate" or not _actions_at(config, policy, "validate"):
+        policy, actions = route.policy, route.actions
+        if route.advises:
             for advisory in judgement.advisories:
                 _add_warning(response, f"[{policy.id}] {advisory}")
         for key, value in judgement.audit_annotations:
@@ -209,6 +212,19 @@ class _Setup:
 
     config: Config
     routes: dict[tuple[str, ...], list[Route]] = field(default_factory=dict)
+
+
+def _route(config: Config, policy: Policy, actions: tuple[str, ...], endpoint: Endpoint) -> Route:
+    settings = config.settings(policy.id)
+    own = settings.exemptions
+    return Route(
+        policy=policy,
+        actions=actions,
+        params=settings.params,
+        exemptions=own if own.users or own.groups or own.namespaces else None,
+        # Advisories go out on /validate, or on /mutate for a policy that runs there only.
+        advises=endpoint == "validate" or not _actions_at(config, policy, "validate"),
+    )
 
 
 def _actions_at(config: Config, policy: Policy, endpoint: Endpoint) -> tuple[str, ...]:

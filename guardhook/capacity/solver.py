@@ -66,8 +66,12 @@ class Capacity:
 def pod_caps(free: np.ndarray, request: np.ndarray) -> np.ndarray:
     """How many pods of `request` (vector over free's columns, pods slot > 0) each row holds."""
     caps: np.ndarray | None = None
-    for column in np.flatnonzero(request > 0):  # column by column: contiguous in an F-order matrix
-        quotients = free[:, column] // request[column]
+    # Column by column (contiguous in an F-order matrix); the request is a handful of numbers, read
+    # as Python ints rather than through numpy's per-call overhead.
+    for column, amount in enumerate(request.tolist()):
+        if amount <= 0:
+            continue
+        quotients = free[:, column] // amount
         caps = quotients if caps is None else np.minimum(caps, quotients, out=caps)
     assert caps is not None, "every request holds a pods slot"
     return np.maximum(caps, 0, out=caps)
@@ -242,33 +246,42 @@ def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
         problem = prepare(index, demand)
         resources, cap, taken_rows = problem.resources, problem.cap, problem.taken_rows
         free, worker, leader_ok, worker_ok = cap.free, cap.worker, cap.leader_ok, cap.worker_ok
-        base = Fit(
-            demand=demand,
-            fits=0,
-            nodes=index.node_count,
-            eligible_leader=int(leader_ok.sum()),
-            eligible_worker=int(worker_ok.sum()),
-        )
-        base = replace(base, model=capacity_model(index, resources))
-        fit = _solve(index, demand, base, cap, taken_rows)
-        if fit.all_fit:
+        # The Fit is built once from its parts (dataclasses.replace per step cost a tenth of a decision).
+        found = _solve(index, demand, cap, taken_rows)
+        limiting, needs_flagged_nodes = "", False
+        if found["fits"] >= demand.count:
             flagged = index.cordoned() | index.not_ready()
             if (flagged & (leader_ok | worker_ok)).any():
-                healthy = _solve(index, demand, base, cap.restricted(~flagged), taken_rows)
-                return replace(fit, needs_flagged_nodes=not healthy.all_fit)
-            return fit
-        return replace(fit, limiting=_limiting(free, worker, worker_ok, resources))  # for the message
+                healthy = _solve(index, demand, cap.restricted(~flagged), taken_rows)
+                needs_flagged_nodes = healthy["fits"] < demand.count
+        else:
+            limiting = _limiting(free, worker, worker_ok, resources)  # for the message
+        return Fit(
+            demand=demand,
+            nodes=index.node_count,
+            eligible_leader=int(np.count_nonzero(leader_ok)),
+            eligible_worker=int(np.count_nonzero(worker_ok)),
+            limiting=limiting,
+            model=capacity_model(index, resources),
+            needs_flagged_nodes=needs_flagged_nodes,
+            **found,
+        )
 
 
 def _solve(
-    index: CapacityIndex, demand: GroupDemand, base: Fit, cap: Capacity, taken_rows: np.ndarray
-) -> Fit:
+    index: CapacityIndex, demand: GroupDemand, cap: Capacity, taken_rows: np.ndarray
+) -> dict[str, int]:
+    """The answer's fields of a Fit: `fits`, and `pod_slots` or the exclusive-topology domains."""
     if demand.exclusive_key:
-        return _fit_exclusive(index, demand, base, cap, taken_rows)
+        return _fit_exclusive(index, demand, cap, taken_rows)
     same = demand.leader.requests == demand.worker.requests and cap.leader_ok is cap.worker_ok
-    fits = max_groups(cap, demand.size, demand.count, same)
-    slots = int(pod_caps(cap.free, cap.worker)[cap.worker_ok].sum()) - fits * demand.size if same else -1
-    return replace(base, fits=fits, pod_slots=slots)
+    if not same:
+        return {"fits": max_groups(cap, demand.size, demand.count), "pod_slots": -1}
+    # Same shape: max_groups' own count (pods of the worker shape on eligible rows; the leader's
+    # vector and mask are the worker's), computed once for both fields.
+    total = int(pod_caps(cap.free, cap.worker)[cap.worker_ok].sum())
+    fits = min(demand.count, total // demand.size) if demand.count > 0 else 0
+    return {"fits": fits, "pod_slots": total - fits * demand.size}
 
 
 def capacity_model(index: CapacityIndex, resources: Iterable[str]) -> tuple[str, ...]:
@@ -294,8 +307,8 @@ def capacity_model(index: CapacityIndex, resources: Iterable[str]) -> tuple[str,
 
 
 def _fit_exclusive(
-    index: CapacityIndex, demand: GroupDemand, base: Fit, cap: Capacity, taken_rows: np.ndarray
-) -> Fit:
+    index: CapacityIndex, demand: GroupDemand, cap: Capacity, taken_rows: np.ndarray
+) -> dict[str, int]:
     key = demand.exclusive_key or ""
     domain = index.label_column(key)
     count = index.label_value_count(key)
@@ -305,13 +318,12 @@ def _fit_exclusive(
     taken = np.zeros(count, dtype=bool)
     taken[domain[taken_rows & (domain != ABSENT)]] = True
     free_fitting = free_domains_that_fit(cap, demand.size, domain, count, taken)
-    return replace(
-        base,
-        fits=min(demand.count, free_fitting),
-        domains=int(live.sum()),
-        domains_taken=int((taken & live).sum()),
-        domains_free_fitting=free_fitting,
-    )
+    return {
+        "fits": min(demand.count, free_fitting),
+        "domains": int(live.sum()),
+        "domains_taken": int((taken & live).sum()),
+        "domains_free_fitting": free_fitting,
+    }
 
 
 def free_domains_that_fit(cap: Capacity, size: int, domain: np.ndarray, count: int, taken: np.ndarray) -> int:

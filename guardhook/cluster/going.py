@@ -120,7 +120,7 @@ class Going:
     def node_doom(self, pod: PodRecord) -> str:
         """The NoExecute taint of the pod's node that evicts it, described, or ""."""
         node = self.view.node(pod.node_name) if pod.node_name else None
-        if node is None:
+        if node is None or not node.taints:  # most nodes carry no taint: nothing to describe
             return ""
         taints = node.taints
         if self.unless.node and node.name == self.unless.node:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import json.encoder
 import logging
 import re
 import sys
@@ -46,7 +47,7 @@ class TextFormatter(logging.Formatter):
         line = super().format(record)
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict) and fields:
-            line += " " + " ".join(f"{key}={_text_value(value)}" for key, value in fields.items())
+            line += " " + " ".join([f"{key}={_text_value(value)}" for key, value in fields.items()])
         return line
 
 
@@ -71,12 +72,18 @@ class JsonFormatter(logging.Formatter):
 
 
 _NEEDS_QUOTES = re.compile(r'[ "=\n]')
+_PLAIN_TYPES = (bool, int, float)
+"""Types whose str() is never empty and holds no space, quote, `=` or newline: never quoted."""
+_quoted = json.encoder.encode_basestring_ascii  # what json.dumps does with a str, minus its call overhead
 
 
 def _text_value(value: Any) -> str:
-    text = value if type(value) is str else str(value)
+    kind = type(value)
+    if kind in _PLAIN_TYPES:  # a decision line's dryRun, policyMs, latencyMs
+        return str(value)
+    text = value if kind is str else str(value)
     if not text or _NEEDS_QUOTES.search(text):
-        return json.dumps(text)
+        return _quoted(text)
     return text
 
 
