@@ -265,9 +265,16 @@ def _write_kubeconfig(path: Path, url: str, token: str) -> Path:
     return path
 
 
-def _wait(check: Callable[[], bool], seconds: float, what: str) -> None:
+def wait_for(check: Callable[[], Any], seconds: float, what: str) -> Any:
+    """Poll `check` every 0.2 s until it returns something truthy, and return that; raises
+    AssertionError naming `what` after `seconds`."""
     deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {seconds}s waiting for {what}")
-        time.sleep(0.25)
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {seconds}s waiting for {what}")
+
+
+_wait = wait_for

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,7 @@ import yaml
 from guardhook.cluster.group_ready import GATE, OPT_IN_ANNOTATION
 
 from conftest import REPO, clean_env, start_server
-from envtest import ApiServer, api_server, requires_api_server
+from envtest import ApiServer, api_server, requires_api_server, wait_for
 
 pytestmark = [pytest.mark.envtest, requires_api_server]
 
@@ -27,16 +25,6 @@ P = "leaderworkerset.sigs.k8s.io/"
 PODS = "/api/v1/namespaces/serve/pods"
 STS_CONTROLLER = "system:serviceaccount:kube-system:statefulset-controller"
 COMPONENT = REPO / "manifests" / "components" / "group-readiness"
-
-
-def _wait(check: Callable[[], Any], seconds: float, what: str) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _pod(name: str, worker: int) -> dict[str, Any]:
@@ -101,7 +89,7 @@ def test_the_api_server_stores_the_gated_leader_and_the_condition_patch(tmp_path
             },
         }
         lws_path = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/serve/leaderworkersets"
-        _wait(  # Established can precede the CRD being served by a moment
+        wait_for(  # Established can precede the CRD being served by a moment
             lambda: api.request("POST", lws_path, lws).status_code in (200, 201),
             30,
             "the LWS CRD to be served",
@@ -125,7 +113,7 @@ def test_the_api_server_stores_the_gated_leader_and_the_condition_patch(tmp_path
                 answer = api.request("POST", f"{PODS}?dryRun=All", _pod("small-0", 0))
                 return answer.status_code == 201 and bool(answer.json()["spec"].get("readinessGates"))
 
-            _wait(gated_dry_run, 30, "the API server to call the group-readiness webhook")
+            wait_for(gated_dry_run, 30, "the API server to call the group-readiness webhook")
             created = api.session.post(
                 api.url + PODS,
                 json=_pod("small-0", 0),
@@ -139,7 +127,7 @@ def test_the_api_server_stores_the_gated_leader_and_the_condition_patch(tmp_path
 
             _set_status(api, "small-0", Ready="False", ContainersReady="True")
             _set_status(api, "small-0-1", Ready="True", ContainersReady="True")
-            ready = _wait(
+            ready = wait_for(
                 lambda: (c := _condition(api, "small-0", GATE)) and c["status"] == "True" and c,
                 30,
                 "the reconciler to set the condition True",
@@ -148,7 +136,7 @@ def test_the_api_server_stores_the_gated_leader_and_the_condition_patch(tmp_path
             assert _condition(api, "small-0", "ContainersReady")["status"] == "True"  # merged by type
 
             _set_status(api, "small-0-1", Ready="False", ContainersReady="False")
-            broken = _wait(
+            broken = wait_for(
                 lambda: (c := _condition(api, "small-0", GATE)) and c["status"] == "False" and c,
                 30,
                 "the reconciler to set the condition False",

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,7 @@ import yaml
 from pool_helpers import POOL_VERSIONS, pool_spec
 
 from conftest import REPO, clean_env, start_server
-from envtest import api_server, install_crds, requires_api_server
+from envtest import api_server, install_crds, requires_api_server, wait_for
 
 pytestmark = [pytest.mark.envtest, requires_api_server]
 
@@ -93,16 +91,6 @@ def _webhook_configuration(url: str, ca_pem: bytes) -> dict[str, Any]:
     return configuration
 
 
-def _wait(check: Callable[[], Any], seconds: float, what: str) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _lws() -> dict[str, Any]:
     container = {"name": "c", "image": "example.com/c:1"}
     return {
@@ -154,7 +142,7 @@ def test_the_api_server_stores_services_and_pools_pinned_to_leaders(tmp_path: Pa
             "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "serve"}}
         )
         lws_path = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/serve/leaderworkersets"
-        _wait(lambda: api.request("POST", lws_path, _lws()).status_code in (200, 201), 30, "the LWS CRD")
+        wait_for(lambda: api.request("POST", lws_path, _lws()).status_code in (200, 201), 30, "the LWS CRD")
         server = start_server(
             tmp_path / "serve", "--kubeconfig", str(api.kubeconfig), env=clean_env(tmp_path)
         )
@@ -175,7 +163,7 @@ def test_the_api_server_stores_services_and_pools_pinned_to_leaders(tmp_path: Pa
                 answer = api.request("POST", services + "?dryRun=All", service)
                 return answer.status_code == 201 and WORKER_INDEX in answer.json()["spec"]["selector"]
 
-            _wait(pinned_dry_run, 30, "the API server to call the leader-service webhook")
+            wait_for(pinned_dry_run, 30, "the API server to call the leader-service webhook")
             objects = [(services, service)] + [
                 (
                     f"/apis/{POOL_VERSIONS[v][0]}/{POOL_VERSIONS[v][1]}/namespaces/serve/inferencepools",
