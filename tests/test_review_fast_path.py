@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from flask import Flask
 
+from guardhook.admission.codec import MAX_BODY_BYTES
 from guardhook.admission.engine import Engine
 from guardhook.cluster.view.static import embedded_fleet_view
 from guardhook.server.app import Runtime, create_app
@@ -26,10 +27,11 @@ def flask_route_only(app: Flask) -> Any:
     return app.wsgi_app.flask_wsgi_app  # type: ignore[attr-defined]
 
 
-def answer(app: Flask, wsgi: Any, path: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
+def answer(app: Flask, wsgi: Any, path: str, body: bytes) -> tuple[str, list[tuple[str, str]], bytes]:
+    """The status line, the headers in order and the body of `wsgi`'s answer."""
     app.wsgi_app = wsgi  # type: ignore[method-assign]
     got = app.test_client().post(path, data=body, content_type="application/json")
-    return got.status_code, dict(got.headers), got.data
+    return got.status, list(got.headers.items()), got.data
 
 
 @pytest.mark.parametrize("review", REVIEWS, ids=lambda p: p.stem)
@@ -42,18 +44,21 @@ def test_fast_path_answers_as_flask_routes_do(review: Path) -> None:
     flask_app = create_app(Runtime(Engine(embedded_fleet_view())))
     fast = answer(fast_app, fast_app.wsgi_app, path, body)
     routed = answer(flask_app, flask_route_only(flask_app), path, body)
-    assert fast[0] == routed[0] == 200
+    assert fast[0] == routed[0] == "200 OK"
     assert fast == routed
     assert json.loads(fast[2])["response"]["uid"] == json.loads(body)["request"]["uid"]
 
 
-@pytest.mark.parametrize("body", [b"{not json", b'{"kind": "AdmissionReview"}', b""])
+@pytest.mark.parametrize(
+    "body", [b"{not json", b'{"kind": "AdmissionReview"}', b"", b" " * (MAX_BODY_BYTES + 1)]
+)
 def test_fast_path_rejects_a_malformed_body_as_flask_routes_do(body: bytes) -> None:
     app = create_app(Runtime(Engine(embedded_fleet_view())))
     fast = answer(app, app.wsgi_app, "/validate", body)
     routed = answer(app, flask_route_only(app), "/validate", body)
-    assert fast[0] == 400
+    assert fast[0] == "400 BAD REQUEST"
     assert fast == routed
+    assert (("Connection", "close") in fast[1]) == (len(body) > MAX_BODY_BYTES)
 
 
 def test_a_failure_on_the_fast_path_is_the_apps_json_500(caplog: pytest.LogCaptureFixture) -> None:

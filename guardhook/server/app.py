@@ -4,9 +4,10 @@ Endpoints: POST /validate, POST /mutate, GET /healthz, GET /readyz, GET /metrics
 not an AdmissionReview gets HTTP 400 with the reason; every decodable review gets HTTP 200. Errors
 (400, an unknown path's 404, a wrong method's 405) are a JSON `Status` object, never Flask's HTML.
 
-The two review endpoints are answered in front of flask (`ReviewFastPath`), the same answer in the
-same werkzeug Response, without flask's request context, routing and signals: on this path those
-cost about as much as judging a review (issue 26). Every other request goes through flask.
+The two review endpoints are answered in front of flask (`ReviewFastPath`): the same status line,
+headers and body as flask's routes for them send, written straight to WSGI, without flask's
+request context, routing, signals and werkzeug's Response object: on this path those cost about as
+much as judging a review (issue 26). Every other request goes through flask.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from flask import Flask, Response, request
+from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wsgi import get_content_length, get_input_stream
 
 from guardhook.admission.codec import MAX_BODY_BYTES, ReviewError, decode, encode
@@ -60,33 +63,31 @@ def create_app(runtime: Runtime) -> Flask:
     """A flask app serving `runtime`."""
     app = Flask("guardhook")
 
-    def review(endpoint: Endpoint, environ: dict[str, Any] | None = None) -> Response:
+    def review(endpoint: Endpoint, environ: dict[str, Any]) -> ReviewAnswer:
         started = time.perf_counter()
-        body, too_large = _read_body(request.environ if environ is None else environ)
+        body, too_large = _read_body(environ)
         if too_large:
-            response = _bad_request(f"body is over the {MAX_BODY_BYTES}-byte cap")
             # An unread body would stall a kept-alive connection: close it.
-            response.headers["Connection"] = "close"
+            answer = ReviewAnswer(*_bad_request(f"body is over the {MAX_BODY_BYTES}-byte cap"), close=True)
         else:
             try:
                 decoded = decode(body)
             except ReviewError as exc:
-                response = _bad_request(str(exc))
+                answer = ReviewAnswer(*_bad_request(str(exc)))
             else:
                 verdict = runtime.engine.judge(decoded.request, endpoint)
                 runtime.metrics.observe(endpoint, verdict)
-                payload = orjson.dumps(encode(decoded.api_version, verdict.response))
-                response = Response(payload, status=200, mimetype="application/json")
-        runtime.metrics.answered(endpoint, response.status_code, time.perf_counter() - started)
-        return response
+                answer = ReviewAnswer(200, orjson.dumps(encode(decoded.api_version, verdict.response)))
+        runtime.metrics.answered(endpoint, answer.status, time.perf_counter() - started)
+        return answer
 
     @app.post("/validate")
     def validate() -> Response:
-        return review("validate")
+        return review("validate", request.environ).response()
 
     @app.post("/mutate")
     def mutate() -> Response:
-        return review("mutate")
+        return review("mutate", request.environ).response()
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -119,15 +120,40 @@ def create_app(runtime: Runtime) -> Flask:
 
 
 REVIEW_PATHS: dict[str, Endpoint] = {"/validate": "validate", "/mutate": "mutate"}
+JSON_TYPE = "application/json"
+
+
+@dataclass(frozen=True)
+class ReviewAnswer:
+    """What a review request is answered: the HTTP status, the JSON body (an AdmissionReview, or
+    a `Status` for a 400), and whether the connection closes after it."""
+
+    status: int
+    body: bytes
+    close: bool = False
+
+    def headers(self) -> list[tuple[str, str]]:
+        """The headers werkzeug's Response would send for this answer, in its order."""
+        headers = [("Content-Type", JSON_TYPE), ("Content-Length", str(len(self.body)))]
+        return [*headers, ("Connection", "close")] if self.close else headers
+
+    def response(self) -> Response:
+        """The same answer as a werkzeug Response (for flask's routes)."""
+        response = Response(self.body, status=self.status, mimetype=JSON_TYPE)
+        if self.close:
+            response.headers["Connection"] = "close"
+        return response
 
 
 class ReviewFastPath:
     """WSGI in front of a flask app: `POST /validate` and `POST /mutate` are answered by `review`
-    directly from the WSGI environ; every other request goes to flask's own `wsgi_app`. An
-    exception from `review` is answered as flask answers one (the app's 500 `Status`, the
-    traceback logged on the app's logger), or propagated when flask would (testing)."""
+    straight from the WSGI environ, with the status line and headers werkzeug's Response would
+    send (no request context, routing, signals or Response object: on this path they cost about
+    as much as judging a review); every other request goes to flask's own `wsgi_app`. An exception
+    from `review` is answered as flask answers one (the app's 500 `Status`, the traceback logged on
+    the app's logger), or propagated when flask would (testing)."""
 
-    def __init__(self, app: Flask, review: Callable[[Endpoint, dict[str, Any]], Response]) -> None:
+    def __init__(self, app: Flask, review: Callable[[Endpoint, dict[str, Any]], ReviewAnswer]) -> None:
         self.app = app
         self.flask_wsgi_app = app.wsgi_app
         self.review = review
@@ -137,14 +163,23 @@ class ReviewFastPath:
         if endpoint is None or environ.get("REQUEST_METHOD") != "POST":
             return self.flask_wsgi_app(environ, start_response)
         try:
-            response = self.review(endpoint, environ)
+            answer = self.review(endpoint, environ)
         except Exception:
             if self.app.testing or self.app.config.get("PROPAGATE_EXCEPTIONS"):
                 raise
             path = environ.get("PATH_INFO", "")
             self.app.logger.error("Exception on %s [POST]", path, exc_info=True)
-            response = _status(500, f"POST {path}: Internal Server Error")
-        return response(environ, start_response)
+            return _status(500, f"POST {path}: Internal Server Error")(environ, start_response)
+        start_response(_STATUS_LINES.get(answer.status) or _status_line(answer.status), answer.headers())
+        return [answer.body]
+
+
+def _status_line(code: int) -> str:
+    """The status line werkzeug writes for `code` (its reason phrase, upper-cased)."""
+    return f"{code} {HTTP_STATUS_CODES.get(code, 'UNKNOWN').upper()}"
+
+
+_STATUS_LINES = {code: _status_line(code) for code in (200, 400)}
 
 
 def _error_message(code: int, exc: Exception) -> str:
@@ -174,14 +209,16 @@ def _read_body(environ: dict[str, Any]) -> tuple[bytes, bool]:
     return body, False
 
 
-def _bad_request(reason: str) -> Response:
+def _bad_request(reason: str) -> tuple[int, bytes]:
     log.info("rejected a request body: %s", reason)
-    return _status(400, reason)
+    return 400, _status_body(400, reason)
 
 
 def _status(code: int, message: str) -> Response:
     """An error answer as a Kubernetes `Status` object (JSON), the shape the API server logs."""
-    payload = json.dumps(
-        {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "message": message}
-    )
-    return Response(payload, status=code, mimetype="application/json")
+    return Response(_status_body(code, message), status=code, mimetype=JSON_TYPE)
+
+
+def _status_body(code: int, message: str) -> bytes:
+    status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "message": message}
+    return json.dumps(status).encode()
