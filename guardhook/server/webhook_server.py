@@ -24,6 +24,7 @@ from gunicorn.glogging import Logger as GunicornLogger
 
 from guardhook.admission.codec import MAX_BODY_BYTES
 from guardhook.server.app import Runtime, create_app
+from guardhook.server.asynclog import write_in_background
 from guardhook.server.certs import CertPaths, RotatingServerContext
 from guardhook.server.logformat import formatter
 from guardhook.server.readahead import READ_TIMEOUT_SECONDS, worker_class
@@ -102,6 +103,7 @@ class WebhookServer(BaseApplication):
         return self._tls.context()
 
     def load(self) -> Callable[..., Any]:
+        write_in_background()  # in the worker, after fork: the writer thread lives here
         runtime = self.make_runtime()
         app = create_app(runtime)
         freeze_heap_when_ready(runtime)
