@@ -83,12 +83,14 @@ def worker_losses(cap: Capacity, k: int) -> tuple[np.ndarray, list[np.ndarray]]:
     y0 = np.where(cap.worker_ok, pod_caps(cap.free, cap.worker), 0)
     losses: list[np.ndarray] = []
     for j in range(1, k + 1):
-        after = cap.free - j * cap.leader
-        fits = cap.leader_ok & (after >= 0).all(axis=1)
-        if not fits.any():
+        rows = np.flatnonzero(cap.leader_ok & (cap.free >= j * cap.leader).all(axis=1))
+        if not len(rows):
             break
-        yj = np.where(cap.worker_ok, pod_caps(np.maximum(after, 0), cap.worker), 0)
-        losses.append(np.where(fits, (y0 - yj).astype(float), INF))
+        # Only the rows where j leaders fit (often few) are divided again.
+        yj = np.where(cap.worker_ok[rows], pod_caps(cap.free[rows] - j * cap.leader, cap.worker), 0)
+        loss = np.full(len(y0), INF)
+        loss[rows] = y0[rows] - yj
+        losses.append(loss)
     return y0, losses
 
 

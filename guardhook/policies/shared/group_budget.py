@@ -162,15 +162,16 @@ def broken_in_pods(
     shows not whole, a going pod (`doomed(pod)` non-empty: marked for removal, or under a NoExecute
     taint it does not tolerate forever; guardhook.cluster.going) breaking its group. Work is
     proportional to the snapshot's pods, not to `spec.replicas` (see BrokenGroups)."""
-    populated = [index for index in sorted(groups) if 0 <= index < lws.replicas]
+    replicas, size = lws.replicas, lws.size  # each reads the spec afresh: once, not per group
+    populated = [index for index in sorted(groups) if 0 <= index < replicas]
     broken: dict[int, str] = {}
     for index in populated:
-        health = group_health(index, lws.size, groups[index], doomed)
+        health = group_health(index, size, groups[index], doomed)
         if not health.whole:
             broken[index] = "; ".join(health.problems)
     empty = empty_group_health(lws)
     empty_why = None if empty.whole or not empty_groups(lws, populated) else "; ".join(empty.problems)
-    return BrokenGroups(broken, lws.replicas, populated, empty_why)
+    return BrokenGroups(broken, replicas, populated, empty_why)
 
 
 def broken_in_view(view: ClusterView, lws: LeaderWorkerSet, going: Going | None = None) -> BrokenGroups:
