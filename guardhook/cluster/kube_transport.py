@@ -30,7 +30,7 @@ from guardhook.cluster.view.live import (
     error_for,
     snapshot,
 )
-from guardhook.cluster.view.store import KIND_TO_RESOURCE, ClusterView
+from guardhook.cluster.view.store import KINDS, ClusterView
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +41,7 @@ WATCH_IDLE_SECONDS = 20.0
 
 
 # The reflectors list and watch with the same typed calls `audit` lists with (guardhook.cluster.listing).
-_LISTED_BY_RESOURCE = {
-    KIND_TO_RESOURCE[listed.kind]: listed for listed in LISTS if listed.kind in KIND_TO_RESOURCE
-}
+_LISTED_BY_RESOURCE = {listed.resource: listed for listed in LISTS if listed.resource in KINDS}
 
 
 def listed_for(kind: str) -> Listed:
