@@ -30,13 +30,16 @@ from guardhook.cluster.view.static import embedded_fleet_objects
 from guardhook.cluster.view.store import KINDS, ClusterView
 from guardhook.commands.main import main
 from guardhook.ledger.lease import LeaseLedger
+from guardhook.policies.group_pdb import GROUP_PDBS_ANNOTATION
 
 from fake_apiserver import ROUTE, FakeApiServer, running_fake
 from kustomize_lite import render
+from readiness_helpers import fleet as gated_fleet
 
 Object = dict[str, Any]
-Need = tuple[str, str, str, str]
-"""(verb, apiGroup, resource, namespace): namespace "" for a cluster-wide request."""
+Need = tuple[str, str, str, str, str]
+"""(verb, apiGroup, resource, namespace, name): namespace "" for a cluster-wide request, name ""
+for one naming no object (list, watch, create). As a grant, "" means any (no resourceNames)."""
 READ = ("get", "list", "watch")
 VERB_OF = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
@@ -56,12 +59,15 @@ def needs_of(requests: Iterable[str]) -> set[Need]:
             verb = "get" if name else "watch" if watching else "list"
         else:
             verb = VERB_OF[method]
-        found.add((verb, group, resource + (f"/{subresource}" if subresource else ""), namespace or ""))
+        resource += f"/{subresource}" if subresource else ""
+        found.add((verb, group, resource, namespace or "", name or ""))
     return found
 
 
 def _reads(listed: Iterable[Listed]) -> set[Need]:
-    return {(verb, form.group, form.resource, "") for item in listed for form in item.forms for verb in READ}
+    return {
+        (verb, form.group, form.resource, "", "") for item in listed for form in item.forms for verb in READ
+    }
 
 
 def grants(objects: list[Object]) -> set[Need]:
@@ -80,17 +86,25 @@ def grants(objects: list[Object]) -> set[Need]:
         role = roles[(ref["kind"], scope if ref["kind"] == "Role" else "", ref["name"])]
         for rule in role["rules"]:
             allowed |= {
-                (verb, group, resource, scope)
+                (verb, group, resource, scope, name)
                 for verb in rule["verbs"]
                 for group in rule["apiGroups"]
                 for resource in rule["resources"]
+                for name in rule.get("resourceNames") or [""]
             }
     return allowed
 
 
 def missing(needs: set[Need], allowed: set[Need]) -> set[Need]:
-    """The needs no grant covers (a cluster-wide grant covers every namespace)."""
-    return {n for n in needs if n not in allowed and (n[0], n[1], n[2], "") not in allowed}
+    """The needs no grant covers: a cluster-wide grant covers every namespace, one without
+    resourceNames every name."""
+
+    def covered(need: Need) -> bool:
+        verb, group, resource, namespace, name = need
+        scopes, names = {namespace, ""}, {name, ""}
+        return any((verb, group, resource, s, n) in allowed for s in scopes for n in names)
+
+    return {need for need in needs if not covered(need)}
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +130,7 @@ def test_each_listed_kind_requests_exactly_the_resource_it_declares(form: Listed
     """The declarations the grants are derived from are the requests made: each form's own call."""
     with running_fake() as fake:
         list_cluster(fake.api_client(), (replace(form, older=()),))
-    assert needs_of(fake.requests) == {("list", form.group, form.resource, "")}
+    assert needs_of(fake.requests) == {("list", form.group, form.resource, "", "")}
 
 
 @pytest.mark.parametrize("install", ["default", "all components"])
@@ -198,3 +212,34 @@ def test_audit_refuses_in_one_line_when_a_kind_every_check_needs_is_forbidden(
         assert main(["audit", "--kubeconfig", kubeconfig]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and f"RBAC forbids listing {resource} " in err and "guardhook-view" in err
+
+
+def test_the_reconcilers_writes_are_granted_by_their_components_and_only_there(
+    installs: dict[str, list[Object]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pdb-sync and group-readiness, one round each (`--once`): their lists, PDB creates, updates
+    and deletes, and the leaders' pods/status patches."""
+    objects = gated_fleet()  # leaders gated, the LWS opted in to group-readiness
+    for obj in objects:
+        if obj["kind"] == "LeaderWorkerSet":
+            obj["metadata"]["annotations"][GROUP_PDBS_ANNOTATION] = "true"
+    with running_fake() as fake:
+        fake.load(o for o in objects if o["kind"] in ("LeaderWorkerSet", "Pod", "Node", "StatefulSet"))
+        kubeconfig = str(fake.write_kubeconfig(tmp_path / "kubeconfig"))
+        sync = ["pdb-sync", "--kubeconfig", kubeconfig, "--once"]
+        assert main(sync) == 0  # creates one PDB per group
+        budget = fake.get("poddisruptionbudgets", "serve", "llm-xl-group-1")
+        assert budget is not None
+        fake.put("poddisruptionbudgets", {**budget, "spec": {**budget["spec"], "minAvailable": 0}})
+        lws = fake.get("leaderworkersets", "serve", "llm-xl")
+        assert lws is not None
+        fake.put("leaderworkersets", {**lws, "spec": {**lws["spec"], "replicas": 3}})
+        assert main(sync) == 0  # updates group 1's, deletes group 3's
+        assert main(["group-readiness", "--kubeconfig", kubeconfig, "--once"]) == 0
+    capsys.readouterr()
+    made = needs_of(fake.requests)
+    writes = {need for need in made if need[0] not in READ}
+    assert {n[0] for n in writes if n[2] == "poddisruptionbudgets"} == {"create", "update", "delete"}
+    assert {n[0] for n in writes if n[2] == "pods/status"} == {"patch"}
+    assert missing(made, grants(installs["all components"])) == set()
+    assert missing(writes, grants(installs["default"])) == writes  # the default install writes none
