@@ -19,10 +19,13 @@ One resourceVersion counter covers every write. The test adds, changes and delet
 (`put`, `delete`: watchers see them, `writes` does not), sends bookmarks, answers every request
 with an error (`fail_with`), slows single GETs (`get_delay`), refuses resources or whole API
 versions (`unserved`: "leaderworkersets" or "resource.k8s.io/v1" answer 404, as for a CRD or an API
-version the server does not serve), forbids resources (`forbidden`: 403, as RBAC does), and can
+version the server does not serve), forbids resources (`forbidden`: 403, as RBAC does), keeps
+connections open after each answer and each watch's end as a real API server does (`keep_alive`:
+by default every answer closes its connection, so no client ever reuses one), and can
 take the server away (`stop()`: listening socket and
 open watches closed) and bring it back on the same port (`start()`). What happened is recorded for
-assertions: `requests` ("METHOD /path?query"), `writes` through HTTP (method, namespace, resource,
+assertions: `requests` ("METHOD /path?query"), the client port of each (`peers`: which
+connection it came on), `writes` through HTTP (method, namespace, resource,
 name) and `conflicts` (409 answers).
 """
 
@@ -119,9 +122,14 @@ class FakeApiServer:
     """The object store and its HTTP server. `objects[resource][(namespace, name)]` is the object."""
 
     def __init__(
-        self, unserved: Iterable[str] = (), max_page: int = 5, forbidden: Iterable[str] = ()
+        self,
+        unserved: Iterable[str] = (),
+        max_page: int = 5,
+        forbidden: Iterable[str] = (),
+        keep_alive: bool = False,
     ) -> None:
         self.unserved = set(unserved)
+        self.keep_alive = keep_alive
         self.forbidden = set(forbidden)
         self.max_page = max_page
         self.get_delay = 0.0  # seconds a single-object GET waits before answering
@@ -132,6 +140,7 @@ class FakeApiServer:
         self.objects: defaultdict[str, dict[Key, dict[str, Any]]] = defaultdict(dict)
         self.events: list[tuple[int, str, dict[str, Any]]] = []  # (resourceVersion, resource, event)
         self.requests: list[str] = []
+        self.peers: list[int] = []  # the client port each request came from (its connection)
         self.writes: list[tuple[str, str, str, str]] = []
         self.conflicts = 0
         self.cond = threading.Condition()
@@ -367,6 +376,7 @@ class _Handler(BaseHTTPRequestHandler):
         """(resource, namespace, name or None, query), or None after answering an error."""
         fake = self.fake
         fake.requests.append(f"{self.command} {self.path}")
+        fake.peers.append(self.client_address[1])
         if fake.fail_with is not None:
             self._json(fake.fail_with, status(fake.fail_with, "InternalError", "injected failure"))
             return None
@@ -443,10 +453,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        self.send_header("Connection", "close")
+        self._connection_header()
         self.end_headers()
         self.wfile.write(data)
-        self.close_connection = True
+
+    def _connection_header(self) -> None:
+        """Close the connection after this answer, unless the fake keeps connections alive."""
+        if not self.fake.keep_alive:
+            self.send_header("Connection", "close")
+            self.close_connection = True
 
     def _watch(self, resource: str, namespace: str, query: dict[str, str], since: int, timeout: int) -> None:
         fake = self.fake
@@ -460,11 +475,10 @@ class _Handler(BaseHTTPRequestHandler):
                 selector, meta.get("labels") or {}
             )
 
-        self.close_connection = True
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("Connection", "close")
+        self._connection_header()
         self.end_headers()
         with fake.cond:
             generation, compactions = fake._generation, fake._compactions
@@ -478,6 +492,7 @@ class _Handler(BaseHTTPRequestHandler):
         while True:
             with fake.cond:
                 if fake._generation != generation:
+                    self.close_connection = True
                     return  # gone away: drop the stream without a clean end
                 if fake._compactions != compactions:
                     break  # history compacted: end cleanly, the client reconnects and gets 410

@@ -6,9 +6,11 @@ namespace; with a role lacking those rules the view still syncs and reports them
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -71,17 +73,41 @@ def _collection(obj: dict[str, Any]) -> str:
     return f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
 
 
-def _service_account_client(api: ApiServer, name: str) -> Any:
+def _service_account_token(api: ApiServer, name: str) -> str:
     from kubernetes import client
 
     token = client.CoreV1Api(api.api_client()).create_namespaced_service_account_token(
         name, OWN, {"spec": {"expirationSeconds": 3600}}
     )
+    return str(token.status.token)
+
+
+def _service_account_client(api: ApiServer, name: str) -> Any:
+    from kubernetes import client
+
     configuration = client.Configuration()
     configuration.host = api.url
     configuration.verify_ssl = False
-    configuration.api_key = {"authorization": f"Bearer {token.status.token}"}
+    configuration.api_key = {"authorization": f"Bearer {_service_account_token(api, name)}"}
     return lambda: client.ApiClient(configuration)
+
+
+def _service_account_kubeconfig(api: ApiServer, name: str, path: Path) -> Path:
+    cluster = {"server": api.url, "insecure-skip-tls-verify": True}
+    user = {"token": _service_account_token(api, name)}
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "envtest", "cluster": cluster}],
+                "users": [{"name": name, "user": user}],
+                "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": name}}],
+                "current-context": "envtest",
+            }
+        )
+    )
+    return path
 
 
 def _synced_view(make_client: Any) -> tuple[ClusterView, LiveView]:
@@ -152,3 +178,18 @@ def test_audit_as_admin_reports_the_gap(
     out = capsys.readouterr().out
     assert "[evictions-unguarded] namespace serve lacks the label guardhook.io/guard-evictions=true" in out
     assert "[webhook-unreachable]" not in out
+
+
+def test_audit_and_drain_plan_as_guardhooks_service_account_are_refused_no_list(
+    cluster: tuple[ApiServer, x509.Certificate], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run in the cluster as guardhook's ServiceAccount, with the shipped ClusterRole, neither
+    command meets a 403 (HorizontalPodAutoscalers, ScaledObjects and InferencePools were)."""
+    api, _ = cluster
+    kubeconfig = str(_service_account_kubeconfig(api, "guardhook", tmp_path / "kubeconfig"))
+    assert main(["audit", "--kubeconfig", kubeconfig, "--format", "json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert [note for note in notes if "HTTP 403" in note] == []
+    assert any("InferencePool" in note and "not served" in note for note in notes)  # no CRD: a 404
+    assert main(["drain-plan", "--kubeconfig", kubeconfig, "--draining"]) == 0
+    assert "HTTP 403" not in capsys.readouterr().err

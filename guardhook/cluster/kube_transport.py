@@ -2,7 +2,8 @@
 
 Every call passes `_preload_content=False`, so the client returns the urllib3 response and never
 builds its typed models; bodies are parsed with `paging.decode` (orjson). Watch streams are split
-into lines with the client's own `iter_resp_lines`.
+into lines with the client's own `iter_resp_lines`. Every response is given back through
+`paging.finish`: to the pool when read to its end, else with its connection closed.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from urllib3.exceptions import ReadTimeoutError
 
 from guardhook.cluster.kube import api_client
 from guardhook.cluster.listing import LISTS, Listed
-from guardhook.cluster.paging import decode, request_page
+from guardhook.cluster.paging import decode, finish, request_page
 from guardhook.cluster.sources import Source
 from guardhook.cluster.view.live import (
     CONNECT_TIMEOUT_SECONDS,
@@ -30,7 +31,7 @@ from guardhook.cluster.view.live import (
     error_for,
     snapshot,
 )
-from guardhook.cluster.view.store import KIND_TO_RESOURCE, ClusterView
+from guardhook.cluster.view.store import KINDS, ClusterView
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +42,7 @@ WATCH_IDLE_SECONDS = 20.0
 
 
 # The reflectors list and watch with the same typed calls `audit` lists with (guardhook.cluster.listing).
-_LISTED_BY_RESOURCE = {
-    KIND_TO_RESOURCE[listed.kind]: listed for listed in LISTS if listed.kind in KIND_TO_RESOURCE
-}
+_LISTED_BY_RESOURCE = {listed.resource: listed for listed in LISTS if listed.resource in KINDS}
 
 
 def listed_for(kind: str) -> Listed:
@@ -101,17 +100,22 @@ class KubeTransport:
         return self._events(response)
 
     def _events(self, response: Any) -> Iterator[dict[str, Any]]:
+        """The decoded events of one watch `response`. Only a stream the server ended goes back to
+        the pool; one stopped early (idle, closed by the reader, a bad line, `close()`) has its
+        connection closed (`paging.finish`)."""
+        ended = False
         try:
             for line in iter_resp_lines(response):
                 event = decode(line)
                 if isinstance(event, dict):
                     yield event
+            ended = True
         except ReadTimeoutError:
             return  # idle: end this watch; the reflector resumes it from its resourceVersion
         finally:
             with self._lock:
                 self._open = None
-            response.release_conn()
+            finish(response, ended)
 
     def _first_page(self, kind: str, limit: int) -> Any:
         forms = listed_for(kind).forms

@@ -48,7 +48,22 @@ def request_page(
     if continue_token:
         kwargs["_continue"] = continue_token
     response = call(_preload_content=False, _request_timeout=timeout, **kwargs)
+    read_to_end = False
     try:
-        return decode(response.data)
+        data = response.data
+        read_to_end = True
     finally:
-        response.release_conn()
+        finish(response, read_to_end)
+    return decode(data)
+
+
+def finish(response: Any, read_to_end: bool) -> None:
+    """Give back the connection of a urllib3 `response` read with `_preload_content=False`: to the
+    pool only when the answer was read to its end. A response abandoned part-way (a watch stopped
+    or timed out, a read that failed) still has bytes in flight on its connection, which the next
+    request on a kept-alive connection would read as its own answer (BadStatusLine, or another
+    answer's body): its connection is closed first, so the pool opens a fresh one. This does not
+    rely on urllib3 closing an abandoned stream itself, which it does only inside its own reads."""
+    if not read_to_end:
+        response.close()  # urllib3: closes the socket too, not only the body
+    response.release_conn()

@@ -9,6 +9,11 @@ bytes, `nvidia.com/gpu` and `pods` as counts). Rules (k8s.io/component-helpers r
 - a plain init container runs alone, beside the sidecars started before it: the pod needs the
   maximum of that and the steady-state sum;
 - `spec.overhead` (set from the RuntimeClass at admission) is added on top.
+
+Every field read here may have the wrong type in a manifest, a dump or an object the API server
+did not validate (an LWS template): a field that is not what the API defines (`overhead` a string,
+`containers` an object, `resources.requests` a list, a resource name that is not a string) counts
+as absent, and no function here raises on one.
 """
 
 from __future__ import annotations
@@ -85,10 +90,13 @@ def _to_units(is_cpu: bool, value: Any) -> int:
     return math.ceil(scaled)
 
 
-def parse_resource_list(raw: Mapping[str, Any] | None) -> Resources:
-    """Parse a ResourceList (`{"cpu": "2", "memory": "1Gi"}`); unparsable entries are skipped."""
+def parse_resource_list(raw: Any) -> Resources:
+    """Parse a ResourceList (`{"cpu": "2", "memory": "1Gi"}`); unparsable entries are skipped, and
+    anything but an object (a string, a list, a number, null) is an empty list."""
     parsed: Resources = {}
-    for name, quantity in (raw or {}).items():
+    for name, quantity in _mapping(raw).items():
+        if not isinstance(name, str):  # a YAML key such as 1: never a resource name, and unsortable
+            continue
         try:
             parsed[name] = quantity_to_units(name, quantity)
         except (ValueError, ArithmeticError, TypeError):
@@ -96,9 +104,10 @@ def parse_resource_list(raw: Mapping[str, Any] | None) -> Resources:
     return parsed
 
 
-def container_requests(container: Mapping[str, Any]) -> Resources:
-    """Effective requests of one container: its requests, with limits standing in where unset."""
-    resources = _mapping(container.get("resources"))
+def container_requests(container: Any) -> Resources:
+    """Effective requests of one container: its requests, with limits standing in where unset
+    (none for a container that is not an object)."""
+    resources = _mapping(_mapping(container).get("resources"))
     effective = parse_resource_list(_mapping(resources.get("limits")))
     effective.update(parse_resource_list(_mapping(resources.get("requests"))))
     return effective
@@ -123,8 +132,10 @@ def max_into(total: Resources, other: Mapping[str, int]) -> None:
             total[name] = amount
 
 
-def pod_requests(spec: Mapping[str, Any]) -> Resources:
-    """Total requests of a pod spec as the scheduler sees them (see module docstring)."""
+def pod_requests(spec: Any) -> Resources:
+    """Total requests of a pod spec as the scheduler sees them (see module docstring); a spec that
+    is not an object requests nothing. Never raises on malformed fields."""
+    spec = _mapping(spec)
     steady: Resources = {}
     for container in _containers(spec.get("containers")):
         add_into(steady, container_requests(container))

@@ -95,7 +95,10 @@ def _objects(source: Source) -> list[KubeObject]:
 
     if source.live:
         api = live_client(source, retries=False)
-        return using_source(source, "list objects from", lambda: list_cluster(api)).objects
+        listed = using_source(source, "list objects from", lambda: list_cluster(api))
+        for note in listed.notes:  # a kind RBAC forbids or the cluster does not serve: skipped
+            print(f"guardhook drain-plan: {note}", file=sys.stderr)
+        return listed.objects
     if source.kind == EMBEDDED:
         log.warning("no cluster configured: planning on the bundled sample fleet")
         return embedded_fleet_objects()

@@ -302,10 +302,17 @@ class Reflector:
         self.view.mark_synced(self.kind)
         self._heard()
         self.backoff.reset()
-        for event in events:
-            if self._stopped.is_set():
-                return
-            self.apply(event)
+        try:
+            for event in events:
+                if self._stopped.is_set():
+                    return
+                self.apply(event)
+        finally:
+            # Stopped, or an event that raised: end the stream now (its connection is closed, not
+            # pooled), not whenever the abandoned iterator is collected.
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()
 
     # ---- the loop --------------------------------------------------------------------------
 
