@@ -28,8 +28,19 @@ class UnsupportedKustomization(ValueError):
 
 
 def render(folder: Path) -> list[Object]:
-    """The objects `kubectl kustomize folder` would print, in no particular order."""
-    return _build(folder.resolve(), component=False)
+    """The objects `kubectl kustomize folder` would print, in no particular order. Raises
+    UnsupportedKustomization for two objects of one kind, namespace and name, which kustomize
+    refuses too ("may not add resource with an already registered id"): a component listed
+    twice, e.g. on top of an overlay that already includes it."""
+    objects = _build(folder.resolve(), component=False)
+    seen: set[tuple[str, str, str, str]] = set()
+    for obj in objects:
+        meta = obj["metadata"]
+        key = (obj["apiVersion"].rpartition("/")[0], obj["kind"], meta.get("namespace", ""), meta["name"])
+        if key in seen:
+            raise UnsupportedKustomization(f"{folder}: {key} is added twice")
+        seen.add(key)
+    return objects
 
 
 def _build(folder: Path, component: bool) -> list[Object]:
