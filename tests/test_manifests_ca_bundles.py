@@ -19,7 +19,7 @@ from test_manifests import MANIFESTS, by_kind, canonical, one
 
 from guardhook.commands.main import main
 
-from kustomize_lite import render
+from kustomize_lite import render, user_overlay
 
 Object = dict[str, Any]
 KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
@@ -100,16 +100,8 @@ def test_self_managed_overlay_sets_a_verifying_ca_bundle_on_every_entry(
 
 def _with_components(folder: Path, components: list[str], overlay: str = "cert-manager") -> list[Object]:
     """The cert-manager `overlay` (or single-node) with `components` added, as a user's overlay."""
-    folder.mkdir(parents=True)
-    (folder / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": [str(MANIFESTS / "overlays" / overlay)],
-                "components": [str(MANIFESTS / "components" / c) for c in components],
-            }
-        )
+    user_overlay(
+        folder, [MANIFESTS / "overlays" / overlay], [MANIFESTS / "components" / c for c in components]
     )
     return render(folder)
 
@@ -121,6 +113,12 @@ def test_cert_manager_overlay_injects_the_ca_into_every_configuration(
 ) -> None:
     objects = _with_components(tmp_path / "overlay", components, overlay)
     _assert_own_pdb(objects, CERT_MANAGER_OVERLAYS[overlay])
+    if components == COMPONENTS and shutil.which("kubectl"):
+        printed = subprocess.run(
+            ["kubectl", "kustomize", str(tmp_path / "overlay")], capture_output=True, text=True, timeout=60
+        )
+        assert printed.returncode == 0, printed.stderr
+        assert canonical(list(yaml.safe_load_all(printed.stdout))) == canonical(objects)
     serving = one(objects, "Certificate", "guardhook-serving")
     secret = serving["spec"]["secretName"]
     mounted = one(objects, "Deployment")["spec"]["template"]["spec"]["volumes"]

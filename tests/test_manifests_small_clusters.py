@@ -10,6 +10,8 @@ disruptionsAllowed is currentHealthy - desiredHealthy (pkg/controller/disruption
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ import pytest
 import yaml
 from test_manifests import MANIFESTS, by_kind, canonical, one
 
-from kustomize_lite import render
+from kustomize_lite import render, user_overlay
 
 Object = dict[str, Any]
 HOSTNAME = "kubernetes.io/hostname"
@@ -132,19 +134,16 @@ def test_ha_component_is_exactly_the_difference_between_the_default_and_single_n
     tmp_path: Path, install: list[Object], single_node: list[Object]
 ) -> None:
     # The default install is the single-node one plus components/ha, and nothing else differs.
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": [str(MANIFESTS / "overlays" / "single-node")],
-                "components": [str(MANIFESTS / "components" / "ha")],
-            }
-        )
+    overlay = user_overlay(
+        tmp_path / "overlay", [MANIFESTS / "overlays" / "single-node"], [MANIFESTS / "components" / "ha"]
     )
     assert canonical(render(overlay)) == canonical(install)
+    if shutil.which("kubectl"):
+        printed = subprocess.run(
+            ["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, timeout=60
+        )
+        assert printed.returncode == 0, printed.stderr
+        assert canonical(list(yaml.safe_load_all(printed.stdout))) == canonical(install)
     only_in_default = [o for o in install if o not in single_node]
     assert sorted(o["kind"] for o in only_in_default) == ["Deployment", "PodDisruptionBudget"]
     shipped = yaml.safe_load((MANIFESTS / "overlays" / "self-managed" / "kustomization.yaml").read_text())
@@ -158,17 +157,8 @@ def test_operations_doc_says_which_entries_fail_closed_while_the_one_replica_res
     # closed, and every other entry (with every component) is Ignore, as the page says.
     text = (MANIFESTS.parent / "docs" / "operations.md").read_text()
     paragraph = " ".join(text[text.index("**One node.**") : text.index("**NetworkPolicy**")].split())
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
     components = [p for p in (MANIFESTS / "components").iterdir() if p.name not in ("cert-manager", "ha")]
-    (overlay / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "resources": [str(MANIFESTS / "overlays" / "single-node")],
-                "components": [str(p) for p in sorted(components)],
-            }
-        )
-    )
+    overlay = user_overlay(tmp_path / "overlay", [MANIFESTS / "overlays" / "single-node"], sorted(components))
     objects = render(overlay)
     policies = {
         hook["name"].removesuffix(".guardhook.io"): hook["failurePolicy"]
