@@ -3,15 +3,18 @@
 Supported: `resources` (files and folders), `components`, `patches` (a JSON 6902 patch file, or a
 strategic-merge patch of a webhook configuration, whose `webhooks` merge by `name`, with a
 `target` of group/version/kind/name), `secretGenerator` (files; hash suffixes disabled) and
-`images`. Anything else raises, so a kustomization that grows past this subset fails loudly here
-rather than rendering differently. When kubectl is installed the tests also compare this output
-with `kubectl kustomize`.
+`images`. Paths are relative to the kustomization that lists them (kustomize refuses absolute
+ones; `user_overlay` writes a user's overlay that way). Anything else raises, so a kustomization
+that grows past this subset fails loudly here rather than rendering differently. When kubectl is
+installed the tests also compare this output with `kubectl kustomize`.
 """
 
 from __future__ import annotations
 
 import base64
 import copy
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +31,19 @@ class UnsupportedKustomization(ValueError):
 
 
 def render(folder: Path) -> list[Object]:
-    """The objects `kubectl kustomize folder` would print, in no particular order."""
-    return _build(folder.resolve(), component=False)
+    """The objects `kubectl kustomize folder` would print, in no particular order. Raises
+    UnsupportedKustomization for two objects of one kind, namespace and name, which kustomize
+    refuses too ("may not add resource with an already registered id"): a component listed
+    twice, e.g. on top of an overlay that already includes it."""
+    objects = _build(folder.resolve(), component=False)
+    seen: set[tuple[str, str, str, str]] = set()
+    for obj in objects:
+        meta = obj["metadata"]
+        key = (obj["apiVersion"].rpartition("/")[0], obj["kind"], meta.get("namespace", ""), meta["name"])
+        if key in seen:
+            raise UnsupportedKustomization(f"{folder}: {key} is added twice")
+        seen.add(key)
+    return objects
 
 
 def _build(folder: Path, component: bool) -> list[Object]:
@@ -42,7 +56,7 @@ def _build(folder: Path, component: bool) -> list[Object]:
         raise UnsupportedKustomization(f"{folder}: expected kind {expected_kind}")
     objects: list[Object] = []
     for entry in kustomization.get("resources", []):
-        path = folder / entry
+        path = folder / _relative(folder, entry)
         objects += _build(path, component=False) if path.is_dir() else _load(path)
     objects += [_secret(folder, spec) for spec in kustomization.get("secretGenerator", [])]
     return _finish(folder, kustomization, objects)
@@ -50,7 +64,7 @@ def _build(folder: Path, component: bool) -> list[Object]:
 
 def _finish(folder: Path, kustomization: Object, objects: list[Object]) -> list[Object]:
     for entry in kustomization.get("components", []):
-        component = (folder / entry).resolve()
+        component = (folder / _relative(folder, entry)).resolve()
         spec = yaml.safe_load((component / "kustomization.yaml").read_text())
         if spec.get("kind") != "Component" or set(spec) - KNOWN_KEYS:
             raise UnsupportedKustomization(f"{component}: not a supported Component")
@@ -62,6 +76,29 @@ def _finish(folder: Path, kustomization: Object, objects: list[Object]) -> list[
     for image in kustomization.get("images", []):
         _set_image(image, objects)
     return objects
+
+
+def _relative(folder: Path, entry: str) -> str:
+    """`entry` of `folder`'s kustomization, refused when absolute as kustomize refuses it ("new
+    root ... cannot be absolute")."""
+    if Path(entry).is_absolute():
+        raise UnsupportedKustomization(f"{folder}: {entry} is absolute; kustomize refuses it")
+    return entry
+
+
+def user_overlay(folder: Path, resources: Sequence[Path], components: Sequence[Path] = ()) -> Path:
+    """Write `folder/kustomization.yaml`, a user's overlay of `resources` with `components` added,
+    each path relative to `folder` as kustomize requires. Returns `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    spec: Object = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(path, folder) for path in resources],
+    }
+    if components:
+        spec["components"] = [os.path.relpath(path, folder) for path in components]
+    (folder / "kustomization.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return folder
 
 
 def _load(path: Path) -> list[Object]:

@@ -88,7 +88,8 @@ def test_a_group_counted_only_through_the_ledger_is_judged_against_the_other_gro
     for group in (0, 1):
         name = f"llm-{group}"
         ledger.update(
-            KEY, lambda e, g=group, n=name: (None, (*e, Disruption(g, n, f"uid-{n}", NOW + 60, NOW)))
+            KEY,
+            lambda e, g=group, n=name: (None, (*e, Disruption(g, n, f"uid-{n}", NOW + 60, NOW, "eviction"))),
         )
     eng = engine(view, ledger=ledger)
     denied = judge(eng, eviction("llm-0-1"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,45 @@ def test_patch_manifests_with_an_odd_kustomization_exits_2_with_one_line(
     assert main(["certs", "--patch-manifests", str(manifests)]) == 2
     err = capsys.readouterr().err.strip()
     assert says in err and "\n" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["overlay", "nested-component"])
+def test_patch_manifests_refuses_an_absolute_component_path_before_writing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nested: bool
+) -> None:
+    # kustomize loads components only relative to their kustomization ("cannot be absolute"), so
+    # patches written for such an overlay would describe one that never renders.
+    manifests = tmp_path / "manifests"
+    shutil.copytree(REPO / "manifests", manifests, ignore=shutil.ignore_patterns("certs", "ca-bundle.*.yaml"))
+    overlay = manifests / "overlays" / "self-managed"
+    absolute = manifests / "components" / "group-readiness"
+    listing = overlay / "kustomization.yaml"
+    if nested:
+        listing = manifests / "components" / "leader-service-deny" / "kustomization.yaml"
+    spec = yaml.safe_load(listing.read_text())
+    spec["components"] = [str(absolute)]
+    listing.write_text(yaml.safe_dump(spec))
+    if nested:
+        spec = yaml.safe_load((overlay / "kustomization.yaml").read_text())
+        spec["components"] = ["../../components/leader-service-deny"]
+        (overlay / "kustomization.yaml").write_text(yaml.safe_dump(spec))
+    before = sorted(p.relative_to(manifests) for p in manifests.rglob("*"))
+    assert main(["certs", "--patch-manifests", str(manifests)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"guardhook: {listing}: component {absolute} is an absolute path, which kustomize refuses; "
+        f"give it relative to {listing.parent}\n"
+    )
+    assert sorted(p.relative_to(manifests) for p in manifests.rglob("*")) == before  # nothing written
+    if shutil.which("kubectl"):  # what kustomize says of the same path
+        probe = tmp_path / "probe"
+        probe.mkdir()
+        (probe / "kustomization.yaml").write_text(
+            yaml.safe_dump(
+                {"resources": ["../manifests/overlays/cert-manager"], "components": [str(absolute)]}
+            )
+        )
+        printed = subprocess.run(
+            ["kubectl", "kustomize", str(probe)], capture_output=True, text=True, timeout=60
+        )
+        assert printed.returncode != 0 and "cannot be absolute" in printed.stderr, printed.stderr

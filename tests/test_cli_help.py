@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from guardhook.commands.main import build_parser
+from guardhook import __version__
+from guardhook.commands.main import COMMANDS, build_parser, main
 
 from conftest import FIXTURES, clean_env
 
@@ -103,3 +104,24 @@ def test_a_global_flag_after_the_command_takes_effect(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     first = json.loads(done.stderr.splitlines()[0])  # the sample-fleet warning, as a JSON line
     assert first["level"] == "WARNING" and "sample fleet" in first["msg"]
+
+
+COMMAND_NAMES = [m.__name__.rsplit(".", 1)[-1].replace("_", "-") for m in COMMANDS]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--version"]]
+    + [[command, "--version"] for command in COMMAND_NAMES]
+    # after a command's other arguments too, and before its required ones are given
+    + [["check", "x", "--version"], ["review", "--log-level", "DEBUG", "--version"]],
+    ids=lambda argv: " ".join(argv),
+)
+def test_version_works_before_or_after_any_command(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 0
+    printed = capsys.readouterr()
+    assert printed.out == f"guardhook {__version__}\n" and printed.err == ""

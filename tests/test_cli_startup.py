@@ -79,7 +79,9 @@ def heavy_in(modules: list[str], heavy: tuple[str, ...]) -> list[str]:
     )
 
 
-@pytest.mark.parametrize("argv", [["--version"], ["--help"]], ids=["version", "help"])
+@pytest.mark.parametrize(
+    "argv", [["--version"], ["--help"], ["check", "--version"]], ids=["version", "help", "version-after"]
+)
 def test_version_and_help_import_nothing_heavy(argv: list[str]) -> None:
     assert heavy_in(modules_after(*argv), HEAVY) == []
 
@@ -87,6 +89,7 @@ def test_version_and_help_import_nothing_heavy(argv: list[str]) -> None:
 @pytest.mark.parametrize("command", [m.__name__.rsplit(".", 1)[-1].replace("_", "-") for m in COMMANDS])
 def test_each_command_help_imports_nothing_heavy(command: str) -> None:
     assert heavy_in(modules_after(command, "--help"), HEAVY) == []
+    assert heavy_in(modules_after(command, "--version"), HEAVY) == []
 
 
 def test_review_of_a_delete_on_the_sample_fleet_stays_light() -> None:

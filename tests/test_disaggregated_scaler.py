@@ -101,10 +101,19 @@ def test_scaler_on_the_role_scaler_itself_is_allowed() -> None:
     assert response["allowed"] is True and not response.get("warnings")
 
 
-def test_an_lws_without_a_role_label_still_names_the_disaggregated_set() -> None:
-    response = judge(load_review("s23-hpa-lws.validating")["request"], fleet_with_ds_lws(role_label=False))
+@pytest.mark.parametrize("review", ["s23-hpa-lws.validating", "s21-hpa-worker-sts.validating"])
+def test_an_lws_without_a_role_label_names_the_disaggregated_set_and_where_the_role_is(review: str) -> None:
+    # The role scaler is `<ds>-<role>` (lws scaler_manager.go ScalerName); with no role label the
+    # LWS's name `<ds>-<slice>-<revision>-<role>` cannot tell the role either (it may hold dashes).
+    response = judge(load_review(review)["request"], fleet_with_ds_lws(role_label=False))
     assert response["allowed"] is False
-    assert "name: myds-<role>" in response["status"]["message"]
+    message = response["status"]["message"]
+    assert message.endswith(
+        "kind: DisaggregatedSetRoleScaler, name: myds- followed by the role's name from the "
+        "DisaggregatedSet's spec.roles (this LeaderWorkerSet has no disaggregatedset.x-k8s.io/role "
+        "label naming its role)"
+    )
+    assert "<" not in message and "prefill" not in message  # no placeholder, no guessed role
 
 
 def test_lws_not_in_the_view_is_allowed_and_a_stale_view_says_so() -> None:

@@ -205,7 +205,7 @@ def test_drain_delete_over_budget_is_429_naming_the_groups_down() -> None:
     assert denied["allowed"] is False
     assert denied["status"]["code"] == 429 and denied["status"]["reason"] == "TooManyRequests"
     message = denied["status"]["message"]
-    assert message.startswith("[worker-delete]") and "group 0 (eviction of llm-xl-0-2" in message
+    assert message.startswith("[worker-delete]") and "group 0 (delete of llm-xl-0-2" in message
 
 
 def test_drains_and_evictions_share_one_budget() -> None:

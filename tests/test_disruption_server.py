@@ -64,4 +64,4 @@ def test_delete_based_drain_on_a_real_server(tmp_path: Path, fresh_server: Calla
     assert first["allowed"] is True and first["warnings"][0].startswith("[worker-delete]")
     again = server.review("/validate", "s05-worker-delete-dryrun.validating")  # the dry run recorded nothing,
     assert again["allowed"] is False and again["status"]["code"] == 429  # but s01 did
-    assert "group 0 (eviction of llm-xl-0-2 recorded" in again["status"]["message"]
+    assert "group 0 (delete of llm-xl-0-2 recorded" in again["status"]["message"]

@@ -190,7 +190,7 @@ def test_delete_on_a_drain_tainted_node_is_a_drain_judged_by_the_budget(
     second = respond(eng, worker_delete("llm-xl-1-1", user))
     assert second["allowed"] is False and second["status"]["code"] == 429
     assert "draining node gpu-node-05" in second["status"]["message"]
-    assert "group 0 (eviction of llm-xl-0-2 recorded" in second["status"]["message"]
+    assert "group 0 (delete of llm-xl-0-2 recorded" in second["status"]["message"]
 
 
 def test_a_configured_drain_taint_key_makes_a_drain_and_an_unknown_key_does_not() -> None:
@@ -266,7 +266,13 @@ def test_taints_back_to_back_count_before_the_view_shows_them(
     assert [bool(w) for w in seen] == warned
     recorded = [(e.group, e.pod) for e in ledger.entries(("serve", "llm-xl"))]
     assert recorded == [(0, "llm-xl-0-2"), (1, "llm-xl-1-2")][:budget]
-    assert "recorded, not visible yet" in seen[-1][0]
+    # What was recorded is a taint dooming the group, not an eviction of the pod it names.
+    assert (
+        "group 0 (a NoExecute taint dooming it recorded (it evicts llm-xl-0-2), not visible yet)"
+        in seen[-1][0]
+    )
+    assert "eviction of" not in seen[-1][0]
+    assert [e.cause for e in ledger.entries(("serve", "llm-xl"))] == ["taint"] * budget
 
 
 def test_a_dry_run_taint_records_nothing() -> None:

@@ -4,6 +4,7 @@ racing (the same race against a real kube-apiserver is in test_eviction_envtest.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from guardhook.cluster.sources import EMBEDDED, KUBECONFIG, STATE, Source
-from guardhook.ledger import Disruption, Entries, LedgerError, MemoryLedger, open_ledger
+from guardhook.ledger import CAUSES, Disruption, Entries, LedgerError, MemoryLedger, open_ledger
 from guardhook.ledger.lease import ENTRIES_ANNOTATION, LeaseLedger, lease_name
 
 from fake_apiserver import running_fake
@@ -199,3 +200,22 @@ def test_a_slow_api_server_makes_the_update_give_up_within_its_budget(
             ledger.update(LWS, lambda entries: (None, ()))
         assert time.monotonic() - started < 1.5
         fake.get_delay = 0.0
+
+
+def test_an_entry_keeps_what_it_recorded_through_the_lease(tmp_path: Path) -> None:
+    # Each budget policy writes its cause; an entry without one (written before causes existed) or
+    # with one this version does not know (a newer replica's) still counts, as cause "".
+    with running_fake() as fake:
+        ledger = open_ledger(Source(KUBECONFIG, (str(fake.write_kubeconfig(tmp_path / "kc")),)), "gh")
+        written = tuple(Disruption(g, f"llm-{g}", "u", 4e9, 1e9, cause) for g, cause in enumerate(CAUSES))
+        ledger.update(LWS, lambda e: (None, written))
+        assert ledger.entries(LWS) == written
+        lease = fake.get("leases", "gh", lease_name(LWS))
+        assert lease is not None
+        stored = json.loads(lease["metadata"]["annotations"][ENTRIES_ANNOTATION])
+        assert [raw["cause"] for raw in stored] == list(CAUSES)
+    legacy = {"group": 0, "pod": "llm-0", "uid": "u", "expires": 4e9}
+    assert Disruption.from_json(legacy) == Disruption(0, "llm-0", "u", 4e9)
+    assert Disruption.from_json({**legacy, "cause": "quake"}) == Disruption(0, "llm-0", "u", 4e9)
+    assert Disruption.from_json({**legacy, "cause": 5}) == Disruption(0, "llm-0", "u", 4e9)
+    assert "cause" not in Disruption(0, "llm-0", "u", 4e9).to_json()  # read as before by older replicas

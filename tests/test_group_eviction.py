@@ -215,6 +215,20 @@ def test_a_retried_eviction_of_one_pod_refreshes_its_entry_instead_of_adding_one
     assert judge(eng, eviction("llm-xl-2-1"))["status"]["code"] == 429
 
 
+def test_a_denial_names_what_each_ledger_entry_recorded() -> None:
+    # An eviction's entry says so; an entry without a cause (written before entries had one) says
+    # only that a disruption was recorded, never that it was an eviction.
+    eng = engine(embedded_fleet_view(), ledger=MemoryLedger())
+    assert judge(eng, eviction("llm-xl-0-3"))["allowed"] is True
+    assert [e.cause for e in eng.ledger.entries(("serve", "llm-xl"))] == ["eviction"]
+    denied = judge(eng, eviction("llm-xl-2-1"))["status"]["message"]
+    assert "group 0 (eviction of llm-xl-0-3 recorded, not visible yet)" in denied
+    legacy = MemoryLedger()
+    legacy.update(("serve", "llm-xl"), lambda _: (None, (Disruption(0, "llm-xl-0-3", "u", 4e9),)))
+    denied = judge(engine(embedded_fleet_view(), ledger=legacy), eviction("llm-xl-2-1"))["status"]["message"]
+    assert "group 0 (disruption of llm-xl-0-3 recorded, not visible yet)" in denied
+
+
 def test_offline_review_records_nothing() -> None:
     ledger = MemoryLedger()
     eng = engine(embedded_fleet_view(), ledger=ledger, record=False)

@@ -146,7 +146,7 @@ def test_a_restarting_resize_under_a_recreating_policy_is_a_group_disruption(pol
     assert second["status"]["reason"] == "TooManyRequests"
     message = second["status"]["message"]
     assert "resizing pod serve/llm-xl-1-1" in message and "would break group 1" in message
-    assert "group 0 (eviction of llm-xl-0-2 recorded" in message
+    assert "group 0 (resize of llm-xl-0-2 recorded" in message
     # the same group again: already counted, allowed
     assert respond(eng, resize("llm-xl-0-3", objects, memory="1600Gi"))["allowed"] is True
 

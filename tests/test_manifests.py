@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -23,7 +24,7 @@ from guardhook.cluster.listing import LISTS
 from guardhook.config import DEFAULT_EXEMPT_USERS
 
 from conftest import REPO, load_review
-from kustomize_lite import render
+from kustomize_lite import UnsupportedKustomization, render, user_overlay
 
 MANIFESTS = REPO / "manifests"
 OWN_NAMESPACE = "guardhook-system"
@@ -83,13 +84,31 @@ def rules_of(hook: Object) -> set[tuple[str, str, str, str]]:
 
 # kubectl kustomize, when kubectl is installed, must agree with the subset renderer.
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
-@pytest.mark.parametrize("folder", [".", "base", "overlays/cert-manager"])
+@pytest.mark.parametrize("folder", [".", "base", "overlays/cert-manager", "overlays/single-node"])
 def test_kubectl_kustomize_renders_the_same_objects(folder: str) -> None:
     printed = subprocess.run(
         ["kubectl", "kustomize", str(MANIFESTS / folder)], capture_output=True, text=True, timeout=60
     )
     assert printed.returncode == 0, printed.stderr
     assert canonical(render(MANIFESTS / folder)) == canonical(list(yaml.safe_load_all(printed.stdout)))
+
+
+@pytest.mark.parametrize("case", ["absolute", "twice"])
+def test_the_subset_renderer_refuses_what_kustomize_refuses(tmp_path: Path, case: str) -> None:
+    # A component given by absolute path, or listed again on top of an overlay that includes it.
+    overlay = user_overlay(tmp_path / "overlay", [MANIFESTS / "overlays" / "cert-manager"])
+    spec = yaml.safe_load((overlay / "kustomization.yaml").read_text())
+    component = MANIFESTS / "components" / "ha"
+    spec["components"] = [str(component) if case == "absolute" else os.path.relpath(component, overlay)]
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(UnsupportedKustomization):
+        render(overlay)
+    if shutil.which("kubectl"):
+        printed = subprocess.run(
+            ["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, timeout=60
+        )
+        assert printed.returncode != 0
+        assert ("cannot be absolute" if case == "absolute" else "already registered id") in printed.stderr
 
 
 class _Body:
@@ -422,19 +441,20 @@ def _identities(hook: Object) -> set[str]:
 
 
 def _all_webhooks(tmp_path: Path) -> list[Object]:
-    """Every webhook entry of the default install with every component added (as a user's overlay)."""
-    components = sorted(p.name for p in (MANIFESTS / "components").iterdir() if p.is_dir())
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    kustomization = {
-        "apiVersion": "kustomize.config.k8s.io/v1beta1",
-        "kind": "Kustomization",
-        "resources": [str(MANIFESTS / "overlays" / "cert-manager")],
-        "components": [str(MANIFESTS / "components" / c) for c in components],
+    """Every webhook entry of the single-node install (cert-manager, no `ha`) with every other
+    component added, `ha` included (as a user's overlay): each component once, as kustomize
+    requires, so every component's entries are covered."""
+    overlay = MANIFESTS / "overlays" / "single-node"
+    present = {
+        Path(c).name for c in yaml.safe_load((overlay / "kustomization.yaml").read_text())["components"]
     }
-    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    components = sorted(
+        p.name for p in (MANIFESTS / "components").iterdir() if p.is_dir() and p.name not in present
+    )
+    assert "ha" in components
+    user = user_overlay(tmp_path / "overlay", [overlay], [MANIFESTS / "components" / c for c in components])
     hooks: list[Object] = []
-    objects = render(overlay)
+    objects = render(user)
     for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
         for config in by_kind(objects, kind):
             hooks += [{**hook, "_where": kind} for hook in config.get("webhooks") or []]
@@ -538,17 +558,10 @@ def test_cert_manager_overlay_injects_the_ca_and_issues_the_mounted_secret(
 
 
 def test_pdb_sync_component_adds_writes_and_the_flag_only(tmp_path: Path) -> None:
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": [str(MANIFESTS / "overlays" / "cert-manager")],
-                "components": [str(MANIFESTS / "components" / "pdb-sync")],
-            }
-        )
+    overlay = user_overlay(
+        tmp_path / "overlay",
+        [MANIFESTS / "overlays" / "cert-manager"],
+        [MANIFESTS / "components" / "pdb-sync"],
     )
     objects = render(overlay)
     writer = one(objects, "ClusterRole", "guardhook-pdb-sync")
@@ -741,14 +754,5 @@ def test_group_readiness_component_adds_the_leader_webhook_status_patch_and_the_
 
 def _render_with_component(component: str, overlay: Path) -> list[Object]:
     """The default install (cert-manager overlay) with `component` added, rendered in `overlay`."""
-    (overlay / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": [str(MANIFESTS / "overlays" / "cert-manager")],
-                "components": [str(MANIFESTS / "components" / component)],
-            }
-        )
-    )
+    user_overlay(overlay, [MANIFESTS / "overlays" / "cert-manager"], [MANIFESTS / "components" / component])
     return render(overlay)

@@ -19,13 +19,18 @@ from test_manifests import MANIFESTS, by_kind, canonical, one
 
 from guardhook.commands.main import main
 
-from kustomize_lite import render
+from kustomize_lite import render, user_overlay
 
 Object = dict[str, Any]
 KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
-COMPONENTS = sorted(p.name for p in (MANIFESTS / "components").iterdir() if p.name != "cert-manager")
+HA = "ha"
+COMPONENTS = sorted(
+    p.name for p in (MANIFESTS / "components").iterdir() if p.name not in ("cert-manager", HA)
+)
 COMBINATIONS = [list(c) for n in range(len(COMPONENTS) + 1) for c in itertools.combinations(COMPONENTS, n)]
-"""Every subset of the components (none, each alone, every pair, ..., all of them)."""
+"""Every subset of the opt-in components (none, each alone, every pair, ..., all of them)."""
+CERT_MANAGER_OVERLAYS = {"cert-manager": True, "single-node": False}
+"""The cert-manager overlays, and whether each includes the `ha` component."""
 INJECT = "cert-manager.io/inject-ca-from"
 
 
@@ -38,20 +43,28 @@ def _entries(objects: list[Object]) -> list[tuple[Object, Object]]:
     ]
 
 
-def _self_managed(tmp_path: Path, components: list[str]) -> Path:
-    """A copy of manifests/ whose self-managed overlay lists `components`, certificates made."""
+def _self_managed(tmp_path: Path, components: list[str], ha: bool = True) -> Path:
+    """A copy of manifests/ whose self-managed overlay lists `components` (after `ha`, which it
+    ships with, unless `ha` is False: a one-node cluster's), certificates made."""
     manifests = tmp_path / "manifests"
     shutil.copytree(MANIFESTS, manifests, ignore=shutil.ignore_patterns("certs", "ca-bundle.*.yaml"))
-    _set_components(manifests, components)
+    _set_components(manifests, components, ha)
     assert main(["certs", "--patch-manifests", str(manifests)]) == 0
     return manifests
 
 
-def _set_components(manifests: Path, components: list[str]) -> None:
+def _set_components(manifests: Path, components: list[str], ha: bool = True) -> None:
     path = manifests / "overlays" / "self-managed" / "kustomization.yaml"
     spec = yaml.safe_load(path.read_text())
-    spec["components"] = [f"../../components/{c}" for c in components]
+    assert spec["components"] == [f"../../components/{HA}"]  # as shipped
+    spec["components"] = [f"../../components/{c}" for c in ([HA] if ha else []) + components]
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
+
+
+def _assert_own_pdb(objects: list[Object], ha: bool) -> None:
+    """guardhook's own PDB and second replica exactly where the `ha` component is."""
+    assert len(by_kind(objects, "PodDisruptionBudget")) == (1 if ha else 0)
+    assert one(objects, "Deployment")["spec"]["replicas"] == (2 if ha else 1)
 
 
 def _assert_bundles_verify(objects: list[Object], certs: Path) -> None:
@@ -65,14 +78,16 @@ def _assert_bundles_verify(objects: list[Object], certs: Path) -> None:
         serving.verify_directly_issued_by(cas[0])  # raises unless the bundle's CA signed it
 
 
+@pytest.mark.parametrize("ha", [True, False], ids=["ha", "one-node"])
 @pytest.mark.parametrize("components", COMBINATIONS, ids=lambda c: "+".join(c) or "base")
 def test_self_managed_overlay_sets_a_verifying_ca_bundle_on_every_entry(
-    tmp_path: Path, components: list[str]
+    tmp_path: Path, components: list[str], ha: bool
 ) -> None:
-    manifests = _self_managed(tmp_path, components)
+    manifests = _self_managed(tmp_path, components, ha)
     overlay = manifests / "overlays" / "self-managed"
     objects = render(overlay)
     _assert_bundles_verify(objects, overlay / "certs")
+    _assert_own_pdb(objects, ha)
     expected = {h["name"] for _c, h in _entries(_with_components(tmp_path / "cm", components))}
     assert {h["name"] for _c, h in _entries(objects)} == expected  # nothing added, nothing lost
     if components == COMPONENTS and shutil.which("kubectl"):
@@ -83,26 +98,27 @@ def test_self_managed_overlay_sets_a_verifying_ca_bundle_on_every_entry(
         assert canonical(list(yaml.safe_load_all(printed.stdout))) == canonical(objects)
 
 
-def _with_components(folder: Path, components: list[str]) -> list[Object]:
-    folder.mkdir(parents=True)
-    (folder / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": [str(MANIFESTS / "overlays" / "cert-manager")],
-                "components": [str(MANIFESTS / "components" / c) for c in components],
-            }
-        )
+def _with_components(folder: Path, components: list[str], overlay: str = "cert-manager") -> list[Object]:
+    """The cert-manager `overlay` (or single-node) with `components` added, as a user's overlay."""
+    user_overlay(
+        folder, [MANIFESTS / "overlays" / overlay], [MANIFESTS / "components" / c for c in components]
     )
     return render(folder)
 
 
+@pytest.mark.parametrize("overlay", sorted(CERT_MANAGER_OVERLAYS))
 @pytest.mark.parametrize("components", COMBINATIONS, ids=lambda c: "+".join(c) or "base")
 def test_cert_manager_overlay_injects_the_ca_into_every_configuration(
-    tmp_path: Path, components: list[str]
+    tmp_path: Path, components: list[str], overlay: str
 ) -> None:
-    objects = _with_components(tmp_path / "overlay", components)
+    objects = _with_components(tmp_path / "overlay", components, overlay)
+    _assert_own_pdb(objects, CERT_MANAGER_OVERLAYS[overlay])
+    if components == COMPONENTS and shutil.which("kubectl"):
+        printed = subprocess.run(
+            ["kubectl", "kustomize", str(tmp_path / "overlay")], capture_output=True, text=True, timeout=60
+        )
+        assert printed.returncode == 0, printed.stderr
+        assert canonical(list(yaml.safe_load_all(printed.stdout))) == canonical(objects)
     serving = one(objects, "Certificate", "guardhook-serving")
     secret = serving["spec"]["secretName"]
     mounted = one(objects, "Deployment")["spec"]["template"]["spec"]["volumes"]

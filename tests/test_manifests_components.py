@@ -11,7 +11,6 @@ from typing import Any
 import kubernetes
 import pytest
 import requests
-import yaml
 from test_manifests import MANIFESTS, _called, by_kind, one, rules_of, to_model
 
 from guardhook.admission.engine import Engine
@@ -19,7 +18,7 @@ from guardhook.cluster.view.static import embedded_fleet_view
 from guardhook.config import load_config
 
 from conftest import Server, free_port, load_review
-from kustomize_lite import render
+from kustomize_lite import render, user_overlay
 
 Object = dict[str, Any]
 SERVICE_REQUESTS = {("", "v1", "services", "CREATE"), ("", "v1", "services", "UPDATE")}
@@ -35,17 +34,10 @@ POOL_REQUESTS = {
 
 def with_components(tmp_path: Path, *components: str) -> list[Object]:
     """Render the default (cert-manager) install with `components` added, as a user's overlay."""
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": [str(MANIFESTS / "overlays" / "cert-manager")],
-                "components": [str(MANIFESTS / "components" / c) for c in components],
-            }
-        )
+    overlay = user_overlay(
+        tmp_path / "overlay",
+        [MANIFESTS / "overlays" / "cert-manager"],
+        [MANIFESTS / "components" / c for c in components],
     )
     return render(overlay)
 

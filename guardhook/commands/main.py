@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="guardhook", description="Admission webhook that makes the LeaderWorkerSet group the unit."
     )
-    parser.add_argument("--version", action="version", version=f"guardhook {__version__}")
+    add_version_flag(parser)
     add_global_flags(parser, defaults=True)
     subparsers = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
@@ -59,8 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
     for sub in subparsers.choices.values():
         # Also after the command (`guardhook check x --log-level DEBUG`): there they default to
         # nothing, so the value given before the command, or the global default, stays.
-        add_global_flags(sub.add_argument_group("global flags (also before the command)"), defaults=False)
+        group = sub.add_argument_group("global flags (also before the command)")
+        add_version_flag(group)
+        add_global_flags(group, defaults=False)
     return parser
+
+
+def add_version_flag(parser: Any) -> None:
+    """`--version` on `parser` (the top parser or a command's group): prints the version and exits 0
+    as soon as argparse meets it, before the command's own arguments are checked or anything runs."""
+    parser.add_argument("--version", action="version", version=f"guardhook {__version__}")
 
 
 def add_global_flags(parser: Any, defaults: bool) -> None:

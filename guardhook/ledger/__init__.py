@@ -1,5 +1,6 @@
-"""The eviction disruption ledger: group disruptions the group-eviction policy allowed and the
-cluster view may not show yet, recorded atomically so concurrent evictions cannot exceed a budget.
+"""The eviction disruption ledger: group disruptions the budget policies allowed (evictions, drain
+deletes, resize restarts, and the groups a NoExecute taint dooms) and the cluster view may not
+show yet, recorded atomically so concurrent disruptions cannot exceed a budget.
 
 This plays the part of a PodDisruptionBudget's `status.disruptedPods` (policy/v1): an allowed
 eviction is written down *before* the answer, and counts as a broken group until the view shows
@@ -14,7 +15,7 @@ Two implementations share the `Ledger` protocol: `MemoryLedger` (one process, st
 from __future__ import annotations
 
 from guardhook.cluster.sources import Source
-from guardhook.ledger.base import Disruption, Entries, Ledger, LedgerError, LwsKey, Plan
+from guardhook.ledger.base import CAUSES, Disruption, Entries, Ledger, LedgerError, LwsKey, Plan
 from guardhook.ledger.memory import MemoryLedger
 
 
@@ -31,4 +32,14 @@ def open_ledger(source: Source, namespace: str) -> Ledger:
     return LeaseLedger(api_client(source, retries=False), namespace)
 
 
-__all__ = ["Disruption", "Entries", "Ledger", "LedgerError", "LwsKey", "MemoryLedger", "Plan", "open_ledger"]
+__all__ = [
+    "CAUSES",
+    "Disruption",
+    "Entries",
+    "Ledger",
+    "LedgerError",
+    "LwsKey",
+    "MemoryLedger",
+    "Plan",
+    "open_ledger",
+]

@@ -9,25 +9,38 @@ from typing import Any, Protocol, TypeVar
 T = TypeVar("T")
 
 
+CAUSES = ("eviction", "delete", "resize", "taint")
+"""What an entry records: an allowed eviction (group-eviction), pod delete (worker-delete), resize
+restart (group-resize), or a NoExecute taint that dooms the group (group-taint)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Disruption:
-    """One recorded eviction: the group it broke, the evicted pod (name and uid), when the entry
-    expires and when it was recorded (wall-clock Unix seconds, since several replicas share it;
-    `recorded` 0.0: unknown, as in entries written before it existed)."""
+    """One recorded disruption of a group: the group, the pod it removes (name and uid; for a taint,
+    a pod of the group the taint evicts), when the entry expires and when it was recorded
+    (wall-clock Unix seconds, since several replicas share it; `recorded` 0.0: unknown, as in
+    entries written before it existed), and its `cause`, one of CAUSES ("" in entries written
+    before it existed, or naming a cause this version does not know)."""
 
     group: int
     pod: str
     uid: str
     expires: float
     recorded: float = 0.0
+    cause: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        raw = {"group": self.group, "pod": self.pod, "uid": self.uid, "expires": self.expires}
-        return {**raw, "recorded": self.recorded} if self.recorded else raw
+        raw: dict[str, Any] = {"group": self.group, "pod": self.pod, "uid": self.uid, "expires": self.expires}
+        if self.recorded:
+            raw["recorded"] = self.recorded
+        if self.cause:
+            raw["cause"] = self.cause
+        return raw
 
     @staticmethod
     def from_json(raw: Any) -> Disruption | None:
-        """An entry from its JSON form; None for a malformed one (dropped, never fatal)."""
+        """An entry from its JSON form; None for a malformed one (dropped, never fatal). An unknown
+        `cause` (a newer replica's) reads as "": the entry still counts, only its wording is lost."""
         if not isinstance(raw, dict):
             return None
         group, expires = raw.get("group"), raw.get("expires")
@@ -35,7 +48,11 @@ class Disruption:
             return None
         recorded = raw.get("recorded")
         at = float(recorded) if isinstance(recorded, int | float) and not isinstance(recorded, bool) else 0.0
-        return Disruption(group, str(raw.get("pod") or ""), str(raw.get("uid") or ""), float(expires), at)
+        cause = raw.get("cause")
+        known = cause if isinstance(cause, str) and cause in CAUSES else ""
+        return Disruption(
+            group, str(raw.get("pod") or ""), str(raw.get("uid") or ""), float(expires), at, known
+        )
 
 
 Entries = tuple[Disruption, ...]

@@ -113,7 +113,13 @@ class GroupEviction(Policy):
         member = member_of_pod(pod)
         note = member.note() if member is not None else ""
         return judge_budget(
-            ctx.view, eviction, ctx.ledger, ctx.may_record, ttl, what=f"evicting pod {namespace}/{name}{note}"
+            ctx.view,
+            eviction,
+            ctx.ledger,
+            ctx.may_record,
+            ttl,
+            what=f"evicting pod {namespace}/{name}{note}",
+            cause="eviction",
         )
 
 

@@ -161,7 +161,14 @@ class GroupResize(Policy):
         )
         ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
         return judge_budget(
-            ctx.view, disruption, ctx.ledger, ctx.may_record, ttl, f"{what} ({consequence})", advisory
+            ctx.view,
+            disruption,
+            ctx.ledger,
+            ctx.may_record,
+            ttl,
+            f"{what} ({consequence})",
+            advisory,
+            cause="resize",
         )
 
 

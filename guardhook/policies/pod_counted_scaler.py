@@ -35,7 +35,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from guardhook.cluster.disaggregated import DS_API_VERSION, ROLE_SCALER_KIND, RoleOf, role_of
+from guardhook.cluster.disaggregated import DS_API_VERSION, DS_ROLE_LABEL, ROLE_SCALER_KIND, RoleOf, role_of
 from guardhook.cluster.lws import LWS_API_GROUP, LWS_API_VERSION, LWS_CONTROLLER, LWS_KIND, NAME_LABEL
 from guardhook.cluster.model import OwnerRef, as_dict, metadata, spec_replicas, str_map
 from guardhook.cluster.view.store import ClusterView
@@ -175,12 +175,20 @@ def _role(ctx: PolicyContext, owned: OwnedStatefulSet) -> RoleOf | None:
 
 
 def _role_scaler_advice(role: RoleOf) -> str:
-    """Where to aim a scaler for a DisaggregatedSet role instead (KEP-849)."""
-    name = role.scaler_name if role.role else f"{role.disaggregated_set}-<role>"
+    """Where to aim a scaler for a DisaggregatedSet role instead (KEP-849): its role scaler, named
+    `<disaggregatedset>-<role>` (scaler_manager.go ScalerName). Without a role label on the LWS the
+    role cannot be told from the LWS's name either (`<ds>-<slice>-<revision>-<role>`, and role
+    names may hold dashes), so the advice says where the role's name is instead of a name."""
+    name = (
+        role.scaler_name
+        if role.role
+        else f"{role.disaggregated_set}- followed by the role's name from the DisaggregatedSet's "
+        f"spec.roles (this LeaderWorkerSet has no {DS_ROLE_LABEL} label naming its role)"
+    )
     return (
-        f"Scale the role instead: give it scaling.mode: External in the DisaggregatedSet and target "
-        f"apiVersion: {DS_API_VERSION}, kind: {ROLE_SCALER_KIND}, name: {name} (created by the "
-        f"DisaggregatedSet controller, stable across rollouts)"
+        "Scale the role instead: give it scaling.mode: External in the DisaggregatedSet and target "
+        f"the {ROLE_SCALER_KIND} the DisaggregatedSet controller creates for it, stable across rollouts: "
+        f"apiVersion: {DS_API_VERSION}, kind: {ROLE_SCALER_KIND}, name: {name}"
     )
 
 

@@ -116,7 +116,9 @@ class WorkerDelete(Policy):
         )
         ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
         what = f"deleting {where} (a drain without evictions)"
-        return judge_budget(ctx.view, disruption, ctx.ledger, ctx.may_record, ttl, what, advisory)
+        return judge_budget(
+            ctx.view, disruption, ctx.ledger, ctx.may_record, ttl, what, advisory, cause="delete"
+        )
 
 
 def _deleted_pod(ctx: PolicyContext) -> PodRecord | None:

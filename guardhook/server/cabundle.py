@@ -53,8 +53,9 @@ def _read_yaml(path: Path) -> list[Any]:
 
 
 def _kustomization(folder: Path) -> dict[str, Any]:
-    """`folder/kustomization.yaml` as one mapping whose `components` is a list of paths and whose
-    `patches` is a list of mappings with a `path` (what is read here); ManifestsError otherwise."""
+    """`folder/kustomization.yaml` as one mapping whose `components` is a list of relative paths
+    (kustomize refuses absolute ones) and whose `patches` is a list of mappings with a `path` (what
+    is read here); ManifestsError otherwise."""
     path = folder / "kustomization.yaml"
     documents = [d for d in _read_yaml(path) if d is not None]
     spec = documents[0] if len(documents) == 1 else None
@@ -65,6 +66,14 @@ def _kustomization(folder: Path) -> dict[str, Any]:
     components = spec.get("components") or []
     if not isinstance(components, list) or not all(isinstance(c, str) and c for c in components):
         raise ManifestsError(f"{path}: components must be a list of folder paths")
+    absolute = next((c for c in components if Path(c).is_absolute()), None)
+    if absolute is not None:
+        # kustomize loads a component only relative to the kustomization ("new root ... cannot be
+        # absolute"): patches written for it would describe an overlay that never renders.
+        raise ManifestsError(
+            f"{path}: component {absolute} is an absolute path, which kustomize refuses; "
+            f"give it relative to {folder}"
+        )
     patches = spec.get("patches") or []
     if not isinstance(patches, list) or not all(isinstance(p, dict) for p in patches):
         raise ManifestsError(f"{path}: patches must be a list of mappings")

@@ -243,9 +243,19 @@ def budget_reading(
         if entry.group >= lws.replicas or entry.group in broken:
             continue
         if not replaced(entry, groups.get(entry.group, ())):
-            why = f"eviction of {entry.pod} recorded, not visible yet"
+            why = f"{recorded_as(entry)}, not visible yet"
             merged = merged.with_groups((entry.group,), why, recorded=True)
     return merged
+
+
+def recorded_as(entry: Disruption) -> str:
+    """What ledger entry `entry` recorded, for a message: "eviction of POD recorded", "delete of
+    POD recorded", "resize of POD recorded", "a NoExecute taint dooming it recorded (it evicts
+    POD)" (group-taint's entries name a pod of the doomed group), or "disruption of POD recorded"
+    for an entry without a known cause (written before entries had one)."""
+    if entry.cause == "taint":
+        return f"a NoExecute taint dooming it recorded (it evicts {entry.pod})"
+    return f"{entry.cause or 'disruption'} of {entry.pod} recorded"
 
 
 def superseded(entry: Disruption, record: Disruption) -> bool:
@@ -297,6 +307,8 @@ def judge_budget(
     ttl: float,
     what: str,
     recorded_advisory: str = "",
+    *,
+    cause: str,
 ) -> Judgement:
     """Allow or deny (429) removing `disruption.pod` by the budget and the ledger and, when allowed,
     record it (also from a broken group; an entry of the same pod it supersedes leaves) — in one
@@ -304,7 +316,8 @@ def judge_budget(
     Judged from `budget_reading` (one reading of view and ledger; the invariant is stated there),
     never from `disruption.broken_in_view`, which is older than the ledger read.
     `what` starts the denial ("evicting pod ns/name"); `recorded_advisory`, when given, is the
-    warning an allowed removal of a whole group carries."""
+    warning an allowed removal of a whole group carries; `cause` (guardhook.ledger.CAUSES) is what
+    the entry records, named when it counts a group for a later request."""
 
     def plan(entries: Entries) -> tuple[Judgement, Entries | None]:
         # Re-run on every ledger conflict: a fresh snapshot with the entries just read.
@@ -320,7 +333,7 @@ def judge_budget(
         now = ledger.now() if ledger is not None else time.time()
         # Recorded also from a group that counts as broken: a lagging view can show a group broken
         # that has healed since, and the pod removed is then its replacement, which breaks it again.
-        record = Disruption(disruption.group, pod.name, pod.uid, now + ttl, now)
+        record = Disruption(disruption.group, pod.name, pod.uid, now + ttl, now, cause)
         # Entries leave storage only by expiry (a replica whose view lags still counts them), or
         # when this record supersedes them: a retried eviction of the same pod is one disruption.
         kept = tuple(e for e in entries if e.group < disruption.lws.replicas and not superseded(e, record))

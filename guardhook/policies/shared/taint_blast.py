@@ -139,7 +139,7 @@ class _LwsBlast:
                 return "", None
             kept = tuple(e for e in entries if e.group < self.lws.replicas)
             doomed = tuple(
-                Disruption(group, found[0].pod.name, found[0].pod.uid, now + ttl, now)
+                Disruption(group, found[0].pod.name, found[0].pod.uid, now + ttl, now, "taint")
                 for group, found in sorted(lost.items())
             )
             return "", (*kept, *doomed)
