@@ -110,7 +110,9 @@ def missing(needs: set[Need], allowed: set[Need]) -> set[Need]:
 @pytest.fixture(scope="module")
 def installs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Object]]:
     """The default install, and the default install with every optional component."""
-    components = sorted(p.name for p in (MANIFESTS / "components").iterdir() if p.name != "cert-manager")
+    # every optional component; cert-manager and ha are in the default overlay already
+    in_default = ("cert-manager", "ha")
+    components = sorted(p.name for p in (MANIFESTS / "components").iterdir() if p.name not in in_default)
     return {
         "default": render(MANIFESTS),
         "all components": with_components(tmp_path_factory.mktemp("rbac"), *components),
