@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from guardhook.server.asynclog import BlockingQueueHandler, write_in_background
+from guardhook.server.asynclog import BatchQueueHandler, write_in_background
 from guardhook.server.logformat import TextFormatter
 
 from conftest import clean_env, free_port, load_review
@@ -44,7 +44,7 @@ def test_lines_are_written_by_the_listener_with_their_fields_args_and_traceback(
     listener = write_in_background()
     assert listener is not None
     root = logging.getLogger()
-    assert [type(h) for h in root.handlers if getattr(h, "guardhook", False)] == [BlockingQueueHandler]
+    assert [type(h) for h in root.handlers if getattr(h, "guardhook", False)] == [BatchQueueHandler]
     shown = ["before"]
     log = logging.getLogger("guardhook.test")
     log.info("args %s", shown, extra={"fields": {"policy": "worker-delete", "dryRun": False}})
@@ -98,7 +98,7 @@ def test_no_guardhook_handler_leaves_logging_alone() -> None:
     root.handlers = [logging.NullHandler()]
     try:
         assert write_in_background() is None
-        assert not any(isinstance(h, BlockingQueueHandler) for h in root.handlers)
+        assert not any(isinstance(h, BatchQueueHandler) for h in root.handlers)
     finally:
         root.handlers = saved
 
