@@ -117,8 +117,12 @@ def owned_position(lws_name: str, owners: Iterable[OwnerRef], pod_name: str) -> 
     `<lws>-<g>-<w>` of the worker StatefulSet `<lws>-<g>` (owned by that leader) is worker w ≥ 1.
     None when the controller is no such StatefulSet or the pod's name does not fit it (a
     StatefulSet names its pods `<statefulset>-<ordinal>`)."""
-    controller = next((o for o in owners if o.controller), None)
-    if controller is None or controller.kind != "StatefulSet":
+    for controller in owners:
+        if controller.controller:
+            break
+    else:
+        return None
+    if controller.kind != "StatefulSet":
         return None
     if not controller.api_version.startswith("apps/"):
         return None
@@ -169,14 +173,10 @@ def group_member(
     readable labels nor a fitting controller is treated as non-LWS. Every policy, the view's
     group index and the plans read membership through here, so they all agree.
     """
-    lws_name = labels.get(NAME_LABEL)
-    if not lws_name:
+    found = _placed(labels, owners, pod_name)
+    if found is None:
         return None
-    position, inconsistent = _judged_position(
-        _labelled_position(labels), owned_position(lws_name, owners, pod_name)
-    )
-    if position is None:
-        return None
+    lws_name, position, inconsistent = found
     size_raw = annotations.get(SIZE_ANNOTATION, "")
     return GroupMember(
         namespace=namespace,
@@ -186,6 +186,26 @@ def group_member(
         size=int(size_raw) if size_raw.isdigit() else None,
         inconsistent=inconsistent,
     )
+
+
+def _placed(
+    labels: Mapping[str, str], owners: Iterable[OwnerRef], pod_name: str
+) -> tuple[str, Position, str] | None:
+    """(LWS name, position, how the labels were inconsistent) by `group_member`'s rule, or None."""
+    lws_name = labels.get(NAME_LABEL)
+    if not lws_name:
+        return None
+    position, inconsistent = _judged_position(
+        _labelled_position(labels), owned_position(lws_name, owners, pod_name)
+    )
+    return None if position is None else (lws_name, position, inconsistent)
+
+
+def group_of_pod(pod: PodRecord) -> tuple[str, int] | None:
+    """(LWS name, group index) of a pod record by `group_member`'s rule, without building a
+    GroupMember: the view indexes every pod it applies by it."""
+    found = _placed(pod.labels, pod.owners, pod.name)
+    return None if found is None else (found[0], found[1][0])
 
 
 def member_of_object(obj: KubeObject | None) -> GroupMember | None:

@@ -253,8 +253,8 @@ class Reflector:
         for page in pages(lambda token: self.transport.list_page(self.kind, token, self.page_size)):
             for obj in page.get("items") or []:
                 if isinstance(obj, dict):
-                    versions[_interned(object_key(obj))] = resource_version(obj)
-                    self.view.upsert(self.kind, trimmed(self.kind, obj))
+                    held = self.view.upsert(self.kind, trimmed(self.kind, obj))
+                    versions[held or _interned(object_key(obj))] = resource_version(obj)
             version = str(metadata(page).get("resourceVersion") or "")
         return versions, version
 

@@ -25,7 +25,7 @@ from guardhook.cluster.dra import (
     devices_by_node,
     published_devices,
 )
-from guardhook.cluster.lws import LeaderWorkerSet, member_of_pod
+from guardhook.cluster.lws import LeaderWorkerSet, group_of_pod
 from guardhook.cluster.model import NodeRecord, PodRecord, StatefulSetRecord, metadata
 from guardhook.cluster.nodepools import NodePoolRecord
 from guardhook.cluster.resources import Resources
@@ -215,8 +215,9 @@ class ClusterView:
 
     # ---- writes ----------------------------------------------------------------------------
 
-    def upsert(self, kind: str, obj: KubeObject) -> None:
-        """Insert or replace one object of `kind` (a resource name from KINDS)."""
+    def upsert(self, kind: str, obj: KubeObject) -> Key | None:
+        """Insert or replace one object of `kind` (a resource name from KINDS). Returns a pod's key
+        as the view holds it (interned strings, one tuple for every index), else None."""
         with self.lock:
             self._generations[kind] += 1
             if kind in _DRA_RECORDS:
@@ -225,11 +226,10 @@ class ClusterView:
                 old_record, table[key] = table.get(key), _DRA_RECORDS[kind](obj)
                 if kind in NOTIFIED_RECORD_KINDS:
                     self._notify(kind, old_record, table[key])
-                return
+                return None
             watched = self._listeners and kind in (PODS, NODES)
             if not watched and kind == PODS:  # the bulk of a relist: no key or dispatch needed
-                self._upsert_pod(obj)
-                return
+                return self._upsert_pod(obj)
             key = object_key(obj)
             old = self._record(kind, key) if watched else None
             {
@@ -242,6 +242,7 @@ class ClusterView:
             }[kind](obj)
             if watched:
                 self._notify(kind, old, self._record(kind, key))
+            return None
 
     def remove(self, kind: str, key: Key) -> None:
         """Remove one object of `kind` by (namespace, name); cluster-scoped use namespace ""."""
@@ -321,17 +322,18 @@ class ClusterView:
             return 0.0
         return max(0.0, (time.monotonic() if now is None else now) - since)
 
-    def _upsert_pod(self, obj: KubeObject) -> None:
+    def _upsert_pod(self, obj: KubeObject) -> Key:
         pod = PodRecord.from_object(obj)
         key = pod.key  # one tuple for every index that keys by it
         if key in self._pods:
             self._remove_pod(key)
         self._pods[key] = pod
         self._pods_by_namespace[pod.namespace][pod.name] = pod
-        member = member_of_pod(pod)
-        if member is not None:
-            self._pods_by_group[(pod.namespace, member.lws_name, member.group_index)][pod.name] = pod
-            self._groups_by_lws[(pod.namespace, member.lws_name)].add(member.group_index)
+        group = group_of_pod(pod)
+        if group is not None:
+            lws_name, group_index = group
+            self._pods_by_group[(pod.namespace, lws_name, group_index)][pod.name] = pod
+            self._groups_by_lws[(pod.namespace, lws_name)].add(group_index)
         for claim in pod.claims:
             self._pods_by_claim[(pod.namespace, claim)].add(pod.name)
         if pod.node_name and not pod.terminal:
@@ -339,6 +341,7 @@ class ClusterView:
             requested = self._node_requested[pod.node_name]
             for name, amount in pod.requests.items():  # exact (not saturating): removal subtracts
                 requested[name] = requested.get(name, 0) + amount
+        return key
 
     def _forget_group(self, namespace: str, lws_name: str, group_index: int) -> None:
         indexes = self._groups_by_lws.get((namespace, lws_name))
@@ -362,15 +365,15 @@ class ClusterView:
                 users.discard(old.name)
                 if not users:
                     del self._pods_by_claim[(old.namespace, claim)]
-        member = member_of_pod(old)
-        if member is not None:
-            group_key = (old.namespace, member.lws_name, member.group_index)
+        placed = group_of_pod(old)
+        if placed is not None:
+            group_key = (old.namespace, *placed)
             group = self._pods_by_group.get(group_key)
             if group is not None:
                 group.pop(old.name, None)
                 if not group:
                     del self._pods_by_group[group_key]
-                    self._forget_group(old.namespace, member.lws_name, member.group_index)
+                    self._forget_group(old.namespace, *placed)
         on_node = self._pods_by_node.get(old.node_name)
         if on_node is not None and on_node.pop(key, None) is not None:
             requested = self._node_requested[old.node_name]
