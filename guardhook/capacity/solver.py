@@ -77,16 +77,6 @@ def pod_caps(free: np.ndarray, request: np.ndarray) -> np.ndarray:
     return np.maximum(caps, 0, out=caps)
 
 
-def holds_one(free: np.ndarray, request: np.ndarray) -> np.ndarray:
-    """Bool per row: one pod of `request` fits (`pod_caps(free, request) >= 1`, by comparisons
-    alone; a resource the pod does not ask for may be overcommitted on the row)."""
-    fits = np.ones(len(free), dtype=bool)
-    for column, amount in enumerate(request.tolist()):
-        if amount > 0:
-            fits &= free[:, column] >= amount
-    return fits
-
-
 def worker_losses(cap: Capacity, k: int) -> tuple[np.ndarray, list[np.ndarray]]:
     """y(0) per row (workers a row holds with no leader) and, for j = 1..k, the workers lost by
     putting j leaders on the row (inf where j leaders do not fit or leaders are not eligible)."""
@@ -374,16 +364,15 @@ def place_pending(
     order = sorted(range(len(requests)), key=lambda i: _size_key(requests[i]), reverse=True)
     for i in order:
         request = requests[i]
-        rows = np.flatnonzero(usable & holds_one(free, request))  # often few: only they are divided
-        caps = pod_caps(free[rows], request)
-        order_key = caps * len(free) + rows  # (count, row) as one sortable number
+        caps = np.where(usable, pod_caps(free, request), 0)
+        rows = np.flatnonzero(caps >= 1)
+        order_key = caps[rows] * len(free) + rows  # (count, row) as one sortable number
         if len(rows) > counts[i] > 0:  # every row holds at least one: the tightest counts[i] suffice
             keep = np.argpartition(order_key, counts[i] - 1)[: counts[i]]
-            rows, caps, order_key = rows[keep], caps[keep], order_key[keep]
-        tightest_first = np.argsort(order_key)
-        fill, fill_caps = rows[tightest_first], caps[tightest_first]
-        before = np.concatenate(([0], np.cumsum(fill_caps)[:-1]))
-        per_row = np.minimum(fill_caps, np.maximum(counts[i] - before, 0))
+            rows, order_key = rows[keep], order_key[keep]
+        fill = rows[np.argsort(order_key)]
+        before = np.concatenate(([0], np.cumsum(caps[fill])[:-1]))
+        per_row = np.minimum(caps[fill], np.maximum(counts[i] - before, 0))
         used = per_row > 0
         fill, per_row = fill[used], per_row[used]
         free[fill] -= per_row[:, None] * request
