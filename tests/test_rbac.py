@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,14 @@ def _fake_cluster(fake: FakeApiServer) -> None:
     fake.load(embedded_fleet_objects())
 
 
+@contextmanager
+def forbidding(resource: str, tmp_path: Path) -> Iterator[str]:
+    """A kubeconfig for a fake API server holding the sample fleet that answers 403 on `resource`."""
+    with running_fake(forbidden={resource}) as fake:
+        _fake_cluster(fake)
+        yield str(fake.write_kubeconfig(tmp_path / "kubeconfig"))
+
+
 @pytest.mark.parametrize(
     "form",
     [form for listed in LISTS for form in listed.forms],
@@ -187,9 +196,7 @@ def test_the_webhooks_live_view_and_ledger_are_granted_every_request(
 def test_audit_skips_a_forbidden_partial_kind_naming_it_and_reports_the_rest(
     resource: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with running_fake(forbidden={resource}) as fake:
-        _fake_cluster(fake)
-        kubeconfig = str(fake.write_kubeconfig(tmp_path / "kubeconfig"))
+    with forbidding(resource, tmp_path) as kubeconfig:
         assert main(["audit", "--kubeconfig", kubeconfig, "--format", "json"]) == 0
         document = json.loads(capsys.readouterr().out)
         assert main(["drain-plan", "--kubeconfig", kubeconfig, "gpu-node-01"]) in (0, 1)
@@ -208,9 +215,7 @@ def test_audit_skips_a_forbidden_partial_kind_naming_it_and_reports_the_rest(
 def test_audit_refuses_in_one_line_when_a_kind_every_check_needs_is_forbidden(
     resource: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with running_fake(forbidden={resource}) as fake:
-        _fake_cluster(fake)
-        kubeconfig = str(fake.write_kubeconfig(tmp_path / "kubeconfig"))
+    with forbidding(resource, tmp_path) as kubeconfig:
         assert main(["audit", "--kubeconfig", kubeconfig]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and f"RBAC forbids listing {resource} " in err and "guardhook-view" in err
