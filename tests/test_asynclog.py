@@ -92,6 +92,17 @@ def test_a_full_queue_blocks_the_logger_and_drops_nothing(
     assert written == [f"line {n}" for n in range(20)]
 
 
+def test_a_line_logged_after_the_writer_stopped_is_written_directly(
+    guardhook_root_handler: tuple[logging.Handler, io.StringIO],
+) -> None:
+    _, stream = guardhook_root_handler
+    writer = write_in_background()
+    assert writer is not None
+    writer.stop()
+    logging.getLogger("guardhook.test").warning("late line")
+    assert "WARNING guardhook.test: late line" in stream.getvalue()
+
+
 def test_no_guardhook_handler_leaves_logging_alone() -> None:
     root = logging.getLogger()
     saved = root.handlers[:]

@@ -55,6 +55,16 @@ class BatchWriter:
     def start(self) -> None:
         self._thread.start()
 
+    @property
+    def stopped(self) -> bool:
+        return self._stopping
+
+    def write(self, record: logging.LogRecord) -> None:
+        """Hand one record to the handlers now, on the caller's thread (once stopped)."""
+        for handler in self.handlers:
+            if record.levelno >= handler.level:
+                handler.handle(record)
+
     def stop(self) -> None:
         if not self._stopping:
             self._stopping = True
@@ -75,9 +85,7 @@ class BatchWriter:
                 record = self.lines.get_nowait()
             except queue.Empty:
                 return
-            for handler in self.handlers:
-                if record.levelno >= handler.level:
-                    handler.handle(record)
+            self.write(record)
 
 
 class BatchQueueHandler(QueueHandler):
@@ -96,6 +104,9 @@ class BatchQueueHandler(QueueHandler):
         return record
 
     def enqueue(self, record: logging.LogRecord) -> None:
+        if self.writer.stopped:  # at exit, after the last batch: written directly
+            self.writer.write(record)
+            return
         lines, wake = self.writer.lines, self.writer.wake
         while lines.qsize() >= self.max_lines:  # a stalled reader: wait, as a direct write would
             wake.set()
