@@ -68,12 +68,12 @@ def create_app(runtime: Runtime) -> Flask:
         body, too_large = _read_body(environ)
         if too_large:
             # An unread body would stall a kept-alive connection: close it.
-            answer = ReviewAnswer(*_bad_request(f"body is over the {MAX_BODY_BYTES}-byte cap"), close=True)
+            answer = _bad_request(f"body is over the {MAX_BODY_BYTES}-byte cap", close=True)
         else:
             try:
                 decoded = decode(body)
             except ReviewError as exc:
-                answer = ReviewAnswer(*_bad_request(str(exc)))
+                answer = _bad_request(str(exc))
             else:
                 verdict = runtime.engine.judge(decoded.request, endpoint)
                 runtime.metrics.observe(endpoint, verdict)
@@ -209,9 +209,9 @@ def _read_body(environ: dict[str, Any]) -> tuple[bytes, bool]:
     return body, False
 
 
-def _bad_request(reason: str) -> tuple[int, bytes]:
+def _bad_request(reason: str, close: bool = False) -> ReviewAnswer:
     log.info("rejected a request body: %s", reason)
-    return 400, _status_body(400, reason)
+    return ReviewAnswer(400, _status_body(400, reason), close)
 
 
 def _status(code: int, message: str) -> Response:

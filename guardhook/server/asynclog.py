@@ -49,15 +49,11 @@ class BatchWriter:
         self.handlers = tuple(handlers)
         self.batch_seconds = batch_seconds
         self.wake = threading.Event()
-        self._stopping = False
+        self.stopped = False
         self._thread = threading.Thread(target=self._run, name="guardhook-log-writer", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
-
-    @property
-    def stopped(self) -> bool:
-        return self._stopping
 
     def write(self, record: logging.LogRecord) -> None:
         """Hand one record to the handlers now, on the caller's thread (once stopped)."""
@@ -66,13 +62,13 @@ class BatchWriter:
                 handler.handle(record)
 
     def stop(self) -> None:
-        if not self._stopping:
-            self._stopping = True
+        if not self.stopped:
+            self.stopped = True
             self.wake.set()
             self._thread.join()
 
     def _run(self) -> None:
-        while not self._stopping:
+        while not self.stopped:
             self.wake.wait()
             time.sleep(self.batch_seconds)
             self.wake.clear()  # before draining: a line queued from here on wakes the next round
