@@ -90,9 +90,11 @@ def start_server(
     env: dict[str, str] | None = None,
     wait_ready: bool = True,
     log_format: str | None = None,
+    stdout: int | None = None,
 ) -> Server:
     """Start `guardhook serve` on a free 127.0.0.1 port with certificates generated into tmp/certs
-    (with `--log-format log_format` when given)."""
+    (with `--log-format log_format` when given). Its output goes to tmp/serve.log, or to `stdout`
+    (e.g. subprocess.PIPE) when given."""
     tmp.mkdir(parents=True, exist_ok=True)
     port = free_port()
     cert_dir = tmp / "certs"
@@ -101,7 +103,8 @@ def start_server(
     args = [sys.executable, "-m", "guardhook", *formats, "serve", "--host", "127.0.0.1", "--port", str(port)]
     args += ["--cert-dir", str(cert_dir), "--threads", "4", *extra]
     with log.open("wb") as out:
-        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env or clean_env(tmp))
+        target = out if stdout is None else stdout
+        process = subprocess.Popen(args, stdout=target, stderr=subprocess.STDOUT, env=env or clean_env(tmp))
     session = requests.Session()
     session.trust_env = False  # REQUESTS_CA_BUNDLE in the environment would override session.verify
     server = Server(f"https://127.0.0.1:{port}", cert_dir / "ca.crt", cert_dir, process, session, log)

@@ -6,19 +6,17 @@ from __future__ import annotations
 import io
 import logging
 import subprocess
-import sys
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-import requests
 
-from guardhook.server.asynclog import BatchQueueHandler, write_in_background
+from guardhook.server.asynclog import BatchQueueHandler, BatchWriter, write_in_background
 from guardhook.server.logformat import TextFormatter
 
-from conftest import clean_env, free_port, load_review
+from conftest import start_server
 
 
 @pytest.fixture
@@ -37,12 +35,37 @@ def guardhook_root_handler() -> Iterator[tuple[logging.Handler, io.StringIO]]:
     root.handlers, root.level = saved_handlers, saved_level
 
 
-def test_lines_are_written_by_the_listener_with_their_fields_args_and_traceback(
+@pytest.fixture
+def start_writer(
     guardhook_root_handler: tuple[logging.Handler, io.StringIO],
+) -> Iterator[Callable[..., BatchWriter]]:
+    """Start `write_in_background` over the guardhook root handler; every writer is stopped after."""
+    started: list[BatchWriter] = []
+
+    def start(**kwargs: Any) -> BatchWriter:
+        writer = write_in_background(**kwargs)
+        assert writer is not None
+        started.append(writer)
+        return writer
+
+    yield start
+    for writer in started:
+        writer.stop()
+
+
+def test_lines_are_written_by_the_writer_thread_with_their_fields_args_and_traceback(
+    guardhook_root_handler: tuple[logging.Handler, io.StringIO], start_writer: Callable[..., BatchWriter]
 ) -> None:
     handler, stream = guardhook_root_handler
-    listener = write_in_background()
-    assert listener is not None
+    writing_threads: set[str] = set()
+    original_handle = handler.handle
+
+    def handle(record: logging.LogRecord) -> bool:
+        writing_threads.add(threading.current_thread().name)
+        return original_handle(record)
+
+    handler.handle = handle  # type: ignore[method-assign]
+    writer = start_writer()
     root = logging.getLogger()
     assert [type(h) for h in root.handlers if getattr(h, "guardhook", False)] == [BatchQueueHandler]
     shown = ["before"]
@@ -53,15 +76,16 @@ def test_lines_are_written_by_the_listener_with_their_fields_args_and_traceback(
         raise RuntimeError("boom")
     except RuntimeError:
         log.exception("failed")
-    listener.stop()
+    writer.stop()
     lines = stream.getvalue()
     assert "INFO guardhook.test: args ['before'] policy=worker-delete dryRun=False" in lines
     assert "ERROR guardhook.test: failed" in lines and "RuntimeError: boom" in lines
     assert handler not in root.handlers
+    assert writing_threads == {"guardhook-log-writer"}  # never on the logging thread
 
 
 def test_a_full_queue_blocks_the_logger_and_drops_nothing(
-    guardhook_root_handler: tuple[logging.Handler, io.StringIO],
+    guardhook_root_handler: tuple[logging.Handler, io.StringIO], start_writer: Callable[..., BatchWriter]
 ) -> None:
     handler, stream = guardhook_root_handler
     release = threading.Event()
@@ -72,8 +96,7 @@ def test_a_full_queue_blocks_the_logger_and_drops_nothing(
         original_emit(record)
 
     handler.emit = slow_emit  # type: ignore[method-assign]
-    listener = write_in_background(max_lines=2)
-    assert listener is not None
+    writer = start_writer(max_lines=2)
     log = logging.getLogger("guardhook.test")
     done = threading.Event()
 
@@ -82,23 +105,21 @@ def test_a_full_queue_blocks_the_logger_and_drops_nothing(
             log.info("line %d", n)
         done.set()
 
-    writer = threading.Thread(target=flood)
-    writer.start()
+    flooding = threading.Thread(target=flood)
+    flooding.start()
     assert not done.wait(0.5)  # two queued, one being written: the fourth call waits
     release.set()
-    writer.join(10)
-    listener.stop()
+    flooding.join(10)
+    writer.stop()
     written = [line.split(": ")[1] for line in stream.getvalue().splitlines()]
     assert written == [f"line {n}" for n in range(20)]
 
 
 def test_a_line_logged_after_the_writer_stopped_is_written_directly(
-    guardhook_root_handler: tuple[logging.Handler, io.StringIO],
+    guardhook_root_handler: tuple[logging.Handler, io.StringIO], start_writer: Callable[..., BatchWriter]
 ) -> None:
     _, stream = guardhook_root_handler
-    writer = write_in_background()
-    assert writer is not None
-    writer.stop()
+    start_writer().stop()
     logging.getLogger("guardhook.test").warning("late line")
     assert "WARNING guardhook.test: late line" in stream.getvalue()
 
@@ -117,34 +138,13 @@ def test_no_guardhook_handler_leaves_logging_alone() -> None:
 def test_a_stalled_log_reader_does_not_stall_the_answers(tmp_path: Path) -> None:
     """stderr is a pipe nobody reads (a stuck log collector): with lines written on the request
     threads, the pipe's 64 KiB fill after ~130 denial lines and every later answer waits."""
-    port = free_port()
-    cert_dir = tmp_path / "certs"
-    args = [sys.executable, "-m", "guardhook", "serve", "--host", "127.0.0.1", "--port", str(port)]
-    args += ["--cert-dir", str(cert_dir), "--threads", "4"]
-    env = clean_env(tmp_path)
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-    session = requests.Session()
-    session.trust_env = False
-    url = f"https://127.0.0.1:{port}"
+    server = start_server(tmp_path, stdout=subprocess.PIPE)
+    answers = 400  # each a denial, logged at INFO: ~200 KB of lines, three pipes' worth
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert process.poll() is None and time.monotonic() < deadline, "guardhook serve did not start"
-            if (cert_dir / "ca.crt").exists():
-                session.verify = str(cert_dir / "ca.crt")
-                try:
-                    if session.get(url + "/readyz", timeout=2).status_code == 200:
-                        break
-                except requests.RequestException:
-                    pass
-            time.sleep(0.1)
-        review = load_review("s01-worker-delete.validating")
-        answers = 400  # each a denial, logged at INFO: ~200 KB of lines, three pipes' worth
         for _ in range(answers):
-            answer = session.post(url + "/validate", json=review, timeout=10)
-            assert answer.status_code == 200 and answer.json()["response"]["allowed"] is False
+            assert server.review("/validate", "s01-worker-delete.validating")["allowed"] is False
     finally:
-        process.terminate()
-        output, _ = process.communicate(timeout=30)
+        server.process.terminate()
+        output, _ = server.process.communicate(timeout=30)
     decisions = [line for line in output.decode().splitlines() if "guardhook.decisions" in line]
     assert len(decisions) == answers  # every queued line written before the worker ended
