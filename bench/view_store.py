@@ -20,6 +20,7 @@ import os
 import random
 import statistics
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -122,6 +123,12 @@ def pod(namespace: str, lws_name: str, group: int, worker: int, size: int, node_
     return _pod(namespace, name, labels, annotations, owner, node_name)
 
 
+def created(owner: str) -> str:
+    """A creation time shared by the pods of one owner (a StatefulSet creates its pods together)."""
+    seconds = zlib.crc32(owner.encode()) % 86_400
+    return f"2026-11-30T{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}Z"
+
+
 def _pod(
     namespace: str, name: str, labels: dict[str, str], annotations: dict[str, str], owner: str, node_name: str
 ) -> dict[str, Any]:
@@ -132,6 +139,7 @@ def _pod(
             "name": name,
             "uid": f"uid-{namespace}-{name}",
             "resourceVersion": "1",
+            "creationTimestamp": created(owner),
             "labels": labels,
             "annotations": annotations,
             "ownerReferences": [

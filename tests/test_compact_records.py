@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 import orjson
+import pytest
 
 from guardhook.cluster import interning
 from guardhook.cluster.model import OwnerRef, PodRecord, Toleration, str_map
@@ -75,3 +76,36 @@ def test_malformed_maps_and_quantities_read_as_before() -> None:
     spec = {"containers": [{"resources": {"requests": {"cpu": ["unhashable"], "memory": "1Gi"}}}]}
     record = PodRecord.from_object({"metadata": {"name": "p"}, "spec": spec})
     assert record.requests == pod_requests(spec) == {"memory": 1024**3}
+
+
+def test_small_maps_read_through_the_shared_cache_keep_only_strings() -> None:
+    # Looked up by the decoded pairs: values that are unhashable, or equal but not strings
+    # (1 == True), never reach a record, and an equal map is the same object.
+    assert interning.shared_str_map({"a": ["unhashable"], "b": "2"}) == {"b": "2"}
+    assert interning.shared_str_map({"a": 1}) == {} and interning.shared_str_map({"a": True}) == {}
+    assert interning.shared_str_map({"a": 1.0, "b": "x"}) == {"b": "x"}
+    first = interning.shared_str_map(orjson.loads(b'{"size": "4", "leader-name": "lws-0"}'))
+    second = interning.shared_str_map(orjson.loads(b'{"size": "4", "leader-name": "lws-0"}'))
+    assert first == {"size": "4", "leader-name": "lws-0"} and first is second
+
+
+def test_pod_records_are_frozen_and_copied_with_changes() -> None:
+    record = PodRecord.from_object(_decoded_pods()[0])
+    with pytest.raises(AttributeError):
+        record.terminating = True  # type: ignore[misc]
+    changed = record.with_fields(terminating=True, namespace="other")
+    assert changed.terminating and changed.namespace == "other" and changed.key == ("other", record.name)
+    assert not record.terminating and changed.labels == record.labels
+    assert changed == record.with_fields(terminating=True, namespace="other") and changed != record
+    with pytest.raises(TypeError):
+        record.with_fields(no_such_field=1)
+
+
+def test_creation_timestamps_read_with_and_without_a_zone() -> None:
+    meta = {"name": "p", "creationTimestamp": "2026-11-30T12:34:56Z"}
+    assert PodRecord.from_object({"metadata": meta}).created == 1796042096.0
+    meta["creationTimestamp"] = "2026-11-30T12:34:56+01:00"
+    assert PodRecord.from_object({"metadata": meta}).created == 1796042096.0 - 3600
+    for unreadable in ("2026-11-30T12:34:56", "yesterday", 1796042096):
+        meta["creationTimestamp"] = unreadable
+        assert PodRecord.from_object({"metadata": meta}).created == 0.0

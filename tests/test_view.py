@@ -9,8 +9,8 @@ import pytest
 
 from guardhook.cluster.lws import group_health, member_of_pod
 from guardhook.cluster.view.manifests import ManifestError, load_paths
-from guardhook.cluster.view.static import embedded_fleet_view, view_from_paths
-from guardhook.cluster.view.store import PODS
+from guardhook.cluster.view.static import embedded_fleet_objects, embedded_fleet_view, view_from_paths
+from guardhook.cluster.view.store import PODS, ClusterView
 
 from helpers import find, fleet_view, set_ready
 
@@ -63,6 +63,24 @@ def test_pods_in_namespace_follow_pod_changes() -> None:
     assert {p.name for p in view.pods_in_namespace("serve")} == serve - {"llm-xl-1-1"}
     view.replace_kind(PODS, [])
     assert view.pods_in_namespace("serve") == []
+
+
+def test_a_page_applied_at_once_indexes_and_notifies_as_upsert_does() -> None:
+    pods = [obj for obj in embedded_fleet_objects() if obj.get("kind") == "Pod"]
+    one_by_one, paged, watched = ClusterView("a"), ClusterView("b"), ClusterView("c")
+    for pod in pods:
+        one_by_one.upsert(PODS, pod)
+    heard: list[str] = []
+    watched.subscribe(lambda kind, old, new: heard.append(new.name))
+    keys = paged.upsert_all(PODS, pods)
+    assert keys == [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods]
+    assert watched.upsert_all(PODS, pods) == [None] * len(pods)  # upsert's answer with a listener
+    assert heard == [p["metadata"]["name"] for p in pods]
+    for view in (paged, watched):
+        assert view.all_pods() == one_by_one.all_pods()
+        assert view.group_pods("serve", "llm-xl", 1) == one_by_one.group_pods("serve", "llm-xl", 1)
+        assert view.node_requested("gpu-node-05") == one_by_one.node_requested("gpu-node-05")
+        assert view.generation(PODS) == one_by_one.generation(PODS) == len(pods)
 
 
 def test_replace_kind_relists(tmp_path: Path) -> None:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+import msgspec
 
 from guardhook.cluster import interning
 from guardhook.cluster.resources import Resources, parse_resource_list, pod_requests
@@ -267,7 +269,7 @@ def timestamp_seconds(value: Any) -> float:
     if not isinstance(value, str) or not value:
         return 0.0
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        parsed = datetime.fromisoformat(value)  # reads a trailing "Z" since Python 3.11
     except ValueError:
         return 0.0
     return parsed.timestamp() if parsed.tzinfo is not None else 0.0
@@ -278,13 +280,17 @@ def scheduling_gates(spec: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(str(as_dict(g).get("name") or "") for g in as_list(spec.get("schedulingGates")))
 
 
-@dataclass(frozen=True, slots=True)
-class PodRecord:
+class PodRecord(msgspec.Struct, frozen=True, gc=False):
     """A pod as the policies see it. `requests` are the scheduler's effective requests
     (millicores for cpu, base units otherwise; see guardhook.cluster.resources).
     `containers_ready` is the ContainersReady condition (Ready without the readiness gates);
     `readiness_gates` the condition types of spec.readinessGates and `gate_conditions` the
-    current conditions of those types."""
+    current conditions of those types.
+
+    A frozen msgspec Struct rather than a frozen dataclass: built in C, about 3x faster (a
+    150,000-pod relist builds one per pod), and with `gc=False` the collector never traverses the
+    view's records (they hold only strings, numbers and maps and tuples of those: no cycles).
+    `with_fields` stands in for `dataclasses.replace`."""
 
     namespace: str
     name: str
@@ -296,24 +302,23 @@ class PodRecord:
     ready: bool
     terminating: bool
     owners: tuple[OwnerRef, ...]
-    requests: Resources = field(default_factory=dict)
+    requests: Resources = msgspec.field(default_factory=dict)
     disruption: str = ""
     """`disruption_condition` of the pod's status: "" unless a component marked it for removal."""
     tolerations: tuple[Toleration, ...] = ()
     scheduling_gates: tuple[str, ...] = ()
     claims: tuple[str, ...] = ()
     """ResourceClaims (in the pod's namespace) the pod uses; see pod_claim_names."""
+    containers_ready: bool = False
+    readiness_gates: tuple[str, ...] = ()
+    gate_conditions: dict[str, ConditionRecord] = msgspec.field(default_factory=dict)
+    created: float = 0.0
+    """`metadata.creationTimestamp` in Unix seconds (API server clock, whole seconds); 0.0 unknown."""
 
     @property
     def gated(self) -> bool:
         """Held by `spec.schedulingGates`: the scheduler does not place it, so it claims nothing."""
         return bool(self.scheduling_gates)
-
-    containers_ready: bool = False
-    readiness_gates: tuple[str, ...] = ()
-    gate_conditions: dict[str, ConditionRecord] = field(default_factory=dict)
-    created: float = 0.0
-    """`metadata.creationTimestamp` in Unix seconds (API server clock, whole seconds); 0.0 unknown."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -323,6 +328,11 @@ class PodRecord:
     def terminal(self) -> bool:
         """Succeeded or Failed: holds no node resources any more."""
         return self.phase in TERMINAL_PHASES
+
+    def with_fields(self, **changes: Any) -> PodRecord:
+        """A copy of this record with `changes` (field name -> value) applied, as
+        `dataclasses.replace` does. Raises TypeError for a name that is no field."""
+        return msgspec.structs.replace(self, **changes)
 
     @staticmethod
     def from_object(obj: KubeObject) -> PodRecord:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from guardhook.cluster.model import PodRecord, as_dict
@@ -103,7 +103,7 @@ def evict_in_turn(
         if eviction.group not in groups:
             broken[key] = groups.with_group(eviction.group, "evicted in this plan")
             outcome.broken.append(GroupRef(key[0], key[1], eviction.group))
-        namespace_pods[pod.namespace][pod.name] = replace(pod, terminating=True)
+        namespace_pods[pod.namespace][pod.name] = pod.with_fields(terminating=True)
         for pdb in matching:
             _take_disruption(pdb)
     return outcome

@@ -28,7 +28,7 @@ itself is `failurePolicy: Ignore` (life without guardhook).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from guardhook.cluster.lws import RECREATING_POLICIES, member_of_pod
@@ -176,7 +176,7 @@ def _resized_pod(ctx: PolicyContext) -> PodRecord:
     """The pod as it stands before the resize (`oldObject`, else `object`), in the request's
     namespace when the object names none."""
     record = PodRecord.from_object(ctx.old_object or ctx.object)
-    return record if record.namespace else replace(record, namespace=ctx.namespace)
+    return record if record.namespace else record.with_fields(namespace=ctx.namespace)
 
 
 POLICY = GroupResize()

@@ -35,7 +35,6 @@ Fail mode: closed. With a stale view the group's state is unknown, so the delete
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from guardhook.cluster.going import draining
@@ -125,7 +124,7 @@ def _deleted_pod(ctx: PolicyContext) -> PodRecord | None:
     """The pod being deleted: from `oldObject` (what the API server sends), else the view's."""
     if ctx.old_object:
         record = PodRecord.from_object(ctx.old_object)
-        return record if record.namespace else replace(record, namespace=ctx.namespace)
+        return record if record.namespace else record.with_fields(namespace=ctx.namespace)
     return ctx.view.pod(ctx.namespace, ctx.name)
 
 

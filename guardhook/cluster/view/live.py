@@ -251,10 +251,11 @@ class Reflector:
         versions: dict[Key, str] = {}
         version = ""
         for page in pages(lambda token: self.transport.list_page(self.kind, token, self.page_size)):
-            for obj in page.get("items") or []:
-                if isinstance(obj, dict):
-                    held = self.view.upsert(self.kind, trimmed(self.kind, obj))
-                    versions[held or _interned(object_key(obj))] = resource_version(obj)
+            items = [obj for obj in page.get("items") or [] if isinstance(obj, dict)]
+            if self.kind in KEPT_AS_DICTS:
+                items = [trimmed(self.kind, obj) for obj in items]
+            for held, obj in zip(self.view.upsert_all(self.kind, items), items, strict=True):
+                versions[held or _interned(object_key(obj))] = resource_version(obj)
             version = str(metadata(page).get("resourceVersion") or "")
         return versions, version
 
