@@ -3,8 +3,6 @@ decides it (pods ignored by phase, unhealthy pods, status or spec-computed room)
 
 from __future__ import annotations
 
-import dataclasses
-
 from eviction_helpers import pod_object
 
 from guardhook.cluster.model import PodRecord
@@ -60,7 +58,7 @@ def test_unhealthy_pods_go_when_the_budget_is_healthy_or_the_policy_says_always(
 
 def test_pending_and_terminating_pods_ignore_pdbs() -> None:
     pods = group_pods([True, True])
-    pending = dataclasses.replace(pods[0], phase="Pending")
+    pending = pods[0].with_fields(phase="Pending")
     assert refusal(pdb({"minAvailable": 2}), pending, pods) is None
     assert refusal(pdb({"minAvailable": 2}), pods[0], pods) is not None
     assert refusal(pdb({"minAvailable": 2}), pods[0], pods) == (
