@@ -9,7 +9,7 @@ import pytest
 
 from guardhook.cluster import interning
 from guardhook.cluster.model import OwnerRef, PodRecord, Toleration, str_map
-from guardhook.cluster.resources import pod_requests
+from guardhook.cluster.resources import pod_requests, shared_pod_requests
 from guardhook.cluster.view.static import embedded_fleet_objects
 from guardhook.wire import KubeObject
 
@@ -109,3 +109,16 @@ def test_creation_timestamps_read_with_and_without_a_zone() -> None:
     for unreadable in ("2026-11-30T12:34:56", "yesterday", 1796042096):
         meta["creationTimestamp"] = unreadable
         assert PodRecord.from_object({"metadata": meta}).created == 0.0
+
+
+def test_shared_template_requests_read_as_pod_requests_reads() -> None:
+    # 1, 1.0 and True are equal lookup keys: each must read as pod_requests reads it.
+    for cpu in ("1", 1, 1.0, True, "1", 1.5, "500m", ["unhashable"]):
+        spec = {"containers": [{"resources": {"requests": {"cpu": cpu}, "limits": {"memory": "1Gi"}}}]}
+        assert shared_pod_requests(spec) == pod_requests(spec), cpu
+    spec = {"containers": [{"resources": {"requests": {"cpu": "2", "nvidia.com/gpu": "8"}}}]}
+    again = orjson.loads(orjson.dumps(spec))
+    assert shared_pod_requests(spec) is shared_pod_requests(again) == {"cpu": 2000, "nvidia.com/gpu": 8}
+    with_init = {**spec, "initContainers": [{"resources": {"requests": {"cpu": "4"}}}]}
+    assert shared_pod_requests(with_init) == pod_requests(with_init) == {"cpu": 4000, "nvidia.com/gpu": 8}
+    assert shared_pod_requests("not a spec") == {} and shared_pod_requests({"containers": "x"}) == {}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from guardhook.cluster.model import Taint, Toleration, as_dict, as_list
-from guardhook.cluster.resources import pod_requests
+from guardhook.cluster.resources import shared_pod_requests
 from guardhook.cluster.taints import tolerates
 
 PODS = "pods"
@@ -114,7 +114,7 @@ def shape_of_template(template: Mapping[str, Any]) -> PodShape:
     """Read a pod template (`{metadata, spec}`) into a PodShape. Malformed parts are ignored,
     as the API server would have rejected them before a template reaches a webhook."""
     spec = as_dict(template.get("spec"))
-    requests = {name: amount for name, amount in pod_requests(spec).items() if amount > 0}
+    requests = {name: amount for name, amount in shared_pod_requests(spec).items() if amount > 0}
     requests[PODS] = 1
     selector = as_dict(spec.get("nodeSelector"))
     return PodShape(

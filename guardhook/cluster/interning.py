@@ -67,13 +67,3 @@ def _shared_decoded_map(pairs: tuple[tuple[Any, Any], ...]) -> dict[str, str]:
 @functools.lru_cache(maxsize=CACHE_SIZE)
 def _shared_map(pairs: tuple[tuple[str, str], ...]) -> dict[str, str]:
     return dict(pairs)
-
-
-def resources(parsed: dict[str, int]) -> dict[str, int]:
-    """`parsed` (a Resources map), or an equal one read recently. The result must not be mutated."""
-    return _shared_resources(tuple(parsed.items()))
-
-
-@functools.lru_cache(maxsize=CACHE_SIZE)
-def _shared_resources(pairs: tuple[tuple[str, int], ...]) -> dict[str, int]:
-    return dict(pairs)

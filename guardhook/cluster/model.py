@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from guardhook.cluster import interning
-from guardhook.cluster.resources import Resources, parse_resource_list, pod_requests
+from guardhook.cluster.resources import Resources, parse_resource_list, shared_pod_requests
 from guardhook.wire import KubeObject
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -355,7 +355,7 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
             ready=condition_true(status, "Ready", found),
             terminating=bool(meta.get("deletionTimestamp")),
             owners=OwnerRef.parse_all_shared(meta),
-            requests=_shared_requests(spec),
+            requests=shared_pod_requests(spec),
             disruption=disruption_condition(status, found) if found else "",
             tolerations=Toleration.parse_all_shared(spec),
             scheduling_gates=scheduling_gates(spec) if spec.get("schedulingGates") else (),
@@ -367,35 +367,6 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
             gate_conditions=gate_conditions(status, gates, found) if gates else _NO_CONDITIONS,
             created=timestamp_seconds(meta.get("creationTimestamp")),
         )
-
-
-def _shared_requests(spec: dict[str, Any]) -> Resources:
-    """`pod_requests(spec)`, shared between pods of one template. A pod without init containers or
-    overhead (most) is looked up by its containers' raw requests and limits, not parsed again."""
-    containers = spec.get("containers")
-    if type(containers) is list and not spec.get("initContainers") and not spec.get("overhead"):
-        try:
-            return _requests_of(tuple(map(_raw_container_resources, containers)))
-        except TypeError:  # a quantity that is not hashable (malformed): parse it uncached
-            pass
-    return interning.resources(pod_requests(spec))
-
-
-def _raw_container_resources(container: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    resources = container.get("resources") if type(container) is dict else None
-    if type(resources) is not dict:
-        return ((), ())
-    requests, limits = resources.get("requests"), resources.get("limits")
-    return (
-        tuple(requests.items()) if type(requests) is dict else (),
-        tuple(limits.items()) if type(limits) is dict else (),
-    )
-
-
-@functools.lru_cache(maxsize=interning.CACHE_SIZE)
-def _requests_of(raw: tuple[tuple[tuple[Any, ...], tuple[Any, ...]], ...]) -> Resources:
-    containers = [{"resources": {"requests": dict(req), "limits": dict(lim)}} for req, lim in raw]
-    return pod_requests({"containers": containers})
 
 
 _NO_CONDITIONS: dict[str, ConditionRecord] = {}

@@ -155,6 +155,44 @@ def pod_requests(spec: Any) -> Resources:
     return steady
 
 
+def shared_pod_requests(spec: Any) -> Resources:
+    """`pod_requests(spec)`, shared with the equal answer for another spec read recently (the pods
+    of one template, an LWS template judged again): a spec without init containers or overhead
+    (most) is looked up by its containers' raw requests and limits, not parsed again. The result
+    is shared: it must not be mutated."""
+    containers = spec.get("containers") if type(spec) is dict else None
+    if type(containers) is list and not spec.get("initContainers") and not spec.get("overhead"):
+        try:
+            return _requests_of(tuple(map(_raw_container_resources, containers)))
+        except TypeError:  # a quantity that is not hashable (malformed): parsed uncached
+            pass
+    return _shared_resources(tuple(pod_requests(spec).items()))
+
+
+def _raw_container_resources(container: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    # Equal keys hold equal quantities: strings compare exactly, and numbers that compare equal
+    # (1, 1.0, True) read as the same amount.
+    resources = container.get("resources") if type(container) is dict else None
+    if type(resources) is not dict:
+        return ((), ())
+    requests, limits = resources.get("requests"), resources.get("limits")
+    return (
+        tuple(requests.items()) if type(requests) is dict else (),
+        tuple(limits.items()) if type(limits) is dict else (),
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _requests_of(raw: tuple[tuple[tuple[Any, ...], tuple[Any, ...]], ...]) -> Resources:
+    containers = [{"resources": {"requests": dict(req), "limits": dict(lim)}} for req, lim in raw]
+    return pod_requests({"containers": containers})
+
+
+@functools.lru_cache(maxsize=4096)
+def _shared_resources(pairs: tuple[tuple[str, int], ...]) -> Resources:
+    return dict(pairs)
+
+
 def _containers(raw: Any) -> Iterable[Mapping[str, Any]]:
     if not isinstance(raw, list):
         return ()
