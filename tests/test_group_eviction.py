@@ -385,3 +385,14 @@ def test_a_pod_of_an_lws_that_is_gone_is_still_allowed_when_the_kind_is_served()
     objects = fleet_objects()
     view = view_from_objects([o for o in objects if o["kind"] != "LeaderWorkerSet"])
     assert judge(engine(view), eviction("llm-xl-0-3"))["allowed"] is True
+
+
+def test_an_eviction_reads_its_lws_pods_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The budget decision reads one snapshot with the ledger (budget_reading); the plans' reading
+    # of the view's broken groups (GroupDisruption.broken_in_view) is read only when asked for.
+    view = embedded_fleet_view()
+    reads: list[tuple[str, str]] = []
+    lws_pods = view.lws_pods
+    monkeypatch.setattr(view, "lws_pods", lambda ns, name: reads.append((ns, name)) or lws_pods(ns, name))
+    answer = judge(engine(view), load_review("s07-eviction-worker.validating")["request"])
+    assert answer["allowed"] and reads == [("serve", "llm-xl")]

@@ -284,7 +284,8 @@ def _groups(
             continue
         key = (eviction.lws.namespace, eviction.lws.name)
         budgets[key] = eviction.budget
-        broken.setdefault(key, eviction.broken_in_view)
+        if key not in broken:  # once per LWS: broken_in_view is read on first use
+            broken[key] = eviction.broken_in_view
         if pod.key in on_nodes:
             losing.setdefault(key, set()).add(eviction.group)
     return losing, broken, budgets

@@ -85,7 +85,9 @@ def evict_in_turn(
             continue
         key = (eviction.lws.namespace, eviction.lws.name)
         none_broken = BrokenGroups({}, eviction.lws.replicas, (), None)
-        groups = broken.setdefault(key, none_broken if healed else eviction.broken_in_view)
+        if key not in broken:  # the first pod of each LWS reads its groups (read on first use)
+            broken[key] = none_broken if healed else eviction.broken_in_view
+        groups = broken[key]
         if pod.namespace not in namespace_pods:
             namespace_pods[pod.namespace] = {p.name: p for p in view.pods_in_namespace(pod.namespace)}
             pdbs[pod.namespace] = [copy.deepcopy(p) for p in view.pdbs_in_namespace(pod.namespace)]

@@ -15,11 +15,12 @@ name), so evictions and drains of one LWS share the budget.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from guardhook.cluster.going import Going
 from guardhook.cluster.groups import empty_group_health, empty_groups
@@ -115,14 +116,21 @@ class BrokenGroups(Mapping[int, str]):
 
 @dataclass(frozen=True)
 class GroupDisruption:
-    """One pod's removal in group terms: the pod, its LWS, its group, the budget B and the groups
-    the view shows broken (group index -> why)."""
+    """One pod's removal in group terms: the pod, its LWS, its group, the budget B, and (read on
+    first use, from `view`) the groups the view shows broken (group index -> why)."""
 
     pod: PodRecord
     lws: LeaderWorkerSet
     group: int
     budget: int
-    broken_in_view: BrokenGroups
+    view: ClusterView = field(repr=False, compare=False)
+
+    @functools.cached_property
+    def broken_in_view(self) -> BrokenGroups:
+        """`broken_in_view(view, lws)`, read the first time it is asked for: the plans start from
+        it, while a budget decision reads its own snapshot with the ledger (`budget_reading`), so an
+        admission request never pays for this one."""
+        return broken_in_view(self.view, self.lws)
 
 
 def budget_of(lws: LeaderWorkerSet, default: int) -> int:
@@ -190,9 +198,7 @@ def group_disruption(view: ClusterView, pod: PodRecord, default_budget: int) -> 
     lws = view.lws(member.namespace, member.lws_name)
     if lws is None or member.group_index >= lws.replicas:
         return None
-    return GroupDisruption(
-        pod, lws, member.group_index, budget_of(lws, default_budget), broken_in_view(view, lws)
-    )
+    return GroupDisruption(pod, lws, member.group_index, budget_of(lws, default_budget), view)
 
 
 def budget_reading(
