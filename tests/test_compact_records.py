@@ -122,3 +122,21 @@ def test_shared_template_requests_read_as_pod_requests_reads() -> None:
     with_init = {**spec, "initContainers": [{"resources": {"requests": {"cpu": "4"}}}]}
     assert shared_pod_requests(with_init) == pod_requests(with_init) == {"cpu": 4000, "nvidia.com/gpu": 8}
     assert shared_pod_requests("not a spec") == {} and shared_pod_requests({"containers": "x"}) == {}
+
+
+def test_numbers_in_labels_and_annotations_are_ascii_digits_only() -> None:
+    from guardhook.cluster.lws import group_member, int_annotation
+    from guardhook.cluster.model import digits, scaled
+
+    assert digits("12") and not digits("") and not digits("²") and not digits("٣") and not digits("-1")
+    assert int_annotation({"k": "²"}, "k", 7) == 7 and int_annotation({"k": "٣"}, "k", 7) == 7
+    assert scaled("²%", 10, True, 5) == 5 and scaled("²", 10, True, 5) == 5
+    labels = {
+        "leaderworkerset.sigs.k8s.io/name": "llm",
+        "leaderworkerset.sigs.k8s.io/group-index": "1",
+        "leaderworkerset.sigs.k8s.io/worker-index": "²",
+    }
+    assert group_member("serve", labels, {}) is None  # unreadable position: not an LWS pod
+    labels["leaderworkerset.sigs.k8s.io/worker-index"] = "1"
+    member = group_member("serve", labels, {"leaderworkerset.sigs.k8s.io/size": "²"})
+    assert member is not None and member.size is None and (member.group_index, member.worker_index) == (1, 1)

@@ -132,6 +132,20 @@ def test_an_unusable_budget_annotation_is_named_beside_the_parameter() -> None:
     ) in message
 
 
+@pytest.mark.parametrize("value", ["²", "٣", "1²"])
+def test_a_budget_of_digits_int_cannot_read_is_unusable_not_a_policy_failure(value: str) -> None:
+    # str.isdigit() accepts "²" (and int() reads "٣" as 3); annotation values are any string a
+    # tenant writes. Read as strconv.Atoi reads them: not a whole number, the parameter's budget.
+    objects = [lws_object("llm", 3, 2, {"guardhook.io/max-disrupted-groups": value})]
+    objects += [pod_object("llm", g, w, 2, ready=(g, w) != (1, 1)) for g in range(3) for w in range(2)]
+    answer = judge(engine(view_from_objects(objects)), eviction("llm-0-1"))
+    assert answer["status"]["code"] == 429
+    assert (
+        f"annotation guardhook.io/max-disrupted-groups: {value!r} is not a whole number"
+        in (answer["status"]["message"])
+    )
+
+
 def test_a_group_index_with_no_pods_counts_as_broken() -> None:
     view = lws_view(replicas=3, size=2)
     for name in ("llm-2", "llm-2-1"):

@@ -185,6 +185,16 @@ def test_spare_groups_annotation_overrides_the_config() -> None:
     assert judge(request, view)["allowed"] is False
 
 
+def test_a_spare_groups_annotation_int_cannot_read_keeps_the_config_reserve() -> None:
+    # "²" passes str.isdigit(), and int() raised on it: the policy failed open (allowed with a
+    # warning), so a tenant's annotation switched the capacity check off for its own scale-ups.
+    request = request_of("s29-lws-scale-up-1.validating")
+    config = build_config({"policies": {"group-capacity": {"spareGroups": 1}}})
+    for value in ("²", "٣"):
+        response = judge(request, fleet_with(annotations={"guardhook.io/spare-groups": value}), config)
+        assert response["allowed"] is False and "spare" in response["status"]["message"], value
+
+
 def test_size_change_with_max_surge_needs_a_surge_group_of_the_new_shape() -> None:
     request = request_of("s31-lws-patch-replicas-6.validating")
     request["object"]["spec"]["replicas"] = 4

@@ -38,7 +38,7 @@ from guardhook.capacity.devices import Allocation, DeviceCounts, build_counts
 from guardhook.capacity.shapes import NODE_NAME_FIELD, PODS, NodeRequirement, PodShape
 from guardhook.cluster.dra import ClassMatcher
 from guardhook.cluster.lws import GROUP_KEY_LABEL
-from guardhook.cluster.model import NodeRecord, PodRecord, Taint
+from guardhook.cluster.model import NodeRecord, PodRecord, Taint, digits
 from guardhook.cluster.view.store import (
     DEVICECLASSES,
     DEVICETAINTRULES,
@@ -436,7 +436,7 @@ class CapacityIndex:
 
 
 def _is_int(text: str) -> bool:
-    return text.lstrip("-").isdigit()
+    return digits(text.lstrip("-"))
 
 
 _INDEXES: weakref.WeakKeyDictionary[ClusterView, CapacityIndex] = weakref.WeakKeyDictionary()

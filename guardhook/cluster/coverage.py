@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from guardhook.cluster.lws import SERVING_PODS_ANNOTATION, LeaderWorkerSet
+from guardhook.cluster.model import digits
 from guardhook.cluster.view.store import NAMESPACES, WEBHOOK_KINDS, ClusterView
 from guardhook.cluster.webhooks import CERT_MANAGER_INJECT, WebhookConfigurationRecord, WebhookEntry
 
@@ -116,7 +117,7 @@ def unreadable_annotations(
         (SPARE_GROUPS_ANNOTATION, "spareGroups", spare_default, BUILTIN_SPARE_GROUPS),
     ):
         raw = annotations.get(key)
-        if raw is not None and not raw.isdigit():
+        if raw is not None and not digits(raw):
             value = f"({default})" if default is not None else f"(default {builtin})"
             found.append(UnreadableAnnotation(key, raw, f"the configured {parameter} {value}"))
     serving = lws.serving_pods_unreadable

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from guardhook.cluster.model import OwnerRef, PodRecord, as_dict, metadata, str_map
+from guardhook.cluster.model import OwnerRef, PodRecord, as_dict, digits, metadata, str_map
 from guardhook.wire import KubeObject
 
 LWS_API_GROUP = "leaderworkerset.x-k8s.io"
@@ -58,7 +58,7 @@ def _int_or(value: Any, default: int) -> int:
         return default
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and digits(value):
         return int(value)
     return default
 
@@ -108,7 +108,7 @@ Position = tuple[int, int]
 def _suffix_index(name: str, prefix: str) -> int | None:
     """N when `name` is `<prefix>-<N>` (a StatefulSet pod's ordinal naming), else None."""
     rest = name[len(prefix) + 1 :] if name.startswith(prefix + "-") else ""
-    return int(rest) if rest.isdigit() else None
+    return int(rest) if digits(rest) else None
 
 
 def owned_position(lws_name: str, owners: Iterable[OwnerRef], pod_name: str) -> Position | None:
@@ -139,7 +139,7 @@ def owned_position(lws_name: str, owners: Iterable[OwnerRef], pod_name: str) -> 
 def _labelled_position(labels: Mapping[str, str]) -> Position | None:
     group = labels.get(GROUP_INDEX_LABEL, "")
     worker = labels.get(WORKER_INDEX_LABEL, "")
-    return (int(group), int(worker)) if group.isdigit() and worker.isdigit() else None
+    return (int(group), int(worker)) if digits(group) and digits(worker) else None
 
 
 def _judged_position(labelled: Position | None, owned: Position | None) -> tuple[Position | None, str]:
@@ -183,7 +183,7 @@ def group_member(
         lws_name=lws_name,
         group_index=position[0],
         worker_index=position[1],
-        size=int(size_raw) if size_raw.isdigit() else None,
+        size=int(size_raw) if digits(size_raw) else None,
         inconsistent=inconsistent,
     )
 
@@ -368,4 +368,4 @@ def lws_owner(obj: KubeObject) -> OwnerRef | None:
 def int_annotation(annotations: Mapping[str, str], key: str, default: int) -> int:
     """A non-negative integer annotation, or `default` when absent or malformed."""
     raw = annotations.get(key, "")
-    return int(raw) if raw.isdigit() else default
+    return int(raw) if digits(raw) else default

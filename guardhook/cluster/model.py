@@ -28,6 +28,14 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 DISRUPTION_CONDITIONS = ("DisruptionTarget", "TerminationTarget")
 
 
+def digits(text: str) -> bool:
+    """Whether `text` is one or more ASCII digits: what Go's strconv.Atoi, with which Kubernetes and
+    LWS read numbers in labels, annotations and names, reads as a non-negative integer.
+    `str.isdigit` alone also accepts characters such as "²", on which `int()` raises ValueError,
+    and annotation values are any string a tenant writes."""
+    return text.isascii() and text.isdigit()
+
+
 def as_dict(value: Any) -> dict[str, Any]:
     """`value` if it is a dict, else an empty dict (malformed input never raises)."""
     return value if isinstance(value, dict) else {}
@@ -103,10 +111,10 @@ def scaled(value: Any, replicas: int, round_up: bool, default: int) -> int:
     if isinstance(value, int):
         return value
     text = str(value).strip()
-    if text.endswith("%") and text[:-1].isdigit():
+    if text.endswith("%") and digits(text[:-1]):
         exact = int(text[:-1]) * replicas / 100
         return math.ceil(exact) if round_up else math.floor(exact)
-    return int(text) if text.isdigit() else default
+    return int(text) if digits(text) else default
 
 
 def readiness_gates(spec: Mapping[str, Any]) -> tuple[str, ...]:

@@ -35,7 +35,7 @@ from guardhook.cluster.lws import (
     WORKER_INDEX_LABEL,
     LeaderWorkerSet,
 )
-from guardhook.cluster.model import metadata, str_map
+from guardhook.cluster.model import digits, metadata, str_map
 from guardhook.cluster.selectors import Requirement, Selector, matches
 
 TEMPLATE_REVISION_HASH_LABEL = PREFIX + "template-revision-hash"
@@ -178,7 +178,7 @@ def _named_indexes(plain: Iterable[Requirement], lws_name: str, group: bool) -> 
     own_key = GROUP_INDEX_LABEL if group else WORKER_INDEX_LABEL
     for req in plain:
         for value in req.values:
-            if req.key in (own_key, POD_INDEX_LABEL) and value.isdigit():
+            if req.key in (own_key, POD_INDEX_LABEL) and digits(value):
                 named.add(int(value))
             elif req.key == POD_NAME_LABEL:
                 parts = _pod_name_indexes(value, lws_name)
@@ -192,7 +192,7 @@ def _pod_name_indexes(value: str, lws_name: str) -> tuple[int, int] | None:
     if not value.startswith(lws_name + "-"):
         return None
     parts = value[len(lws_name) + 1 :].split("-")
-    if not all(p.isdigit() for p in parts):
+    if not all(digits(p) for p in parts):
         return None
     if len(parts) == 1:
         return int(parts[0]), 0

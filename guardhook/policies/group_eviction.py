@@ -43,7 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from guardhook.cluster.lws import GROUP_INDEX_LABEL, NAME_LABEL, WORKER_INDEX_LABEL, member_of_pod
-from guardhook.cluster.model import PodRecord, metadata
+from guardhook.cluster.model import PodRecord, digits, metadata
 from guardhook.cluster.pdb_budget import matching_pdbs, refusal
 from guardhook.cluster.view.store import LEADERWORKERSETS, ClusterView
 from guardhook.policies.base import (
@@ -147,7 +147,7 @@ def unseen_member(view: ClusterView, namespace: str, name: str) -> PodRecord | N
     parts = name.split("-")
     for cut in (2, 1):  # a worker name first: `a-1-2` is worker 2 of group 1 of `a`
         head, tail = parts[:-cut], parts[-cut:]
-        if not head or not all(part.isdigit() for part in tail):
+        if not head or not all(digits(part) for part in tail):
             continue
         lws = view.lws(namespace, "-".join(head))
         group, worker = int(tail[0]), int(tail[1]) if cut == 2 else 0

@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from guardhook.cluster.disaggregated import DS_API_VERSION, DS_ROLE_LABEL, ROLE_SCALER_KIND, RoleOf, role_of
 from guardhook.cluster.lws import LWS_API_GROUP, LWS_API_VERSION, LWS_CONTROLLER, LWS_KIND, NAME_LABEL
-from guardhook.cluster.model import OwnerRef, as_dict, metadata, spec_replicas, str_map
+from guardhook.cluster.model import OwnerRef, as_dict, digits, metadata, spec_replicas, str_map
 from guardhook.cluster.view.store import ClusterView
 from guardhook.policies.base import (
     ALLOW,
@@ -245,7 +245,7 @@ def _from_markers(name: str, owners: tuple[OwnerRef, ...], labels: dict[str, str
 
 def _group_of(lws_name: str, name: str) -> int | None:
     suffix = name[len(lws_name) + 1 :] if name.startswith(lws_name + "-") else ""
-    return int(suffix) if suffix.isdigit() else None
+    return int(suffix) if digits(suffix) else None
 
 
 def _from_naming(view: ClusterView, namespace: str, name: str) -> OwnedStatefulSet | None:

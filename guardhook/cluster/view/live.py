@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from guardhook.cluster.model import as_dict, metadata
+from guardhook.cluster.model import as_dict, digits, metadata
 from guardhook.cluster.paging import pages
 from guardhook.cluster.view.gcpause import collector_paused
 from guardhook.cluster.view.store import (
@@ -150,7 +150,7 @@ def resource_version(obj: dict[str, Any]) -> str:
 def _as_int(version: str) -> int | None:
     # resourceVersions are opaque strings; every real API server (etcd revisions) uses integers,
     # so ordering is compared only when both sides are integers.
-    return int(version) if version.isdigit() else None
+    return int(version) if digits(version) else None
 
 
 def older(version: str, than: str | None) -> bool:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from guardhook.cluster.going import Going
 from guardhook.cluster.groups import empty_group_health, empty_groups
 from guardhook.cluster.lws import LeaderWorkerSet, group_health, int_annotation, member_of_pod
-from guardhook.cluster.model import PodRecord
+from guardhook.cluster.model import PodRecord, digits
 from guardhook.cluster.view.store import ClusterView
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
 from guardhook.policies.base import ALLOW, TOO_MANY_REQUESTS, Judgement, Violation
@@ -145,7 +145,7 @@ def budget_source(lws: LeaderWorkerSet) -> str:
     raw = lws.annotations.get(BUDGET_ANNOTATION)
     if raw is None:
         return "config parameter maxDisruptedGroups"
-    if raw.isdigit():
+    if digits(raw):
         return f"annotation {BUDGET_ANNOTATION}"
     return (
         f"config parameter maxDisruptedGroups; annotation {BUDGET_ANNOTATION}: {raw!r} is not a whole number"

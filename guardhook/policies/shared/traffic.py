@@ -28,7 +28,7 @@ from guardhook.cluster.lws import (
     LeaderWorkerSet,
     lws_owner,
 )
-from guardhook.cluster.model import as_dict, str_map
+from guardhook.cluster.model import as_dict, digits, str_map
 from guardhook.cluster.reach import reach
 from guardhook.cluster.selectors import from_map
 from guardhook.wire import JSONPatchOp, KubeObject
@@ -149,5 +149,5 @@ def render(selector: dict[str, str]) -> str:
 
 
 def _value(value: str) -> str:
-    plain = value and not value.isdigit() and value.lower() not in ("true", "false", "null", "yes", "no")
+    plain = value and not digits(value) and value.lower() not in ("true", "false", "null", "yes", "no")
     return value if plain else f'"{value}"'
