@@ -74,7 +74,7 @@ def test_a_page_applied_at_once_indexes_and_notifies_as_upsert_does() -> None:
     watched.subscribe(lambda kind, old, new: heard.append(new.name))
     keys = paged.upsert_all(PODS, pods)
     assert keys == [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods]
-    assert watched.upsert_all(PODS, pods) == [None] * len(pods)  # upsert's answer with a listener
+    assert watched.upsert_all(PODS, pods) == keys  # a pod's key as held, with a listener too
     assert heard == [p["metadata"]["name"] for p in pods]
     for view in (paged, watched):
         assert view.all_pods() == one_by_one.all_pods()

@@ -52,18 +52,12 @@ def shared_str_map(value: Any) -> dict[str, str]:
     pods (a group's annotations). The result must not be mutated."""
     if type(value) is dict and len(value) <= 4:
         try:  # looked up by the decoded pairs: a hit (the common case) builds nothing
-            return _shared_decoded_map(tuple(value.items()))
-        except TypeError:  # a value that is not hashable (malformed): filtered below
+            return _shared_map(tuple(value.items()))
+        except TypeError:  # a value that is not hashable (malformed): filtered, not shared
             pass
-    mapped = str_map(value)
-    return _shared_map(tuple(mapped.items())) if len(mapped) <= 4 else mapped
+    return str_map(value)
 
 
 @functools.lru_cache(maxsize=CACHE_SIZE)
-def _shared_decoded_map(pairs: tuple[tuple[Any, Any], ...]) -> dict[str, str]:
+def _shared_map(pairs: tuple[tuple[Any, Any], ...]) -> dict[str, str]:
     return str_map(dict(pairs))
-
-
-@functools.lru_cache(maxsize=CACHE_SIZE)
-def _shared_map(pairs: tuple[tuple[str, str], ...]) -> dict[str, str]:
-    return dict(pairs)

@@ -27,6 +27,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from guardhook.cluster import interning
+
 
 def _load_parse_quantity() -> Callable[[Any], Decimal]:
     """`kubernetes.utils.parse_quantity`, the client library's own quantity parser. While the
@@ -182,13 +184,13 @@ def _raw_container_resources(container: Any) -> tuple[tuple[Any, ...], tuple[Any
     )
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=interning.CACHE_SIZE)
 def _requests_of(raw: tuple[tuple[tuple[Any, ...], tuple[Any, ...]], ...]) -> Resources:
     containers = [{"resources": {"requests": dict(req), "limits": dict(lim)}} for req, lim in raw]
     return pod_requests({"containers": containers})
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=interning.CACHE_SIZE)
 def _shared_resources(pairs: tuple[tuple[str, int], ...]) -> Resources:
     return dict(pairs)
 

@@ -232,7 +232,7 @@ class ClusterView:
                 return self._upsert_pod(obj)
             key = object_key(obj)
             old = self._record(kind, key) if watched else None
-            {
+            held = {
                 PODS: self._upsert_pod,
                 NODES: self._upsert_node,
                 LEADERWORKERSETS: self._upsert_lws,
@@ -242,24 +242,12 @@ class ClusterView:
             }[kind](obj)
             if watched:
                 self._notify(kind, old, self._record(kind, key))
-            return None
+            return held
 
     def upsert_all(self, kind: str, objects: Iterable[KubeObject]) -> list[Key | None]:
         """`upsert(kind, obj)` for each of `objects` in order (a list page); returns what each
-        returned. The lock is taken per object, as `upsert` takes it, so a reader waits for one
-        object at most; a page of pods with no listener skips `upsert`'s per-call dispatch."""
-        if kind != PODS or self._listeners:
-            return [self.upsert(kind, obj) for obj in objects]
-        keys: list[Key | None] = []
-        lock, generations, upsert_pod, append = self.lock, self._generations, self._upsert_pod, keys.append
-        for obj in objects:
-            with lock:
-                if self._listeners:  # subscribed while the page was applied
-                    append(self.upsert(kind, obj))
-                    continue
-                generations[PODS] += 1
-                append(upsert_pod(obj))
-        return keys
+        returned. The lock is taken per object, so a reader waits for one object at most."""
+        return [self.upsert(kind, obj) for obj in objects]
 
     def remove(self, kind: str, key: Key) -> None:
         """Remove one object of `kind` by (namespace, name); cluster-scoped use namespace ""."""
