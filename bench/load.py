@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from servers import FIXTURES, Running, serve
+from servers import FIXTURES, Running, serve, served_code
 
 HEADERS = {"Content-Type": "application/json"}
 
@@ -267,6 +267,7 @@ def main() -> None:
                         pooled.cpu_seconds += result.cpu_seconds
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"load average at the end: {load} (1, 5, 15 min; other jobs on the cores skew both servers)")
+    print(f"guardhook served from {served_code()}")
     print(
         f"{len(review_mix())} captured reviews; {args.rounds} rounds of {args.seconds:.0f} s per phase"
         f" and server, pooled; server threads {args.threads}; paced phase:"

@@ -38,6 +38,21 @@ class Running:
         return http.client.HTTPSConnection(self.host, self.port, context=self.context(), timeout=timeout)
 
 
+def served_code() -> str:
+    """The folder of the guardhook package `serve` runs (PYTHONPATH first, then the installed
+    one), as the benchmarks print it: a before/after comparison names the code it measured."""
+    with tempfile.TemporaryDirectory(prefix="bench-which-") as tmp:
+        found = subprocess.run(
+            [sys.executable, "-c", "import guardhook, os; print(os.path.dirname(guardhook.__file__))"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=tmp,
+            env=_clean_env(Path(tmp)),
+        )
+    return found.stdout.strip()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -93,7 +108,11 @@ def serve(kind: str, threads: int = 8, extra: Sequence[str] = ()) -> Iterator[Ru
         ]
         log = folder / "serve.log"
         with log.open("wb") as out:
-            process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=_clean_env(folder))
+            # cwd is the temporary folder: `python -m` puts the cwd first on sys.path, so run from
+            # a checkout it would serve that checkout's guardhook whatever PYTHONPATH names.
+            process = subprocess.Popen(
+                args, stdout=out, stderr=subprocess.STDOUT, env=_clean_env(folder), cwd=folder
+            )
         running = Running(kind, process.pid, "127.0.0.1", port, certs / "ca.crt")
         try:
             _wait_ready(process, running, log)

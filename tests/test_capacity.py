@@ -277,6 +277,37 @@ def test_index_follows_pod_and_node_changes() -> None:
     assert index is index_for(view)  # one index per view, kept up to date
 
 
+def test_node_count_follows_nodes_added_updated_removed_and_back() -> None:
+    view = view_from_objects([node("a"), node("b")])
+    index = index_for(view)
+    assert index.node_count == 2
+    view.upsert(NODES, node("a", cpu="16"))  # an update is not another node
+    view.upsert(NODES, node("c"))
+    assert index.node_count == 3
+    view.remove(NODES, ("", "b"))
+    view.remove(NODES, ("", "b"))  # removed twice: counted once
+    assert index.node_count == 2
+    view.upsert(NODES, node("b"))  # back, in its old row
+    assert index.node_count == 3 == len(view.nodes())
+
+
+def test_a_taint_first_seen_after_a_decision_is_judged_for_the_same_tolerations() -> None:
+    """Which taint classes a set of tolerations tolerates is kept between decisions; a node
+    with a taint no node had before must still be filtered for the same template."""
+    view = view_from_objects([node("a", cpu="8")])
+    shape = shape_of_template(template(cpu="4"))
+    with view.lock:
+        assert index_for(view).eligible(shape).tolist() == [True]
+    gpu_taint = {"key": GPU, "value": "present", "effect": "NoSchedule"}
+    view.upsert(NODES, node("b", cpu="8", taints=[gpu_taint]))
+    with view.lock:
+        assert index_for(view).eligible(shape).tolist() == [True, False]
+    tolerant = shape_of_template(template(cpu="4", tolerations=[{"key": GPU, "operator": "Exists"}]))
+    with view.lock:
+        assert index_for(view).eligible(tolerant).tolist() == [True, True]
+    assert groups_that_fit(view, template(cpu="4"), count=5) == 2
+
+
 def test_index_matches_a_rebuild_after_many_changes() -> None:
     view = view_from_objects([node(f"n{i}", cpu="16", gpu=8) for i in range(4)])
     live = index_for(view)

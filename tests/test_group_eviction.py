@@ -299,11 +299,10 @@ def test_a_replica_whose_view_lags_still_counts_entries_another_one_has_seen_thr
     shared ledger keeps the entry until its TTL, so B still counts it and the budget holds."""
     shared = MemoryLedger()
     objects = fleet_objects()
+    find(objects, "LeaderWorkerSet", "llm-xl")["metadata"]["annotations"] = {
+        "guardhook.io/max-disrupted-groups": "2"
+    }
     ahead, lagging = view_from_objects(objects), view_from_objects(objects)
-    for view in (ahead, lagging):
-        view.lws("serve", "llm-xl").obj["metadata"]["annotations"] = {
-            "guardhook.io/max-disrupted-groups": "2"
-        }
     replica_a, replica_b = engine(ahead, ledger=shared), engine(lagging, ledger=shared)
     assert judge(replica_a, eviction("llm-xl-0-3"))["allowed"] is True
     evicted = find(objects, "Pod", "llm-xl-0-3")

@@ -32,13 +32,15 @@ def with_devices(
 ) -> tuple[PodShape, tuple[str, ...]]:
     """`shape` (read from `template`) with its DRA device requests added under their DeviceClass
     columns, and notes on what could not be counted. Hold the view's lock."""
+    spec = as_dict(template.get("spec"))
+    if not devices.names and not spec.get("resourceClaims"):
+        return shape, ()  # no DeviceClass maps a resource and no claims: nothing to count
     requests = dict(shape.requests)
     for name in list(requests):
         column = devices.column_of(name)
         if column is not None and column != name:
             requests[column] = requests.get(column, 0) + requests.pop(name)
     notes: list[str] = []
-    spec = as_dict(template.get("spec"))
     for ref in pod_claim_refs(spec):
         if ref.claim_name:
             notes.append(

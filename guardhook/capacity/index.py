@@ -38,7 +38,7 @@ from guardhook.capacity.devices import Allocation, DeviceCounts, build_counts
 from guardhook.capacity.shapes import NODE_NAME_FIELD, PODS, NodeRequirement, PodShape
 from guardhook.cluster.dra import ClassMatcher
 from guardhook.cluster.lws import GROUP_KEY_LABEL
-from guardhook.cluster.model import NodeRecord, PodRecord, Taint, digits
+from guardhook.cluster.model import NodeRecord, PodRecord, Taint, Toleration, digits
 from guardhook.cluster.view.store import (
     DEVICECLASSES,
     DEVICETAINTRULES,
@@ -70,6 +70,9 @@ ABSENT = -1
 
 _INITIAL_ROWS = 64
 
+TOLERATIONS_KEPT = 256
+"""Distinct toleration sets whose tolerated taint classes are kept (templates share a few)."""
+
 
 class CapacityIndex:
     """Per-node capacity as arrays, fed by ClusterView change notifications.
@@ -89,11 +92,13 @@ class CapacityIndex:
         self._alloc = np.zeros((size, 1), dtype=np.int64, order="F")
         self._used = np.zeros((size, 1), dtype=np.int64, order="F")
         self._alive = np.zeros(size, dtype=bool)
+        self._alive_count = 0
         self._usable = np.zeros(size, dtype=bool)
         self._cordoned = np.zeros(size, dtype=bool)
         self._not_ready = np.zeros(size, dtype=bool)
         self._taint_class = np.zeros(size, dtype=np.int32)
         self._taint_sets: dict[tuple[Taint, ...], int] = {(): 0}
+        self._tolerated: dict[tuple[Toleration, ...], np.ndarray] = {}
         self._label_columns: dict[str, np.ndarray] = {}
         self._label_values: dict[str, dict[str, int]] = {}
         self._pending: dict[tuple[tuple[str, int], ...], PendingClass] = {}
@@ -187,6 +192,7 @@ class CapacityIndex:
         if node.unschedulable and UNSCHEDULABLE_TAINT not in taints:
             taints = (*taints, UNSCHEDULABLE_TAINT)  # NodeUnschedulable judges a cordon as this taint
         not_ready = any(t.key in NOT_READY_KEYS and t.effect in ("NoSchedule", "NoExecute") for t in taints)
+        self._alive_count += not self._alive[row]
         self._alive[row] = True
         self._cordoned[row] = node.unschedulable
         self._not_ready[row] = not_ready
@@ -200,6 +206,7 @@ class CapacityIndex:
         row = self._row_of.get(name)
         if row is None:
             return
+        self._alive_count -= bool(self._alive[row])
         self._alive[row] = False
         self._usable[row] = False
         self._cordoned[row] = False
@@ -260,7 +267,7 @@ class CapacityIndex:
     @property
     def node_count(self) -> int:
         """Nodes present in the view (dead rows excluded)."""
-        return int(self._alive[: self.rows].sum())
+        return self._alive_count
 
     def free(self, resources: Sequence[str]) -> np.ndarray:
         """A fresh (rows × len(resources)) int64 matrix of allocatable minus requested; a resource
@@ -268,14 +275,17 @@ class CapacityIndex:
         DeviceClass maps is, on the rows whose allocatable does not list it, the count of free DRA
         devices of that class (see `devices`)."""
         n = self.rows
+        columns = [self._columns.get(name) for name in resources]
         out = np.zeros((n, len(resources)), dtype=np.int64, order="F")  # column reads are the hot path
-        devices = self.devices() if self._view is not None else None
-        for i, name in enumerate(resources):
-            column = self._columns.get(name)
+        for i, column in enumerate(columns):
             if column is not None:
                 out[:, i] = self._alloc[:n, column] - self._used[:n, column]
-            device_column = devices.column_of(name) if devices else None
-            if devices is not None and device_column is not None:
+        devices = self.devices() if self._view is not None else None
+        if devices is None or not devices.names:
+            return out
+        for i, (name, column) in enumerate(zip(resources, columns, strict=True)):
+            device_column = devices.column_of(name)
+            if device_column is not None:
                 by_dra = (
                     self._alive[:n] if column is None else self._alive[:n] & (self._alloc[:n, column] == 0)
                 )
@@ -366,9 +376,19 @@ class CapacityIndex:
                     this &= self._requirement_mask(requirement)
                 any_term |= this
             mask &= any_term
-        tolerated = np.array([shape.tolerates_all(t) for t in self._taint_sets], dtype=bool)
-        mask &= tolerated[self._taint_class[:n]]
+        mask &= self._tolerated_classes(shape)[self._taint_class[:n]]
         return mask
+
+    def _tolerated_classes(self, shape: PodShape) -> np.ndarray:
+        """Bool per taint class: does `shape` tolerate every filtering taint of it? Kept per set
+        of tolerations while no new taint class appears (classes are only ever added)."""
+        tolerated = self._tolerated.get(shape.tolerations)
+        if tolerated is None or len(tolerated) != len(self._taint_sets):
+            if len(self._tolerated) >= TOLERATIONS_KEPT:
+                self._tolerated.clear()
+            tolerated = np.array([shape.tolerates_all(t) for t in self._taint_sets], dtype=bool)
+            self._tolerated[shape.tolerations] = tolerated
+        return tolerated
 
     def label_column(self, key: str) -> np.ndarray:
         """Value ids of label `key` per row (ABSENT where unset), built on first use."""

@@ -121,7 +121,7 @@ def shape_of_template(template: Mapping[str, Any]) -> PodShape:
         requests=tuple(sorted(requests.items())),
         node_selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
         affinity_terms=_required_affinity(spec),
-        tolerations=Toleration.parse_all(spec),
+        tolerations=Toleration.parse_all_shared(spec),
     )
 
 

@@ -292,7 +292,7 @@ def capacity_model(index: CapacityIndex, resources: Iterable[str]) -> tuple[str,
     pods left out. Hold the index's lock."""
     model: list[str] = []
     devices = index.devices()
-    for name in resources:
+    for name in resources if devices.names else ():
         column = devices.column_of(name)
         if column is None:
             continue
@@ -391,9 +391,10 @@ def _limiting(free: np.ndarray, request: np.ndarray, ok: np.ndarray, resources: 
     if not ok.any():
         return ""
     short = ((free < request) & ok[:, None]).sum(axis=0) * (request > 0)
-    if short.max() == 0:
+    most = short.max()
+    if most == 0:
         return ""
-    return ", ".join(resources[i] for i in np.flatnonzero(short == short.max()))
+    return ", ".join(resources[i] for i in np.flatnonzero(short == most))
 
 
 def _resource_names(shapes: Iterable[PodShape], pending: Iterable[PendingClass]) -> list[str]:

@@ -272,14 +272,21 @@ class LeaderWorkerSet:
     is given.
     """
 
-    __slots__ = ("obj",)
+    __slots__ = ("obj", "meta", "annotations", "spec", "template", "worker_template", "leader_template")
 
     def __init__(self, obj: KubeObject) -> None:
         self.obj = obj
-
-    @property
-    def meta(self) -> dict[str, Any]:
-        return metadata(self.obj)
+        # Read once: a decision reads these maps a few dozen times. The view replaces its wrapper
+        # on every update, so they follow the object (nothing rewrites an object's maps in place).
+        self.meta: dict[str, Any] = metadata(obj)
+        self.annotations: dict[str, str] = str_map(self.meta.get("annotations"))
+        self.spec: dict[str, Any] = as_dict(obj.get("spec"))
+        self.template: dict[str, Any] = as_dict(self.spec.get("leaderWorkerTemplate"))
+        self.worker_template: dict[str, Any] = as_dict(self.template.get("workerTemplate"))
+        # The leader pod template falls back to the worker template (LWS API).
+        self.leader_template: dict[str, Any] = (
+            as_dict(self.template.get("leaderTemplate")) or self.worker_template
+        )
 
     @property
     def name(self) -> str:
@@ -292,18 +299,6 @@ class LeaderWorkerSet:
     @property
     def uid(self) -> str:
         return str(self.meta.get("uid") or "")
-
-    @property
-    def annotations(self) -> dict[str, str]:
-        return str_map(self.meta.get("annotations"))
-
-    @property
-    def spec(self) -> dict[str, Any]:
-        return as_dict(self.obj.get("spec"))
-
-    @property
-    def template(self) -> dict[str, Any]:
-        return as_dict(self.spec.get("leaderWorkerTemplate"))
 
     @property
     def replicas(self) -> int:
@@ -322,16 +317,6 @@ class LeaderWorkerSet:
     @property
     def restart_policy(self) -> str:
         return str(self.template.get("restartPolicy") or RECREATE_GROUP_ON_POD_RESTART)
-
-    @property
-    def worker_template(self) -> dict[str, Any]:
-        return as_dict(self.template.get("workerTemplate"))
-
-    @property
-    def leader_template(self) -> dict[str, Any]:
-        """The leader pod template, falling back to the worker template."""
-        leader = as_dict(self.template.get("leaderTemplate"))
-        return leader or self.worker_template
 
     @property
     def rollout(self) -> dict[str, Any]:

@@ -49,7 +49,9 @@ from guardhook.wire import KubeObject
 
 if TYPE_CHECKING:
     from guardhook.capacity import Fit, GroupDemand
+    from guardhook.capacity.index import CapacityIndex
     from guardhook.capacity.provision import Provision
+    from guardhook.capacity.shapes import PodShape
 
 SPARE_GROUPS_ANNOTATION = "guardhook.io/spare-groups"
 MODEL_KEY = "model"
@@ -151,8 +153,7 @@ class GroupCapacity(Policy):
             return stale_judgement(self, ctx.view)
         # numpy comes with the index: imported on the first capacity decision, not with the policy
         # registry, so commands that never judge capacity (`review` of a delete) start faster.
-        from guardhook.capacity import GroupDemand, fit_groups, index_for, shape_of_template
-        from guardhook.capacity.claims import with_devices
+        from guardhook.capacity import GroupDemand, fit_groups, index_for
         from guardhook.capacity.provision import describe, pools_of, provision
 
         index = index_for(ctx.view)
@@ -161,14 +162,7 @@ class GroupCapacity(Policy):
         lws = change.lws
         spare = int_annotation(lws.annotations, SPARE_GROUPS_ANNOTATION, int(ctx.params["spareGroups"]))
         namespace = lws.namespace or ctx.namespace
-        with ctx.view.lock:
-            devices = index.devices()
-            leader, leader_notes = with_devices(
-                shape_of_template(lws.leader_template), lws.leader_template, namespace, ctx.view, devices
-            )
-            worker, worker_notes = with_devices(
-                shape_of_template(lws.worker_template), lws.worker_template, namespace, ctx.view, devices
-            )
+        leader, worker, notes = template_shapes(lws, namespace, ctx.view, index)
         demand = GroupDemand(
             leader=leader,
             worker=worker,
@@ -178,8 +172,8 @@ class GroupCapacity(Policy):
             exclusive_key=lws.exclusive_topology,
         )
         fit = fit_groups(index, demand)
-        model = describe_model(fit, tuple(dict.fromkeys((*leader_notes, *worker_notes))))
-        annotations = ((MODEL_KEY, model),)
+        model = describe_model(fit, notes)
+        audit = ((MODEL_KEY, model),)
         name = lws.name or ctx.name
         if fit.all_fit:
             advisories: tuple[str, ...] = ()
@@ -188,21 +182,43 @@ class GroupCapacity(Policy):
                     f"the new groups of LeaderWorkerSet {name} fit only with cordoned or NotReady nodes, "
                     f"which its templates tolerate (kube-scheduler places pods there too). Model: {model}",
                 )
-            return Judgement(advisories=advisories, audit_annotations=annotations)
+            return Judgement(advisories=advisories, audit_annotations=audit)
         shortfall = shortfall_message(fit, name, new_groups)
         pools = pools_of(ctx.view, ctx.params["autoscaledPools"])
         answers = provision(index, ctx.view, demand, pools) if pools else []
         grown = autoscaled(answers, shortfall, model)
         if grown is not None:
-            return Judgement(advisories=(grown,), audit_annotations=annotations)
+            return Judgement(advisories=(grown,), audit_annotations=audit)
         if answers:
             shortfall += "; node autoscaling does not help: " + "; ".join(describe(a) for a in answers)
         message = f"{shortfall}. Model: {model}"
         placement = placed_by(lws)
         if placement is not None and ctx.params[placement[0]] == "Warn":
             note = f"{placement[1]} decides its placement, so its fit is reported, not enforced: {message}"
-            return Judgement(advisories=(note,), audit_annotations=annotations)
-        return Judgement(violation=Violation(message), audit_annotations=annotations)
+            return Judgement(advisories=(note,), audit_annotations=audit)
+        return Judgement(violation=Violation(message), audit_annotations=audit)
+
+
+def template_shapes(
+    lws: LeaderWorkerSet, namespace: str, view: ClusterView, index: CapacityIndex
+) -> tuple[PodShape, PodShape, tuple[str, ...]]:
+    """The (leader, worker) pod shapes of `lws`'s templates with their DRA devices counted, and
+    the notes on what was not counted (each once). An LWS without a leader template runs its
+    leaders from the worker template (LWS API), so the shape is read once for both."""
+    from guardhook.capacity import shape_of_template
+    from guardhook.capacity.claims import with_devices
+
+    with view.lock:
+        devices = index.devices()
+        worker, worker_notes = with_devices(
+            shape_of_template(lws.worker_template), lws.worker_template, namespace, view, devices
+        )
+        if lws.leader_template is lws.worker_template:
+            return worker, worker, tuple(dict.fromkeys(worker_notes))
+        leader, leader_notes = with_devices(
+            shape_of_template(lws.leader_template), lws.leader_template, namespace, view, devices
+        )
+    return leader, worker, tuple(dict.fromkeys((*leader_notes, *worker_notes)))
 
 
 def autoscaled(answers: list[Provision], shortfall: str, model: str) -> str | None:

@@ -124,6 +124,7 @@ class ClusterView:
         self.stale_after_seconds = stale_after_seconds
         self.lock = threading.RLock()
         self._synced_kinds: set[str] = set()
+        self._all_synced = False
         self._broken_since: dict[str, float] = {}
         self._unreadable: set[str] = set()
         self._pods: dict[Key, PodRecord] = {}
@@ -175,6 +176,7 @@ class ClusterView:
         unreadable mark)."""
         with self.lock:
             self._synced_kinds.add(kind)
+            self._all_synced = self._synced_kinds.issuperset(KINDS)
             self._broken_since.pop(kind, None)
             self._unreadable.discard(kind)
 
@@ -196,8 +198,9 @@ class ClusterView:
 
     @property
     def synced(self) -> bool:
-        """True once every kind in KINDS has been listed once."""
-        return all(kind in self._synced_kinds for kind in KINDS)
+        """True once every kind in KINDS has been listed once (kinds are never unlisted, so it is
+        worked out when one is marked, not on every request)."""
+        return self._all_synced
 
     def stale_seconds(self, now: float | None = None) -> float:
         """Seconds the oldest broken watch has been broken (0.0 when all are healthy)."""
