@@ -80,6 +80,8 @@ class Exemptions:
         username = str(user.get("username") or "")
         if username and self._user_patterns.match(username):
             return True
+        if not self.groups:  # the usual case: no group is exempt, so the user's are not read
+            return False
         groups = user.get("groups") or []
         return any(isinstance(g, str) and g in self.groups for g in groups)
 
