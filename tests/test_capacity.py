@@ -21,6 +21,7 @@ from guardhook.capacity.solver import (
     max_groups,
     place_pending,
     pod_caps,
+    prepare,
 )
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import NODES, ClusterView
@@ -306,6 +307,35 @@ def test_a_taint_first_seen_after_a_decision_is_judged_for_the_same_tolerations(
     with view.lock:
         assert index_for(view).eligible(tolerant).tolist() == [True, True]
     assert groups_that_fit(view, template(cpu="4"), count=5) == 2
+
+
+def test_a_status_update_leaves_the_index_state_and_a_binding_moves_it() -> None:
+    view = view_from_objects([node("a", cpu="8"), pod("p", "a", cpu="4")])
+    index = index_for(view)
+    before = index.state()
+    running = pod("p", "a", cpu="4")
+    running["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    view.upsert(POD_KIND, running)  # the kubelet reports status: nothing counted moved
+    assert index.state() == before
+    assert groups_that_fit(view, template(cpu="4"), count=5) == 1
+    view.upsert(POD_KIND, pod("p", "a", cpu="4", phase="Succeeded"))
+    assert index.state() != before
+    assert groups_that_fit(view, template(cpu="4"), count=5) == 2
+
+
+def test_arrays_a_decision_reuses_are_read_only() -> None:
+    view = view_from_objects([node("a", cpu="8"), pod("w", cpu="2")])  # one pending pod
+    shape = shape_of_template(template(cpu="4"))
+    demand = GroupDemand(leader=shape, worker=shape, size=1, count=1, namespace="default")
+    with view.lock:
+        problem = prepare(index_for(view), demand)
+        again = prepare(index_for(view), demand)
+    assert problem.cap.free is again.cap.free and problem.cap.leader_ok is again.cap.leader_ok
+    assert problem.cap.free[0, problem.resources.index("cpu")] == 6000  # the pending pod placed
+    with pytest.raises(ValueError, match="read-only"):
+        problem.cap.free[0, 0] = 0
+    with pytest.raises(ValueError, match="read-only"):
+        problem.cap.leader_ok[0] = False
 
 
 def test_index_matches_a_rebuild_after_many_changes() -> None:

@@ -264,6 +264,38 @@ def test_tolerations_and_selectors_of_the_templates_are_applied() -> None:
     assert "Eligible: 22 of 22 nodes for leaders and 2 for workers" in response["status"]["message"]
 
 
+def test_an_update_is_judged_on_its_own_templates_not_on_the_views_copy() -> None:
+    """Shapes are reused from the view's LWS only while the templates are the same: an update
+    that also moves the workers to the CPU nodes must be judged on the new template."""
+    view = embedded_fleet_view()
+    request = request_of("s31-lws-patch-replicas-6.validating")
+    request["object"]["spec"]["replicas"] = 5  # one new group: it fits (as s29's /scale to 5)
+    assert judge(request, view)["allowed"] is True
+    template = request["object"]["spec"]["leaderWorkerTemplate"]
+    template["workerTemplate"]["spec"]["nodeSelector"] = {"node.kubernetes.io/instance-type": "cpu-32"}
+    response = judge(request, view)
+    assert response["allowed"] is False
+    assert "Eligible: 22 of 22 nodes for leaders and 2 for workers" in response["status"]["message"]
+
+
+def test_the_pod_shapes_of_a_view_lws_are_read_once_for_scale_and_same_template_updates() -> None:
+    from guardhook.capacity import shape_of_template
+
+    view = embedded_fleet_view()
+    held = view.lws("serve", "llm-xl")
+    assert held is not None
+    assert judge(request_of("s29-lws-scale-up-1.validating"), view)["allowed"] is True
+    shapes = held.derived["pod shapes"]
+    assert shapes == (shape_of_template(held.leader_template), shape_of_template(held.worker_template))
+    update = request_of("s31-lws-patch-replicas-6.validating")
+    update["object"]["spec"]["replicas"] = 5
+    assert judge(update, view)["allowed"] is True
+    assert held.derived["pod shapes"] is shapes  # the same objects: not read again
+    view.upsert("leaderworkersets", update["object"])  # the update lands: a new object, read anew
+    replaced = view.lws("serve", "llm-xl")
+    assert replaced is not None and "pod shapes" not in replaced.derived
+
+
 def test_stale_view_allows_with_a_warning() -> None:
     view = embedded_fleet_view()
     view.mark_broken("pods", now=0.0)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +73,9 @@ _INITIAL_ROWS = 64
 TOLERATIONS_KEPT = 256
 """Distinct toleration sets whose tolerated taint classes are kept (templates share a few)."""
 
+REMEMBERED_KEPT = 64
+"""Derived arrays (`remembered`) kept for one state of the index: a few per template and namespace."""
+
 
 class CapacityIndex:
     """Per-node capacity as arrays, fed by ClusterView change notifications.
@@ -109,6 +112,10 @@ class CapacityIndex:
         self._matcher = ClassMatcher()
         self._allocation = Allocation()
         self._devices: tuple[tuple[int, int], DeviceCounts] | None = None
+        self.version = 0
+        """Bumped by every change a decision can see (a pod update that moves no requests is none)."""
+        self._remembered: dict[tuple[Any, ...], Any] = {}
+        self._remembered_state: tuple[int, int, int] = (-1, 0, 0)
 
     # ---- building and feeding ----------------------------------------------------------------
 
@@ -130,6 +137,9 @@ class CapacityIndex:
 
     def on_change(self, kind: str, old: Any, new: Any) -> None:
         """ClusterView listener: apply one pod, node or ResourceClaim change (see store.Listener)."""
+        if kind == POD_KIND and old is not None and new is not None and _same_footprint(old, new):
+            return  # a status update: nothing the index counts moved
+        self.version += 1
         if kind == RESOURCECLAIMS:
             moved = self._allocation.change(old, new)
             if self._devices is not None:
@@ -361,7 +371,10 @@ class CapacityIndex:
     def eligible(self, shape: PodShape) -> np.ndarray:
         """Bool per row: every filtering taint tolerated (a cordon as the unschedulable taint;
         not-ready / unreachable are taints like any other), nodeSelector and required node
-        affinity (ORed terms of ANDed requirements) matched."""
+        affinity (ORed terms of ANDed requirements) matched. Read-only (see `remembered`)."""
+        return self.remembered(("eligible", shape.constraints), lambda: self._eligible(shape))
+
+    def _eligible(self, shape: PodShape) -> np.ndarray:
         n = self.rows
         mask = self._alive[:n].copy()
         for key, value in shape.node_selector:
@@ -389,6 +402,31 @@ class CapacityIndex:
             tolerated = np.array([shape.tolerates_all(t) for t in self._taint_sets], dtype=bool)
             self._tolerated[shape.tolerations] = tolerated
         return tolerated
+
+    def state(self) -> tuple[int, int, int]:
+        """What a decision's arrays follow: `version`, and the view's DeviceClass and
+        DeviceTaintRule generations (the device counts are rebuilt from those)."""
+        view = self._view
+        if view is None:
+            return (self.version, 0, 0)
+        return (self.version, view.generation(DEVICECLASSES), view.generation(DEVICETAINTRULES))
+
+    def remembered(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+        """`build()`, made once per `key` while the index's `state` stays the same, as
+        kube-scheduler's snapshot copies only the nodes whose generation moved: between two
+        decisions a serving fleet's pods mostly just report status. Arrays in the answer are made
+        read-only, so no caller can change what the next decision reads. Hold `lock`."""
+        state = self.state()
+        if state != self._remembered_state or len(self._remembered) >= REMEMBERED_KEPT:
+            self._remembered.clear()
+            self._remembered_state = state
+        found = self._remembered.get(key)
+        if found is None:
+            found = self._remembered[key] = build()
+            for part in found if isinstance(found, tuple) else (found,):
+                if isinstance(part, np.ndarray):
+                    part.flags.writeable = False
+        return found
 
     def label_column(self, key: str) -> np.ndarray:
         """Value ids of label `key` per row (ABSENT where unset), built on first use."""
@@ -453,6 +491,19 @@ class CapacityIndex:
     def names(self, rows: Iterable[int]) -> list[str]:
         """Node names of `rows`."""
         return [self._names[r] for r in rows]
+
+
+def _same_footprint(old: PodRecord, new: PodRecord) -> bool:
+    """Whether two records of one pod count alike in the index: same node, requests, phase class,
+    gate and group membership (a status-only update)."""
+    return (
+        old.node_name == new.node_name
+        and old.terminal == new.terminal
+        and old.gated == new.gated
+        and old.namespace == new.namespace
+        and old.requests == new.requests
+        and (GROUP_KEY_LABEL in old.labels) == (GROUP_KEY_LABEL in new.labels)
+    )
 
 
 def _is_int(text: str) -> bool:

@@ -230,15 +230,26 @@ def prepare(index: CapacityIndex, demand: GroupDemand) -> Problem:
     the index's lock."""
     pending = index.pending()
     resources = _resource_names([demand.leader, demand.worker], pending)
-    free = index.free(resources)
+    free, taken_rows = index.remembered(
+        ("free after pending", tuple(resources), demand.namespace),
+        lambda: _free_after_pending(index, resources, pending, demand.namespace),
+    )
     leader = _vector(demand.leader.request_map, resources)
     worker = _vector(demand.worker.request_map, resources)
     leader_ok = index.eligible(demand.leader)
     same_constraints = demand.leader.constraints == demand.worker.constraints
     worker_ok = leader_ok if same_constraints else index.eligible(demand.worker)
-    taken_rows = index.holding_groups(demand.namespace)
-    taken_rows |= _place_pending(index, free, resources, pending, demand.namespace)
     return Problem(resources, Capacity(free, leader, worker, leader_ok, worker_ok), taken_rows)
+
+
+def _free_after_pending(
+    index: CapacityIndex, resources: list[str], pending: list[PendingClass], namespace: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Free capacity over `resources` once pending pods are placed, and the rows holding a group
+    of `namespace` (bound pods, and pending ones where they will land)."""
+    free = index.free(resources)
+    taken_rows = index.holding_groups(namespace) | _place_pending(index, free, resources, pending, namespace)
+    return free, taken_rows
 
 
 def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
@@ -390,11 +401,12 @@ def _limiting(free: np.ndarray, request: np.ndarray, ok: np.ndarray, resources: 
     messages; ties are all named)."""
     if not ok.any():
         return ""
-    short = ((free < request) & ok[:, None]).sum(axis=0) * (request > 0)
-    most = short.max()
+    short = np.count_nonzero((free < request) & ok[:, None], axis=0).tolist()
+    counts = [count if amount > 0 else 0 for count, amount in zip(short, request.tolist(), strict=True)]
+    most = max(counts)
     if most == 0:
         return ""
-    return ", ".join(resources[i] for i in np.flatnonzero(short == most))
+    return ", ".join(name for name, count in zip(resources, counts, strict=True) if count == most)
 
 
 def _resource_names(shapes: Iterable[PodShape], pending: Iterable[PendingClass]) -> list[str]:

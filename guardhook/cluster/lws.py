@@ -272,7 +272,16 @@ class LeaderWorkerSet:
     is given.
     """
 
-    __slots__ = ("obj", "meta", "annotations", "spec", "template", "worker_template", "leader_template")
+    __slots__ = (
+        "obj",
+        "meta",
+        "annotations",
+        "spec",
+        "template",
+        "worker_template",
+        "leader_template",
+        "derived",
+    )
 
     def __init__(self, obj: KubeObject) -> None:
         self.obj = obj
@@ -287,6 +296,9 @@ class LeaderWorkerSet:
         self.leader_template: dict[str, Any] = (
             as_dict(self.template.get("leaderTemplate")) or self.worker_template
         )
+        self.derived: dict[str, Any] = {}
+        """What policies read out of this object, kept as long as the object (a view's LWS is
+        replaced on every update): values that depend on the object alone, never on the view."""
 
     @property
     def name(self) -> str:

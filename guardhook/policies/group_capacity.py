@@ -186,7 +186,7 @@ class GroupCapacity(Policy):
         shortfall = shortfall_message(fit, name, new_groups)
         pools = pools_of(ctx.view, ctx.params["autoscaledPools"])
         answers = provision(index, ctx.view, demand, pools) if pools else []
-        grown = autoscaled(answers, shortfall, model)
+        grown = autoscaled(answers, shortfall, model) if answers else None
         if grown is not None:
             return Judgement(advisories=(grown,), audit_annotations=audit)
         if answers:
@@ -203,22 +203,43 @@ def template_shapes(
     lws: LeaderWorkerSet, namespace: str, view: ClusterView, index: CapacityIndex
 ) -> tuple[PodShape, PodShape, tuple[str, ...]]:
     """The (leader, worker) pod shapes of `lws`'s templates with their DRA devices counted, and
-    the notes on what was not counted (each once). An LWS without a leader template runs its
-    leaders from the worker template (LWS API), so the shape is read once for both."""
-    from guardhook.capacity import shape_of_template
+    the notes on what was not counted (each once)."""
     from guardhook.capacity.claims import with_devices
 
+    leader_shape, worker_shape = _template_shapes(_same_templates_in_view(lws, namespace, view))
     with view.lock:
         devices = index.devices()
-        worker, worker_notes = with_devices(
-            shape_of_template(lws.worker_template), lws.worker_template, namespace, view, devices
-        )
+        worker, worker_notes = with_devices(worker_shape, lws.worker_template, namespace, view, devices)
         if lws.leader_template is lws.worker_template:
             return worker, worker, tuple(dict.fromkeys(worker_notes))
-        leader, leader_notes = with_devices(
-            shape_of_template(lws.leader_template), lws.leader_template, namespace, view, devices
-        )
+        leader, leader_notes = with_devices(leader_shape, lws.leader_template, namespace, view, devices)
     return leader, worker, tuple(dict.fromkeys((*leader_notes, *worker_notes)))
+
+
+def _same_templates_in_view(lws: LeaderWorkerSet, namespace: str, view: ClusterView) -> LeaderWorkerSet:
+    """The view's copy of `lws` when its leaderWorkerTemplate is the same (a `/scale`, or an update
+    of replicas alone: what autoscalers and most applies send), so shapes read once are reused;
+    else `lws` itself."""
+    held = view.lws(namespace, lws.name)
+    if held is not None and (held is lws or held.template == lws.template):
+        return held
+    return lws
+
+
+def _template_shapes(lws: LeaderWorkerSet) -> tuple[PodShape, PodShape]:
+    """(leader, worker) PodShapes of `lws`'s templates, read once per LeaderWorkerSet object (kept
+    in its `derived`). An LWS without a leader template runs its leaders from the worker template
+    (LWS API), so that shape is read once for both."""
+    from guardhook.capacity import shape_of_template
+
+    shapes = lws.derived.get("pod shapes")
+    if shapes is None:
+        worker = shape_of_template(lws.worker_template)
+        leader = (
+            worker if lws.leader_template is lws.worker_template else shape_of_template(lws.leader_template)
+        )
+        shapes = lws.derived["pod shapes"] = (leader, worker)
+    return shapes
 
 
 def autoscaled(answers: list[Provision], shortfall: str, model: str) -> str | None:
