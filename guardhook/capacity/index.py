@@ -20,6 +20,11 @@ DRA: resources a DeviceClass maps (guardhook.capacity.devices) are counted from 
 and ResourceClaims on the nodes whose `allocatable` does not list them, rebuilt lazily when one
 of those kinds changed in the view.
 
+Between changes a decision's derived arrays (free capacity after pending pods, eligibility masks)
+are kept per `state()`: a `version` bumped by every change a decision can see — a pod update that
+moves no requests, node or phase class (a status report) is not one — and the view's DeviceClass
+and DeviceTaintRule generations.
+
 Reads must hold `lock` (the view's lock), since the view calls the listener under it.
 """
 
