@@ -279,7 +279,9 @@ def test_an_update_is_judged_on_its_own_templates_not_on_the_views_copy() -> Non
 
 
 def test_the_pod_shapes_of_a_view_lws_are_read_once_for_scale_and_same_template_updates() -> None:
-    from guardhook.capacity import shape_of_template
+    from guardhook.capacity import index_for, shape_of_template
+    from guardhook.cluster.lws import LeaderWorkerSet
+    from guardhook.policies.group_capacity import template_shapes
 
     view = embedded_fleet_view()
     held = view.lws("serve", "llm-xl")
@@ -290,7 +292,12 @@ def test_the_pod_shapes_of_a_view_lws_are_read_once_for_scale_and_same_template_
     update = request_of("s31-lws-patch-replicas-6.validating")
     update["object"]["spec"]["replicas"] = 5
     assert judge(update, view)["allowed"] is True
-    assert held.derived["pod shapes"] is shapes  # the same objects: not read again
+    assert held.derived["pod shapes"] is shapes
+    # the update's own object (same leaderWorkerTemplate) is judged with the view's shapes
+    updated = LeaderWorkerSet(update["object"])
+    leader, worker, _ = template_shapes(updated, "serve", view, index_for(view))
+    assert (leader, worker) == shapes and leader is shapes[0] and worker is shapes[1]
+    assert "pod shapes" not in updated.derived  # not read again from the request's object
     view.upsert("leaderworkersets", update["object"])  # the update lands: a new object, read anew
     replaced = view.lws("serve", "llm-xl")
     assert replaced is not None and "pod shapes" not in replaced.derived

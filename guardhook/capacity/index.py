@@ -43,7 +43,7 @@ from guardhook.capacity.devices import Allocation, DeviceCounts, build_counts
 from guardhook.capacity.shapes import NODE_NAME_FIELD, PODS, NodeRequirement, PodShape
 from guardhook.cluster.dra import ClassMatcher
 from guardhook.cluster.lws import GROUP_KEY_LABEL
-from guardhook.cluster.model import NodeRecord, PodRecord, Taint, Toleration, digits
+from guardhook.cluster.model import NodeRecord, PodRecord, Taint, digits
 from guardhook.cluster.view.store import (
     DEVICECLASSES,
     DEVICETAINTRULES,
@@ -75,9 +75,6 @@ ABSENT = -1
 
 _INITIAL_ROWS = 64
 
-TOLERATIONS_KEPT = 256
-"""Distinct toleration sets whose tolerated taint classes are kept (templates share a few)."""
-
 REMEMBERED_KEPT = 64
 """Derived arrays (`remembered`) kept for one state of the index: a few per template and namespace."""
 
@@ -106,7 +103,6 @@ class CapacityIndex:
         self._not_ready = np.zeros(size, dtype=bool)
         self._taint_class = np.zeros(size, dtype=np.int32)
         self._taint_sets: dict[tuple[Taint, ...], int] = {(): 0}
-        self._tolerated: dict[tuple[Toleration, ...], np.ndarray] = {}
         self._label_columns: dict[str, np.ndarray] = {}
         self._label_values: dict[str, dict[str, int]] = {}
         self._pending: dict[tuple[tuple[str, int], ...], PendingClass] = {}
@@ -315,7 +311,7 @@ class CapacityIndex:
         view = self._view
         if view is None:
             return DeviceCounts(self.rows)
-        key = (view.generation(DEVICECLASSES), view.generation(DEVICETAINTRULES))
+        key = _device_generations(view)
         if self._devices is None or self._devices[0] != key:
             counts = build_counts(
                 self.rows,
@@ -394,27 +390,15 @@ class CapacityIndex:
                     this &= self._requirement_mask(requirement)
                 any_term |= this
             mask &= any_term
-        mask &= self._tolerated_classes(shape)[self._taint_class[:n]]
+        tolerated = np.array([shape.tolerates_all(t) for t in self._taint_sets], dtype=bool)
+        mask &= tolerated[self._taint_class[:n]]
         return mask
-
-    def _tolerated_classes(self, shape: PodShape) -> np.ndarray:
-        """Bool per taint class: does `shape` tolerate every filtering taint of it? Kept per set
-        of tolerations while no new taint class appears (classes are only ever added)."""
-        tolerated = self._tolerated.get(shape.tolerations)
-        if tolerated is None or len(tolerated) != len(self._taint_sets):
-            if len(self._tolerated) >= TOLERATIONS_KEPT:
-                self._tolerated.clear()
-            tolerated = np.array([shape.tolerates_all(t) for t in self._taint_sets], dtype=bool)
-            self._tolerated[shape.tolerations] = tolerated
-        return tolerated
 
     def state(self) -> tuple[int, int, int]:
         """What a decision's arrays follow: `version`, and the view's DeviceClass and
         DeviceTaintRule generations (the device counts are rebuilt from those)."""
         view = self._view
-        if view is None:
-            return (self.version, 0, 0)
-        return (self.version, view.generation(DEVICECLASSES), view.generation(DEVICETAINTRULES))
+        return (self.version, 0, 0) if view is None else (self.version, *_device_generations(view))
 
     def remembered(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         """`build()`, made once per `key` while the index's `state` stays the same, as
@@ -498,6 +482,12 @@ class CapacityIndex:
         return [self._names[r] for r in rows]
 
 
+def _device_generations(view: ClusterView) -> tuple[int, int]:
+    """The view's (DeviceClass, DeviceTaintRule) generations: the device counts are rebuilt when
+    either moves."""
+    return (view.generation(DEVICECLASSES), view.generation(DEVICETAINTRULES))
+
+
 def _same_footprint(old: PodRecord, new: PodRecord) -> bool:
     """Whether two records of one pod count alike in the index: same node, requests, phase class,
     gate and group membership (a status-only update)."""
@@ -505,7 +495,6 @@ def _same_footprint(old: PodRecord, new: PodRecord) -> bool:
         old.node_name == new.node_name
         and old.terminal == new.terminal
         and old.gated == new.gated
-        and old.namespace == new.namespace
         and old.requests == new.requests
         and (GROUP_KEY_LABEL in old.labels) == (GROUP_KEY_LABEL in new.labels)
     )

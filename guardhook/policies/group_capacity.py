@@ -210,7 +210,7 @@ def template_shapes(
     with view.lock:
         devices = index.devices()
         worker, worker_notes = with_devices(worker_shape, lws.worker_template, namespace, view, devices)
-        if lws.leader_template is lws.worker_template:
+        if leader_shape is worker_shape:  # one template for both: counted once
             return worker, worker, tuple(dict.fromkeys(worker_notes))
         leader, leader_notes = with_devices(leader_shape, lws.leader_template, namespace, view, devices)
     return leader, worker, tuple(dict.fromkeys((*leader_notes, *worker_notes)))
