@@ -58,13 +58,13 @@ def test_lines_are_written_by_the_writer_thread_with_their_fields_args_and_trace
 ) -> None:
     handler, stream = guardhook_root_handler
     writing_threads: set[str] = set()
-    original_handle = handler.handle
+    original_write = stream.write
 
-    def handle(record: logging.LogRecord) -> bool:
+    def write(text: str) -> int:
         writing_threads.add(threading.current_thread().name)
-        return original_handle(record)
+        return original_write(text)
 
-    handler.handle = handle  # type: ignore[method-assign]
+    stream.write = write  # type: ignore[method-assign]
     writer = start_writer()
     root = logging.getLogger()
     assert [type(h) for h in root.handlers if getattr(h, "guardhook", False)] == [BatchQueueHandler]
@@ -89,13 +89,13 @@ def test_a_full_queue_blocks_the_logger_and_drops_nothing(
 ) -> None:
     handler, stream = guardhook_root_handler
     release = threading.Event()
-    original_emit = handler.emit
+    original_write = stream.write
 
-    def slow_emit(record: logging.LogRecord) -> None:
+    def slow_write(text: str) -> int:
         release.wait(10)  # the reader stalls until released
-        original_emit(record)
+        return original_write(text)
 
-    handler.emit = slow_emit  # type: ignore[method-assign]
+    stream.write = slow_write  # type: ignore[method-assign]
     writer = start_writer(max_lines=2)
     log = logging.getLogger("guardhook.test")
     done = threading.Event()
@@ -107,12 +107,42 @@ def test_a_full_queue_blocks_the_logger_and_drops_nothing(
 
     flooding = threading.Thread(target=flood)
     flooding.start()
-    assert not done.wait(0.5)  # two queued, one being written: the fourth call waits
+    assert not done.wait(0.5)  # two queued, a batch being written: a later call waits
     release.set()
     flooding.join(10)
     writer.stop()
     written = [line.split(": ")[1] for line in stream.getvalue().splitlines()]
     assert written == [f"line {n}" for n in range(20)]
+
+
+def test_a_batch_is_one_write_and_a_line_that_fails_to_format_loses_no_other(
+    guardhook_root_handler: tuple[logging.Handler, io.StringIO],
+    start_writer: Callable[..., BatchWriter],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, stream = guardhook_root_handler
+    writes: list[str] = []
+    original_write = stream.write
+
+    def write(text: str) -> int:
+        writes.append(text)
+        return original_write(text)
+
+    stream.write = write  # type: ignore[method-assign]
+
+    class Unprintable:
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    writer = start_writer(batch_seconds=0.3)
+    log = logging.getLogger("guardhook.test")
+    log.info("first")
+    log.info("broken", extra={"fields": {"value": Unprintable()}})
+    log.info("last")
+    writer.stop()
+    assert len(writes) == 1  # one write (and one flush) for the batch, not one per line
+    assert [line.split(": ")[1] for line in stream.getvalue().splitlines()] == ["first", "last"]
+    assert "RuntimeError: no text" in capsys.readouterr().err  # logging's own report of the bad line
 
 
 def test_a_line_logged_after_the_writer_stopped_is_written_directly(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -336,6 +337,26 @@ def test_arrays_a_decision_reuses_are_read_only() -> None:
         problem.cap.free[0, 0] = 0
     with pytest.raises(ValueError, match="read-only"):
         problem.cap.leader_ok[0] = False
+
+
+def test_a_problem_is_made_once_per_state_and_demand_shapes() -> None:
+    """Two demands of the same shapes and namespace read one Problem while the index state stays
+    (its derived counts included); a pod that moves capacity, or another namespace, gets its own."""
+    view = view_from_objects([node("a", cpu="8"), node("b", cpu="8")])
+    shape = shape_of_template(template(cpu="4"))
+    demand = GroupDemand(leader=shape, worker=shape, size=2, count=3, namespace="default")
+    with view.lock:
+        first = prepare(index_for(view), demand)
+        again = prepare(index_for(view), replace(demand, size=1, count=9))
+        other = prepare(index_for(view), replace(demand, namespace="serve"))
+    assert again is first and other is not first
+    assert first.worker_slots == 4 and fit_groups(index_for(view), demand).pod_slots == 0
+    assert first.cap.worker.flags.writeable is False
+    view.upsert(POD_KIND, pod("p", "a", cpu="4"))
+    with view.lock:
+        moved = prepare(index_for(view), demand)
+    assert moved is not first and moved.worker_slots == 3
+    assert fit_groups(index_for(view), demand).fits == 1
 
 
 def test_index_matches_a_rebuild_after_many_changes() -> None:

@@ -30,6 +30,7 @@ topology spread constraints, volume and port conflicts, preemption, DaemonSet po
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -218,16 +219,41 @@ class Fit:
 @dataclass(frozen=True)
 class Problem:
     """One demand against the index, pending pods placed: the `resources` (columns), the arrays
-    (`cap`) and the rows already holding a group of the namespace (`taken_rows`)."""
+    (`cap`) and the rows already holding a group of the namespace (`taken_rows`). What it derives
+    (counts, the message's limiting resources) is worked out once: a Problem is kept for the
+    index's state (see `prepare`)."""
 
     resources: list[str]
     cap: Capacity
     taken_rows: np.ndarray
 
+    @functools.cached_property
+    def eligible(self) -> tuple[int, int]:
+        """(leader, worker) eligible rows."""
+        return int(np.count_nonzero(self.cap.leader_ok)), int(np.count_nonzero(self.cap.worker_ok))
+
+    @functools.cached_property
+    def worker_slots(self) -> int:
+        """Pods of the worker shape the eligible rows hold."""
+        return int(pod_caps(self.cap.free, self.cap.worker)[self.cap.worker_ok].sum())
+
+    @functools.cached_property
+    def limiting(self) -> str:
+        """The resources too scarce for one worker on the most eligible rows (see `_limiting`)."""
+        return _limiting(self.cap.free, self.cap.worker, self.cap.worker_ok, self.resources)
+
 
 def prepare(index: CapacityIndex, demand: GroupDemand) -> Problem:
-    """Free capacity after placing pending pods, with the demand's vectors and node masks. Hold
-    the index's lock."""
+    """Free capacity after placing pending pods, with the demand's vectors and node masks; made
+    once per index state and demand shapes (`CapacityIndex.remembered`: an autoscaler's retries,
+    a `/scale` and its update, the spare-groups metric, and every LWS of the same shapes read one).
+    Read-only. Hold the index's lock."""
+    leader, worker = demand.leader, demand.worker
+    key = ("problem", leader.requests, leader.constraints, worker.requests, worker.constraints)
+    return index.remembered((*key, demand.namespace), lambda: _prepare(index, demand))
+
+
+def _prepare(index: CapacityIndex, demand: GroupDemand) -> Problem:
     pending = index.pending()
     resources = _resource_names([demand.leader, demand.worker], pending)
     free, taken_rows = index.remembered(
@@ -236,6 +262,7 @@ def prepare(index: CapacityIndex, demand: GroupDemand) -> Problem:
     )
     leader = _vector(demand.leader.request_map, resources)
     worker = _vector(demand.worker.request_map, resources)
+    leader.flags.writeable = worker.flags.writeable = False
     leader_ok = index.eligible(demand.leader)
     same_constraints = demand.leader.constraints == demand.worker.constraints
     worker_ok = leader_ok if same_constraints else index.eligible(demand.worker)
@@ -258,9 +285,9 @@ def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
     with index.lock:
         problem = prepare(index, demand)
         resources, cap, taken_rows = problem.resources, problem.cap, problem.taken_rows
-        free, worker, leader_ok, worker_ok = cap.free, cap.worker, cap.leader_ok, cap.worker_ok
+        leader_ok, worker_ok = cap.leader_ok, cap.worker_ok
         # The Fit is built once from its parts (dataclasses.replace per step cost a tenth of a decision).
-        found = _solve(index, demand, cap, taken_rows)
+        found = _solve(index, demand, cap, taken_rows, problem.worker_slots)
         limiting, needs_flagged_nodes = "", False
         if found["fits"] >= demand.count:
             flagged = index.cordoned() | index.not_ready()
@@ -268,12 +295,13 @@ def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
                 healthy = _solve(index, demand, cap.restricted(~flagged), taken_rows)
                 needs_flagged_nodes = healthy["fits"] < demand.count
         else:
-            limiting = _limiting(free, worker, worker_ok, resources)  # for the message
+            limiting = problem.limiting  # for the message
+        eligible_leader, eligible_worker = problem.eligible
         return Fit(
             demand=demand,
             nodes=index.node_count,
-            eligible_leader=int(np.count_nonzero(leader_ok)),
-            eligible_worker=int(np.count_nonzero(worker_ok)),
+            eligible_leader=eligible_leader,
+            eligible_worker=eligible_worker,
             limiting=limiting,
             model=capacity_model(index, resources),
             needs_flagged_nodes=needs_flagged_nodes,
@@ -282,9 +310,10 @@ def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
 
 
 def _solve(
-    index: CapacityIndex, demand: GroupDemand, cap: Capacity, taken_rows: np.ndarray
+    index: CapacityIndex, demand: GroupDemand, cap: Capacity, taken_rows: np.ndarray, slots: int | None = None
 ) -> dict[str, int]:
-    """The answer's fields of a Fit: `fits`, and `pod_slots` or the exclusive-topology domains."""
+    """The answer's fields of a Fit: `fits`, and `pod_slots` or the exclusive-topology domains.
+    `slots`: pods of the worker shape `cap`'s eligible rows hold, when known."""
     if demand.exclusive_key:
         return _fit_exclusive(index, demand, cap, taken_rows)
     same = demand.leader.requests == demand.worker.requests and cap.leader_ok is cap.worker_ok
@@ -292,7 +321,7 @@ def _solve(
         return {"fits": max_groups(cap, demand.size, demand.count), "pod_slots": -1}
     # Same shape: max_groups' own count (pods of the worker shape on eligible rows; the leader's
     # vector and mask are the worker's), computed once for both fields.
-    total = int(pod_caps(cap.free, cap.worker)[cap.worker_ok].sum())
+    total = int(pod_caps(cap.free, cap.worker)[cap.worker_ok].sum()) if slots is None else slots
     fits = min(demand.count, total // demand.size) if demand.count > 0 else 0
     return {"fits": fits, "pod_slots": total - fits * demand.size}
 
