@@ -226,6 +226,13 @@ class Problem:
     resources: list[str]
     cap: Capacity
     taken_rows: np.ndarray
+    flagged: np.ndarray
+    """Bool per row: cordoned or NotReady (kube-scheduler still places pods there that tolerate it)."""
+
+    @functools.cached_property
+    def flagged_eligible(self) -> bool:
+        """Whether a template may use a cordoned or NotReady row."""
+        return bool((self.flagged & (self.cap.leader_ok | self.cap.worker_ok)).any())
 
     @functools.cached_property
     def eligible(self) -> tuple[int, int]:
@@ -266,7 +273,9 @@ def _prepare(index: CapacityIndex, demand: GroupDemand) -> Problem:
     leader_ok = index.eligible(demand.leader)
     same_constraints = demand.leader.constraints == demand.worker.constraints
     worker_ok = leader_ok if same_constraints else index.eligible(demand.worker)
-    return Problem(resources, Capacity(free, leader, worker, leader_ok, worker_ok), taken_rows)
+    flagged = index.cordoned() | index.not_ready()
+    flagged.flags.writeable = False
+    return Problem(resources, Capacity(free, leader, worker, leader_ok, worker_ok), taken_rows, flagged)
 
 
 def _free_after_pending(
@@ -285,14 +294,12 @@ def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
     with index.lock:
         problem = prepare(index, demand)
         resources, cap, taken_rows = problem.resources, problem.cap, problem.taken_rows
-        leader_ok, worker_ok = cap.leader_ok, cap.worker_ok
         # The Fit is built once from its parts (dataclasses.replace per step cost a tenth of a decision).
         found = _solve(index, demand, cap, taken_rows, problem.worker_slots)
         limiting, needs_flagged_nodes = "", False
         if found["fits"] >= demand.count:
-            flagged = index.cordoned() | index.not_ready()
-            if (flagged & (leader_ok | worker_ok)).any():
-                healthy = _solve(index, demand, cap.restricted(~flagged), taken_rows)
+            if problem.flagged_eligible:
+                healthy = _solve(index, demand, cap.restricted(~problem.flagged), taken_rows)
                 needs_flagged_nodes = healthy["fits"] < demand.count
         else:
             limiting = problem.limiting  # for the message
