@@ -404,18 +404,23 @@ class NodeRecord:
         meta = metadata(obj)
         spec = as_dict(obj.get("spec"))
         status = as_dict(obj.get("status"))
-        taints = tuple(
-            Taint(str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
-            for t in map(as_dict, as_list(spec.get("taints")))
-        )
         return NodeRecord(
             name=str(meta.get("name") or ""),
             labels=str_map(meta.get("labels")),
             allocatable=parse_resource_list(as_dict(status.get("allocatable"))),
-            taints=taints,
+            taints=node_taints(obj),
             unschedulable=spec.get("unschedulable") is True,
             ready=condition_true(status, "Ready"),
         )
+
+
+def node_taints(obj: KubeObject) -> tuple[Taint, ...]:
+    """A Node object's `spec.taints` (what a taint decision reads of a Node under review, without
+    the allocatable quantities a NodeRecord parses)."""
+    return tuple(
+        Taint(str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
+        for t in map(as_dict, as_list(as_dict(obj.get("spec")).get("taints")))
+    )
 
 
 @dataclass(frozen=True, slots=True)

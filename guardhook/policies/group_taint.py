@@ -30,7 +30,7 @@ from typing import Any
 
 from guardhook.cluster.going import Unless, describe_taint
 from guardhook.cluster.lws import member_of_pod
-from guardhook.cluster.model import NodeRecord, PodRecord, Taint
+from guardhook.cluster.model import PodRecord, Taint, node_taints
 from guardhook.cluster.taints import added_no_execute, eviction_delay
 from guardhook.policies.base import ALLOW, Judgement, Policy, PolicyContext, stale_judgement, target
 from guardhook.policies.shared.device_taint_rules import (
@@ -73,14 +73,13 @@ class GroupTaint(Policy):
         return judge_blast(ctx, rule_blast(ctx.view, change))
 
     def _judge_node(self, ctx: PolicyContext) -> Judgement:
-        node = NodeRecord.from_object(ctx.object)
-        old = NodeRecord.from_object(ctx.old_object).taints if ctx.operation == "UPDATE" else ()
-        taints = added_no_execute(node.taints, old)
+        old = node_taints(ctx.old_object) if ctx.operation == "UPDATE" else ()
+        taints = added_no_execute(node_taints(ctx.object), old)
         if not taints:
             return ALLOW
         if ctx.view.is_stale():
             return stale_judgement(self, ctx.view)
-        name = node.name or ctx.name
+        name = ctx.name
         what = f"NoExecute taint {describe_taints(taints)} on node {name}"
         victims = node_victims(ctx.view.pods_on_node(name), taints)
         return judge_blast(ctx, Blast(what, victims, unless=Unless(node=name, taints=taints)))
