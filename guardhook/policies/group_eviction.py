@@ -110,8 +110,7 @@ class GroupEviction(Policy):
         if refused:
             return too_many(f"evicting pod {namespace}/{name}: {refused}; the API server would refuse it")
         ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
-        member = member_of_pod(pod)
-        note = member.note() if member is not None else ""
+        note = eviction.member.note() if eviction.member is not None else ""
         return judge_budget(
             ctx.view,
             eviction,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from guardhook.cluster.going import Going
 from guardhook.cluster.groups import empty_group_health, empty_groups
-from guardhook.cluster.lws import LeaderWorkerSet, group_health, int_annotation, member_of_pod
+from guardhook.cluster.lws import GroupMember, LeaderWorkerSet, group_health, int_annotation, member_of_pod
 from guardhook.cluster.model import PodRecord, digits
 from guardhook.cluster.view.store import ClusterView
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
@@ -124,6 +124,8 @@ class GroupDisruption:
     group: int
     budget: int
     view: ClusterView = field(repr=False, compare=False)
+    member: GroupMember | None = field(default=None, repr=False, compare=False)
+    """The pod's membership as read to find its group (so a message need not read it again)."""
 
     @functools.cached_property
     def broken_in_view(self) -> BrokenGroups:
@@ -198,7 +200,7 @@ def group_disruption(view: ClusterView, pod: PodRecord, default_budget: int) -> 
     lws = view.lws(member.namespace, member.lws_name)
     if lws is None or member.group_index >= lws.replicas:
         return None
-    return GroupDisruption(pod, lws, member.group_index, budget_of(lws, default_budget), view)
+    return GroupDisruption(pod, lws, member.group_index, budget_of(lws, default_budget), view, member)
 
 
 def budget_reading(
