@@ -295,7 +295,7 @@ def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
         problem = prepare(index, demand)
         resources, cap, taken_rows = problem.resources, problem.cap, problem.taken_rows
         # The Fit is built once from its parts (dataclasses.replace per step cost a tenth of a decision).
-        found = _solve(index, demand, cap, taken_rows, problem.worker_slots)
+        found = _solve(index, demand, cap, taken_rows, problem)
         limiting, needs_flagged_nodes = "", False
         if found["fits"] >= demand.count:
             if problem.flagged_eligible:
@@ -317,10 +317,14 @@ def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
 
 
 def _solve(
-    index: CapacityIndex, demand: GroupDemand, cap: Capacity, taken_rows: np.ndarray, slots: int | None = None
+    index: CapacityIndex,
+    demand: GroupDemand,
+    cap: Capacity,
+    taken_rows: np.ndarray,
+    problem: Problem | None = None,
 ) -> dict[str, int]:
     """The answer's fields of a Fit: `fits`, and `pod_slots` or the exclusive-topology domains.
-    `slots`: pods of the worker shape `cap`'s eligible rows hold, when known."""
+    `problem`: the Problem `cap` is, whose derived counts are then read (not for a narrowed cap)."""
     if demand.exclusive_key:
         return _fit_exclusive(index, demand, cap, taken_rows)
     same = demand.leader.requests == demand.worker.requests and cap.leader_ok is cap.worker_ok
@@ -328,7 +332,10 @@ def _solve(
         return {"fits": max_groups(cap, demand.size, demand.count), "pod_slots": -1}
     # Same shape: max_groups' own count (pods of the worker shape on eligible rows; the leader's
     # vector and mask are the worker's), computed once for both fields.
-    total = int(pod_caps(cap.free, cap.worker)[cap.worker_ok].sum()) if slots is None else slots
+    if problem is not None:
+        total = problem.worker_slots
+    else:
+        total = int(pod_caps(cap.free, cap.worker)[cap.worker_ok].sum())
     fits = min(demand.count, total // demand.size) if demand.count > 0 else 0
     return {"fits": fits, "pod_slots": total - fits * demand.size}
 
