@@ -293,14 +293,13 @@ def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
     placing pending pods. Takes the index's lock; reads only."""
     with index.lock:
         problem = prepare(index, demand)
-        resources, cap, taken_rows = problem.resources, problem.cap, problem.taken_rows
         # The Fit is built once from its parts (dataclasses.replace per step cost a tenth of a decision).
-        found = _solve(index, demand, cap, taken_rows, problem)
+        found = _solve(index, demand, problem)
         limiting, needs_flagged_nodes = "", False
         if found["fits"] >= demand.count:
             if problem.flagged_eligible:
-                healthy = _solve(index, demand, cap.restricted(~problem.flagged), taken_rows)
-                needs_flagged_nodes = healthy["fits"] < demand.count
+                healthy = replace(problem, cap=problem.cap.restricted(~problem.flagged))
+                needs_flagged_nodes = _solve(index, demand, healthy)["fits"] < demand.count
         else:
             limiting = problem.limiting  # for the message
         eligible_leader, eligible_worker = problem.eligible
@@ -310,32 +309,23 @@ def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
             eligible_leader=eligible_leader,
             eligible_worker=eligible_worker,
             limiting=limiting,
-            model=capacity_model(index, resources),
+            model=capacity_model(index, problem.resources),
             needs_flagged_nodes=needs_flagged_nodes,
             **found,
         )
 
 
-def _solve(
-    index: CapacityIndex,
-    demand: GroupDemand,
-    cap: Capacity,
-    taken_rows: np.ndarray,
-    problem: Problem | None = None,
-) -> dict[str, int]:
-    """The answer's fields of a Fit: `fits`, and `pod_slots` or the exclusive-topology domains.
-    `problem`: the Problem `cap` is, whose derived counts are then read (not for a narrowed cap)."""
+def _solve(index: CapacityIndex, demand: GroupDemand, problem: Problem) -> dict[str, int]:
+    """The answer's fields of a Fit: `fits`, and `pod_slots` or the exclusive-topology domains."""
+    cap = problem.cap
     if demand.exclusive_key:
-        return _fit_exclusive(index, demand, cap, taken_rows)
+        return _fit_exclusive(index, demand, cap, problem.taken_rows)
     same = demand.leader.requests == demand.worker.requests and cap.leader_ok is cap.worker_ok
     if not same:
         return {"fits": max_groups(cap, demand.size, demand.count), "pod_slots": -1}
     # Same shape: max_groups' own count (pods of the worker shape on eligible rows; the leader's
-    # vector and mask are the worker's), computed once for both fields.
-    if problem is not None:
-        total = problem.worker_slots
-    else:
-        total = int(pod_caps(cap.free, cap.worker)[cap.worker_ok].sum())
+    # vector and mask are the worker's), counted once per Problem for both fields.
+    total = problem.worker_slots
     fits = min(demand.count, total // demand.size) if demand.count > 0 else 0
     return {"fits": fits, "pod_slots": total - fits * demand.size}
 

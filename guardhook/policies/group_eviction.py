@@ -110,14 +110,13 @@ class GroupEviction(Policy):
         if refused:
             return too_many(f"evicting pod {namespace}/{name}: {refused}; the API server would refuse it")
         ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
-        note = eviction.member.note() if eviction.member is not None else ""
         return judge_budget(
             ctx.view,
             eviction,
             ctx.ledger,
             ctx.may_record,
             ttl,
-            what=f"evicting pod {namespace}/{name}{note}",
+            what=f"evicting pod {namespace}/{name}{eviction.member.note()}",
             cause="eviction",
         )
 

@@ -124,7 +124,7 @@ class GroupDisruption:
     group: int
     budget: int
     view: ClusterView = field(repr=False, compare=False)
-    member: GroupMember | None = field(default=None, repr=False, compare=False)
+    member: GroupMember = field(repr=False, compare=False)
     """The pod's membership as read to find its group (so a message need not read it again)."""
 
     @functools.cached_property
