@@ -74,6 +74,22 @@ class Server:
         assert answer.status_code == 200, answer.text
         return answer.json()["response"]
 
+    def logged(self, text: str, within: float = 10.0) -> str:
+        """The log once it holds `text`, waiting up to `within` seconds: serve writes its lines
+        from a background thread in batches (guardhook.server.asynclog), so a line logged before
+        an answer may reach the file after it. Fails with the log when `text` never comes."""
+        deadline = time.monotonic() + within
+        while text not in (written := self.log.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert text in written, f"{text!r} never logged:\n{written}"
+        return written
+
+    def final_log(self) -> str:
+        """The whole log after stopping the server (its writer drains the queue at exit): what a
+        check that a line was *not* logged must read."""
+        self.stop()
+        return self.log.read_text()
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()

@@ -396,4 +396,4 @@ def test_a_cluster_state_with_no_object_is_refused_naming_it(
 
 def test_serve_warns_of_the_sample_fleet_once(server: Server) -> None:
     # It was logged twice: once by the fail-fast read before forking, once by the worker.
-    assert server.log.read_text().count("serving the bundled sample fleet") == 1
+    assert server.logged("serving the bundled sample fleet").count("serving the bundled sample fleet") == 1

@@ -102,4 +102,4 @@ def test_serve_applies_a_configmap_update_without_a_restart(
     assert server.process.pid == pid and server.process.poll() is None  # the same process
     metrics = server.session.get(server.url + "/metrics", timeout=10).text
     assert 'guardhook_config_reloads_total{result="success"} 1.0' in metrics
-    assert "configuration reloaded from" in server.log.read_text()
+    server.logged("configuration reloaded from")

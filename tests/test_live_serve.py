@@ -115,7 +115,7 @@ def test_a_missing_lws_crd_counts_as_synced_and_empty(
         server = fresh_server(*serve_args(tmp_path, kubeconfig))  # waits for /readyz 200
         assert metric(server, "guardhook_cluster_view_objects", 'kind="leaderworkersets"') == 0
         assert metric(server, "guardhook_cluster_view_objects", 'kind="pods"') == 16
-        assert "does not serve leaderworkersets" in server.log.read_text()
+        server.logged("does not serve leaderworkersets")
     finally:
         fake.stop()
 

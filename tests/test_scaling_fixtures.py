@@ -60,7 +60,7 @@ def test_serve_warns_at_start_when_the_lws_controller_is_not_exempt(
         "policies:\n  pod-counted-scaler:\n    exemptions: {users: []}\n"
     )
     running = fresh_server("--config", str(config))
-    assert "no exempt user covers the LWS controller" in running.log.read_text()
+    running.logged("no exempt user covers the LWS controller")
     # and with the default exemptions it says nothing of the kind
     default = fresh_server()
-    assert "LWS controller" not in default.log.read_text()
+    assert "LWS controller" not in default.final_log()
