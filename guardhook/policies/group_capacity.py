@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from guardhook.cluster.groups import populated_groups
 from guardhook.cluster.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation
 from guardhook.cluster.model import as_dict, scaled, spec_replicas
-from guardhook.cluster.view.store import ClusterView
+from guardhook.cluster.view.store import DRA_KINDS, NODEPOOLS, ClusterView
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -189,6 +189,8 @@ class GroupCapacity(Policy):
         grown = autoscaled(answers, shortfall, model) if answers else None
         if grown is not None:
             return Judgement(advisories=(grown,), audit_annotations=audit)
+        if not ctx.view.readable(NODEPOOLS):  # unknown, not none: a pool may add the nodes
+            return Judgement(advisories=(nodepools_unread(shortfall, model),), audit_annotations=audit)
         if answers:
             shortfall += "; node autoscaling does not help: " + "; ".join(describe(a) for a in answers)
         message = f"{shortfall}. Model: {model}"
@@ -207,6 +209,10 @@ def template_shapes(
     from guardhook.capacity.claims import with_devices
 
     leader_shape, worker_shape = _template_shapes(_same_templates_in_view(lws, namespace, view))
+    unread = [kind for kind in DRA_KINDS if not view.readable(kind)]
+    if unread:  # counted against devices the view cannot see, they would be a false shortfall
+        note = f"guardhook may not read {', '.join(unread)} (RBAC): DRA devices were not counted"
+        return leader_shape, worker_shape, (note,) if _claims_devices(lws) else ()
     with view.lock:
         devices = index.devices()
         worker, worker_notes = with_devices(worker_shape, lws.worker_template, namespace, view, devices)
@@ -214,6 +220,22 @@ def template_shapes(
             return worker, worker, tuple(dict.fromkeys(worker_notes))
         leader, leader_notes = with_devices(leader_shape, lws.leader_template, namespace, view, devices)
     return leader, worker, tuple(dict.fromkeys((*leader_notes, *worker_notes)))
+
+
+def _claims_devices(lws: LeaderWorkerSet) -> bool:
+    """Whether a template of `lws` lists pod resourceClaims (DRA)."""
+    templates = (lws.leader_template, lws.worker_template)
+    return any(as_dict(t.get("spec")).get("resourceClaims") for t in templates)
+
+
+def nodepools_unread(shortfall: str, model: str) -> str:
+    """The warning for a shortfall when the view may not read Karpenter's NodePools (RBAC 403):
+    whether one would provision the nodes is unknown, and the policy fails open
+    (`fail_closed = False`) on what it cannot decide."""
+    return (
+        f"{shortfall}; guardhook may not read Karpenter NodePools (RBAC), so whether node autoscaling "
+        f"adds the nodes was not checked: allowed. Model: {model}"
+    )
 
 
 def _same_templates_in_view(lws: LeaderWorkerSet, namespace: str, view: ClusterView) -> LeaderWorkerSet:
