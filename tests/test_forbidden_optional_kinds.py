@@ -22,7 +22,7 @@ from guardhook.cluster.view.store import FORBIDDABLE_KINDS, NODEPOOLS, RESOURCES
 
 from conftest import Server
 from fake_apiserver import running_fake
-from gpu_cluster import claim_template, device_class, lws_create, node
+from gpu_cluster import claim_template, device_class, dra_cluster, lws_create, node
 
 
 def judge(objects: list[dict[str, Any]], request: dict[str, Any], unreadable: list[str]) -> dict[str, Any]:
@@ -42,6 +42,24 @@ def test_unreadable_resource_slices_leave_the_claimed_devices_uncounted_not_shor
     assert "guardhook may not read resourceslices (RBAC): DRA devices were not counted" in str(
         unread["auditAnnotations"]
     )
+
+
+def test_unreadable_resource_slices_turn_a_shortfall_of_extended_resources_into_a_warning() -> None:
+    # DRA GPU nodes (none in allocatable) whose DeviceClass maps nvidia.com/gpu, which the pods
+    # request as an extended resource: without the slices no node seems to have a GPU.
+    readable = dra_cluster(nodes=8)
+    request = lws_create(replicas=1)  # 4 pods x 8 nvidia.com/gpu
+    assert judge(readable, request, unreadable=[])["allowed"] is True  # the slices' devices counted
+    objects = [o for o in readable if o["kind"] != "ResourceSlice"]  # what a view may not list
+    assert judge(objects, request, unreadable=[])["allowed"] is False  # read as none: short
+    unread = judge(objects, request, unreadable=[RESOURCESLICES])
+    assert unread["allowed"] is True
+    (warning,) = unread["warnings"]
+    assert "short of nvidia.com/gpu" in warning
+    assert "guardhook may not read resourceslices (RBAC), so the DRA devices that may supply them" in warning
+    # asking for no device, a shortfall is one whatever DRA holds
+    cpu_only = lws_create(replicas=3, gpus=0)
+    assert judge(objects, cpu_only, unreadable=[RESOURCESLICES])["allowed"] is False
 
 
 def test_unreadable_nodepools_turn_a_shortfall_into_a_warning() -> None:

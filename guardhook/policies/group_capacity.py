@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from guardhook.cluster.groups import populated_groups
 from guardhook.cluster.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation
 from guardhook.cluster.model import as_dict, scaled, spec_replicas
+from guardhook.cluster.resources import is_device_resource
 from guardhook.cluster.view.store import DRA_KINDS, NODEPOOLS, ClusterView
 from guardhook.policies.base import (
     ALLOW,
@@ -189,8 +190,11 @@ class GroupCapacity(Policy):
         grown = autoscaled(answers, shortfall, model) if answers else None
         if grown is not None:
             return Judgement(advisories=(grown,), audit_annotations=audit)
-        if not ctx.view.readable(NODEPOOLS):  # unknown, not none: a pool may add the nodes
-            return Judgement(advisories=(nodepools_unread(shortfall, model),), audit_annotations=audit)
+        unknown = unread_supply(ctx.view, lws, demand)
+        if unknown:  # fail open (fail_closed False): what would supply the groups is unknown
+            return Judgement(
+                advisories=(f"{shortfall}; {unknown}: allowed. Model: {model}",), audit_annotations=audit
+            )
         if answers:
             shortfall += "; node autoscaling does not help: " + "; ".join(describe(a) for a in answers)
         message = f"{shortfall}. Model: {model}"
@@ -228,14 +232,25 @@ def _claims_devices(lws: LeaderWorkerSet) -> bool:
     return any(as_dict(t.get("spec")).get("resourceClaims") for t in templates)
 
 
-def nodepools_unread(shortfall: str, model: str) -> str:
-    """The warning for a shortfall when the view may not read Karpenter's NodePools (RBAC 403):
-    whether one would provision the nodes is unknown, and the policy fails open
-    (`fail_closed = False`) on what it cannot decide."""
-    return (
-        f"{shortfall}; guardhook may not read Karpenter NodePools (RBAC), so whether node autoscaling "
-        f"adds the nodes was not checked: allowed. Model: {model}"
+def unread_supply(view: ClusterView, lws: LeaderWorkerSet, demand: GroupDemand) -> str | None:
+    """Why a shortfall of `demand` is not known to be one, or None: the view may not read (RBAC
+    403) Karpenter's NodePools, which might provision the nodes, or a DRA kind while the groups
+    ask for devices (claims, or a device resource, which DRA's extended resources may supply)."""
+    if not view.readable(NODEPOOLS):
+        return (
+            "guardhook may not read Karpenter NodePools (RBAC), so whether node autoscaling adds the "
+            "nodes was not checked"
+        )
+    unread = [kind for kind in DRA_KINDS if not view.readable(kind)]
+    asks = any(
+        is_device_resource(name) for shape in (demand.leader, demand.worker) for name, _ in shape.requests
     )
+    if unread and (asks or _claims_devices(lws)):
+        return (
+            f"guardhook may not read {', '.join(unread)} (RBAC), so the DRA devices that may supply "
+            "them were not checked"
+        )
+    return None
 
 
 def _same_templates_in_view(lws: LeaderWorkerSet, namespace: str, view: ClusterView) -> LeaderWorkerSet:
