@@ -21,7 +21,7 @@ from test_manifests import MANIFESTS
 from guardhook.cluster.coverage import EVICTIONS_UNGUARDED, WEBHOOK_UNREACHABLE, coverage_gaps, unchecked
 from guardhook.cluster.kube_transport import KubeTransport
 from guardhook.cluster.view.live import LiveView
-from guardhook.cluster.view.store import FORBIDDABLE_KINDS, NAMESPACES, WEBHOOK_KINDS, ClusterView
+from guardhook.cluster.view.store import NAMESPACES, WEBHOOK_KINDS, ClusterView
 from guardhook.commands.main import main
 
 from conftest import FIXTURES
@@ -136,39 +136,32 @@ def test_the_shipped_cluster_role_lets_the_view_read_what_coverage_needs(
         live.stop()
 
 
-def _trimmed_account(api: ApiServer, name: str, without: set[str]) -> Any:
-    """A client of a new ServiceAccount `name` bound to the shipped guardhook-view role less the
-    resources in `without`."""
-    role: dict[str, Any] = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": f"guardhook-view-{name}"},
-    }
-    shipped = api.get("/apis/rbac.authorization.k8s.io/v1/clusterroles/guardhook-view")
-    rules = [{**r, "resources": [x for x in r["resources"] if x not in without]} for r in shipped["rules"]]
-    role["rules"] = [r for r in rules if r["resources"]]
-    api.create("/apis/rbac.authorization.k8s.io/v1/clusterroles", role)
-    api.create("/api/v1/namespaces/guardhook-system/serviceaccounts", {"metadata": {"name": name}})
-    binding = {
-        "metadata": {"name": f"guardhook-view-{name}"},
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": f"guardhook-view-{name}",
-        },
-        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": OWN}],
-    }
-    api.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
-    time.sleep(1)  # RBAC caches settle
-    return _service_account_client(api, name)
-
-
 def test_without_the_coverage_rules_the_view_syncs_and_says_what_it_did_not_check(
     cluster: tuple[ApiServer, x509.Certificate],
 ) -> None:
     api, _ = cluster
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "guardhook-view-old"},
+    }
+    shipped = api.get("/apis/rbac.authorization.k8s.io/v1/clusterroles/guardhook-view")
     coverage_resources = {"namespaces", "validatingwebhookconfigurations", "mutatingwebhookconfigurations"}
-    view, live = _synced_view(_trimmed_account(api, "old", coverage_resources))
+    role["rules"] = [r for r in shipped["rules"] if not set(r["resources"]) & coverage_resources]
+    api.create("/apis/rbac.authorization.k8s.io/v1/clusterroles", role)
+    api.create("/api/v1/namespaces/guardhook-system/serviceaccounts", {"metadata": {"name": "old"}})
+    binding = {
+        "metadata": {"name": "guardhook-view-old"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "guardhook-view-old",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "old", "namespace": OWN}],
+    }
+    api.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
+    time.sleep(1)  # RBAC caches settle
+    view, live = _synced_view(_service_account_client(api, "old"))
     try:
         assert not view.readable(NAMESPACES) and not any(view.readable(kind) for kind in WEBHOOK_KINDS)
         assert len(unchecked(view)) == 2
@@ -200,17 +193,3 @@ def test_audit_and_drain_plan_as_guardhooks_service_account_are_refused_no_list(
     assert any("InferencePool" in note and "not served" in note for note in notes)  # no CRD: a 404
     assert main(["drain-plan", "--kubeconfig", kubeconfig, "--draining"]) == 0
     assert "HTTP 403" not in capsys.readouterr().err
-
-
-def test_without_the_dra_and_nodepool_rules_the_view_syncs_and_marks_them_unreadable(
-    cluster: tuple[ApiServer, x509.Certificate],
-) -> None:
-    # A real API server authorizes before it routes: these are 403 whether or not it serves them
-    # (this one serves neither resource.k8s.io nor Karpenter's CRD).
-    api, _ = cluster
-    view, live = _synced_view(_trimmed_account(api, "nodra", set(FORBIDDABLE_KINDS)))
-    try:
-        assert [kind for kind in FORBIDDABLE_KINDS if view.readable(kind)] == []
-        assert view.readable(NAMESPACES) and len(view.all_lws()) == 1  # the rest as before
-    finally:
-        live.stop()

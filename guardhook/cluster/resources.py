@@ -199,13 +199,3 @@ def _containers(raw: Any) -> Iterable[Mapping[str, Any]]:
     if not isinstance(raw, list):
         return ()
     return (c for c in raw if isinstance(c, Mapping))
-
-
-BASIC_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pods")
-"""Resources every pod requests and every node's allocatable lists."""
-
-
-def is_device_resource(name: str) -> bool:
-    """Whether resource `name` is what a spare group costs and a device plugin or a DRA driver
-    supplies (GPUs, TPUs, NICs): neither one of BASIC_RESOURCES nor huge pages."""
-    return name not in BASIC_RESOURCES and not name.startswith("hugepages-")

@@ -35,8 +35,7 @@ from typing import TYPE_CHECKING, Any
 from guardhook.cluster.groups import populated_groups
 from guardhook.cluster.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation
 from guardhook.cluster.model import as_dict, scaled, spec_replicas
-from guardhook.cluster.resources import is_device_resource
-from guardhook.cluster.view.store import DRA_KINDS, NODEPOOLS, ClusterView
+from guardhook.cluster.view.store import ClusterView
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -190,11 +189,6 @@ class GroupCapacity(Policy):
         grown = autoscaled(answers, shortfall, model) if answers else None
         if grown is not None:
             return Judgement(advisories=(grown,), audit_annotations=audit)
-        unknown = unread_supply(ctx.view, lws, demand)
-        if unknown:  # fail open (fail_closed False): what would supply the groups is unknown
-            return Judgement(
-                advisories=(f"{shortfall}; {unknown}: allowed. Model: {model}",), audit_annotations=audit
-            )
         if answers:
             shortfall += "; node autoscaling does not help: " + "; ".join(describe(a) for a in answers)
         message = f"{shortfall}. Model: {model}"
@@ -213,10 +207,6 @@ def template_shapes(
     from guardhook.capacity.claims import with_devices
 
     leader_shape, worker_shape = _template_shapes(_same_templates_in_view(lws, namespace, view))
-    unread = [kind for kind in DRA_KINDS if not view.readable(kind)]
-    if unread:  # counted against devices the view cannot see, they would be a false shortfall
-        note = f"guardhook may not read {', '.join(unread)} (RBAC): DRA devices were not counted"
-        return leader_shape, worker_shape, (note,) if _claims_devices(lws) else ()
     with view.lock:
         devices = index.devices()
         worker, worker_notes = with_devices(worker_shape, lws.worker_template, namespace, view, devices)
@@ -224,33 +214,6 @@ def template_shapes(
             return worker, worker, tuple(dict.fromkeys(worker_notes))
         leader, leader_notes = with_devices(leader_shape, lws.leader_template, namespace, view, devices)
     return leader, worker, tuple(dict.fromkeys((*leader_notes, *worker_notes)))
-
-
-def _claims_devices(lws: LeaderWorkerSet) -> bool:
-    """Whether a template of `lws` lists pod resourceClaims (DRA)."""
-    templates = (lws.leader_template, lws.worker_template)
-    return any(as_dict(t.get("spec")).get("resourceClaims") for t in templates)
-
-
-def unread_supply(view: ClusterView, lws: LeaderWorkerSet, demand: GroupDemand) -> str | None:
-    """Why a shortfall of `demand` is not known to be one, or None: the view may not read (RBAC
-    403) Karpenter's NodePools, which might provision the nodes, or a DRA kind while the groups
-    ask for devices (claims, or a device resource, which DRA's extended resources may supply)."""
-    if not view.readable(NODEPOOLS):
-        return (
-            "guardhook may not read Karpenter NodePools (RBAC), so whether node autoscaling adds the "
-            "nodes was not checked"
-        )
-    unread = [kind for kind in DRA_KINDS if not view.readable(kind)]
-    asks = any(
-        is_device_resource(name) for shape in (demand.leader, demand.worker) for name, _ in shape.requests
-    )
-    if unread and (asks or _claims_devices(lws)):
-        return (
-            f"guardhook may not read {', '.join(unread)} (RBAC), so the DRA devices that may supply "
-            "them were not checked"
-        )
-    return None
 
 
 def _same_templates_in_view(lws: LeaderWorkerSet, namespace: str, view: ClusterView) -> LeaderWorkerSet:

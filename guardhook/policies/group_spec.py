@@ -40,12 +40,14 @@ from typing import Any
 from guardhook.cluster.coverage import unreadable_annotations
 from guardhook.cluster.lws import LeaderWorkerSet
 from guardhook.cluster.model import as_dict, as_list, scaled
-from guardhook.cluster.resources import Resources, add_into, is_device_resource, pod_requests
+from guardhook.cluster.resources import Resources, add_into, pod_requests
 from guardhook.policies.base import ALLOW, Judgement, Policy, PolicyContext, Violation, target
 
 DEFAULT_WEIGHT_LOAD_SECONDS = 300
 # Restart policies under which a failed pod is restarted alone ("Default" is None's deprecated name).
 POD_ALONE_POLICIES = ("None", "Default")
+# Resources every pod requests; the others (GPUs, TPUs, NICs) are what a spare group costs.
+COMMON_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pods")
 
 
 class GroupSpec(Policy):
@@ -118,7 +120,9 @@ def group_cost(lws: LeaderWorkerSet) -> str:
     )
     pods = f"{lws.size} pod" + ("" if lws.size == 1 else "s")
     extra = [
-        f"{amount} {name}" for name, amount in sorted(total.items()) if amount and is_device_resource(name)
+        f"{amount} {name}"
+        for name, amount in sorted(total.items())
+        if amount and name not in COMMON_RESOURCES and not name.startswith("hugepages-")
     ]
     return ", ".join([pods, *extra])
 

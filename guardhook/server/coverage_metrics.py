@@ -5,8 +5,7 @@
 - `guardhook_protection_gap{gap, namespace, name}`: one series per object with gaps of a kind,
   naming it; its value counts them (1, or e.g. 2 for an LWS with two unreadable annotations), so
   the series add up to `guardhook_protection_gaps` and no two samples share labels;
-- `guardhook_coverage_unchecked{kind}`: 1 for each kind the view cannot read (RBAC): a coverage
-  kind (its gaps not checked), a DRA kind or Karpenter's NodePools (not counted by group-capacity).
+- `guardhook_coverage_unchecked{kind}`: 1 for each coverage kind the view cannot read (RBAC).
 
 Nothing while the view has not synced (no gap is known yet). The serving certificate, read from
 its file at each scrape, lets an entry whose caBundle does not verify it count as unreachable.
@@ -23,7 +22,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from guardhook.cluster.coverage import GAP_KINDS, coverage_gaps
-from guardhook.cluster.view.store import UNREADABLE_KINDS, ClusterView
+from guardhook.cluster.view.store import COVERAGE_KINDS, ClusterView
 from guardhook.server.certs import CertPaths
 
 
@@ -62,8 +61,7 @@ class CoverageCollector(Collector):
         )
         unchecked = GaugeMetricFamily(
             "guardhook_coverage_unchecked",
-            "1 for each kind guardhook cannot read (RBAC): a coverage kind's gaps, a DRA kind's devices or"
-            " NodePools are then not checked.",
+            "1 for each kind the coverage report cannot read (RBAC), so its gaps are not checked.",
             labels=["kind"],
         )
         view = self.view()
@@ -82,7 +80,7 @@ class CoverageCollector(Collector):
             per_object = Counter((gap.kind, gap.namespace, gap.name) for gap in gaps)
             for labels, number in per_object.items():
                 each.add_metric(list(labels), number)
-            for kind in UNREADABLE_KINDS:
+            for kind in COVERAGE_KINDS:
                 unchecked.add_metric([kind], 0 if view.readable(kind) else 1)
         yield from (counts, each, unchecked)
 

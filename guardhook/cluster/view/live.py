@@ -36,7 +36,6 @@ from guardhook.cluster.view.gcpause import collector_paused
 from guardhook.cluster.view.store import (
     COVERAGE_KINDS,
     DRA_KINDS,
-    FORBIDDABLE_KINDS,
     KINDS,
     LEADERWORKERSETS,
     NODEPOOLS,
@@ -86,11 +85,8 @@ like a kind not served."""
 
 
 def _unreadable(kind: str, error: WatchError) -> bool:
-    """Whether `error` leaves `kind` unreadable (a coverage kind's 403 or 404, a FORBIDDABLE_KINDS
-    kind's 403) rather than failing it."""
-    if kind in COVERAGE_KINDS:
-        return error.status in (403, 404)
-    return kind in FORBIDDABLE_KINDS and error.status == 403
+    """Whether `error` leaves coverage kind `kind` unreadable (RBAC 403, or 404) rather than failing it."""
+    return kind in COVERAGE_KINDS and error.status in (403, 404)
 
 
 def not_a_kubernetes_api(kind: str, error: NotServed) -> WatchError:
@@ -376,7 +372,7 @@ class Reflector:
         with self.view.lock:
             self.view.replace_kind(self.kind, [])
             # An unserved LWS kind is unreadable too: group-eviction must not take "no LWS" at its word.
-            if forbidden or self.kind in COVERAGE_KINDS or self.kind == LEADERWORKERSETS:
+            if self.kind in COVERAGE_KINDS or self.kind == LEADERWORKERSETS:
                 self.view.mark_unreadable(self.kind)
         self.versions = {}
         self.resource_version = None
@@ -450,8 +446,7 @@ def snapshot(view: ClusterView, transport: Transport) -> ClusterView:
             reflector.relist()
         except WatchError as exc:
             if _unreadable(kind, exc):
-                unchecked = "its protection gaps" if kind in COVERAGE_KINDS else "what guardhook reads of it"
-                log.warning("cannot list %s (HTTP %d): %s are not checked", kind, exc.status, unchecked)
+                log.warning("cannot list %s (HTTP %d): its protection gaps are not checked", kind, exc.status)
                 view.replace_kind(kind, [])
                 view.mark_unreadable(kind)
                 continue

@@ -20,7 +20,7 @@ def view_from_objects(
     objects: Iterable[KubeObject], source: str = "static", unreadable: Iterable[str] | None = None
 ) -> ClusterView:
     """A synced view holding `objects`; kinds the view does not keep are ignored. `unreadable`:
-    the kinds a cluster listing could not read (UNREADABLE_KINDS); None (manifests, not a listing): every
+    the COVERAGE_KINDS a cluster listing could not read; None (manifests, not a listing): every
     coverage kind of which `objects` hold none, as manifests rarely carry them all."""
     view = ClusterView(source=source)
     present = set()

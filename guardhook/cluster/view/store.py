@@ -55,14 +55,6 @@ WEBHOOK_KINDS = (VALIDATINGWEBHOOKCONFIGURATIONS, MUTATINGWEBHOOKCONFIGURATIONS)
 COVERAGE_KINDS = (NAMESPACES, *WEBHOOK_KINDS)
 """Kinds read only to report where guardhook does not protect (guardhook.cluster.coverage); one
 the view cannot read (RBAC: 403) is empty and `readable(kind)` False, never a reason to be unready."""
-FORBIDDABLE_KINDS = (NODEPOOLS, *DRA_KINDS)
-"""Optional kinds whose 403 (RBAC trimmed, or a grant not yet applied) leaves them empty and
-`readable(kind)` False, warned of and retried like a kind not served, never a reason to be
-unready: unready, serve's endpoints would be empty and, under failurePolicy Fail, every pod delete
-and eviction it guards refused. The policies that read them take an unreadable kind as unknown,
-not as none (group-capacity: devices not counted, NodePools not checked)."""
-UNREADABLE_KINDS = (*COVERAGE_KINDS, *FORBIDDABLE_KINDS)
-"""The kinds a view may hold unreadable, each with a `guardhook_coverage_unchecked` series."""
 RECORD_KINDS = (*DRA_KINDS, NODEPOOLS, *COVERAGE_KINDS)
 """Kinds kept as compact records in one generic table (no listeners, no secondary indexes)."""
 KINDS = (NODES, PODS, LEADERWORKERSETS, STATEFULSETS, SERVICES, PODDISRUPTIONBUDGETS, *RECORD_KINDS)
@@ -189,9 +181,9 @@ class ClusterView:
             self._unreadable.discard(kind)
 
     def mark_unreadable(self, kind: str) -> None:
-        """Record that `kind` (one of UNREADABLE_KINDS, or LeaderWorkerSets when the API server
-        does not serve them) could not be read (403, 404, or not in the manifests): the view holds
-        none and does not know whether there are some."""
+        """Record that `kind` (one of COVERAGE_KINDS, or LeaderWorkerSets when the API server does
+        not serve them) could not be read (403, 404, or not in the manifests): the view holds none
+        and does not know whether there are some."""
         with self.lock:
             self._unreadable.add(kind)
 
