@@ -54,8 +54,8 @@ HEADERS = {"Content-Type": "application/json"}
 QUEUEING_SHARE = 0.5
 """Past this share of the bare app's saturated throughput, a paced phase's p99 is mostly time
 spent queued behind earlier requests, not the server's latency. Issue 26's 500/s was 35-45% of
-it on the machines its target was measured on (bare 1,100-1,450 req/s); on one 2.5x slower
-(2026-12-02, bare ~550 req/s) it was 90%, and both p99s were queueing of a second."""
+it on the machines its target was measured on (bare 1,100-1,450 req/s); on one 3-4x slower
+(2026-12-02, bare 500-615 req/s) it was 90%, and both p99s were queueing of a second."""
 QUEUEING_NOTE = (
     ": past half, the p99 is mostly queueing, not either server's latency; a machine this slow wants"
     " --rate at 35-45% of the bare rate"

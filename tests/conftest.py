@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import requests
 
+from envtest import wait_for
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(os.environ.get("GUARDHOOK_FIXTURES", REPO.parent / "shared" / "fixtures"))
 REVIEWS = FIXTURES / "reviews"
@@ -78,11 +80,15 @@ class Server:
         """The log once it holds `text`, waiting up to `within` seconds: serve writes its lines
         from a background thread in batches (guardhook.server.asynclog), so a line logged before
         an answer may reach the file after it. Fails with the log when `text` never comes."""
-        deadline = time.monotonic() + within
-        while text not in (written := self.log.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert text in written, f"{text!r} never logged:\n{written}"
-        return written
+
+        def holding() -> str:
+            written = self.log.read_text()
+            return written if text in written else ""
+
+        try:
+            return str(wait_for(holding, within, repr(text)))
+        except AssertionError as exc:
+            raise AssertionError(f"{exc} in the log:\n{self.log.read_text()}") from None
 
     def final_log(self) -> str:
         """The whole log after stopping the server (its writer drains the queue at exit): what a
