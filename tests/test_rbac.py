@@ -250,3 +250,40 @@ def test_the_reconcilers_writes_are_granted_by_their_components_and_only_there(
     assert {n[0] for n in writes if n[2] == "pods/status"} == {"patch"}
     assert missing(made, grants(installs["all components"])) == set()
     assert missing(writes, grants(installs["default"])) == writes  # the default install writes none
+
+
+def test_the_audit_cronjob_writes_reports_granted_by_its_component_and_only_there(
+    installs: dict[str, list[Object]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """components/policy-reports: the CronJob's own arguments, with the rendered ConfigMap's
+    configuration (in-cluster config replaced by the fake's kubeconfig), run twice: the first run
+    creates the reports, the second reads and replaces them."""
+    objects = installs["all components"]
+    (job,) = [o for o in by_kind(objects, "CronJob") if o["metadata"]["name"] == "guardhook-audit"]
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    deployment = one(objects, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == deployment["serviceAccountName"]
+    assert container["image"] == deployment["containers"][0]["image"]
+    (mount,) = container["volumeMounts"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    config_map = one(objects, "ConfigMap", volume["configMap"]["name"])
+    config = tmp_path / "config.yaml"
+    config.write_text(config_map["data"]["config.yaml"])
+    args = [a.replace(mount["mountPath"] + "/config.yaml", str(config)) for a in container["args"]]
+    assert args[0] == "audit" and "--write-reports" in args and f"--config={config}" in args
+    with running_fake() as fake:
+        _fake_cluster(fake)
+        kubeconfig = str(fake.write_kubeconfig(tmp_path / "kubeconfig"))
+        assert main([*args, "--kubeconfig", kubeconfig]) == 0
+        assert main([*args, "--kubeconfig", kubeconfig]) == 0
+        assert fake.names("policyreports") and fake.names("clusterpolicyreports")
+    capsys.readouterr()
+    made = needs_of(fake.requests)
+    writes = {need for need in made if need[0] not in READ}
+    report_verbs = {n[0] for n in made if n[1] == "wgpolicyk8s.io"}
+    assert report_verbs == {"get", "create", "update"}
+    assert missing(made, grants(objects)) == set()
+    reports = {need for need in made if need[1] == "wgpolicyk8s.io"}
+    assert missing(reports, grants(installs["default"])) == reports  # the default install writes none
+    assert writes <= reports
