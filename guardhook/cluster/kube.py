@@ -6,10 +6,12 @@ Only the cluster view, the eviction ledger, the reconcilers (per-group PDBs, gro
 
 from __future__ import annotations
 
+import json
 import os
 
 import yaml
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 from kubernetes.config import ConfigException
 
 from guardhook.cluster.sources import IN_CLUSTER, KUBECONFIG, Source
@@ -27,6 +29,18 @@ def api_client(source: Source, retries: bool = True) -> client.ApiClient:
     configuration = api.configuration
     configuration.retries = False  # read when the client builds its connection pool
     return client.ApiClient(configuration)
+
+
+def api_error(exc: ApiException) -> str:
+    """One line for an API error: "HTTP 403 Forbidden: <the Status message>". The library's own
+    str() spans the response headers and body over several lines; the API server's reason is the
+    `message` of the metav1.Status body, when the body is one."""
+    line = f"HTTP {exc.status} {exc.reason}"
+    try:
+        message = json.loads(exc.body or "").get("message")
+    except (ValueError, TypeError, AttributeError):
+        message = None
+    return f"{line}: {message}" if isinstance(message, str) and message else line
 
 
 def _configured_client(source: Source) -> client.ApiClient:

@@ -89,7 +89,12 @@ def using_source(source: Source, doing: str, make: Callable[[], T]) -> T:
     try:
         return make()
     except Exception as exc:  # bad kubeconfig, unreachable server, HTTP errors
-        raise SourceError(f"cannot {doing} {source.describe()}: {exc}") from exc
+        from kubernetes.client.exceptions import ApiException
+
+        from guardhook.cluster.kube import api_error
+
+        reason = api_error(exc) if isinstance(exc, ApiException) else str(exc)
+        raise SourceError(f"cannot {doing} {source.describe()}: {reason}") from exc
 
 
 def live_client(source: Source, retries: bool = True) -> ApiClient:
