@@ -262,16 +262,22 @@ def test_the_audit_cronjob_writes_reports_granted_by_its_component_and_only_ther
     (job,) = [o for o in by_kind(objects, "CronJob") if o["metadata"]["name"] == "guardhook-audit"]
     pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    deployment = one(objects, "Deployment")["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == deployment["serviceAccountName"]
-    assert container["image"] == deployment["containers"][0]["image"]
+    deployment = one(objects, "Deployment")["spec"]
+    served = deployment["template"]["spec"]
+    assert pod["serviceAccountName"] == served["serviceAccountName"]
+    assert container["image"] == served["containers"][0]["image"]
+    assert container["securityContext"] == served["containers"][0]["securityContext"]
+    # Not one of the webhook's pods: the Service, the Deployment and guardhook's PDB select those,
+    # and an audit pod (Ready, no port 8443) among them would take webhook calls it cannot answer.
+    labels = job["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
+    assert not deployment["selector"]["matchLabels"].items() <= labels.items()
     (mount,) = container["volumeMounts"]
     (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
     config_map = one(objects, "ConfigMap", volume["configMap"]["name"])
     config = tmp_path / "config.yaml"
     config.write_text(config_map["data"]["config.yaml"])
     args = [a.replace(mount["mountPath"] + "/config.yaml", str(config)) for a in container["args"]]
-    assert args[0] == "audit" and "--write-reports" in args and f"--config={config}" in args
+    assert "audit" in args and "--write-reports" in args and f"--config={config}" in args
     with running_fake() as fake:
         _fake_cluster(fake)
         kubeconfig = str(fake.write_kubeconfig(tmp_path / "kubeconfig"))
@@ -280,10 +286,21 @@ def test_the_audit_cronjob_writes_reports_granted_by_its_component_and_only_ther
         assert fake.names("policyreports") and fake.names("clusterpolicyreports")
     capsys.readouterr()
     made = needs_of(fake.requests)
-    writes = {need for need in made if need[0] not in READ}
-    report_verbs = {n[0] for n in made if n[1] == "wgpolicyk8s.io"}
-    assert report_verbs == {"get", "create", "update"}
-    assert missing(made, grants(objects)) == set()
     reports = {need for need in made if need[1] == "wgpolicyk8s.io"}
+    assert {need[0] for need in reports} == {"get", "create", "update"}
+    assert {need for need in made if need[0] not in READ} <= reports  # audit writes nothing else
+    assert missing(made, grants(objects)) == set()
     assert missing(reports, grants(installs["default"])) == reports  # the default install writes none
-    assert writes <= reports
+
+
+def test_audit_refused_a_report_write_exits_2_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without components/policy-reports the ServiceAccount gets a 403 on the first report; the
+    API server's reason is one line, not the client library's headers and body."""
+    with forbidding("policyreports", tmp_path) as kubeconfig:
+        assert main(["audit", "--kubeconfig", kubeconfig, "--write-reports"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "cannot write PolicyReports to" in err
+    assert "HTTP 403 Forbidden: policyreports is forbidden" in err
