@@ -47,6 +47,21 @@ def str_map(value: Any) -> dict[str, str]:
     return {key: item for key, item in value.items() if isinstance(key, str) and isinstance(item, str)}
 
 
+def typed_str_map(value: dict[str, str]) -> dict[str, str]:
+    """A copy of `value`, a map already known to hold only strings (a typed decoder checked it),
+    with its keys and values interned: msgspec, unlike orjson, does not share the strings of
+    repeated keys."""
+    return {_intern(key): _intern(item) for key, item in value.items()}
+
+
+def shared_typed_str_map(value: dict[str, str]) -> dict[str, str]:
+    """`typed_str_map(value)`, shared with an equal map read recently when it is small (a group's
+    annotations), as `shared_str_map`. The result must not be mutated."""
+    if len(value) <= 4:
+        return _shared_map(tuple(value.items()))
+    return typed_str_map(value)
+
+
 def shared_str_map(value: Any) -> dict[str, str]:
     """`str_map(value)`, shared with an equal map read recently: for small maps that repeat across
     pods (a group's annotations). The result must not be mutated."""
@@ -60,4 +75,4 @@ def shared_str_map(value: Any) -> dict[str, str]:
 
 @functools.lru_cache(maxsize=CACHE_SIZE)
 def _shared_map(pairs: tuple[tuple[Any, Any], ...]) -> dict[str, str]:
-    return str_map(dict(pairs))
+    return {_intern(key): value for key, value in str_map(dict(pairs)).items()}

@@ -29,6 +29,7 @@ from guardhook.cluster.view.live import (
     NotServed,
     WatchError,
     error_for,
+    page_decoder,
     snapshot,
 )
 from guardhook.cluster.view.store import KINDS, ClusterView
@@ -134,7 +135,7 @@ class KubeTransport:
         form = self._served.get(kind) or listed_for(kind)
         call, timeout = form.call(self.api), (CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS)
         try:
-            return request_page(call, continue_token, limit, timeout)
+            return request_page(call, continue_token, limit, timeout, page_decoder(kind))
         except ApiException as exc:
             raise error_for(int(exc.status or 0), f"{kind}: HTTP {exc.status} {exc.reason}") from exc
         except ValueError as exc:

@@ -77,7 +77,7 @@ class OwnerRef:
         refs = meta.get("ownerReferences")
         if not refs or not isinstance(refs, list):
             return ()
-        return _shared_owners(tuple(map(_owner_fields, refs)))
+        return shared_owners(tuple(map(_owner_fields, refs)))
 
 
 def _owner_fields(raw: Any) -> tuple[str, str, str, str, bool]:
@@ -92,7 +92,9 @@ def _owner_fields(raw: Any) -> tuple[str, str, str, str, bool]:
 
 
 @functools.lru_cache(maxsize=interning.CACHE_SIZE)
-def _shared_owners(fields: tuple[tuple[str, str, str, str, bool], ...]) -> tuple[OwnerRef, ...]:
+def shared_owners(fields: tuple[tuple[str, str, str, str, bool], ...]) -> tuple[OwnerRef, ...]:
+    """OwnerRefs of (kind, name, uid, apiVersion, controller) entries, shared with the equal tuple
+    of another pod read recently."""
     return tuple(OwnerRef(*entry) for entry in fields)
 
 
@@ -211,7 +213,7 @@ class Toleration:
         raw = spec.get("tolerations")
         if not raw or not isinstance(raw, list):
             return ()
-        return _shared_tolerations(tuple(map(_toleration_fields, raw)))
+        return shared_tolerations(tuple(map(_toleration_fields, raw)))
 
 
 def _toleration_fields(raw: Any) -> tuple[str, str, str, str, int | None]:
@@ -227,7 +229,9 @@ def _toleration_fields(raw: Any) -> tuple[str, str, str, str, int | None]:
 
 
 @functools.lru_cache(maxsize=interning.CACHE_SIZE)
-def _shared_tolerations(fields: tuple[tuple[str, str, str, str, int | None], ...]) -> tuple[Toleration, ...]:
+def shared_tolerations(fields: tuple[tuple[str, str, str, str, int | None], ...]) -> tuple[Toleration, ...]:
+    """Tolerations of (key, operator, value, effect, seconds) entries, shared with the equal tuple
+    of another pod read recently."""
     return tuple(Toleration(*entry) for entry in fields)
 
 
@@ -372,12 +376,12 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
             else (),
             containers_ready=condition_true(status, "ContainersReady", found),
             readiness_gates=gates,
-            gate_conditions=gate_conditions(status, gates, found) if gates else _NO_CONDITIONS,
+            gate_conditions=gate_conditions(status, gates, found) if gates else NO_CONDITIONS,
             created=timestamp_seconds(meta.get("creationTimestamp")),
         )
 
 
-_NO_CONDITIONS: dict[str, ConditionRecord] = {}
+NO_CONDITIONS: dict[str, ConditionRecord] = {}
 """The gate_conditions of every pod without readiness gates (shared; never mutated)."""
 
 

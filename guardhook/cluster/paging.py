@@ -39,11 +39,16 @@ def decode(data: bytes | str) -> Any:
 
 
 def request_page(
-    call: Callable[..., Any], continue_token: str | None, limit: int, timeout: tuple[float, float]
+    call: Callable[..., Any],
+    continue_token: str | None,
+    limit: int,
+    timeout: tuple[float, float],
+    decoder: Callable[[bytes], Any] = decode,
 ) -> Any:
-    """One page from a `kubernetes` client list call as raw decoded JSON (`_preload_content=False`:
-    the client's typed models are never built), the connection released. Raises the client's
-    ApiException, urllib3 errors, and ValueError when the answer is not JSON."""
+    """One page from a `kubernetes` client list call as raw JSON decoded by `decoder`
+    (`_preload_content=False`: the client's typed models are never built), the connection
+    released. Raises the client's ApiException, urllib3 errors, and ValueError when the answer is
+    not JSON."""
     kwargs: dict[str, Any] = {"limit": limit}
     if continue_token:
         kwargs["_continue"] = continue_token
@@ -54,7 +59,7 @@ def request_page(
         read_to_end = True
     finally:
         finish(response, read_to_end)
-    return decode(data)
+    return decoder(data)
 
 
 def finish(response: Any, read_to_end: bool) -> None:

@@ -165,7 +165,7 @@ def shared_pod_requests(spec: Any) -> Resources:
     containers = spec.get("containers") if type(spec) is dict else None
     if type(containers) is list and not spec.get("initContainers") and not spec.get("overhead"):
         try:
-            return _requests_of(tuple(map(_raw_container_resources, containers)))
+            return requests_of_raw(tuple(map(_raw_container_resources, containers)))
         except TypeError:  # a quantity that is not hashable (malformed): parsed uncached
             pass
     return _shared_resources(tuple(pod_requests(spec).items()))
@@ -185,7 +185,10 @@ def _raw_container_resources(container: Any) -> tuple[tuple[Any, ...], tuple[Any
 
 
 @functools.lru_cache(maxsize=interning.CACHE_SIZE)
-def _requests_of(raw: tuple[tuple[tuple[Any, ...], tuple[Any, ...]], ...]) -> Resources:
+def requests_of_raw(raw: tuple[tuple[tuple[Any, ...], tuple[Any, ...]], ...]) -> Resources:
+    """The requests of a pod without init containers or overhead from its containers' raw
+    (requests, limits) items, shared with the same answer for equal raw items. The result must
+    not be mutated. Raises TypeError when a quantity is not hashable."""
     containers = [{"resources": {"requests": dict(req), "limits": dict(lim)}} for req, lim in raw]
     return pod_requests({"containers": containers})
 

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from guardhook.cluster.model import as_dict, digits, metadata
-from guardhook.cluster.paging import pages
+from guardhook.cluster.paging import Page, decode, pages
+from guardhook.cluster.podwire import PodWire, decode_pod_page, item_version
 from guardhook.cluster.view.gcpause import collector_paused
 from guardhook.cluster.view.store import (
     COVERAGE_KINDS,
@@ -40,6 +41,7 @@ from guardhook.cluster.view.store import (
     LEADERWORKERSETS,
     NODEPOOLS,
     PODDISRUPTIONBUDGETS,
+    PODS,
     SERVICES,
     ClusterView,
     Key,
@@ -147,6 +149,12 @@ def resource_version(obj: dict[str, Any]) -> str:
     return str(metadata(obj).get("resourceVersion") or "")
 
 
+def page_decoder(kind: str) -> Callable[[bytes], Page]:
+    """How a list page of `kind` is decoded from the API server's JSON bytes: pods into typed
+    structs (guardhook.cluster.podwire: the bulk of a relist), every other kind into dicts."""
+    return decode_pod_page if kind == PODS else decode
+
+
 def _as_int(version: str) -> int | None:
     # resourceVersions are opaque strings; every real API server (etcd revisions) uses integers,
     # so ordering is compared only when both sides are integers.
@@ -251,11 +259,13 @@ class Reflector:
         versions: dict[Key, str] = {}
         version = ""
         for page in pages(lambda token: self.transport.list_page(self.kind, token, self.page_size)):
-            items = [obj for obj in page.get("items") or [] if isinstance(obj, dict)]
+            items: list[Any] = [obj for obj in page.get("items") or [] if isinstance(obj, (dict, PodWire))]
             if self.kind in KEPT_AS_DICTS:
                 items = [trimmed(self.kind, obj) for obj in items]
             for held, obj in zip(self.view.upsert_all(self.kind, items), items, strict=True):
-                versions[held or _interned(object_key(obj))] = resource_version(obj)
+                # A pod (dict or PodWire) always comes back with its held key, so only a dict
+                # is asked for its key here.
+                versions[held or _interned(object_key(obj))] = item_version(obj)
             version = str(metadata(page).get("resourceVersion") or "")
         return versions, version
 

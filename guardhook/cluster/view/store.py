@@ -11,7 +11,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from guardhook.cluster.dra import (
     Device,
@@ -28,6 +28,7 @@ from guardhook.cluster.dra import (
 from guardhook.cluster.lws import LeaderWorkerSet, group_of_pod
 from guardhook.cluster.model import NodeRecord, PodRecord, StatefulSetRecord, metadata
 from guardhook.cluster.nodepools import NodePoolRecord
+from guardhook.cluster.podwire import PodWire, pod_record
 from guardhook.cluster.resources import Resources
 from guardhook.cluster.webhooks import NamespaceRecord, WebhookConfigurationRecord
 from guardhook.wire import KubeObject
@@ -218,11 +219,15 @@ class ClusterView:
 
     # ---- writes ----------------------------------------------------------------------------
 
-    def upsert(self, kind: str, obj: KubeObject) -> Key | None:
-        """Insert or replace one object of `kind` (a resource name from KINDS). Returns a pod's key
-        as the view holds it (interned strings, one tuple for every index), else None."""
+    def upsert(self, kind: str, obj: KubeObject | PodWire) -> Key | None:
+        """Insert or replace one object of `kind` (a resource name from KINDS): decoded JSON, or
+        for pods also a list page's PodWire (guardhook.cluster.podwire). Returns a pod's key as
+        the view holds it (interned strings, one tuple for every index), else None."""
         with self.lock:
             self._generations[kind] += 1
+            if kind == PODS:  # the bulk of a relist: no dispatch table
+                return self._upsert_pod(pod_record(obj), bool(self._listeners))
+            obj = cast(KubeObject, obj)  # only a pod comes as a PodWire
             if kind in _DRA_RECORDS:
                 key = object_key(obj)
                 table = self._dra[kind]
@@ -230,13 +235,10 @@ class ClusterView:
                 if kind in NOTIFIED_RECORD_KINDS:
                     self._notify(kind, old_record, table[key])
                 return None
-            watched = self._listeners and kind in (PODS, NODES)
-            if not watched and kind == PODS:  # the bulk of a relist: no key or dispatch needed
-                return self._upsert_pod(obj)
+            watched = self._listeners and kind == NODES
             key = object_key(obj)
             old = self._record(kind, key) if watched else None
-            held = {
-                PODS: self._upsert_pod,
+            {
                 NODES: self._upsert_node,
                 LEADERWORKERSETS: self._upsert_lws,
                 STATEFULSETS: self._upsert_statefulset,
@@ -245,9 +247,9 @@ class ClusterView:
             }[kind](obj)
             if watched:
                 self._notify(kind, old, self._record(kind, key))
-            return held
+            return None
 
-    def upsert_all(self, kind: str, objects: Iterable[KubeObject]) -> list[Key | None]:
+    def upsert_all(self, kind: str, objects: Iterable[KubeObject | PodWire]) -> list[Key | None]:
         """`upsert(kind, obj)` for each of `objects` in order (a list page); returns what each
         returned. The lock is taken per object, so a reader waits for one object at most."""
         return [self.upsert(kind, obj) for obj in objects]
@@ -330,10 +332,10 @@ class ClusterView:
             return 0.0
         return max(0.0, (time.monotonic() if now is None else now) - since)
 
-    def _upsert_pod(self, obj: KubeObject) -> Key:
-        pod = PodRecord.from_object(obj)
+    def _upsert_pod(self, pod: PodRecord, notify: bool) -> Key:
         key = pod.key  # one tuple for every index that keys by it
-        if key in self._pods:
+        old = self._pods.get(key)
+        if old is not None:
             self._remove_pod(key)
         self._pods[key] = pod
         self._pods_by_namespace[pod.namespace][pod.name] = pod
@@ -349,6 +351,8 @@ class ClusterView:
             requested = self._node_requested[pod.node_name]
             for name, amount in pod.requests.items():  # exact (not saturating): removal subtracts
                 requested[name] = requested.get(name, 0) + amount
+        if notify:
+            self._notify(PODS, old, pod)
         return key
 
     def _forget_group(self, namespace: str, lws_name: str, group_index: int) -> None:

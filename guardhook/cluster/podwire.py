@@ -1,0 +1,281 @@
+"""Pod list pages decoded straight into typed structs, and pod records built from those.
+
+A relist of a large cluster is mostly pods (150,000 in issue 26's fleet), and building a
+`PodRecord` from a decoded dict costs about twice what the JSON decoding does: every field is
+read with `dict.get` and checked for its type, because `PodRecord.from_object` takes whatever a
+manifest, a dump or a review may hold. A pod list page from the API server is typed (the API
+server serializes `k8s.io/api/core/v1.Pod`), so it is decoded here with msgspec into structs of
+only the fields a record reads: the decoder checks each type in C, skips every other field
+(managedFields, env, volumes, ...) without building it, and the record is then put together
+from attributes.
+
+The semantics are `PodRecord.from_object`'s, field for field (tests/test_pod_wire.py checks
+both paths give equal records). A page msgspec refuses (a field of another type than the API
+defines, JSON that is not an object, an integer beyond 64 bits) is decoded as before
+(`paging.decode`) into dicts, which `pod_record` hands to `from_object`: a page is never lost
+to the fast path.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import msgspec
+
+from guardhook.cluster import interning
+from guardhook.cluster.model import (
+    DISRUPTION_CONDITIONS,
+    NO_CONDITIONS,
+    ConditionRecord,
+    PodRecord,
+    pod_claim_names,
+    readiness_gates,
+    scheduling_gates,
+    shared_owners,
+    shared_tolerations,
+    timestamp_seconds,
+)
+from guardhook.cluster.paging import Page, decode
+from guardhook.cluster.resources import Resources, requests_of_raw, shared_pod_requests
+from guardhook.wire import KubeObject
+
+_intern = sys.intern
+
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+"""An integer as Kubernetes types it (int64). A larger one is refused, so its page is read by
+`paging.decode`, whose orjson reads an integer past 64 bits as a float, as before."""
+Quantity = str | Int64 | float
+"""A resource quantity: the API server writes a string; a number is read as `from_object` reads it."""
+
+
+class OwnerWire(msgspec.Struct, frozen=True, gc=False):
+    """metadata.ownerReferences[] (meta/v1 OwnerReference)."""
+
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    apiVersion: str = ""  # noqa: N815 - the API's field name
+    controller: bool | None = None
+
+
+class MetaWire(msgspec.Struct, frozen=True, gc=False):
+    """The pod's metadata fields a record reads (meta/v1 ObjectMeta)."""
+
+    namespace: str = ""
+    name: str = ""
+    uid: str = ""
+    resourceVersion: str = ""  # noqa: N815
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    deletionTimestamp: str | None = None  # noqa: N815
+    creationTimestamp: str | None = None  # noqa: N815
+    ownerReferences: list[OwnerWire] = []  # noqa: N815
+
+
+class ResourcesWire(msgspec.Struct, frozen=True, gc=False):
+    """A container's resources: quantities as the API server wrote them (parsed by
+    guardhook.cluster.resources, which caches them by their raw form)."""
+
+    requests: dict[str, Quantity] = {}
+    limits: dict[str, Quantity] = {}
+
+
+class ContainerWire(msgspec.Struct, frozen=True, gc=False):
+    resources: ResourcesWire | None = None
+
+
+class TolerationWire(msgspec.Struct, frozen=True, gc=False):
+    key: str | None = None
+    operator: str | None = None
+    value: str | None = None
+    effect: str | None = None
+    tolerationSeconds: Int64 | None = None  # noqa: N815
+
+
+class SpecWire(msgspec.Struct, frozen=True, gc=False):
+    """The pod spec fields a record reads. The rare ones (init containers, overhead, claims and
+    gates) stay as decoded JSON and go through the same readers as `from_object`'s."""
+
+    nodeName: str = ""  # noqa: N815
+    containers: list[ContainerWire] = []
+    initContainers: Any = None  # noqa: N815
+    overhead: Any = None
+    tolerations: list[TolerationWire] = []
+    schedulingGates: Any = None  # noqa: N815
+    resourceClaims: Any = None  # noqa: N815
+    readinessGates: Any = None  # noqa: N815
+
+
+class ConditionWire(msgspec.Struct, frozen=True, gc=False):
+    type: str | None = None
+    status: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    lastTransitionTime: str | None = None  # noqa: N815
+
+
+class StatusWire(msgspec.Struct, frozen=True, gc=False):
+    phase: str = ""
+    conditions: list[ConditionWire] = []
+    resourceClaimStatuses: Any = None  # noqa: N815
+    extendedResourceClaimStatus: Any = None  # noqa: N815
+
+
+_NO_META, _NO_SPEC, _NO_STATUS = MetaWire(), SpecWire(), StatusWire()
+
+
+class PodWire(msgspec.Struct, frozen=True, gc=False):
+    """One item of a pod list page, as `decode_pod_page` reads it."""
+
+    metadata: MetaWire = _NO_META
+    spec: SpecWire = _NO_SPEC
+    status: StatusWire = _NO_STATUS
+
+
+class PodListWire(msgspec.Struct, frozen=True, gc=False):
+    metadata: dict[str, Any] = {}
+    items: list[PodWire] | None = None
+
+
+_decoder = msgspec.json.Decoder(PodListWire)
+
+
+def decode_pod_page(data: bytes | str) -> Page:
+    """A PodList page (JSON bytes as the API server sent them) as a `Page` whose items are
+    `PodWire` structs; a page the typed decoder refuses is `paging.decode(data)` (items as
+    dicts). Raises ValueError when `data` is not JSON."""
+    try:
+        page = _decoder.decode(data)
+    except msgspec.DecodeError:
+        return decode(data)
+    return {"metadata": page.metadata, "items": page.items or []}
+
+
+def pod_record(obj: KubeObject | PodWire) -> PodRecord:
+    """The record of a pod given as decoded JSON (`PodRecord.from_object`) or as a list page's
+    `PodWire` (the same record, built from typed fields)."""
+    if type(obj) is PodWire:
+        return _record(obj)
+    return PodRecord.from_object(obj)  # type: ignore[arg-type]
+
+
+def item_version(obj: KubeObject | PodWire) -> str:
+    """metadata.resourceVersion of a list page's item, decoded JSON or PodWire ("" when absent)."""
+    if type(obj) is PodWire:
+        return obj.metadata.resourceVersion
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    return str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
+
+
+def _record(pod: PodWire) -> PodRecord:
+    meta, spec, status = pod.metadata, pod.spec, pod.status
+    found = _conditions(status.conditions)
+    gates = readiness_gates({"readinessGates": spec.readinessGates}) if spec.readinessGates else ()
+    claimed = spec.resourceClaims or status.resourceClaimStatuses or status.extendedResourceClaimStatus
+    return PodRecord(
+        namespace=_intern(meta.namespace),
+        name=_intern(meta.name),
+        uid=meta.uid,
+        labels=interning.typed_str_map(meta.labels),
+        annotations=interning.shared_typed_str_map(meta.annotations),
+        node_name=_intern(spec.nodeName),
+        phase=_intern(status.phase),
+        ready=_true(found, "Ready"),
+        terminating=bool(meta.deletionTimestamp),
+        owners=_owners(meta.ownerReferences) if meta.ownerReferences else (),
+        requests=_requests(spec),
+        disruption=_disruption(found) if found else "",
+        tolerations=_tolerations(spec.tolerations) if spec.tolerations else (),
+        scheduling_gates=scheduling_gates({"schedulingGates": spec.schedulingGates})
+        if spec.schedulingGates
+        else (),
+        claims=_claims(spec, status) if claimed else (),
+        containers_ready=_true(found, "ContainersReady"),
+        readiness_gates=gates,
+        gate_conditions=_gate_conditions(found, gates) if gates else NO_CONDITIONS,
+        created=timestamp_seconds(meta.creationTimestamp),
+    )
+
+
+def _conditions(entries: list[ConditionWire]) -> dict[str, ConditionWire]:
+    # As model.conditions: by type, in the order sent, the first entry of a type wins.
+    found: dict[str, ConditionWire] = {}
+    for entry in entries:
+        if entry.type is not None and entry.type not in found:
+            found[entry.type] = entry
+    return found
+
+
+def _true(found: dict[str, ConditionWire], condition_type: str) -> bool:
+    entry = found.get(condition_type)
+    return entry is not None and entry.status == "True"
+
+
+def _disruption(found: dict[str, ConditionWire]) -> str:
+    # As model.disruption_condition.
+    for kind, entry in found.items():
+        if kind in DISRUPTION_CONDITIONS and entry.status == "True":
+            return f"{kind}/{entry.reason or ''}"
+    return ""
+
+
+def _gate_conditions(found: dict[str, ConditionWire], gates: tuple[str, ...]) -> dict[str, ConditionRecord]:
+    # As model.gate_conditions.
+    return {
+        gate: ConditionRecord(
+            status=entry.status or "",
+            reason=entry.reason or "",
+            message=entry.message or "",
+            last_transition_time=entry.lastTransitionTime or "",
+        )
+        for gate in gates
+        if (entry := found.get(gate)) is not None
+    }
+
+
+def _owners(refs: list[OwnerWire]) -> tuple[Any, ...]:
+    return shared_owners(
+        tuple((ref.kind, ref.name, ref.uid, ref.apiVersion, ref.controller is True) for ref in refs)
+    )
+
+
+def _tolerations(entries: list[TolerationWire]) -> tuple[Any, ...]:
+    return shared_tolerations(
+        tuple(
+            (t.key or "", t.operator or "Equal", t.value or "", t.effect or "", t.tolerationSeconds)
+            for t in entries
+        )
+    )
+
+
+def _requests(spec: SpecWire) -> Resources:
+    """As `resources.shared_pod_requests` of the dict spec: looked up by the containers' raw
+    requests and limits when there are no init containers and no overhead."""
+    raw = tuple(_raw_resources(container) for container in spec.containers)
+    if not spec.initContainers and not spec.overhead:
+        try:
+            return requests_of_raw(raw)
+        except TypeError:  # a quantity that is not hashable: parsed uncached, below
+            pass
+    containers = [{"resources": {"requests": dict(req), "limits": dict(lim)}} for req, lim in raw]
+    return shared_pod_requests(
+        {"containers": containers, "initContainers": spec.initContainers, "overhead": spec.overhead}
+    )
+
+
+def _raw_resources(container: ContainerWire) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    resources = container.resources
+    if resources is None:
+        return ((), ())
+    return (tuple(resources.requests.items()), tuple(resources.limits.items()))
+
+
+def _claims(spec: SpecWire, status: StatusWire) -> tuple[str, ...]:
+    return pod_claim_names(
+        {"resourceClaims": spec.resourceClaims},
+        {
+            "resourceClaimStatuses": status.resourceClaimStatuses,
+            "extendedResourceClaimStatus": status.extendedResourceClaimStatus,
+        },
+    )
