@@ -28,8 +28,14 @@ The paced phase runs `--paced-seconds` (15 s) a round, three times the others: i
 from the slowest 1% of the requests, and with 5 s rounds that was 150 requests a server, whose
 ratio moved by +-0.15 between runs of the same code (issue 26, 2026-12-02: 0.89x to 1.17x for one
 commit), more than the 10% the target allows. 45,000 paced requests a server leave 450 in its tail.
+Within a round the paced phase alternates the servers every `--paced-slice` (3 s) seconds, the
+order flipping each slice: with 15 s in one piece, a few seconds of machine noise (another job,
+a host hiccup) fell inside one server's window and decided the pooled p99 (issue 26, 2026-12-03:
+one round gave a server 3.9 ms against 1.6-2.8 ms in the rest); in 3 s slices both servers are
+sampled through the same minutes.
 
-    .venv/bin/python bench/load.py [--seconds 5] [--paced-seconds 15] [--rounds 6] [--clients 4] [--rate 500]
+    .venv/bin/python bench/load.py [--seconds 5] [--paced-seconds 15] [--paced-slice 3] [--rounds 6]
+        [--clients 4] [--rate 500]
 """
 
 from __future__ import annotations
@@ -171,6 +177,17 @@ class PhaseResult:
     def rate(self) -> float:
         return len(self.latencies) / self.seconds
 
+    def empty(self) -> PhaseResult:
+        """A result of the same server and phase with nothing in it yet, to pool into."""
+        return PhaseResult(self.server, self.phase, 0.0, [], 0)
+
+    def add(self, other: PhaseResult) -> None:
+        """Pool `other` (the same server and phase, another slice or round) into this one."""
+        self.seconds += other.seconds
+        self.latencies += other.latencies
+        self.errors += other.errors
+        self.cpu_seconds += other.cpu_seconds
+
     def percentile(self, q: float) -> float:
         ordered = sorted(self.latencies)
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
@@ -252,16 +269,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6, help="rounds of all phases, pooled")
     parser.add_argument("--threads", type=int, default=8, help="server request threads (guardhook's default)")
     parser.add_argument(
+        "--paced-slice",
+        type=float,
+        default=3.0,
+        help="the paced phase alternates the servers every this many seconds",
+    )
+    parser.add_argument(
         "--paced-together", action="store_true", help="pace both servers at once (the earlier default)"
     )
     args = parser.parse_args()
-    # (name, mode, clients, total rate, side by side, seconds).
     paced = f"paced {args.rate:.0f}/s keep-alive x{args.clients}"
+    # (name, mode, clients, total rate, side by side, seconds, slices).
+    slices = max(1, round(args.paced_seconds / args.paced_slice))
     phases = [
-        (f"saturated keep-alive x{args.clients}", "keepalive", args.clients, 0.0, False, args.seconds),
-        (paced, "paced", args.clients, args.rate, args.paced_together, args.paced_seconds),
-        ("keep-alive x1", "keepalive", 1, 0.0, False, args.seconds),
-        ("new TLS connection/request x1", "newconn", 1, 0.0, False, args.seconds),
+        (f"saturated keep-alive x{args.clients}", "keepalive", args.clients, 0.0, False, args.seconds, 1),
+        (paced, "paced", args.clients, args.rate, args.paced_together, args.paced_seconds / slices, slices),
+        ("keep-alive x1", "keepalive", 1, 0.0, False, args.seconds, 1),
+        ("new TLS connection/request x1", "newconn", 1, 0.0, False, args.seconds, 1),
     ]
     results: dict[tuple[str, str], PhaseResult] = {}
     round_p99s: dict[str, list[float]] = {"guardhook": [], "bare": []}  # of the paced phase
@@ -269,26 +293,25 @@ def main() -> None:
         servers = [stack.enter_context(serve(kind, args.threads)) for kind in ("guardhook", "bare")]
         pool = stack.enter_context(multiprocessing.get_context("fork").Pool(2 * args.clients))
         for round_ in range(args.rounds):
-            for phase, mode, clients, rate, side_by_side, seconds in phases:
-                ordered = servers if round_ % 2 == 0 else servers[::-1]
-                groups = [ordered] if side_by_side else [[server] for server in ordered]
-                for group in groups:
-                    for result in run_phase(pool, group, phase, mode, clients, seconds, rate):
-                        if phase == paced:
-                            round_p99s[result.server].append(result.percentile(0.99))
-                        pooled = results.setdefault(
-                            (result.server, phase), PhaseResult(result.server, phase, 0, [], 0)
-                        )
-                        pooled.seconds += result.seconds
-                        pooled.latencies += result.latencies
-                        pooled.errors += result.errors
-                        pooled.cpu_seconds += result.cpu_seconds
+            for phase, mode, clients, rate, side_by_side, seconds, count in phases:
+                this_round: dict[str, PhaseResult] = {}
+                for slice_ in range(count):
+                    ordered = servers if (round_ + slice_) % 2 == 0 else servers[::-1]
+                    groups = [ordered] if side_by_side else [[server] for server in ordered]
+                    for group in groups:
+                        for result in run_phase(pool, group, phase, mode, clients, seconds, rate):
+                            this_round.setdefault(result.server, result.empty()).add(result)
+                for result in this_round.values():
+                    if phase == paced:
+                        round_p99s[result.server].append(result.percentile(0.99))
+                    results.setdefault((result.server, phase), result.empty()).add(result)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"load average at the end: {load} (1, 5, 15 min; other jobs on the cores skew both servers)")
     print(f"guardhook served from {served_code()}")
     print(
         f"{len(review_mix())} captured reviews; {args.rounds} rounds of {args.seconds:.0f} s per phase"
-        f" ({args.paced_seconds:.0f} s paced) and server, pooled; server threads {args.threads}; paced phase:"
+        f" ({args.paced_seconds:.0f} s paced, in {slices} slices of {args.paced_seconds / slices:.1f} s) and"
+        f" server, pooled; server threads {args.threads}; paced phase:"
         f" {'both servers at once' if args.paced_together else 'each server on its own, in turn'}"
     )
     print(
