@@ -10,19 +10,24 @@ after it (target: at most 300 MB), and p50/p99 of the lookups a decision makes: 
 pods of a group, the LWS, a node's summed requests. Generating and encoding the synthetic pages is
 timed apart and left out of the totals.
 
-Run: python bench/view_store.py [--scale 0.1]
+With --captured-pods every pod also carries what a real API server sends besides the fields read
+(managedFields, volumes, env, container statuses: the rest of a captured pod, ~6 KB of JSON).
+
+Run: python bench/view_store.py [--scale 0.1] [--captured-pods]
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import random
 import statistics
 import time
 import zlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -30,6 +35,9 @@ import orjson
 from guardhook.cluster.view.live import Reflector, page_decoder
 from guardhook.cluster.view.store import LEADERWORKERSETS, NODES, PODS, STATEFULSETS, ClusterView
 
+FIXTURES = Path(
+    os.environ.get("GUARDHOOK_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures")
+)
 PREFIX = "leaderworkerset.sigs.k8s.io/"
 SIZES = (1, 2, 4, 8, 16, 32)
 NAMESPACES = 50
@@ -165,6 +173,30 @@ def _pod(
     }
 
 
+CAPTURED_POD = FIXTURES / "reviews" / "s01-worker-delete.validating.json"
+"""A worker pod as a real kube-apiserver sent it (its oldObject), for --captured-pods."""
+
+
+def captured_dress() -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A function putting a synthetic pod's identity (its metadata, node, requests) into the
+    captured pod: what a real list page carries besides (managedFields, volumes, env, probes,
+    container statuses) is then decoded too. The captured parts are shared between pods, not
+    copied: they are only encoded."""
+    captured = json.loads(CAPTURED_POD.read_text())["request"]["oldObject"]
+    container = captured["spec"]["containers"][0]
+
+    def dress(obj: dict[str, Any]) -> dict[str, Any]:
+        spec = obj["spec"]
+        containers = [{**container, "resources": spec["containers"][0]["resources"]}]
+        return {
+            **captured,
+            "metadata": {**captured["metadata"], **obj["metadata"]},
+            "spec": {**captured["spec"], "nodeName": spec["nodeName"], "containers": containers},
+        }
+
+    return dress
+
+
 class Synthetic:
     """A Transport whose list pages are generated on demand and encoded to JSON bytes (as a real list
     streams them), then decoded with the live view's decoder. `making` is the time spent generating
@@ -219,7 +251,14 @@ def timed(call: Callable[[], object], repeat: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the default cluster size")
+    parser.add_argument(
+        "--captured-pods",
+        action="store_true",
+        help="every pod carries the rest of a pod a real API server sent (managedFields, volumes, env,"
+        " status: about 6 KB of JSON) around its synthetic identity",
+    )
     args = parser.parse_args()
+    dress = captured_dress() if args.captured_pods else lambda obj: obj
     nodes, lws_count, pods = int(5000 * args.scale), max(1, int(500 * args.scale)), int(150_000 * args.scale)
     layout = lws_layout(lws_count, int(pods * 0.8))
     lws_pods = sum(r * s for _, _, r, s in layout)
@@ -230,13 +269,13 @@ def main() -> None:
         for namespace, name, replicas, size in layout:
             for group in range(replicas):
                 for worker in range(size):
-                    yield pod(namespace, name, group, worker, size, f"node-{slot % nodes:05d}")
+                    yield dress(pod(namespace, name, group, worker, size, f"node-{slot % nodes:05d}"))
                     slot += 1
         for index in range(plain):
             labels = {"app": f"web-{index % 200}", "pod-template-hash": "6d4b75cb6d"}
             namespace = f"ns-{index % NAMESPACES}"
-            yield _pod(
-                namespace, f"web-{index}", labels, {}, f"web-{index % 200}", f"node-{index % nodes:05d}"
+            yield dress(
+                _pod(namespace, f"web-{index}", labels, {}, f"web-{index % 200}", f"node-{index % nodes:05d}")
             )
 
     transport = Synthetic(
