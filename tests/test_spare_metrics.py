@@ -78,13 +78,13 @@ def test_nothing_is_reported_before_the_view_has_synced() -> None:
 
 def test_only_the_background_thread_counts(monkeypatch: pytest.MonkeyPatch) -> None:
     counted_on: list[str] = []
-    real = spare_metrics.spare_by_lws
+    real = spare_metrics.each_spare
 
     def counting(view: ClusterView) -> Any:
         counted_on.append(threading.current_thread().name)
         return real(view)
 
-    monkeypatch.setattr(spare_metrics, "spare_by_lws", counting)
+    monkeypatch.setattr(spare_metrics, "each_spare", counting)
     view = fleet_view()
     collector = SpareGroupsCollector(lambda: view, interval=0.05)
     registry = _registry_of(collector)

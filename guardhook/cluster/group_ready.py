@@ -288,8 +288,17 @@ def gate_counts(
     now: datetime | None = None,
 ) -> list[GateCounts]:
     """`GateCounts` for every opted-in LWS in `view`, sorted by namespace and name."""
+    return list(each_gate_counts(view, all_lws, window_seconds, now))
+
+
+def each_gate_counts(
+    view: ClusterView,
+    all_lws: bool = False,
+    window_seconds: float = DEFAULT_STARTUP_WINDOW_SECONDS,
+    now: datetime | None = None,
+) -> Iterator[GateCounts]:
+    """`gate_counts`, each LWS's counted as it is asked for."""
     moment = now or datetime.now(UTC)
-    counts = []
     for lws in sorted(view.all_lws(), key=lambda lws: (lws.namespace, lws.name)):
         if not opted_in(lws, all_lws):
             continue
@@ -304,5 +313,4 @@ def gate_counts(
             ):
                 behind += 1
             held += held_too_long(target.pod, window_seconds, moment) is not None
-        counts.append(GateCounts(lws.namespace, lws.name, len(targets), ready, behind, held))
-    return counts
+        yield GateCounts(lws.namespace, lws.name, len(targets), ready, behind, held)

@@ -12,6 +12,7 @@ which have no pods and so are all alike, are counted.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from guardhook.cluster.going import Going
@@ -112,4 +113,10 @@ def _serving_leader(pod: PodRecord) -> bool:
 
 def all_groups(view: ClusterView) -> list[LwsGroups]:
     """`count_groups` for every LWS in `view`, sorted by namespace and name."""
-    return sorted((count_groups(view, lws) for lws in view.all_lws()), key=lambda g: (g.namespace, g.name))
+    return list(each_lws_groups(view))
+
+
+def each_lws_groups(view: ClusterView) -> Iterator[LwsGroups]:
+    """`count_groups` of each LWS in `view` in namespace and name order, counted as it is asked for."""
+    for lws in sorted(view.all_lws(), key=lambda lws: (lws.namespace, lws.name)):
+        yield count_groups(view, lws)

@@ -9,6 +9,8 @@ grows with the count asked.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from guardhook.capacity import GroupDemand, fit_groups, index_for, shape_of_template
 from guardhook.cluster.lws import LeaderWorkerSet
 from guardhook.cluster.view.store import ClusterView
@@ -33,6 +35,13 @@ def spare_groups(view: ClusterView, lws: LeaderWorkerSet) -> int:
 def spare_by_lws(view: ClusterView) -> dict[tuple[str, str], int]:
     """`spare_groups` of every LWS in `view`, by (namespace, name); empty when the view holds no
     nodes (manifests without a cluster: nothing to count against)."""
+    return dict(each_spare(view))
+
+
+def each_spare(view: ClusterView) -> Iterator[tuple[tuple[str, str], int]]:
+    """((namespace, name), `spare_groups`) of each LWS in `view`, computed as it is asked for;
+    none when the view holds no nodes."""
     if not view.nodes():
-        return {}
-    return {(lws.namespace, lws.name): spare_groups(view, lws) for lws in view.all_lws()}
+        return
+    for lws in view.all_lws():
+        yield (lws.namespace, lws.name), spare_groups(view, lws)

@@ -15,8 +15,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from guardhook.admission.engine import Verdict
-from guardhook.cluster.group_ready import DEFAULT_STARTUP_WINDOW_SECONDS, gate_counts
-from guardhook.cluster.groups import all_groups
+from guardhook.cluster.giveway import giving_way
+from guardhook.cluster.group_ready import DEFAULT_STARTUP_WINDOW_SECONDS, each_gate_counts
+from guardhook.cluster.groups import each_lws_groups
 from guardhook.cluster.view.store import ClusterView
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -124,8 +125,20 @@ class Metrics:
         return child
 
     def render(self) -> bytes:
-        """The registry in the Prometheus text format."""
-        return generate_latest(self.registry)
+        """The registry in the Prometheus text format. generate_latest writes each family as it
+        is handed one, and the GIL is given away between families (guardhook.cluster.giveway):
+        a per-LWS family of a large fleet is thousands of lines."""
+        return generate_latest(FamiliesGivingWay(self.registry))
+
+
+class FamiliesGivingWay:
+    """A registry (anything with `collect()`) whose families come through `giving_way`."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        return giving_way(self.registry.collect())
 
 
 class LwsGaugeCollector(Collector):
@@ -140,7 +153,8 @@ class LwsGaugeCollector(Collector):
         self.view = view
 
     def rows(self, view: ClusterView) -> Iterable[Any]:
-        """One object per LWS with `namespace`, `name` and an attribute per GAUGES field."""
+        """One object per LWS with `namespace`, `name` and an attribute per GAUGES field, best
+        computed as it is asked for: `collect` gives the GIL away between rows."""
         return ()
 
     def collect(self) -> Iterator[Metric]:
@@ -148,7 +162,7 @@ class LwsGaugeCollector(Collector):
             (field, GaugeMetricFamily(name, text, labels=["namespace", "name"]))
             for field, name, text in self.GAUGES
         ]
-        for row in self.rows(self.view()):
+        for row in giving_way(self.rows(self.view())):
             for field, family in families:
                 family.add_metric([row.namespace, row.name], getattr(row, field))
         yield from (family for _, family in families)
@@ -160,7 +174,7 @@ class LwsGaugeCollector(Collector):
 class GroupCollector(LwsGaugeCollector):
     """`guardhook_lws_groups_desired`, `guardhook_lws_groups_whole` and
     `guardhook_lws_leader_ready_group_incomplete` and `guardhook_lws_groups_doomed_by_taint` per LWS
-    (guardhook.cluster.groups.all_groups)."""
+    (guardhook.cluster.groups.each_lws_groups)."""
 
     GAUGES = (
         ("desired", "guardhook_lws_groups_desired", "Groups a LeaderWorkerSet asks for (spec.replicas)."),
@@ -183,7 +197,7 @@ class GroupCollector(LwsGaugeCollector):
     )
 
     def rows(self, view: ClusterView) -> Iterable[Any]:
-        return all_groups(view)
+        return each_lws_groups(view)
 
 
 GROUP_READY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
@@ -263,4 +277,4 @@ class GateCollector(LwsGaugeCollector):
         self.window_seconds = window_seconds
 
     def rows(self, view: ClusterView) -> Iterable[Any]:
-        return () if view.is_stale() else gate_counts(view, self.all_lws, self.window_seconds)
+        return () if view.is_stale() else each_gate_counts(view, self.all_lws, self.window_seconds)

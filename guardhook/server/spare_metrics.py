@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from guardhook.cluster.giveway import giving_way
 from guardhook.cluster.view.store import ClusterView
-from guardhook.planning.spare import spare_by_lws
+from guardhook.planning.spare import each_spare
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,9 @@ class SpareGroupsCollector(Collector):
         view = self.view()
         if not view.synced:
             return
-        self._snapshot = spare_by_lws(view)  # replaced whole: a scrape sees one snapshot
+        # One LWS at a time, giving the GIL away between them (guardhook.cluster.giveway); the
+        # snapshot is replaced whole, so a scrape sees one.
+        self._snapshot = dict(giving_way(each_spare(view)))
 
     def stop(self) -> None:
         """End the refresh thread."""

@@ -250,9 +250,18 @@ class ClusterView:
             return None
 
     def upsert_all(self, kind: str, objects: Iterable[KubeObject | PodWire]) -> list[Key | None]:
-        """`upsert(kind, obj)` for each of `objects` in order (a list page); returns what each
-        returned. The lock is taken per object, so a reader waits for one object at most."""
-        return [self.upsert(kind, obj) for obj in objects]
+        """`upsert(kind, obj)` for each of `objects` in order (a slice of a list page) under one
+        hold of the lock; returns what each returned. A relist hands them over in small slices
+        (guardhook.cluster.giveway): taken per object, the lock went to the reflector again and
+        again before a waiting reader got to it."""
+        with self.lock:
+            return [self.upsert(kind, obj) for obj in objects]
+
+    def remove_all(self, kind: str, keys: Iterable[Key]) -> None:
+        """`remove(kind, key)` for each of `keys`, under one hold of the lock."""
+        with self.lock:
+            for key in keys:
+                self.remove(kind, key)
 
     def remove(self, kind: str, key: Key) -> None:
         """Remove one object of `kind` by (namespace, name); cluster-scoped use namespace ""."""

@@ -1,0 +1,165 @@
+"""Background passes over every LWS (the spare-group refresh, the per-LWS gauges of a scrape) give
+the GIL away between LWS, so a request thread never waits for a whole pass (bench/background.py
+measures what that does to decisions at fleet scale)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from guardhook.cluster import giveway, groups
+from guardhook.cluster.giveway import CHUNK
+from guardhook.cluster.view.live import Reflector, page_decoder
+from guardhook.cluster.view.static import embedded_fleet_objects
+from guardhook.cluster.view.store import PODS, ClusterView
+from guardhook.planning import spare
+from guardhook.server.metrics import GroupCollector, Metrics
+from guardhook.server.spare_metrics import SpareGroupsCollector
+from guardhook.wire import KubeObject
+
+from helpers import find, fleet_view
+
+NAMES = ("llm-xl", "llm-xl-copy", "llm-xl-other")
+
+
+def _three_lws(objects: list[KubeObject]) -> None:
+    original = find(objects, "LeaderWorkerSet", "llm-xl")
+    for name in NAMES[1:]:
+        copied = copy.deepcopy(original)
+        copied["metadata"]["name"] = name
+        objects.append(copied)
+
+
+@pytest.fixture
+def events(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What happened, in order: "gave way" for each time.sleep(0) giveway made."""
+    happened: list[str] = []
+
+    def sleep(seconds: float) -> None:
+        assert seconds == 0
+        happened.append("gave way")
+
+    monkeypatch.setattr(giveway.time, "sleep", sleep)
+    return happened
+
+
+def test_each_item_is_computed_after_the_way_was_given_for_the_one_before(events: list[str]) -> None:
+    def items() -> Iterator[int]:
+        for n in range(3):
+            events.append(f"computed {n}")
+            yield n
+
+    assert list(giveway.giving_way(items())) == [0, 1, 2]
+    assert events == ["computed 0", "gave way", "computed 1", "gave way", "computed 2", "gave way"]
+
+
+def test_the_spare_refresh_solves_one_lws_at_a_time(
+    events: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = spare.spare_groups
+
+    def solving(view: Any, lws: Any) -> int:
+        events.append(f"solved {lws.name}")
+        return real(view, lws)
+
+    monkeypatch.setattr(spare, "spare_groups", solving)
+    view = fleet_view(_three_lws)
+    collector = SpareGroupsCollector(lambda: view, interval=3600)
+    collector.stop()
+    events.clear()
+    collector.refresh()
+    assert sorted(events[::2]) == [f"solved {name}" for name in sorted(NAMES)]
+    assert events[1::2] == ["gave way"] * 3  # after each LWS, before the next is solved
+    assert set(collector._snapshot) == {("serve", name) for name in NAMES}
+
+
+def test_a_scrape_counts_the_groups_of_one_lws_at_a_time(
+    events: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = groups.count_groups
+
+    def counting(view: Any, lws: Any) -> Any:
+        events.append(f"counted {lws.name}")
+        return real(view, lws)
+
+    monkeypatch.setattr(groups, "count_groups", counting)
+    view = fleet_view(_three_lws)
+    families = list(GroupCollector(lambda: view).collect())
+    assert events == [event for name in sorted(NAMES) for event in (f"counted {name}", "gave way")]
+    assert {sample.labels["name"] for sample in families[0].samples} == set(NAMES)
+
+
+def test_a_scrape_gives_way_between_the_families_it_writes(events: list[str]) -> None:
+    metrics = Metrics()
+    families = list(metrics.registry.collect())
+    events.clear()
+    text = metrics.render().decode()
+    assert events == ["gave way"] * len(families)
+    assert all(f"# TYPE {family.name}" in text for family in families)
+
+
+class _PodPages:
+    """A Transport listing `pods` in one page, as the live view decodes pod pages."""
+
+    def __init__(self, pods: list[KubeObject]) -> None:
+        self.pods = pods
+
+    def list_page(self, kind: str, continue_token: str | None, limit: int) -> dict[str, Any]:
+        page = {"metadata": {"resourceVersion": "9"}, "items": self.pods}
+        return page_decoder(kind)(json.dumps(page).encode())  # type: ignore[no-any-return]
+
+    def watch(self, kind: str, resource_version: str, timeout_seconds: int) -> Iterator[dict[str, Any]]:
+        return iter(())
+
+    def close(self) -> None:
+        pass
+
+
+def _pods(count: int) -> list[KubeObject]:
+    template = find(embedded_fleet_objects(), "Pod", "llm-xl-0-1")
+    pods = []
+    for n in range(count):
+        pod = copy.deepcopy(template)
+        pod["metadata"]["name"] = f"extra-{n}"
+        pods.append(pod)
+    return pods
+
+
+def test_a_relist_of_a_served_view_gives_way_between_slices(events: list[str]) -> None:
+    view = fleet_view()  # synced: requests are judged from it
+    before = set(view.keys(PODS))
+    Reflector(PODS, view, _PodPages(_pods(2 * CHUNK + 1))).relist()
+    slices_applied, slices_removed = 3, -(-len(before) // CHUNK)
+    assert events == ["gave way"] * (slices_applied + slices_removed)
+    assert set(view.keys(PODS)) == {("serve", f"extra-{n}") for n in range(2 * CHUNK + 1)}
+
+
+def test_the_first_list_runs_without_pauses(events: list[str]) -> None:
+    view = ClusterView("live")  # nothing judges from a view that never synced
+    Reflector(PODS, view, _PodPages(_pods(2 * CHUNK + 1))).relist()
+    assert events == [] and view.count(PODS) == 2 * CHUNK + 1
+
+
+def test_a_slice_is_applied_under_one_hold_of_the_lock() -> None:
+    view = fleet_view()
+    taken = []
+
+    class Counting:
+        def __init__(self, lock: Any) -> None:
+            self.lock = lock
+
+        def __enter__(self) -> None:
+            taken.append(1)
+            self.lock.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            self.lock.release()
+
+    view.lock = Counting(view.lock)  # type: ignore[assignment]
+    view.upsert_all(PODS, _pods(CHUNK))
+    outer = len(taken)
+    assert view.count(PODS) >= CHUNK and outer == 1 + CHUNK  # one hold around, re-entered per pod
