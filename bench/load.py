@@ -7,8 +7,8 @@ ratios of issue 26's targets (issue 9 had 0.8x and 1.25x):
   mutating ones to /mutate) as fast as answers come, for --seconds; target guardhook >= 0.90x bare;
 - paced: the same clients at a fixed total --rate (500 req/s) per server, latency counted from each
   request's scheduled send time (so a stall also delays the requests queued behind it); target
-  guardhook's p99 <= 1.10x bare's. Each server is paced on its own, in turn (as every phase), so
-  its tail is its own: driven at the same time (`--paced-together`, the earlier default), the two
+  guardhook's p99 <= 1.10x bare's. One server is paced at a time (the clients take them in
+  turn, below), so its tail is its own: driven at the same time (`--paced-together`), the two
   servers and eight clients ask the 2 cores for more than they have in bursts, and each server's
   p99 measures how the scheduler shared the cores between them more than its own latency;
 - a new TLS connection per request (no keep-alive), one client, against keep-alive, one client:
@@ -28,13 +28,15 @@ The paced phase runs `--paced-seconds` (15 s) a round, three times the others: i
 from the slowest 1% of the requests, and with 5 s rounds that was 150 requests a server, whose
 ratio moved by +-0.15 between runs of the same code (issue 26, 2026-12-02: 0.89x to 1.17x for one
 commit), more than the 10% the target allows. 45,000 paced requests a server leave 450 in its tail.
-Within a round the paced phase alternates the servers every `--paced-slice` (3 s) seconds, the
-order flipping each slice: with 15 s in one piece, a few seconds of machine noise (another job,
-a host hiccup) fell inside one server's window and decided the pooled p99 (issue 26, 2026-12-03:
-one round gave a server 3.9 ms against 1.6-2.8 ms in the rest); in 3 s slices both servers are
-sampled through the same minutes.
+In the paced phase the same client processes send to each server in turn, `--paced-slice` (1 s)
+at a time, on one schedule, for 2 x 15 s a round (the server first in the round flips each round):
+with 15 s in one piece, a few seconds of machine noise (another job, a host hiccup) fell inside
+one server's window and decided the pooled p99 (issue 26, 2026-12-03: one round gave a server
+3.9 ms against 1.6-2.8 ms in the rest). Slices run as separate phases (3 s, each with its own
+start-up) still left a burst of several seconds to fall unevenly (1.48x in one run); 1 s turns
+within one run of the clients share such a burst between both servers.
 
-    .venv/bin/python bench/load.py [--seconds 5] [--paced-seconds 15] [--paced-slice 3] [--rounds 6]
+    .venv/bin/python bench/load.py [--seconds 5] [--paced-seconds 15] [--paced-slice 1] [--rounds 6]
         [--clients 4] [--rate 500]
 """
 
@@ -78,24 +80,35 @@ def review_mix() -> list[tuple[str, bytes]]:
 
 
 @dataclass(frozen=True)
-class ClientSpec:
-    """One client process: where to send, how (mode), for how long, from when, at what rate."""
+class Target:
+    """A server a client sends to: its address and the CA file that verifies it."""
 
     host: str
     port: int
     ca: str
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """One client process: where to send, how (mode), for how long, from when, at what rate. With
+    several targets (paced mode) the client sends to each in turn for `slice_seconds`."""
+
+    targets: tuple[Target, ...]
     mode: str  # "keepalive", "paced" or "newconn"
     seconds: float
     start_at: float
     rate: float = 0.0  # requests/s of this client, paced mode
     offset: float = 0.0  # seconds, staggers paced clients
     seed: int = 0
+    slice_seconds: float = 0.0
 
 
 @dataclass
 class ClientResult:
-    latencies: list[float]
-    errors: int
+    """Latencies (seconds) and errors, one list and one count per target."""
+
+    latencies: list[list[float]]
+    errors: list[int]
 
 
 def _requests(spec: ClientSpec) -> Iterator[tuple[str, bytes]]:
@@ -108,12 +121,12 @@ def _requests(spec: ClientSpec) -> Iterator[tuple[str, bytes]]:
 
 
 def _warmed_connection(
-    spec: ClientSpec, context: ssl.SSLContext, first: tuple[str, bytes]
+    target: Target, context: ssl.SSLContext, first: tuple[str, bytes]
 ) -> http.client.HTTPSConnection | None:
     """A keep-alive connection with one answered request (`first`: path, body) behind it (TLS
     handshake done, a server thread serving it), or None when that failed (the timed loop then
     connects as usual)."""
-    connection = http.client.HTTPSConnection(spec.host, spec.port, context=context, timeout=30)
+    connection = http.client.HTTPSConnection(target.host, target.port, context=context, timeout=30)
     try:
         path, body = first
         connection.request("POST", path, body, HEADERS)
@@ -125,14 +138,17 @@ def _warmed_connection(
 
 
 def run_client(spec: ClientSpec) -> ClientResult:
-    """Send requests until spec.seconds after spec.start_at; return latencies (s) and error count."""
-    context = ssl.create_default_context(cafile=spec.ca)
-    latencies: list[float] = []
-    errors = 0
+    """Send requests until spec.seconds after spec.start_at; return latencies (s) and error counts
+    per target. A paced request goes to the target whose slice its scheduled time falls in."""
+    contexts = [ssl.create_default_context(cafile=target.ca) for target in spec.targets]
+    result = ClientResult([[] for _ in spec.targets], [0 for _ in spec.targets])
     requests = _requests(spec)
-    connection: http.client.HTTPSConnection | None = None
+    connections: list[http.client.HTTPSConnection | None] = [None for _ in spec.targets]
     if spec.mode != "newconn":  # kept-alive: open before the timed period, as the API server keeps it open
-        connection = _warmed_connection(spec, context, next(requests))
+        connections = [
+            _warmed_connection(target, context, next(requests))
+            for target, context in zip(spec.targets, contexts, strict=True)
+        ]
     while time.time() < spec.start_at:
         time.sleep(0.001)
     begin = time.perf_counter()
@@ -141,27 +157,35 @@ def run_client(spec: ClientSpec) -> ClientResult:
         scheduled = begin + spec.offset + sent / spec.rate if spec.mode == "paced" else time.perf_counter()
         if scheduled >= end:
             break
+        which = int((scheduled - begin) / spec.slice_seconds) % len(spec.targets) if spec.slice_seconds else 0
         while (now := time.perf_counter()) < scheduled:
             time.sleep(min(scheduled - now, 0.002))
+        connection = connections[which]
         if connection is None or spec.mode == "newconn":
-            connection = http.client.HTTPSConnection(spec.host, spec.port, context=context, timeout=30)
+            target = spec.targets[which]
+            connection = http.client.HTTPSConnection(
+                target.host, target.port, context=contexts[which], timeout=30
+            )
         try:
             connection.request("POST", path, body, HEADERS)
             answer = connection.getresponse()
             answer.read()
             if answer.status != 200:
-                errors += 1
+                result.errors[which] += 1
         except (OSError, http.client.HTTPException):
-            errors += 1
+            result.errors[which] += 1
             connection.close()
-            connection = None
+            connections[which] = None
             continue
-        latencies.append(time.perf_counter() - scheduled)
+        result.latencies[which].append(time.perf_counter() - scheduled)
         if spec.mode == "newconn":
             connection.close()
-    if connection is not None:
-        connection.close()
-    return ClientResult(latencies, errors)
+        else:
+            connections[which] = connection
+    for connection in connections:
+        if connection is not None:
+            connection.close()
+    return result
 
 
 @dataclass
@@ -221,22 +245,26 @@ def run_phase(
     clients: int,
     seconds: float,
     rate: float,
+    alternate_every: float = 0.0,
 ) -> list[PhaseResult]:
-    """Run `clients` client processes against each of `servers` at the same time; one result each."""
+    """Run `clients` client processes against each of `servers` at the same time, or, with
+    `alternate_every`, one set of clients sending to each server in turn for that many seconds;
+    one result per server."""
     start_at = time.time() + 0.5
+    targets = [Target(server.host, server.port, str(server.ca)) for server in servers]
+    groups = [tuple(targets)] if alternate_every else [(target,) for target in targets]
     specs = [
         ClientSpec(
-            server.host,
-            server.port,
-            str(server.ca),
+            group,
             mode,
             seconds,
             start_at,
             rate=rate / clients if rate else 0.0,
             offset=i / rate if rate else 0.0,
             seed=i,
+            slice_seconds=alternate_every,
         )
-        for server in servers
+        for group in groups
         for i in range(clients)
     ]
     cpu_before = [server_cpu_seconds(server.pid) for server in servers]
@@ -244,17 +272,25 @@ def run_phase(
     cpu_used = [
         server_cpu_seconds(server.pid) - before for server, before in zip(servers, cpu_before, strict=True)
     ]
+    # Each server's latencies: from its own clients, or its share of every alternating client's.
+    mine = (
+        [[(result, n) for result in results] for n in range(len(servers))]
+        if alternate_every
+        else [
+            [(result, 0) for result in results[n * clients : (n + 1) * clients]] for n in range(len(servers))
+        ]
+    )
+    share = 1 / len(servers) if alternate_every else 1.0
     return [
         PhaseResult(
             server.name,
             phase,
-            seconds,
-            [latency for result in mine for latency in result.latencies],
-            sum(result.errors for result in mine),
+            seconds * share,
+            [latency for result, which in mine[n] for latency in result.latencies[which]],
+            sum(result.errors[which] for result, which in mine[n]),
             cpu_used[n],
         )
         for n, server in enumerate(servers)
-        for mine in [results[n * clients : (n + 1) * clients]]
     ]
 
 
@@ -271,21 +307,21 @@ def main() -> None:
     parser.add_argument(
         "--paced-slice",
         type=float,
-        default=3.0,
-        help="the paced phase alternates the servers every this many seconds",
+        default=1.0,
+        help="the paced phase's clients send to each server in turn for this many seconds",
     )
     parser.add_argument(
         "--paced-together", action="store_true", help="pace both servers at once (the earlier default)"
     )
     args = parser.parse_args()
     paced = f"paced {args.rate:.0f}/s keep-alive x{args.clients}"
-    # (name, mode, clients, total rate, side by side, seconds, slices).
-    slices = max(1, round(args.paced_seconds / args.paced_slice))
+    # (name, mode, clients, total rate, how the servers share the phase, seconds per server).
+    in_turn = "together" if args.paced_together else "alternating"
     phases = [
-        (f"saturated keep-alive x{args.clients}", "keepalive", args.clients, 0.0, False, args.seconds, 1),
-        (paced, "paced", args.clients, args.rate, args.paced_together, args.paced_seconds / slices, slices),
-        ("keep-alive x1", "keepalive", 1, 0.0, False, args.seconds, 1),
-        ("new TLS connection/request x1", "newconn", 1, 0.0, False, args.seconds, 1),
+        (f"saturated keep-alive x{args.clients}", "keepalive", args.clients, 0.0, "in turn", args.seconds),
+        (paced, "paced", args.clients, args.rate, in_turn, args.paced_seconds),
+        ("keep-alive x1", "keepalive", 1, 0.0, "in turn", args.seconds),
+        ("new TLS connection/request x1", "newconn", 1, 0.0, "in turn", args.seconds),
     ]
     results: dict[tuple[str, str], PhaseResult] = {}
     round_p99s: dict[str, list[float]] = {"guardhook": [], "bare": []}  # of the paced phase
@@ -293,26 +329,30 @@ def main() -> None:
         servers = [stack.enter_context(serve(kind, args.threads)) for kind in ("guardhook", "bare")]
         pool = stack.enter_context(multiprocessing.get_context("fork").Pool(2 * args.clients))
         for round_ in range(args.rounds):
-            for phase, mode, clients, rate, side_by_side, seconds, count in phases:
-                this_round: dict[str, PhaseResult] = {}
-                for slice_ in range(count):
-                    ordered = servers if (round_ + slice_) % 2 == 0 else servers[::-1]
-                    groups = [ordered] if side_by_side else [[server] for server in ordered]
-                    for group in groups:
-                        for result in run_phase(pool, group, phase, mode, clients, seconds, rate):
-                            this_round.setdefault(result.server, result.empty()).add(result)
-                for result in this_round.values():
-                    if phase == paced:
-                        round_p99s[result.server].append(result.percentile(0.99))
-                    results.setdefault((result.server, phase), result.empty()).add(result)
+            ordered = servers if round_ % 2 == 0 else servers[::-1]
+            for phase, mode, clients, rate, sharing, seconds in phases:
+                if sharing == "alternating":  # one set of clients, each server in turn every slice
+                    runs = [(ordered, seconds * len(ordered), args.paced_slice)]
+                elif sharing == "together":
+                    runs = [(ordered, seconds, 0.0)]
+                else:
+                    runs = [([server], seconds, 0.0) for server in ordered]
+                for group, length, every in runs:
+                    for result in run_phase(pool, group, phase, mode, clients, length, rate, every):
+                        if phase == paced:
+                            round_p99s[result.server].append(result.percentile(0.99))
+                        results.setdefault((result.server, phase), result.empty()).add(result)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"load average at the end: {load} (1, 5, 15 min; other jobs on the cores skew both servers)")
     print(f"guardhook served from {served_code()}")
     print(
         f"{len(review_mix())} captured reviews; {args.rounds} rounds of {args.seconds:.0f} s per phase"
-        f" ({args.paced_seconds:.0f} s paced, in {slices} slices of {args.paced_seconds / slices:.1f} s) and"
-        f" server, pooled; server threads {args.threads}; paced phase:"
-        f" {'both servers at once' if args.paced_together else 'each server on its own, in turn'}"
+        f" ({args.paced_seconds:.0f} s paced) and server, pooled; server threads {args.threads}; paced phase:"
+        + (
+            " both servers at once"
+            if args.paced_together
+            else f" the same clients send to each server in turn, {args.paced_slice:g} s at a time"
+        )
     )
     print(
         f"{'phase':<30} {'server':<10} {'req/s':>8} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8}"
