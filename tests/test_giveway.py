@@ -57,19 +57,27 @@ def test_each_item_is_computed_after_the_way_was_given_for_the_one_before(events
     assert events == ["computed 0", "gave way", "computed 1", "gave way", "computed 2", "gave way"]
 
 
+def _record_calls(
+    monkeypatch: pytest.MonkeyPatch, module: Any, name: str, verb: str, events: list[str]
+) -> None:
+    """Patch `module.name(view, lws)` to note "<verb> <lws name>" in `events` before it runs."""
+    real = getattr(module, name)
+
+    def recording(view: Any, lws: Any) -> Any:
+        events.append(f"{verb} {lws.name}")
+        return real(view, lws)
+
+    monkeypatch.setattr(module, name, recording)
+
+
 def test_the_spare_refresh_solves_one_lws_at_a_time(
     events: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = spare.spare_groups
-
-    def solving(view: Any, lws: Any) -> int:
-        events.append(f"solved {lws.name}")
-        return real(view, lws)
-
-    monkeypatch.setattr(spare, "spare_groups", solving)
+    _record_calls(monkeypatch, spare, "spare_groups", "solved", events)
     view = fleet_view(_three_lws)
     collector = SpareGroupsCollector(lambda: view, interval=3600)
     collector.stop()
+    collector.thread.join(timeout=20)  # its own first refresh, at start, is not this test's
     events.clear()
     collector.refresh()
     assert sorted(events[::2]) == [f"solved {name}" for name in sorted(NAMES)]
@@ -80,13 +88,7 @@ def test_the_spare_refresh_solves_one_lws_at_a_time(
 def test_a_scrape_counts_the_groups_of_one_lws_at_a_time(
     events: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = groups.count_groups
-
-    def counting(view: Any, lws: Any) -> Any:
-        events.append(f"counted {lws.name}")
-        return real(view, lws)
-
-    monkeypatch.setattr(groups, "count_groups", counting)
+    _record_calls(monkeypatch, groups, "count_groups", "counted", events)
     view = fleet_view(_three_lws)
     families = list(GroupCollector(lambda: view).collect())
     assert events == [event for name in sorted(NAMES) for event in (f"counted {name}", "gave way")]
