@@ -11,7 +11,6 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REVIEWS
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.paging import decode
 from guardhook.cluster.podwire import PodWire, decode_pod_page, item_version, pod_record
@@ -19,6 +18,10 @@ from guardhook.cluster.view.live import Reflector, page_decoder
 from guardhook.cluster.view.static import embedded_fleet_objects
 from guardhook.cluster.view.store import PODS, ClusterView
 from guardhook.wire import KubeObject
+
+from conftest import REVIEWS
+
+WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 
 
 def _page(items: list[Any], **meta: Any) -> bytes:
@@ -86,7 +89,7 @@ def test_pods_of_one_page_share_strings_and_parts_on_the_typed_path() -> None:
     workers = [
         pod
         for pod in _captured_pods()
-        if pod["metadata"].get("labels", {}).get("leaderworkerset.sigs.k8s.io/worker-index") not in (None, "0")
+        if pod["metadata"].get("labels", {}).get(WORKER_INDEX) not in (None, "0")
     ]
     first, second = (pod_record(item) for item in decode_pod_page(_page(workers[:2]))["items"])
     key = "leaderworkerset.sigs.k8s.io/name"
@@ -207,10 +210,14 @@ _pod = _optional(
                 ),
                 "schedulingGates": st.lists(_optional({"name": _text}), max_size=2),
                 "resourceClaims": st.lists(
-                    _optional({"name": _text, "resourceClaimName": _text, "resourceClaimTemplateName": _text}),
+                    _optional(
+                        {"name": _text, "resourceClaimName": _text, "resourceClaimTemplateName": _text}
+                    ),
                     max_size=2,
                 ),
-                "readinessGates": st.lists(_optional({"conditionType": st.one_of(_text, st.none())}), max_size=2),
+                "readinessGates": st.lists(
+                    _optional({"conditionType": st.one_of(_text, st.none())}), max_size=2
+                ),
             }
         ),
         "status": _optional(
