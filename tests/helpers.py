@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from guardhook.cluster.view.live import page_decoder
 from guardhook.cluster.view.static import embedded_fleet_objects, view_from_objects
-from guardhook.cluster.view.store import ClusterView
+from guardhook.cluster.view.store import PODS, ClusterView
 from guardhook.wire import KubeObject
 
 
@@ -34,3 +36,23 @@ def set_ready(pod: KubeObject, ready: bool) -> None:
 def request_of(review: dict[str, Any]) -> Any:
     """The request of a review body, deep-copied so a test may change it."""
     return copy.deepcopy(review["request"])
+
+
+class PodPage:
+    """A Transport listing `pods` in one page (other kinds: none), as JSON bytes decoded with the
+    live view's own decoder, as a real list page reaches the reflector; watches end at once."""
+
+    def __init__(self, pods: list[KubeObject], resource_version: str = "9") -> None:
+        self.pods = pods
+        self.resource_version = resource_version
+
+    def list_page(self, kind: str, continue_token: str | None, limit: int) -> dict[str, Any]:
+        page = {"kind": "List", "metadata": {"resourceVersion": self.resource_version}}
+        data = json.dumps({**page, "items": self.pods if kind == PODS else []}).encode()
+        return page_decoder(kind)(data)  # type: ignore[no-any-return]
+
+    def watch(self, kind: str, resource_version: str, timeout_seconds: int) -> Iterator[dict[str, Any]]:
+        return iter(())
+
+    def close(self) -> None:
+        pass

@@ -5,7 +5,6 @@ measures what that does to decisions at fleet scale)."""
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 
 from guardhook.cluster import giveway, groups
 from guardhook.cluster.giveway import CHUNK
-from guardhook.cluster.view.live import Reflector, page_decoder
+from guardhook.cluster.view.live import Reflector
 from guardhook.cluster.view.static import embedded_fleet_objects
 from guardhook.cluster.view.store import PODS, ClusterView
 from guardhook.planning import spare
@@ -21,7 +20,7 @@ from guardhook.server.metrics import GroupCollector, Metrics
 from guardhook.server.spare_metrics import SpareGroupsCollector
 from guardhook.wire import KubeObject
 
-from helpers import find, fleet_view
+from helpers import PodPage, find, fleet_view
 
 NAMES = ("llm-xl", "llm-xl-copy", "llm-xl-other")
 
@@ -104,23 +103,6 @@ def test_a_scrape_gives_way_between_the_families_it_writes(events: list[str]) ->
     assert all(f"# TYPE {family.name}" in text for family in families)
 
 
-class _PodPages:
-    """A Transport listing `pods` in one page, as the live view decodes pod pages."""
-
-    def __init__(self, pods: list[KubeObject]) -> None:
-        self.pods = pods
-
-    def list_page(self, kind: str, continue_token: str | None, limit: int) -> dict[str, Any]:
-        page = {"metadata": {"resourceVersion": "9"}, "items": self.pods}
-        return page_decoder(kind)(json.dumps(page).encode())  # type: ignore[no-any-return]
-
-    def watch(self, kind: str, resource_version: str, timeout_seconds: int) -> Iterator[dict[str, Any]]:
-        return iter(())
-
-    def close(self) -> None:
-        pass
-
-
 def _pods(count: int) -> list[KubeObject]:
     template = find(embedded_fleet_objects(), "Pod", "llm-xl-0-1")
     pods = []
@@ -134,7 +116,7 @@ def _pods(count: int) -> list[KubeObject]:
 def test_a_relist_of_a_served_view_gives_way_between_slices(events: list[str]) -> None:
     view = fleet_view()  # synced: requests are judged from it
     before = set(view.keys(PODS))
-    Reflector(PODS, view, _PodPages(_pods(2 * CHUNK + 1))).relist()
+    Reflector(PODS, view, PodPage(_pods(2 * CHUNK + 1))).relist()
     slices_applied, slices_removed = 3, -(-len(before) // CHUNK)
     assert events == ["gave way"] * (slices_applied + slices_removed)
     assert set(view.keys(PODS)) == {("serve", f"extra-{n}") for n in range(2 * CHUNK + 1)}
@@ -142,7 +124,7 @@ def test_a_relist_of_a_served_view_gives_way_between_slices(events: list[str]) -
 
 def test_the_first_list_runs_without_pauses(events: list[str]) -> None:
     view = ClusterView("live")  # nothing judges from a view that never synced
-    Reflector(PODS, view, _PodPages(_pods(2 * CHUNK + 1))).relist()
+    Reflector(PODS, view, PodPage(_pods(2 * CHUNK + 1))).relist()
     assert events == [] and view.count(PODS) == 2 * CHUNK + 1
 
 

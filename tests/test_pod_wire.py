@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.paging import decode
 from guardhook.cluster.podwire import PodWire, decode_pod_page, item_version, pod_record
-from guardhook.cluster.view.live import Reflector, page_decoder
+from guardhook.cluster.view.live import Reflector
 from guardhook.cluster.view.static import embedded_fleet_objects
 from guardhook.cluster.view.store import PODS, ClusterView
 from guardhook.wire import KubeObject
 
 from conftest import REVIEWS
+from helpers import PodPage
 
 WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 
@@ -103,21 +104,10 @@ def test_pods_of_one_page_share_strings_and_parts_on_the_typed_path() -> None:
 def test_the_reflector_lists_typed_pod_pages_into_the_view_and_tells_listeners() -> None:
     pods = _captured_pods()
 
-    class Pages:
-        def list_page(self, kind: str, continue_token: str | None, limit: int) -> dict[str, Any]:
-            items = pods if kind == PODS else []
-            return page_decoder(kind)(_page(items, resourceVersion="900"))  # type: ignore[no-any-return]
-
-        def watch(self, kind: str, resource_version: str, timeout_seconds: int) -> Any:
-            return iter(())
-
-        def close(self) -> None:
-            pass
-
     heard: list[tuple[str, Any, Any]] = []
     view = ClusterView("test")
     view.subscribe(lambda kind, old, new: heard.append((kind, old, new)))
-    reflector = Reflector(PODS, view, Pages())
+    reflector = Reflector(PODS, view, PodPage(pods, resource_version="900"))
     reflector.relist()
     by_key = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in pods}
     assert set(view.keys(PODS)) == set(by_key)

@@ -286,18 +286,9 @@ def gate_counts(
     all_lws: bool = False,
     window_seconds: float = DEFAULT_STARTUP_WINDOW_SECONDS,
     now: datetime | None = None,
-) -> list[GateCounts]:
-    """`GateCounts` for every opted-in LWS in `view`, sorted by namespace and name."""
-    return list(each_gate_counts(view, all_lws, window_seconds, now))
-
-
-def each_gate_counts(
-    view: ClusterView,
-    all_lws: bool = False,
-    window_seconds: float = DEFAULT_STARTUP_WINDOW_SECONDS,
-    now: datetime | None = None,
 ) -> Iterator[GateCounts]:
-    """`gate_counts`, each LWS's counted as it is asked for."""
+    """`GateCounts` for every opted-in LWS in `view`, in namespace and name order, each LWS
+    counted as it is asked for (a scrape gives the GIL away between them)."""
     moment = now or datetime.now(UTC)
     for lws in sorted(view.all_lws(), key=lambda lws: (lws.namespace, lws.name)):
         if not opted_in(lws, all_lws):

@@ -16,7 +16,7 @@ from prometheus_client.registry import Collector
 
 from guardhook.admission.engine import Verdict
 from guardhook.cluster.giveway import giving_way
-from guardhook.cluster.group_ready import DEFAULT_STARTUP_WINDOW_SECONDS, each_gate_counts
+from guardhook.cluster.group_ready import DEFAULT_STARTUP_WINDOW_SECONDS, gate_counts
 from guardhook.cluster.groups import each_lws_groups
 from guardhook.cluster.view.store import ClusterView
 
@@ -277,4 +277,4 @@ class GateCollector(LwsGaugeCollector):
         self.window_seconds = window_seconds
 
     def rows(self, view: ClusterView) -> Iterable[Any]:
-        return () if view.is_stale() else each_gate_counts(view, self.all_lws, self.window_seconds)
+        return () if view.is_stale() else gate_counts(view, self.all_lws, self.window_seconds)
