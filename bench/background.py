@@ -24,16 +24,15 @@ import gc
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import orjson
-from view_store import lws, lws_layout, node, pod
+from view_store import Synthetic, lws, lws_layout, node, pod
 
 from guardhook.admission.codec import decode
 from guardhook.admission.engine import Engine
 from guardhook.capacity import index_for
-from guardhook.cluster.view.live import Reflector, page_decoder
+from guardhook.cluster.view.live import Reflector
 from guardhook.cluster.view.store import KINDS, LEADERWORKERSETS, NODES, PODS, ClusterView
 from guardhook.config import load_config
 from guardhook.server.app import Runtime
@@ -111,7 +110,7 @@ def main() -> None:
     print(f"{'background':<24} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} {'max ms':>8}  one pass")
 
     def relist() -> None:
-        Reflector(PODS, view, Pages(pods)).relist()
+        Reflector(PODS, view, Synthetic({PODS: lambda: iter(pods)})).relist()
 
     scenarios = (("none", None), ("spare-group refresh", spare.refresh), ("/metrics scrape", scrape))
     for label, work in (*scenarios, ("pod relist", relist)):
@@ -130,26 +129,6 @@ def main() -> None:
         tail = f"{latencies[int(0.999 * n)] * 1000:9.2f} {latencies[-1] * 1000:8.2f}"
         one = f"{sum(took) / len(took) * 1000:.0f} ms x {len(took)}" if took else ""
         print(f"{label:<24} {figures} {tail}  {one}")
-
-
-class Pages:
-    """A Transport listing `pods` in pages of JSON bytes decoded as the live view decodes them."""
-
-    def __init__(self, pods: list[dict[str, object]]) -> None:
-        self.pods = pods
-
-    def list_page(self, kind: str, continue_token: str | None, limit: int) -> dict[str, object]:
-        start = int(continue_token or 0)
-        more = start + limit < len(self.pods)
-        meta = {"resourceVersion": "1", **({"continue": str(start + limit)} if more else {})}
-        data = orjson.dumps({"metadata": meta, "items": self.pods[start : start + limit]})
-        return page_decoder(kind)(data)  # type: ignore[no-any-return]
-
-    def watch(self, kind: str, resource_version: str, timeout_seconds: int) -> Iterator[dict[str, object]]:
-        return iter(())
-
-    def close(self) -> None:
-        pass
 
 
 def churn(view: ClusterView, pods: list[dict[str, object]], stop: threading.Event) -> None:

@@ -315,13 +315,14 @@ def main() -> None:
     )
     args = parser.parse_args()
     paced = f"paced {args.rate:.0f}/s keep-alive x{args.clients}"
-    # (name, mode, clients, total rate, how the servers share the phase, seconds per server).
-    in_turn = "together" if args.paced_together else "alternating"
+    # (name, mode, clients, total rate, how the servers share the phase: "apart" = one after the
+    # other, each with its own clients; seconds per server).
+    paced_sharing = "together" if args.paced_together else "alternating"
     phases = [
-        (f"saturated keep-alive x{args.clients}", "keepalive", args.clients, 0.0, "in turn", args.seconds),
-        (paced, "paced", args.clients, args.rate, in_turn, args.paced_seconds),
-        ("keep-alive x1", "keepalive", 1, 0.0, "in turn", args.seconds),
-        ("new TLS connection/request x1", "newconn", 1, 0.0, "in turn", args.seconds),
+        (f"saturated keep-alive x{args.clients}", "keepalive", args.clients, 0.0, "apart", args.seconds),
+        (paced, "paced", args.clients, args.rate, paced_sharing, args.paced_seconds),
+        ("keep-alive x1", "keepalive", 1, 0.0, "apart", args.seconds),
+        ("new TLS connection/request x1", "newconn", 1, 0.0, "apart", args.seconds),
     ]
     results: dict[tuple[str, str], PhaseResult] = {}
     round_p99s: dict[str, list[float]] = {"guardhook": [], "bare": []}  # of the paced phase
