@@ -143,7 +143,9 @@ def test_a_slice_is_applied_under_one_hold_of_the_lock() -> None:
         def __exit__(self, *exc: object) -> None:
             self.lock.release()
 
+    before = view.count(PODS)
     view.lock = Counting(view.lock)  # type: ignore[assignment]
-    view.upsert_all(PODS, _pods(CHUNK))
+    held = view.upsert_all(PODS, _pods(CHUNK))
     outer = len(taken)
-    assert view.count(PODS) >= CHUNK and outer == 1 + CHUNK  # one hold around, re-entered per pod
+    assert held == [("serve", f"extra-{n}") for n in range(CHUNK)]
+    assert view.count(PODS) == before + CHUNK and outer == 1 + CHUNK  # one hold around, re-entered per pod
