@@ -8,6 +8,7 @@ Two ways to get one (see conftest.py): an existing cluster with guardhook instal
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -18,6 +19,17 @@ from typing import Any
 E2E = Path(__file__).resolve().parent
 REPO = E2E.parent
 EVICTION_OPT_IN_LABEL = "guardhook.io/guard-evictions=true"
+# The image every e2e pod runs: a setting, so a cluster with no registry (../shared/realcluster imports
+# example.local/pause:3.9) needs no re-tag.
+POD_IMAGE_ENV = "GUARDHOOK_E2E_IMAGE"
+DEFAULT_POD_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+def pod_image() -> str:
+    """The container image of the e2e pods: $GUARDHOOK_E2E_IMAGE, else registry.k8s.io/pause:3.10."""
+    return os.environ.get(POD_IMAGE_ENV) or DEFAULT_POD_IMAGE
+
+
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 
 

@@ -19,7 +19,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bare import bare_cluster, missing_assets  # noqa: E402
-from cluster import E2E, LWS_NAME_LABEL, Cluster, eventually, webhooks_answering  # noqa: E402
+from cluster import (  # noqa: E402
+    DEFAULT_POD_IMAGE,
+    E2E,
+    LWS_NAME_LABEL,
+    Cluster,
+    eventually,
+    pod_image,
+    webhooks_answering,
+)
 
 KUBECONFIG_ENV = "GUARDHOOK_E2E_KUBECONFIG"
 FLEET = E2E / "fleet.yaml"
@@ -65,11 +73,16 @@ def _existing_cluster(kubeconfig: Path) -> Iterator[Cluster]:
     if cluster.kubectl("get", "crd", "leaderworkersets.leaderworkerset.x-k8s.io").returncode != 0:
         pytest.skip("the cluster has no LeaderWorkerSet CRD (e2e/run.sh installs it)")
     cluster.restore = lambda: _wait_whole(cluster)
-    cluster.must("apply", "-f", str(FLEET))
+    cluster.must("apply", "-f", "-", stdin=fleet_manifest())
     _wait_whole(cluster)
     eventually(lambda: webhooks_answering(cluster), 120, "guardhook to answer through the API server")
     yield cluster
-    cluster.kubectl("delete", "-f", str(FLEET), "--wait=false")
+    cluster.kubectl("delete", "-f", "-", "--wait=false", stdin=fleet_manifest())
+
+
+def fleet_manifest() -> str:
+    """e2e/fleet.yaml with its pods' image set to the e2e pod image (`GUARDHOOK_E2E_IMAGE`)."""
+    return FLEET.read_text().replace(f"image: {DEFAULT_POD_IMAGE}", f"image: {pod_image()}")
 
 
 def _wait_whole(cluster: Cluster) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cluster import LWS_NAME_LABEL, Cluster
+from cluster import LWS_NAME_LABEL, Cluster, pod_image
 
 GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
@@ -37,7 +37,7 @@ def lws_object(cluster: Cluster, name: str, cpu: str, **template: Any) -> dict[s
                         "containers": [
                             {
                                 "name": "pause",
-                                "image": "registry.k8s.io/pause:3.10",
+                                "image": pod_image(),
                                 "resources": {"requests": {"cpu": cpu}},
                             }
                         ]

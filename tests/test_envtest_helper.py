@@ -25,3 +25,17 @@ def test_key_and_kubeconfig_are_written_into_missing_folders(tmp_path: Path) -> 
     config = envtest._write_kubeconfig(tmp_path / "b" / "kubeconfig", "https://127.0.0.1:1", "t0ken")
     assert key.read_text().startswith("-----BEGIN PRIVATE KEY-----")
     assert '"token": "t0ken"' in config.read_text()
+
+
+def test_required_api_server_binaries_missing_is_an_error_not_a_skip(tmp_path: Path) -> None:
+    """With GUARDHOOK_REQUIRE_API_SERVER=1 (as .ci/run sets it), absent binaries are a reason to fail;
+    without it, or with both binaries there, there is none."""
+    env = {"GUARDHOOK_REQUIRE_API_SERVER": "1", "KUBEBUILDER_ASSETS": str(tmp_path)}
+    reason = envtest._required_but_missing(env)
+    assert reason is not None and "kube-apiserver" in reason and "etcd" in reason
+    assert envtest._required_but_missing({"KUBEBUILDER_ASSETS": str(tmp_path)}) is None
+    for name in envtest.BINARIES:
+        binary = tmp_path / name
+        binary.write_text("#!/bin/sh\n")
+        binary.chmod(0o755)
+    assert envtest._required_but_missing(env) is None

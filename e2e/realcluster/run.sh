@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# e2e/realcluster/run.sh: the suites that need a real Kubernetes, on the real single-node cluster of
+# ../shared/realcluster (Kubernetes v1.37.2 built from the Go module proxy), as .ci/run runs them:
+#
+#   1. the cluster binaries (build.sh: minutes cold, seconds warm) and images (images.sh);
+#   2. the cluster (up.sh);
+#   3. install_and_drain.sh N: guardhook from its own Dockerfile and manifests, `kubectl drain` N times
+#      with the LWS stand-in, none may break more than one group;
+#   4. the real LWS controller (e2e/realcluster/lws-build.sh) and guardhook from the image $GUARDHOOK_IMAGE_ARCHIVE
+#      (the one .ci/run built), installed with its own self-managed overlay (e2e/realcluster/overlay);
+#   5. the e2e suite (e2e/) in kubeconfig mode;
+#   6. down.sh --wipe, also when a step failed.
+# Prints one line per suite last ("realcluster: <suite>: ok|FAILED ... in N s") and exits non-zero when
+# any failed: a suite that cannot run fails, never skips.
+#
+# Settings: REALCLUSTER (default ../shared/realcluster beside the checkout), REALCLUSTER_WORK (default
+# /var/tmp/guardhook-realcluster, kept between runs so the binaries and images are reused), PYTHON (a
+# python with guardhook and the test extras, default .venv/bin/python), GUARDHOOK_IMAGE_ARCHIVE (default
+# dist/image/guardhook-<version>.oci.tar), DRAINS (default 3), SUITES (default "drain e2e"),
+# REALCLUSTER_BUILT=1 (build.sh already ran), KEEP_CLUSTER=1 (leave it up), E2E_ARGS (extra pytest arguments for the e2e suite).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+PROJECT=$PWD
+RC=$(cd "${REALCLUSTER:-$PROJECT/../shared/realcluster}" && pwd) || { echo "realcluster: no ../shared/realcluster" >&2; exit 2; }
+export REALCLUSTER_WORK=${REALCLUSTER_WORK:-/var/tmp/guardhook-realcluster}
+mkdir -p "$REALCLUSTER_WORK"
+PYTHON=${PYTHON:-$PROJECT/.venv/bin/python}
+VERSION=$("$PYTHON" -c 'import guardhook; print(guardhook.__version__)')
+ARCHIVE=${GUARDHOOK_IMAGE_ARCHIVE:-$PROJECT/dist/image/guardhook-$VERSION.oci.tar}
+DRAINS=${DRAINS:-3}
+SUITES=${SUITES:-drain e2e}
+LOGS=$REALCLUSTER_WORK/guardhook-logs
+mkdir -p "$LOGS"
+summary=()
+failed=0
+
+step() { # step NAME TIMEOUT_SECONDS COMMAND...: run with a bound, log to $LOGS/NAME.log, record the result
+  local name=$1 limit=$2; shift 2
+  local t0 rc
+  t0=$(date +%s)
+  echo "=== realcluster: $name ($(date -u +%T))"
+  timeout --kill-after=20 "$limit" "$@" > "$LOGS/$name.log" 2>&1
+  rc=$?
+  local took=$(( $(date +%s) - t0 ))
+  if [ "$rc" -eq 0 ]; then
+    summary+=("realcluster: $name: ok in ${took} s$(detail "$name")")
+  else
+    [ "$rc" -eq 124 ] && rc="timeout after ${limit} s"
+    summary+=("realcluster: $name: FAILED ($rc) in ${took} s$(detail "$name")")
+    failed=1
+    echo "--- last lines of $LOGS/$name.log:"; tail -40 "$LOGS/$name.log"
+  fi
+  return 0
+}
+
+detail() { # the line of a step's log worth repeating in the summary
+  local f=$LOGS/$1.log
+  case $1 in
+    drain) tail -1 "$f" 2>/dev/null | sed 's/^/: /' ;;
+    e2e*) grep -E '^(=+ )?[0-9]+ (passed|failed)|(passed|failed|error).* in [0-9.]+s' "$f" 2>/dev/null | tail -1 | sed 's/^=* */: /; s/ =*$//' ;;
+  esac
+}
+
+finish() {
+  if [ "${KEEP_CLUSTER:-0}" != 1 ]; then
+    "$RC/down.sh" --wipe > "$LOGS/down.log" 2>&1 || { summary+=("realcluster: down: FAILED (see $LOGS/down.log)"); failed=1; }
+  fi
+  echo
+  printf '%s\n' "${summary[@]}"
+  exit "$failed"
+}
+trap finish EXIT
+trap 'exit 130' INT TERM
+
+eval "$("$RC/env.sh")"   # KUBECONFIG, KUBEBUILDER_ASSETS, PATH with the cluster's kubectl first
+step deps 900 "$RC/install-deps.sh"
+[ "${REALCLUSTER_BUILT:-0}" = 1 ] || step build 2700 "$RC/build.sh"
+[ "$failed" = 0 ] || exit 1
+if [ ! -s "$REALCLUSTER_WORK/images/pause.tar" ] || [ ! -s "$REALCLUSTER_WORK/images/py.tar" ]; then
+  step images 900 "$RC/images.sh"
+fi
+step lws-build 1800 env KUBECTL="$REALCLUSTER_BIN/kubectl" "$PROJECT/e2e/realcluster/lws-build.sh"
+step up 300 "$RC/up.sh"
+[ "$failed" = 0 ] || exit 1
+
+for suite in $SUITES; do
+  case $suite in
+    drain)
+      step drain 1200 env PROJECT="$PROJECT" DOWN=0 "$RC/install_and_drain.sh" "$DRAINS"
+      # the stand-in's LWS must not meet the real controller
+      kubectl delete namespace serve --wait=true --timeout=120s > /dev/null 2>&1 || true ;;
+    e2e)
+      step install 900 "$PROJECT/e2e/realcluster/install.sh" "$ARCHIVE"
+      [ "$failed" = 0 ] || exit 1
+      # shellcheck disable=SC2086
+      step e2e 2400 env GUARDHOOK_E2E_KUBECONFIG="$KUBECONFIG" GUARDHOOK_E2E_REALCLUSTER="$RC" \
+        GUARDHOOK_E2E_IMAGE="${GUARDHOOK_E2E_IMAGE:-example.local/pause:3.9}" \
+        "$PYTHON" -m pytest -q -rs -p no:cacheprovider e2e ${E2E_ARGS:-} ;;
+    *) echo "realcluster: unknown suite $suite" >&2; failed=1 ;;
+  esac
+done
