@@ -1,0 +1,219 @@
+{{/*
+Names are fixed, as in manifests/: guardhook's commands (audit, uninstall, certs) and its metrics
+look for the Deployment, Service, ConfigMap and webhook configurations named guardhook, and the
+webhook entries' names are the policies' (*.guardhook.io). One release per cluster.
+*/}}
+
+{{/* Labels on every object: the kustomize ones plus Helm's standard ones. */}}
+{{- define "guardhook.labels" -}}
+app.kubernetes.io/name: guardhook
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The webhook pods' selector (the Service, the PDB, anti-affinity, NetworkPolicy). */}}
+{{- define "guardhook.selectorLabels" -}}
+app.kubernetes.io/name: guardhook
+{{- end }}
+
+{{- define "guardhook.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+{{- end }}
+
+{{- define "guardhook.replicas" -}}
+{{- if kindIs "invalid" .Values.replicas }}{{ ternary 2 1 .Values.ha.enabled }}{{ else }}{{ .Values.replicas }}{{ end }}
+{{- end }}
+
+{{/* The ServiceAccount every guardhook pod runs as (and the subject of every binding). */}}
+{{- define "guardhook.subject" -}}
+- kind: ServiceAccount
+  name: guardhook
+  namespace: {{ .Release.Namespace }}
+{{- end }}
+
+{{/* leader-service judged on /validate (its actions hold no Mutate: components/leader-service-deny)
+     rather than pinned on /mutate. Prints "true" or "". */}}
+{{- define "guardhook.leaderServiceValidates" -}}
+{{- $policy := get .Values.policies "leader-service" | default dict -}}
+{{- $actions := get $policy "actions" | default list -}}
+{{- if and $actions (not (has "Mutate" $actions)) }}true{{ end }}
+{{- end }}
+
+{{/* The guardhook-config file: policies, exemptions and any other key, empty ones left out. */}}
+{{- define "guardhook.config" -}}
+{{- $config := deepCopy .Values.config -}}
+{{- if .Values.policies }}{{ $_ := set $config "policies" .Values.policies }}{{ end -}}
+{{- if .Values.exemptions }}{{ $_ := set $config "exemptions" .Values.exemptions }}{{ end -}}
+{{- if $config }}{{ toYaml $config }}{{ else }}# Every policy at its default actions (docs/configuration.md).
+{{- end }}
+{{- end }}
+
+{{/* ---- Webhook entries: the parts every entry shares. ---- */}}
+
+{{/* clientConfig; arg: (list $ "/validate") */}}
+{{- define "guardhook.clientConfig" -}}
+{{- $ := index . 0 -}}
+clientConfig:
+  service:
+    name: guardhook
+    namespace: {{ $.Release.Namespace }}
+    path: {{ index . 1 }}
+    port: 443
+  {{- with (include "guardhook.caBundle" $) }}
+  caBundle: {{ . }}
+  {{- end }}
+{{- end }}
+
+{{/* Namespaces the API server never sends: webhook.excludedNamespaces, the release's own,
+     exemptions.namespaces (JSON list). */}}
+{{- define "guardhook.excludedNamespaces" -}}
+{{- concat .Values.webhook.excludedNamespaces (list .Release.Namespace) (get .Values.exemptions "namespaces" | default list) | uniq | toJson -}}
+{{- end }}
+
+{{- define "guardhook.namespaceSelector" -}}
+namespaceSelector:
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values: {{ include "guardhook.excludedNamespaces" . }}
+{{- end }}
+
+{{/* A DELETE or UPDATE is matched on the stored object's labels; only LWS-owned objects matter. */}}
+{{- define "guardhook.lwsObjectSelector" -}}
+objectSelector:
+  matchExpressions:
+    - key: leaderworkerset.sigs.k8s.io/name
+      operator: Exists
+{{- end }}
+
+{{/* Exempt identities (design.md §2) are skipped before the call. */}}
+{{- define "guardhook.condition.notLwsController" -}}
+- name: not-lws-controller
+  expression: >-
+    request.userInfo.username != 'system:serviceaccount:lws-system:lws-controller-manager'
+{{- end }}
+
+{{- define "guardhook.condition.notKueueOrKubeSystemOrNode" -}}
+- name: not-kueue-controller
+  expression: >-
+    request.userInfo.username != 'system:serviceaccount:kueue-system:kueue-controller-manager'
+- name: not-kube-system-controller
+  expression: >-
+    !(request.userInfo.username in [
+    'system:serviceaccount:kube-system:generic-garbage-collector',
+    'system:serviceaccount:kube-system:statefulset-controller',
+    'system:serviceaccount:kube-system:pod-garbage-collector',
+    'system:serviceaccount:kube-system:namespace-controller',
+    'system:serviceaccount:kube-system:node-controller'])
+{{ include "guardhook.condition.notANode" . }}
+{{- end }}
+
+{{- define "guardhook.condition.notANode" -}}
+- name: not-a-node
+  expression: "!request.userInfo.username.startsWith('system:node:')"
+{{- end }}
+
+{{/* The usual exemptions: the LWS controller, Kueue, the kube-system controllers, kubelets. */}}
+{{- define "guardhook.matchConditions" -}}
+matchConditions:
+{{ include "guardhook.condition.notLwsController" . | indent 2 }}
+{{ include "guardhook.condition.notKueueOrKubeSystemOrNode" . | indent 2 }}
+{{- end }}
+
+{{/* cert-manager's cainjector fills the caBundles from the serving Certificate's secret. */}}
+{{- define "guardhook.webhookAnnotations" -}}
+{{- if eq .Values.certs.source "cert-manager" }}
+annotations:
+  cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/guardhook-serving
+{{- end }}
+{{- end }}
+
+{{/* ---- certs.source=self-signed ---- */}}
+
+{{/* Makes (or reads back) the CA and serving certificate once per render and keeps them in
+     .Values.generatedCerts_, so the Secret and every caBundle carry the same ones:
+       {ca: <base64 bundle>, crt: <base64>, key: <base64>, notAfter: <unix seconds>}.
+     The Secret already in the cluster is kept unless it expires within renewBeforeDays; a new CA
+     then comes first in the bundle and the previous one stays after it (as `guardhook certs
+     --force` does), so API servers trust the old and the new serving certificate while the kubelet
+     updates the mounted secret. */}}
+{{- define "guardhook.selfSignedCerts" -}}
+{{- if not (hasKey .Values "generatedCerts_") -}}
+{{- $cfg := .Values.certs.selfSigned -}}
+{{- $secret := lookup "v1" "Secret" .Release.Namespace "guardhook-tls" | default dict -}}
+{{- $data := get $secret "data" | default dict -}}
+{{- $notAfter := dig "metadata" "annotations" "guardhook.io/not-after" "0" $secret | atoi -}}
+{{- $left := sub $notAfter (now | unixEpoch | atoi) -}}
+{{- $complete := and (get $data "ca.crt") (get $data "tls.crt") (get $data "tls.key") -}}
+{{- if and $complete (gt (int64 $left) (int64 (mul $cfg.renewBeforeDays 86400))) -}}
+{{- $_ := set .Values "generatedCerts_" (dict "ca" (get $data "ca.crt") "crt" (get $data "tls.crt") "key" (get $data "tls.key") "notAfter" $notAfter) -}}
+{{- else -}}
+{{- $dns := list (printf "guardhook.%s.svc" .Release.Namespace) (printf "guardhook.%s.svc.cluster.local" .Release.Namespace) -}}
+{{- $ca := genCA "guardhook-ca" (int $cfg.validityDays) -}}
+{{- $cert := genSignedCert (first $dns) nil $dns (int $cfg.validityDays) $ca -}}
+{{- $bundle := $ca.Cert | trim -}}
+{{- $previous := regexFind "(?s)-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----" (get $data "ca.crt" | default "" | b64dec) -}}
+{{- if and $previous (ne $previous $bundle) }}{{ $bundle = printf "%s\n%s" $bundle $previous }}{{ end -}}
+{{- $expires := add (now | unixEpoch | atoi) (mul $cfg.validityDays 86400) -}}
+{{- $_ := set .Values "generatedCerts_" (dict "ca" (printf "%s\n" $bundle | b64enc) "crt" ($cert.Cert | b64enc) "key" ($cert.Key | b64enc) "notAfter" $expires) -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/* The caBundle every webhook entry carries with certs.source=self-signed (cert-manager: none,
+     its cainjector writes it). */}}
+{{- define "guardhook.caBundle" -}}
+{{- if eq .Values.certs.source "self-signed" -}}
+{{- include "guardhook.selfSignedCerts" . -}}
+{{- .Values.generatedCerts_.ca -}}
+{{- end -}}
+{{- end }}
+
+{{/* The leader-service entry but its name, on /mutate (Mutate) or /validate (Deny/Warn/Audit);
+     arg: (list $ path). */}}
+{{- define "guardhook.leaderServiceEntry" -}}
+{{- $ := index . 0 -}}
+failurePolicy: Ignore
+timeoutSeconds: 5
+sideEffects: None
+matchPolicy: Equivalent
+admissionReviewVersions: [v1, v1beta1]
+{{ include "guardhook.clientConfig" . }}
+rules:
+  - apiGroups: [""]
+    apiVersions: ["v1"]
+    resources: [services]
+    operations: [CREATE, UPDATE]
+    scope: Namespaced
+  # Gateway API Inference Extension InferencePools; harmless where the CRDs are not installed.
+  - apiGroups: ["inference.networking.k8s.io"]
+    apiVersions: ["v1"]
+    resources: [inferencepools]
+    operations: [CREATE, UPDATE]
+    scope: Namespaced
+  - apiGroups: ["inference.networking.x-k8s.io"]
+    apiVersions: ["v1alpha2"]
+    resources: [inferencepools]
+    operations: [CREATE, UPDATE]
+    scope: Namespaced
+{{ include "guardhook.namespaceSelector" $ }}
+{{ include "guardhook.matchConditions" $ }}
+{{- end }}
+
+{{/* An object of files/monitoring (a copy of manifests/monitoring, checked by tests/test_chart.py),
+     in the release's namespace with the chart's labels and the extra ones; arg:
+     (list $ "file.yaml" extraLabels). */}}
+{{- define "guardhook.monitoringFile" -}}
+{{- $ := index . 0 -}}
+{{- $obj := $.Files.Get (printf "files/monitoring/%s" (index . 1)) | fromYaml -}}
+{{- $labels := merge (dict) (index . 2 | default dict) (include "guardhook.labels" $ | fromYaml) $obj.metadata.labels -}}
+{{- $_ := set $obj.metadata "namespace" $.Release.Namespace -}}
+{{- $_ := set $obj.metadata "labels" $labels -}}
+{{ toYaml $obj }}
+{{- end }}

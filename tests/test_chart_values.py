@@ -1,0 +1,131 @@
+"""charts/guardhook's values (issue 41): `helm lint --strict` passes for every combination of the
+opt-in values, values.schema.json refuses mistyped values naming the key, and `helm package`
+makes the release artifact that renders as the chart folder does."""
+
+from __future__ import annotations
+
+import itertools
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from helm_chart import CHART, NAMESPACE, RELEASE, merged, run_helm, template
+
+Object = dict[str, Any]
+
+SWITCHES: dict[str, Object] = {
+    "ha": {"ha": {"enabled": True}},
+    "self-signed": {"certs": {"source": "self-signed"}},
+    "pdb-sync": {"components": {"pdbSync": {"enabled": True}}},
+    "group-readiness": {"components": {"groupReadiness": {"enabled": True}}},
+    "network-policy": {"components": {"networkPolicy": {"enabled": True}}},
+    "policy-reports": {"components": {"policyReports": {"enabled": True}}},
+    "leader-service-deny": {"policies": {"leader-service": {"actions": ["Deny"]}}},
+    "monitoring": {
+        "monitoring": {
+            "serviceMonitor": {"enabled": True},
+            "prometheusRule": {"enabled": True},
+            "dashboard": {"enabled": True},
+        }
+    },
+    "namespace": {"namespace": {"create": True}},
+    "no-uninstall-hook": {"uninstallHook": {"enabled": False}},
+}
+"""Each boolean choice of the chart, as the values that turn it on (ha: off in the base)."""
+
+BASE: Object = {"ha": {"enabled": False}}
+ALL = list(SWITCHES)
+
+
+def values_of(names: tuple[str, ...] | list[str]) -> Object:
+    return merged(BASE, *(SWITCHES[n] for n in names))
+
+
+@pytest.mark.parametrize("names", [(), tuple(ALL), *((n,) for n in ALL)], ids=lambda n: "+".join(n) or "base")
+def test_helm_lint_strict_passes(tmp_path: Path, names: tuple[str, ...]) -> None:
+    done = run_helm(
+        "lint", "--strict", str(CHART), "--namespace", NAMESPACE, values=values_of(names), tmp=tmp_path
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 chart(s) failed" in done.stdout
+
+
+PAIRS = [(), tuple(ALL), *itertools.combinations(ALL, 1), *itertools.combinations(ALL, 2)]
+"""No switch, all of them, each alone and every pair. Every subset of the kustomize components'
+switches is rendered (and compared with kustomize) by tests/test_chart.py."""
+
+
+@pytest.mark.parametrize("names", PAIRS, ids=lambda n: "+".join(n) or "base")
+def test_helm_template_renders_every_pair_of_switches(tmp_path: Path, names: tuple[str, ...]) -> None:
+    """Renders, and each switch changes what is rendered."""
+    objects = template(tmp_path, values_of(names))
+    assert {o["kind"] for o in objects} >= {"Deployment", "Service", "ValidatingWebhookConfiguration"}
+    for name in names:
+        without = template(tmp_path, values_of([n for n in names if n != name]))
+        assert _without_certs(objects) != _without_certs(without), f"{name} changed nothing"
+
+
+BAD_VALUES = [
+    ({"replicas": "two"}, "replicas"),
+    ({"replicas": 0}, "replicas"),
+    ({"ha": {"enable": True}}, "enable"),
+    ({"certs": {"source": "vault"}}, "source"),
+    ({"certs": {"certManager": {"duration": "90 days"}}}, "duration"),
+    ({"components": {"pdbSync": {"enabled": "yes"}}}, "enabled"),
+    ({"components": {"pdbsync": {"enabled": True}}}, "pdbsync"),
+    ({"policies": {"worker-delet": {"actions": ["Deny"]}}}, "worker-delet"),
+    ({"policies": {"worker-delete": {"actions": ["Block"]}}}, "actions"),
+    ({"policies": {"worker-delete": {"actions": "Deny"}}}, "actions"),
+    ({"exemptions": {"namespace": ["ops"]}}, "namespace"),
+    ({"config": {"policies": {}}}, "config"),
+    ({"image": {"digest": "latest"}}, "digest"),
+    ({"image": {"pullPolicy": "Sometimes"}}, "pullPolicy"),
+    ({"resources": {"requests": {"memory": "lots"}}}, "memory"),
+    ({"monitoring": {"serviceMonitor": {"enabled": True, "interval": "often"}}}, "interval"),
+    ({"replica": 2}, "replica"),
+]
+
+
+@pytest.mark.parametrize(("values", "named"), BAD_VALUES, ids=[n for _v, n in BAD_VALUES])
+def test_schema_refuses_mistyped_values_naming_the_key(tmp_path: Path, values: Object, named: str) -> None:
+    done = run_helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, values=values, tmp=tmp_path)
+    assert done.returncode != 0
+    assert "values don't meet the specifications of the schema" in done.stderr, done.stderr
+    assert named in done.stderr, done.stderr
+    assert "panic" not in done.stderr and "goroutine" not in done.stderr
+
+
+def test_helm_package_makes_the_release_artifact(tmp_path: Path) -> None:
+    out = tmp_path / "dist"
+    done = run_helm("package", str(CHART), "--destination", str(out), tmp=tmp_path)
+    assert done.returncode == 0, done.stderr
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    archive = out / f"guardhook-{chart['version']}.tgz"
+    assert archive.is_file()
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+    assert {
+        "guardhook/Chart.yaml",
+        "guardhook/values.yaml",
+        "guardhook/values.schema.json",
+        "guardhook/files/monitoring/prometheus-rule.yaml",
+        "guardhook/README.md",
+    } <= names
+    everything = values_of(ALL)
+    assert _without_certs(template(tmp_path, everything, chart=archive)) == _without_certs(
+        template(tmp_path, everything)
+    )
+
+
+def _without_certs(objects: list[Object]) -> list[Object]:
+    """Objects with the generated certificate bytes blanked (each render makes new ones)."""
+    out = []
+    for obj in objects:
+        if obj["kind"] == "Secret":
+            obj = {**obj, "data": sorted(obj["data"]), "metadata": {**obj["metadata"], "annotations": {}}}
+        for hook in obj.get("webhooks") or []:
+            hook["clientConfig"].pop("caBundle", None)
+        out.append(obj)
+    return out
