@@ -22,17 +22,28 @@ from helm_chart import CHART, NAMESPACE, RELEASE, run_helm
 
 Object = dict[str, Any]
 SECRET_PATH = f"/api/v1/namespaces/{NAMESPACE}/secrets/guardhook-tls"
-SERVED = {
-    "v1": [("secrets", "Secret", True), ("namespaces", "Namespace", False), ("serviceaccounts", "ServiceAccount", True),
-           ("configmaps", "ConfigMap", True), ("services", "Service", True)],
+SERVED: dict[str, list[tuple[str, str, bool]]] = {
+    "v1": [
+        ("secrets", "Secret", True),
+        ("namespaces", "Namespace", False),
+        ("serviceaccounts", "ServiceAccount", True),
+        ("configmaps", "ConfigMap", True),
+        ("services", "Service", True),
+    ],
     "apps/v1": [("deployments", "Deployment", True)],
     "batch/v1": [("jobs", "Job", True), ("cronjobs", "CronJob", True)],
     "policy/v1": [("poddisruptionbudgets", "PodDisruptionBudget", True)],
-    "rbac.authorization.k8s.io/v1": [("clusterroles", "ClusterRole", False), ("clusterrolebindings", "ClusterRoleBinding", False),
-                                     ("roles", "Role", True), ("rolebindings", "RoleBinding", True)],
-    "admissionregistration.k8s.io/v1": [("validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False),
-                                        ("mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False)],
-}  # fmt: skip
+    "rbac.authorization.k8s.io/v1": [
+        ("clusterroles", "ClusterRole", False),
+        ("clusterrolebindings", "ClusterRoleBinding", False),
+        ("roles", "Role", True),
+        ("rolebindings", "RoleBinding", True),
+    ],
+    "admissionregistration.k8s.io/v1": [
+        ("validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False),
+        ("mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False),
+    ],
+}
 """The kinds the chart renders (without opt-in components), by group version, for discovery."""
 
 
