@@ -337,6 +337,16 @@ def test_uninstall_hook_runs_guardhook_uninstall_before_anything_is_deleted(tmp_
         if "validatingwebhookconfigurations" in r["resources"] and "delete" in r["verbs"]
     )
     assert webhook_delete["resourceNames"] == ["guardhook"]
+    reads = {
+        (g, r)
+        for rule in role["rules"]
+        if "list" in rule["verbs"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    }
+    view = _one(objects, "ClusterRole", "guardhook-view")
+    needed = {(g, r) for rule in view["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert needed - reads == set()  # the hook lists the whole cluster view guardhook uninstall opens
     assert not [o for o in template(tmp_path, {"uninstallHook": {"enabled": False}}) if is_hook(o)]
 
 
