@@ -3,14 +3,17 @@ with a changed value while a drain evicts the fleet's pods (every eviction is an
 guardhook: never a webhook call that fails), the certificates kept and then rotated with the
 previous CA kept in every caBundle, and `helm uninstall` leaving nothing behind.
 
-It installs and removes guardhook itself, so it runs only when asked, on a cluster where guardhook
-is not installed otherwise:
+It installs and removes guardhook itself, so it runs only when asked (`GUARDHOOK_E2E_HELM=1`), apart
+from the rest of e2e/ (which expects guardhook installed from manifests/), as the `helm` suite of
+e2e/realcluster/run.sh runs it:
 
     GUARDHOOK_E2E_KUBECONFIG=$KUBECONFIG GUARDHOOK_E2E_HELM=1 GUARDHOOK_HELM=$(.ci/helm.sh) \\
-      GUARDHOOK_E2E_IMAGE=ghcr.io/guardhook/guardhook:0.1.0 pytest -q -rs e2e/test_helm.py
+      GUARDHOOK_E2E_REPLACE=1 pytest -q -rs e2e/test_helm.py
 
-(run it apart from the rest of e2e/, which expects guardhook installed from manifests/). The image
-must be on the nodes already (`GUARDHOOK_E2E_IMAGE`, pulled IfNotPresent).
+A guardhook installed from manifests/ is taken out first (`guardhook uninstall`, then its objects)
+with `GUARDHOOK_E2E_REPLACE=1`, else the module skips. guardhook's image must be on the nodes
+already (`GUARDHOOK_E2E_GUARDHOOK_IMAGE`, default ghcr.io/guardhook/guardhook:<version>, pulled
+IfNotPresent); the fleet's pods run `GUARDHOOK_E2E_IMAGE` as in the rest of e2e/.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -28,8 +32,10 @@ from typing import Any
 
 import pytest
 
+from guardhook import __version__
+
 from cluster import LWS_NAME_LABEL, REPO, Cluster, eventually, webhooks_answering
-from conftest import FLEET, KUBECONFIG_ENV, _wait_whole
+from conftest import KUBECONFIG_ENV, _wait_whole, fleet_manifest
 
 CHART = REPO / "charts" / "guardhook"
 RELEASE = "guardhook"
@@ -99,7 +105,7 @@ class Helm:
 
 
 def _install_values(cluster: Cluster) -> list[str]:
-    image = os.environ.get("GUARDHOOK_E2E_IMAGE", "ghcr.io/guardhook/guardhook:0.1.0")
+    image = os.environ.get("GUARDHOOK_E2E_GUARDHOOK_IMAGE") or f"ghcr.io/guardhook/guardhook:{__version__}"
     repository, _, tag = image.rpartition(":")
     nodes = len(json.loads(cluster.must("get", "nodes", "-o", "json"))["items"])
     return [
@@ -130,18 +136,37 @@ def release() -> Iterator[Helm]:
             json.loads(existing.stdout)["metadata"].get("annotations", {}).get("meta.helm.sh/release-name")
         )
         if owner != RELEASE:
-            pytest.skip("guardhook is installed here from manifests/: remove it first (guardhook uninstall)")
+            if not os.environ.get("GUARDHOOK_E2E_REPLACE"):
+                pytest.skip(
+                    "guardhook is installed here from manifests/ (GUARDHOOK_E2E_REPLACE=1 removes it)"
+                )
+            _remove_kustomize_install(cluster)
     cluster.restore = lambda: _wait_whole(cluster)
     helm.must(
         "upgrade", "--install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace",
         *_install_values(cluster), "--wait", "--timeout", "5m",
     )  # fmt: skip
-    cluster.must("apply", "-f", str(FLEET))
+    cluster.must("apply", "-f", "-", stdin=fleet_manifest())
     _wait_whole(cluster)
     eventually(lambda: webhooks_answering(cluster), 120, "guardhook to answer through the API server")
     yield helm
     helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "5m")
-    cluster.kubectl("delete", "-f", str(FLEET), "--wait=false")
+    cluster.kubectl("delete", "-f", "-", "--wait=false", stdin=fleet_manifest())
+
+
+def _remove_kustomize_install(cluster: Cluster) -> None:
+    """Take out a guardhook installed from manifests/ as docs/operations.md says: `guardhook
+    uninstall`, then its objects (what `kubectl delete -k` of its overlay deletes)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "guardhook", "uninstall", f"--kubeconfig={cluster.kubeconfig}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    kinds = "clusterrole,clusterrolebinding,validatingwebhookconfiguration,mutatingwebhookconfiguration"
+    cluster.must("delete", kinds, "-l", "app.kubernetes.io/name=guardhook", "--ignore-not-found")
+    cluster.must("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", timeout=300)
 
 
 def test_helm_install_denies_a_worker_delete(release: Helm) -> None:

@@ -9,6 +9,8 @@
 #   4. the real LWS controller (e2e/realcluster/lws-build.sh) and guardhook from the image $GUARDHOOK_IMAGE_ARCHIVE
 #      (the one .ci/run built), installed with its own self-managed overlay (e2e/realcluster/overlay);
 #   5. the e2e suite (e2e/) in kubeconfig mode;
+#   5b. the helm suite: guardhook replaced by the Helm chart's install, upgraded under a drain and
+#      uninstalled (e2e/test_helm.py, the pinned Helm of .ci/helm.sh);
 #   6. down.sh --wipe, also when a step failed.
 # Prints one line per suite last ("realcluster: <suite>: ok|FAILED ... in N s") and exits non-zero when
 # any failed: a suite that cannot run fails, never skips.
@@ -16,7 +18,7 @@
 # Settings: REALCLUSTER (default ../shared/realcluster beside the checkout), REALCLUSTER_WORK (default
 # /var/tmp/guardhook-realcluster, kept between runs so the binaries and images are reused), PYTHON (a
 # python with guardhook and the test extras, default .venv/bin/python), GUARDHOOK_IMAGE_ARCHIVE (default
-# dist/image/guardhook-<version>.oci.tar), DRAINS (default 3), SUITES (default "drain e2e"),
+# dist/image/guardhook-<version>.oci.tar), DRAINS (default 3), SUITES (default "drain e2e helm"),
 # REALCLUSTER_BUILT=1 (build.sh already ran), KEEP_CLUSTER=1 (leave it up), E2E_ARGS (extra pytest arguments for the e2e suite).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,7 +30,7 @@ PYTHON=${PYTHON:-$PROJECT/.venv/bin/python}
 VERSION=$("$PYTHON" -c 'import guardhook; print(guardhook.__version__)')
 ARCHIVE=${GUARDHOOK_IMAGE_ARCHIVE:-$PROJECT/dist/image/guardhook-$VERSION.oci.tar}
 DRAINS=${DRAINS:-3}
-SUITES=${SUITES:-drain e2e}
+SUITES=${SUITES:-drain e2e helm}
 LOGS=$REALCLUSTER_WORK/guardhook-logs
 mkdir -p "$LOGS"
 summary=()
@@ -96,6 +98,15 @@ for suite in $SUITES; do
       step e2e 2400 env GUARDHOOK_E2E_KUBECONFIG="$KUBECONFIG" GUARDHOOK_E2E_REALCLUSTER="$RC" \
         GUARDHOOK_E2E_IMAGE="${GUARDHOOK_E2E_IMAGE:-example.local/pause:3.9}" \
         "$PYTHON" -m pytest -q -rs -p no:cacheprovider e2e ${E2E_ARGS:-} ;;
+    helm)
+      # guardhook from charts/guardhook with the pinned Helm (e2e/test_helm.py): a kustomize install
+      # left by the e2e suite is taken out first (GUARDHOOK_E2E_REPLACE=1); the image archive is
+      # imported here too, for a run of this suite alone.
+      "$RC/import-image.sh" "$ARCHIVE" > "$LOGS/helm-image.log" 2>&1 || { summary+=("realcluster: helm: image import FAILED"); failed=1; continue; }
+      helm=${GUARDHOOK_HELM:-$("$PROJECT/.ci/helm.sh" 2> "$LOGS/helm-build.log")} || { summary+=("realcluster: helm: no helm (see $LOGS/helm-build.log)"); failed=1; continue; }
+      step e2e-helm 1800 env GUARDHOOK_E2E_KUBECONFIG="$KUBECONFIG" GUARDHOOK_E2E_HELM=1 GUARDHOOK_E2E_REPLACE=1 \
+        GUARDHOOK_HELM="$helm" GUARDHOOK_E2E_IMAGE="${GUARDHOOK_E2E_IMAGE:-example.local/pause:3.9}" \
+        "$PYTHON" -m pytest -q -rs -p no:cacheprovider e2e/test_helm.py ;;
     *) echo "realcluster: unknown suite $suite" >&2; failed=1 ;;
   esac
 done
