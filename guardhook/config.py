@@ -7,7 +7,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,20 +128,47 @@ def load_config(path: str | Path | None, enforcement: str = "deny") -> Config:
     raw: Any = {}
     if path is not None:
         try:
-            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+            loaded = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506
             raw = {} if loaded is None else loaded  # an empty file is the defaults; `false` is not
         except UnicodeDecodeError as exc:  # a ValueError, not an OSError: bytes that are not UTF-8
             raise ConfigError(
                 f"cannot read config {path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
             ) from exc
         except OSError as exc:
-            raise ConfigError(f"cannot read config {path}: {exc}") from exc
+            raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
+        except _DuplicateKey as exc:
+            raise ConfigError(f"config {path}: {exc}") from exc
         except yaml.YAMLError as exc:
             from guardhook.cluster.view.manifests import yaml_error_line
 
             raise ConfigError(f"cannot read config {path}: not valid YAML: {yaml_error_line(exc)}") from exc
     config = build_config(raw)
     return apply_enforcement(config, enforcement)
+
+
+class _DuplicateKey(yaml.YAMLError):
+    """A mapping of the config names one key twice."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key given twice in one mapping: PyYAML keeps the last in
+    silence, so a reviewer reading the first would read a setting that is not in force (YAML 1.2
+    says mapping keys are unique)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            if isinstance(key, Hashable) and key in seen:
+                line = key_node.start_mark.line + 1
+                raise _DuplicateKey(f"line {line}: duplicate key {key} (YAML keys are unique)")
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+MAX_NUMBER = 2**31 - 1
+"""The largest number a parameter takes: Kubernetes counts (replicas, PDB budgets) are int32, and
+a duration past it (68 years) is a typo, not a setting."""
 
 
 def apply_enforcement(config: Config, enforcement: str) -> Config:
@@ -282,8 +309,8 @@ def _stale_after(raw: Any) -> float:
     doc = _mapping(raw if raw is not None else {}, "clusterView")
     _reject_unknown(doc, {"staleAfterSeconds"}, "clusterView.")
     value = doc.get("staleAfterSeconds", DEFAULT_STALE_AFTER_SECONDS)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ConfigError("clusterView.staleAfterSeconds must be a positive number")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_NUMBER:
+        raise ConfigError(f"clusterView.staleAfterSeconds must be a positive number up to {MAX_NUMBER}")
     return float(value)
 
 
@@ -335,6 +362,9 @@ def _same_type(value: Any, default: Any, where: str) -> Any:
         ok = isinstance(value, type(default))
     if not ok:
         raise ConfigError(f"{where} must be {_kind_of(default)}, got {value!r}")
+    if isinstance(value, int | float) and not isinstance(value, bool) and not value <= MAX_NUMBER:
+        # also NaN and .inf, for which every comparison but != is false
+        raise ConfigError(f"{where} must be at most {MAX_NUMBER}, got {value!r}")
     return value
 
 

@@ -292,7 +292,7 @@ def test_a_missing_kubeconfig_is_named_as_missing(tmp_path: Path, capsys: pytest
     # mistyped path, as if the file were there and wrong.
     missing = tmp_path / "prod.yaml"
     assert cli.main(["audit", "--kubeconfig", str(missing)]) == 2
-    assert capsys.readouterr().err.strip() == f"guardhook: cannot use kubeconfig {missing}: no such file"
+    assert capsys.readouterr().err.strip() == f"guardhook audit: cannot use kubeconfig {missing}: no such file"
     assert cli.main(["drain-plan", "--kubeconfig", str(tmp_path), "n1"]) == 2
     assert capsys.readouterr().err.strip().endswith(f"kubeconfig {tmp_path}: not a file")
 
@@ -341,7 +341,7 @@ def test_serve_on_a_port_in_use_exits_2_with_one_line(taken: str, tmp_path: Path
     assert done.returncode == 2, done.stderr
     assert (
         done.stderr.splitlines()[-1]
-        == f"guardhook: cannot listen on 127.0.0.1:{busy}: Address already in use"
+        == f"guardhook serve: cannot listen on 127.0.0.1:{busy}: Address already in use"
     )
     assert "Traceback" not in done.stderr
 
@@ -391,7 +391,7 @@ def test_a_cluster_state_with_no_object_is_refused_naming_it(
         argv += ["--port", str(free_port()), "--cert-dir", str(tmp_path / "certs")]
     assert cli.main(argv) == 2
     assert capsys.readouterr().err == (
-        f"guardhook: {state}: no Kubernetes object (a document with apiVersion and kind)\n"
+        f"guardhook {command[0]}: {state}: no Kubernetes object (a document with apiVersion and kind)\n"
     )
 
 

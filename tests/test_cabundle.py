@@ -68,7 +68,7 @@ def test_certs_refuses_to_overwrite_certificates_in_use_without_force(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == (
-        "guardhook: certs: certs already holds ca.crt, tls.crt, tls.key, which a running webhook or an "
+        "guardhook certs: certs already holds ca.crt, tls.crt, tls.key, which a running webhook or an "
         "applied overlay may be using; pass --force to replace them (or --keep-certs to rewrite the "
         "patches only)\n"
     )
@@ -145,7 +145,7 @@ def test_patch_manifests_refuses_an_absolute_component_path_before_writing(
     assert main(["certs", "--patch-manifests", str(manifests)]) == 2
     err = capsys.readouterr().err
     assert err == (
-        f"guardhook: {listing}: component {absolute} is an absolute path, which kustomize refuses; "
+        f"guardhook certs: {listing}: component {absolute} is an absolute path, which kustomize refuses; "
         f"give it relative to {listing.parent}\n"
     )
     assert sorted(p.relative_to(manifests) for p in manifests.rglob("*")) == before  # nothing written

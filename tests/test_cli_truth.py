@@ -41,7 +41,7 @@ def test_cluster_commands_without_a_cluster_exit_2_saying_so(
     captured = capsys.readouterr()
     assert captured.out == ""  # nothing that looks like a report of the sample fleet
     assert captured.err == (
-        f"guardhook: {command[0]}: no cluster configured: pass --kubeconfig FILE or --cluster-state PATH "
+        f"guardhook {command[0]}: no cluster configured: pass --kubeconfig FILE or --cluster-state PATH "
         "(or set $KUBECONFIG, or run in a pod)\n"
     )
 
@@ -99,7 +99,7 @@ def test_a_config_that_is_not_utf8_exits_2_with_one_line(tmp_path: Path, command
     lines = [line for line in done.stderr.splitlines() if "WARNING" not in line]
     at = LATIN1_CONFIG.index(0xE9)
     assert lines == [
-        f"guardhook: cannot read config {config}: not UTF-8 text (invalid continuation byte at byte {at})"
+        f"guardhook {command}: cannot read config {config}: not UTF-8 text (invalid continuation byte at byte {at})"
     ]
     assert done.stdout == ""
 

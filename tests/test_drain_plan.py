@@ -116,7 +116,7 @@ def test_a_drain_that_leaves_a_group_unrebuildable_exits_1(tmp_path: Path) -> No
 def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
     unknown = drain_cli(tmp_path, "gpu-node-01", "gpu-node-99")
     assert unknown.returncode == 2
-    assert unknown.stderr.strip().splitlines()[-1].startswith("guardhook: unknown node: gpu-node-99")
+    assert unknown.stderr.strip().splitlines()[-1].startswith("guardhook drain-plan: unknown node: gpu-node-99")
     assert "Traceback" not in unknown.stderr
     broken = tmp_path / "broken.yaml"
     broken.write_text("kind: [unclosed\n")
@@ -312,7 +312,7 @@ def test_a_live_cluster_is_listed_once(tmp_path: Path, capsys: pytest.CaptureFix
         assert not [c for c in fake.requests if not c.startswith("GET")]  # planning writes nothing
     unreachable = main(["drain-plan", "--kubeconfig", str(kubeconfig), "gpu-node-01"])  # the server is gone
     assert unreachable == 2
-    assert capsys.readouterr().err.startswith("guardhook: cannot list objects from kubeconfig")
+    assert capsys.readouterr().err.startswith("guardhook drain-plan: cannot list objects from kubeconfig")
 
 
 # ---- coverage (issue 22): when the plan's 429s do not hold -----------------------------------------

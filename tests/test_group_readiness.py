@@ -377,7 +377,7 @@ def test_bad_kubeconfig_exits_2(tmp_path: Path) -> None:
     broken = tmp_path / "kubeconfig"
     broken.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
     done = group_readiness("--kubeconfig", str(broken), "--once", home=tmp_path)
-    assert done.returncode == 2 and done.stderr.startswith("guardhook: cannot use kubeconfig")
+    assert done.returncode == 2 and done.stderr.startswith("guardhook group-readiness: cannot use kubeconfig")
 
 
 def test_serve_refuses_sync_group_readiness_without_a_cluster(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ def test_an_unreachable_api_server_is_one_line_and_exit_2(
     done = run(tmp_path, *argv)
     assert done.returncode == 2, done.stderr
     [line] = done.stderr.splitlines()
-    assert line.startswith(f"guardhook: {doing}") and "Connection refused" in line, line
+    assert line.startswith(f"guardhook {argv[0]}: {doing}") and "Connection refused" in line, line
     assert "Retrying" not in done.stderr and "Max retries" not in done.stderr
 
 

@@ -301,7 +301,7 @@ def test_pdb_sync_rejects_an_unusable_kubeconfig(tmp_path: Path) -> None:
     broken.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
     done = pdb_sync(broken, "--once")
     assert done.returncode == 2
-    assert done.stderr.startswith("guardhook: cannot use kubeconfig")
+    assert done.stderr.startswith("guardhook pdb-sync: cannot use kubeconfig")
 
 
 def test_pdb_sync_plans_offline_from_manifests(tmp_path: Path) -> None:

@@ -66,5 +66,5 @@ def test_the_default_port_really_was_taken(tmp_path: Path) -> None:
         done = serve(tmp_path, "--cluster-state", str(FIXTURES / "fleet"))
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines()[-1] == (
-        f"guardhook: cannot listen on 0.0.0.0:{DEFAULT_PORT}: Address already in use"
+        f"guardhook serve: cannot listen on 0.0.0.0:{DEFAULT_PORT}: Address already in use"
     )

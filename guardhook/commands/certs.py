@@ -5,6 +5,7 @@ self-managed overlay's caBundle patches. Refuses to replace certificates already
 from __future__ import annotations
 
 import argparse
+import base64
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,7 +68,7 @@ def run_certs(args: argparse.Namespace) -> int:
         bundle_with_previous,
         self_managed_certs,
     )
-    from guardhook.server.certs import CertPaths, ca_bundle, generate, service_dns_names
+    from guardhook.server.certs import CertPaths, generate, service_dns_names
 
     names = [*service_dns_names(args.service, args.namespace), *args.dns]
     manifests = Path(args.patch_manifests) if args.patch_manifests else None
@@ -80,15 +81,17 @@ def run_certs(args: argparse.Namespace) -> int:
     present = [p.name for p in (existing.ca, existing.cert, existing.key) if p.exists()]
     if present and not args.force:
         raise CommandError(
-            f"certs: {out} already holds {', '.join(present)}, which a running webhook or an applied "
+            f"{out} already holds {', '.join(present)}, which a running webhook or an applied "
             "overlay may be using; pass --force to replace them (or --keep-certs to rewrite the patches only)"
         )
     previous_ca = existing.ca.read_bytes() if existing.ca.is_file() else None
     paths = generate(out, names)
     print(f"wrote {paths.ca}, {paths.cert}, {paths.key} for {', '.join(names)}", file=sys.stderr)
+    bundle = bundle_with_previous(paths.ca.read_bytes(), previous_ca)
     if manifests is not None:
-        _write(manifests, bundle_with_previous(paths.ca.read_bytes(), previous_ca))
-    print(ca_bundle(paths))
+        _write(manifests, bundle)
+    # the printed caBundle is the one the patches set: with --force, the new CA and the previous one
+    print(base64.b64encode(bundle).decode())
     return 0
 
 
@@ -106,10 +109,10 @@ def _rewrite_patches(manifests: Path | None, existing: CertPaths) -> int:
     from guardhook.server.certs import ca_bundle
 
     if manifests is None:
-        raise CommandError("certs: --keep-certs needs --patch-manifests DIR")
+        raise CommandError("--keep-certs needs --patch-manifests DIR")
     if not existing.ca.is_file():
         raise CommandError(
-            f"certs: --keep-certs: {existing.ca} does not exist; run without --keep-certs first"
+            f"--keep-certs: {existing.ca} does not exist; run without --keep-certs first"
         )
     ca = existing.ca.read_bytes()
     current = patched_bundle(manifests)

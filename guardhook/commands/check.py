@@ -66,7 +66,7 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> tuple[l
     never hides the objects of the others."""
     from pathlib import Path
 
-    from guardhook.cluster.view.manifests import ManifestError, files_under, parse_text
+    from guardhook.cluster.view.manifests import ManifestError, parse_text, walk_manifest_files
     from guardhook.commands.scan import Located
     from guardhook.commands.synthetic import with_namespace
 
@@ -81,15 +81,18 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> tuple[l
                     raise ManifestError(f"-: cannot read standard input: {exc}") from exc
                 located += [Located(STDIN, m.obj, m.document, m.line) for m in parse_text(text, STDIN)]
                 continue
-            files = files_under(Path(path))
         except ManifestError as exc:
             errors.append(str(exc))
             continue
+        files, problems = walk_manifest_files(Path(path))
+        errors += problems
         for file in files:
             try:
                 text = file.read_text(encoding="utf-8")
                 located += [Located(m.source, m.obj, m.document, m.line) for m in parse_text(text, str(file))]
-            except (OSError, UnicodeDecodeError) as exc:
+            except OSError as exc:
+                errors.append(f"{file}: cannot read: {exc.strerror or exc}")
+            except UnicodeDecodeError as exc:
                 errors.append(f"{file}: cannot read: {exc}")
             except ManifestError as exc:
                 errors.append(str(exc))

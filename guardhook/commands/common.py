@@ -68,14 +68,15 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def require_cluster(source: Source, command: str) -> None:
-    """Raise SourceError when `source` is the bundled sample fleet: `command` judges or changes a
+    """Raise SourceError when `source` is the bundled sample fleet: `command` (the caller, whose
+    name the CLI's error prefix carries) judges or changes a
     real cluster, so it must never pretend the sample fleet is one (the fleet is for `serve`'s
     first run and for `--cluster-state` demos)."""
     from guardhook.cluster.sources import EMBEDDED
 
     if source.kind == EMBEDDED:
         raise SourceError(
-            f"{command}: no cluster configured: pass --kubeconfig FILE or --cluster-state PATH "
+            "no cluster configured: pass --kubeconfig FILE or --cluster-state PATH "
             "(or set $KUBECONFIG, or run in a pod)"
         )
 
@@ -124,7 +125,7 @@ def write_text(path: str, text: str) -> None:
     try:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise SourceError(f"cannot write {path}: {exc}") from exc
+        raise SourceError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 def read_file(path: str) -> bytes:
@@ -132,7 +133,7 @@ def read_file(path: str) -> bytes:
     try:
         return Path(path).read_bytes()
     except OSError as exc:
-        raise SourceError(f"cannot read {path}: {exc}") from exc
+        raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
 def add_reconciler_flags(

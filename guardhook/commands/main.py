@@ -114,7 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if not is_usage_error(exc):
             raise
-        print(f"guardhook: {exc}", file=sys.stderr)
+        # one prefix for every command's errors, as kubectl's `error: `: the message itself
+        # never names the command again
+        print(f"guardhook {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
 

@@ -4,6 +4,10 @@
 it (the patch base64-encoded); `text` prints the decision, warnings, audit annotations and the
 decoded JSONPatch for a person; `json` prints the same as one JSON object. `--exit-code` exits 1
 when the request is denied, for scripts and CI.
+
+A request about a pod whose LeaderWorkerSet the view does not hold (or an eviction of a pod the
+view does not hold) cannot be judged as a group: it is printed with a "not judged" note, and
+`--exit-code` exits 2, as `check` does, rather than passing what was never judged.
 """
 
 from __future__ import annotations
@@ -13,9 +17,13 @@ import base64
 import binascii
 import json
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from guardhook.commands.common import EXIT_USAGE, add_view_flags, open_view, read_file
+
+if TYPE_CHECKING:
+    from guardhook.cluster.view.store import ClusterView
+    from guardhook.wire import AdmissionRequest
 
 EXIT_DENIED = 1
 FORMATS = ("review", "text", "json")
@@ -39,7 +47,10 @@ def add_parser(commands: Any) -> None:
         "patch for reading; json: the same as one JSON object",
     )
     review.add_argument(
-        "--exit-code", action="store_true", help="exit 1 when the request is denied (default: 0 once judged)"
+        "--exit-code",
+        action="store_true",
+        help="exit 1 when the request is denied, 2 when it was not judged (its LWS is not in the cluster "
+        "view) (default: 0 once read)",
     )
     add_view_flags(review, "judge against the cluster of this kubeconfig, listed once")
     review.set_defaults(run=run_review)
@@ -61,18 +72,52 @@ def run_review(args: argparse.Namespace) -> int:
     try:
         decoded = decode(body)
     except ReviewError as exc:
-        print(f"guardhook: {args.file}: not an AdmissionReview: {exc}", file=sys.stderr)
+        print(f"guardhook review: {args.file}: not an AdmissionReview: {exc}", file=sys.stderr)
         return EXIT_USAGE
     engine = Engine(view, config, record=False)
     response = dict(review_both(engine, decoded.request, args.endpoint))
+    note = not_judged(view, decoded.request)
     if args.format == "review":
         print(json.dumps(encode(decoded.api_version, response), indent=2))  # type: ignore[arg-type]
     elif args.format == "json":
-        print(json.dumps(summary(response), indent=2))
+        print(json.dumps({**summary(response), "notJudged": [note] if note else []}, indent=2))
     else:
         render_text(response, sys.stdout)
-    denied = response.get("allowed") is False
-    return EXIT_DENIED if denied and args.exit_code else 0
+    if note:
+        print(f"guardhook review: not judged: {note}", file=sys.stderr)
+    if not args.exit_code:
+        return 0
+    if response.get("allowed") is False:
+        return EXIT_DENIED
+    return EXIT_USAGE if note else 0
+
+
+def not_judged(view: ClusterView, request: AdmissionRequest) -> str | None:
+    """Why the group policies could not judge `request` against `view`: "LeaderWorkerSet ns/name
+    is not in the cluster view" for a pod (object or oldObject, by its group labels, as
+    guardhook.cluster.lws.member_of_object reads them) whose LWS the view lacks; "Pod ns/name is not in
+    the cluster view" for an eviction of a pod the view lacks. None when the view holds what the
+    request is about, or the request is not about a pod."""
+    from guardhook.cluster.lws import member_of_object, member_of_pod
+    from guardhook.cluster.model import as_dict
+
+    resource = as_dict(request.get("resource")).get("resource")
+    if resource != "pods":
+        return None
+    namespace = str(request.get("namespace") or "")
+    name = str(request.get("name") or "")
+    if request.get("subResource") == "eviction":
+        pod = view.pod(namespace, name)
+        if pod is None:
+            return f"Pod {namespace}/{name} is not in the cluster view"
+        member = member_of_pod(pod)
+    elif request.get("subResource"):
+        return None
+    else:
+        member = member_of_object(as_dict(request.get("object")) or as_dict(request.get("oldObject")))
+    if member is None or view.lws(member.namespace or namespace, member.lws_name) is not None:
+        return None
+    return f"LeaderWorkerSet {namespace}/{member.lws_name} is not in the cluster view"
 
 
 def decoded_patch(response: dict[str, Any]) -> list[Any] | None:

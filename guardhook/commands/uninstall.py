@@ -163,7 +163,7 @@ def run_uninstall(args: argparse.Namespace) -> int:
         "mutatingwebhookconfigurations"
     ):
         raise SourceError(
-            "uninstall: cannot list the webhook configurations (RBAC): run it as a cluster admin"
+            "cannot list the webhook configurations (RBAC): run it as a cluster admin"
         )
     api = live_client(source, retries=False)
     errors = apply_uninstall(api, planned)

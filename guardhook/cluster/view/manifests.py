@@ -131,15 +131,74 @@ def yaml_error_line(exc: yaml.YAMLError) -> str:
 
 
 def files_under(path: Path) -> list[Path]:
-    """Manifest files at `path`: the file itself, or every .yaml/.yml/.json below a folder, sorted."""
-    if path.is_dir():
-        found = []
-        for root, _dirs, names in os.walk(path):
-            found += [Path(root) / n for n in names if n.endswith(MANIFEST_SUFFIXES)]
-        return sorted(found)
-    if path.exists():
-        return [path]
-    raise ManifestError(f"{path}: no such file or folder")
+    """Manifest files at `path`: the file itself, or every .yaml/.yml/.json below a folder, sorted.
+    Raises ManifestError for a missing path, or for the first folder or symlink below it that was
+    not read (walk_manifest_files): a view built from part of a folder would be wrong in silence."""
+    files, problems = walk_manifest_files(path)
+    if problems:
+        raise ManifestError(problems[0])
+    return files
+
+
+def walk_manifest_files(path: Path) -> tuple[list[Path], list[str]]:
+    """Manifest files at `path` (the file itself, or every .yaml/.yml/.json below a folder, sorted)
+    and one line per thing below it that was not read: a missing `path`, a folder that cannot be
+    listed, a symlink that leads out of the folder or nowhere. A symlink to a folder inside the
+    tree is followed, once per real folder (so a loop ends). Never raises for what it reports.
+
+    Why report rather than skip: a CI check that skips a folder passes what it never read."""
+    if not path.is_dir():
+        if path.is_file():
+            return [path], []
+        if path.is_symlink():
+            return [], [f"{path}: symlink to {os.readlink(path)}, which does not exist"]
+        return [], [f"{path}: no such file or folder"]
+    root = path.resolve()
+    found: list[Path] = []
+    problems: list[str] = []
+    seen: set[Path] = set()
+    pending = [path]
+    while pending:
+        folder = pending.pop()
+        real = folder.resolve()
+        if real in seen:
+            continue  # a symlink back to a folder already read: a loop, nothing new below it
+        seen.add(real)
+        try:
+            with os.scandir(folder) as entries:
+                listed = sorted(entries, key=lambda e: e.name)
+        except OSError as exc:
+            problems.append(f"{folder}: cannot read folder: {exc.strerror or exc}")
+            continue
+        for entry in listed:
+            child = Path(folder) / entry.name
+            if entry.is_symlink():
+                problem = _symlink_problem(child, root)
+                if problem:
+                    problems.append(problem)
+                    continue
+            try:
+                is_dir = entry.is_dir()
+            except OSError as exc:
+                problems.append(f"{child}: cannot read: {exc.strerror or exc}")
+                continue
+            if is_dir:
+                pending.append(child)
+            elif entry.name.endswith(MANIFEST_SUFFIXES):
+                found.append(child)
+    return sorted(found), problems
+
+
+def _symlink_problem(link: Path, root: Path) -> str:
+    """Why the symlink `link` is not followed ("" when it is: it leads to a file or folder inside
+    `root`, the real path of the folder named on the command line)."""
+    try:
+        target = link.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return f"{link}: symlink not followed: {os.readlink(link)} does not exist (or loops)"
+    if target != root and root not in target.parents:
+        return f"{link}: symlink not followed: it leads out of {root} (to {target})"
+    return ""
 
 
 def load_paths(paths: Iterable[str | Path]) -> list[Manifest]:

@@ -1,0 +1,94 @@
+"""`guardhook check` never passes what it did not read (issue 39): an unreadable folder, a symlink
+that leads out of the folder or nowhere, are reported and exit 2; a symlink inside the tree is
+followed, and a symlink loop ends."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from guardhook.commands.main import main
+
+from conftest import REPO
+
+DENIED = REPO / "tests" / "manifests" / "lws-wide-pdb"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["check", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_an_unreadable_subfolder_is_reported_and_exits_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as root a chmod 000 folder is still readable: the listing error is raised by os.scandir
+    shutil.copytree(DENIED, tmp_path / "tree" / "locked")
+    locked = tmp_path / "tree" / "locked"
+    real_scandir = os.scandir
+
+    def scandir(path: os.PathLike[str] | str) -> object:
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    code, out, err = run(capsys, str(tmp_path / "tree"))
+    assert code == 2
+    assert out == ""
+    assert f"{locked}: cannot read folder: Permission denied" in err
+    assert err.count(str(locked)) == 1  # each path named once
+
+
+def test_a_symlink_out_of_the_tree_is_reported_not_followed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "tree").mkdir()
+    shutil.copytree(DENIED, tmp_path / "outside")
+    (tmp_path / "tree" / "linked").symlink_to(tmp_path / "outside")
+    code, _, err = run(capsys, str(tmp_path / "tree"))
+    assert code == 2
+    assert f"{tmp_path / 'tree' / 'linked'}: symlink not followed: it leads out of" in err
+
+
+def test_a_dangling_symlink_is_reported(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    shutil.copytree(DENIED, tmp_path / "tree")
+    (tmp_path / "tree" / "gone.yaml").symlink_to(tmp_path / "nowhere.yaml")
+    code, _, err = run(capsys, str(tmp_path / "tree"))
+    assert code == 2
+    assert f"{tmp_path / 'tree' / 'gone.yaml'}: symlink not followed" in err
+
+
+def test_a_symlink_inside_the_tree_is_followed_and_a_loop_ends(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    shutil.copytree(DENIED, tmp_path / "tree" / "real")
+    (tmp_path / "tree" / "alias").symlink_to(tmp_path / "tree" / "real")
+    (tmp_path / "tree" / "real" / "loop").symlink_to(tmp_path / "tree")
+    code, out, err = run(capsys, str(tmp_path / "tree"))
+    assert code == 1, err  # the Deny inside was read and judged
+    assert "Deny [group-pdb]" in out
+    assert "symlink not followed" not in err and "cannot read" not in err
+
+
+def test_cluster_state_with_an_unreadable_subfolder_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(DENIED, tmp_path / "state" / "locked")
+    shutil.copytree(DENIED, tmp_path / "state" / "open")
+    locked = tmp_path / "state" / "locked"
+    real_scandir = os.scandir
+
+    def scandir(path: os.PathLike[str] | str) -> object:
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    code, _, err = run(capsys, "--cluster-state", str(tmp_path / "state"), str(DENIED))
+    assert code == 2
+    assert f"{locked}: cannot read folder: Permission denied" in err
