@@ -111,9 +111,7 @@ def _rewrite_patches(manifests: Path | None, existing: CertPaths) -> int:
     if manifests is None:
         raise CommandError("--keep-certs needs --patch-manifests DIR")
     if not existing.ca.is_file():
-        raise CommandError(
-            f"--keep-certs: {existing.ca} does not exist; run without --keep-certs first"
-        )
+        raise CommandError(f"--keep-certs: {existing.ca} does not exist; run without --keep-certs first")
     ca = existing.ca.read_bytes()
     current = patched_bundle(manifests)
     _write(manifests, current if current and current.startswith(ca.rstrip(b"\n")) else ca)

@@ -162,9 +162,7 @@ def run_uninstall(args: argparse.Namespace) -> int:
     if not view.readable("validatingwebhookconfigurations") or not view.readable(
         "mutatingwebhookconfigurations"
     ):
-        raise SourceError(
-            "cannot list the webhook configurations (RBAC): run it as a cluster admin"
-        )
+        raise SourceError("cannot list the webhook configurations (RBAC): run it as a cluster admin")
     api = live_client(source, retries=False)
     errors = apply_uninstall(api, planned)
     after = plan_uninstall(open_view(source, 60.0), args.namespace, args.deployment)
