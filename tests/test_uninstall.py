@@ -112,10 +112,13 @@ def test_uninstall_leaves_nothing_that_blocks_a_drain_or_holds_a_leader(
     document = json.loads(capsys.readouterr().out)
     assert document["left"] == [] and document["errors"] == []
     assert document["steps"] == [
-        "1. no guardhook webhook configuration",
-        f"2. scale Deployment {NAMESPACE}/guardhook to 0 replicas",
-        "3. no per-group PodDisruptionBudget",
-        "4. no held readiness gate",
+        {
+            "step": 2,
+            "kind": "Deployment",
+            "name": f"{NAMESPACE}/guardhook",
+            "action": "scale-to-zero",
+            "result": "done",
+        }
     ]
 
 
@@ -155,3 +158,52 @@ def test_without_a_cluster_it_refuses(
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     assert main(["uninstall"]) == 2
     assert "uninstall: no cluster configured" in capsys.readouterr().err
+
+
+def test_json_steps_are_objects_with_their_result(
+    cluster: tuple[FakeApiServer, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, kubeconfig = cluster
+    assert main(["uninstall", "--kubeconfig", str(kubeconfig), "--format", "json", "--dry-run"]) == 0
+    planned = json.loads(capsys.readouterr().out)["steps"]
+    assert planned[:2] == [
+        {
+            "step": 1,
+            "kind": "MutatingWebhookConfiguration",
+            "name": "guardhook",
+            "action": "delete",
+            "result": "planned",
+        },
+        {
+            "step": 1,
+            "kind": "ValidatingWebhookConfiguration",
+            "name": "guardhook",
+            "action": "delete",
+            "result": "planned",
+        },
+    ]
+    assert {
+        "step": 3,
+        "kind": "PodDisruptionBudget",
+        "name": "serve/llm-xl-group-0",
+        "action": "delete",
+        "result": "planned",
+    } in planned
+    assert main(["uninstall", "--kubeconfig", str(kubeconfig), "--format", "json"]) == 0
+    done = json.loads(capsys.readouterr().out)["steps"]
+    assert [step["result"] for step in done] == ["done"] * len(planned)
+    assert [{**step, "result": "planned"} for step in done] == planned
+
+
+def test_dry_run_of_a_cluster_state_without_the_deployment_does_not_name_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state.yaml"
+    state.write_text(yaml.safe_dump_all([o for o in installed() if o["kind"] != "Deployment"]))
+    assert main(["uninstall", "--cluster-state", str(state), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"  2. no Deployment {NAMESPACE}/guardhook in the cluster state\n" in out
+    assert "scale Deployment" not in out
+    assert main(["uninstall", "--cluster-state", str(state), "--format", "json"]) == 0
+    steps = json.loads(capsys.readouterr().out)["steps"]
+    assert [s for s in steps if s["kind"] == "Deployment"] == []

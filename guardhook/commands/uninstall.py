@@ -58,6 +58,9 @@ class UninstallPlan:
     deployment: str = ""
     pdbs: list[tuple[str, str]] = field(default_factory=list)
     releases: list[Entry] = field(default_factory=list)
+    absent_deployment: str = ""
+    """The Deployment (namespace/name) that a `--cluster-state` does not hold; `deployment` is then
+    empty and step 2 says so instead of naming it as a step."""
 
     @property
     def leftovers(self) -> list[str]:
@@ -68,12 +71,34 @@ class UninstallPlan:
             *(f"held readiness gate of pod {e.namespace}/{e.pod}" for e in self.releases),
         ]
 
+    def steps(self) -> list[dict[str, Any]]:
+        """The steps for scripts, in order: one object per change, `{"step": 1-4, "kind",
+        "name" ("namespace/name" for a namespaced object), "action": delete|scale-to-zero|release}`.
+        No step 2 when the cluster state showed no Deployment (`deployment` empty)."""
+        out: list[dict[str, Any]] = [
+            {"step": 1, "kind": kind, "name": name, "action": "delete"} for kind, name in self.webhooks
+        ]
+        if self.deployment:
+            out.append({"step": 2, "kind": "Deployment", "name": self.deployment, "action": "scale-to-zero"})
+        out += [
+            {"step": 3, "kind": "PodDisruptionBudget", "name": f"{ns}/{name}", "action": "delete"}
+            for ns, name in self.pdbs
+        ]
+        out += [
+            {"step": 4, "kind": "Pod", "name": f"{e.namespace}/{e.pod}", "action": "release"}
+            for e in self.releases
+        ]
+        return out
+
     def lines(self) -> list[str]:
         """The steps for people, in order."""
         out = [f"1. delete {kind} {name}" for kind, name in self.webhooks] or [
             "1. no guardhook webhook configuration"
         ]
-        out.append(f"2. scale Deployment {self.deployment} to 0 replicas")
+        if self.deployment:
+            out.append(f"2. scale Deployment {self.deployment} to 0 replicas")
+        else:
+            out.append(f"2. no Deployment {self.absent_deployment} in the cluster state")
         out += [f"3. delete PodDisruptionBudget {ns}/{name}" for ns, name in self.pdbs] or [
             "3. no per-group PodDisruptionBudget"
         ]
@@ -156,6 +181,8 @@ def run_uninstall(args: argparse.Namespace) -> int:
     require_cluster(source, "uninstall")
     view = open_view(source, 60.0)
     planned = plan_uninstall(view, args.namespace, args.deployment)
+    if not source.live and not _has_deployment(source.paths, args.namespace, args.deployment):
+        planned.absent_deployment, planned.deployment = planned.deployment, ""
     if args.dry_run or not source.live:
         _print(args, planned, [], [], dry_run=True)
         return 0
@@ -168,6 +195,22 @@ def run_uninstall(args: argparse.Namespace) -> int:
     after = plan_uninstall(open_view(source, 60.0), args.namespace, args.deployment)
     _print(args, planned, errors, after.leftovers, dry_run=False)
     return EXIT_LEFT_OVER if errors or after.leftovers else 0
+
+
+def _has_deployment(paths: tuple[str, ...], namespace: str, name: str) -> bool:
+    """Whether the manifests at `paths` (a `--cluster-state`) hold the Deployment namespace/name:
+    the view keeps no Deployments, and a dry run must not name one the state does not have."""
+    from guardhook.cluster.model import metadata
+    from guardhook.cluster.view.manifests import load_paths
+
+    for manifest in load_paths(paths):
+        meta = metadata(manifest.obj)
+        if manifest.obj.get("kind") == "Deployment" and (meta.get("namespace"), meta.get("name")) == (
+            namespace,
+            name,
+        ):
+            return True
+    return False
 
 
 def apply_uninstall(api: client.ApiClient, planned: UninstallPlan) -> list[str]:
@@ -224,13 +267,8 @@ def _print(
 ) -> None:
     remaining = LEFT_FOR_KUBECTL.format(namespace=args.namespace)
     if args.format == "json":
-        document = {
-            "dryRun": dry_run,
-            "steps": planned.lines(),
-            "errors": errors,
-            "left": left,
-            "next": remaining,
-        }
+        steps = [{**step, "result": _result(step, errors, left, dry_run)} for step in planned.steps()]
+        document = {"dryRun": dry_run, "steps": steps, "errors": errors, "left": left, "next": remaining}
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
@@ -242,3 +280,17 @@ def _print(
     for item in left:
         print(f"still there (run it again): {item}")
     print(f"Then: {remaining}")
+
+
+def _result(step: dict[str, Any], errors: list[str], left: list[str], dry_run: bool) -> str:
+    """One step's result: "planned" (dry run), "failed: <error>" (an error names its object),
+    "still there" (the verification found it), else "done"."""
+    if dry_run:
+        return "planned"
+    name = str(step["name"])
+    failed = [e for e in errors if f" {name}:" in e or f"/{name.rpartition('/')[2]}:" in e]
+    if failed:
+        return f"failed: {failed[0].partition(': ')[2]}"
+    if any(item.endswith(f" {name}") for item in left):
+        return "still there"
+    return "done"
