@@ -100,3 +100,19 @@ def test_certs_force_prints_the_bundle_with_the_previous_ca(
     current = (out / "ca.crt").read_bytes()
     assert bundle.startswith(current.rstrip(b"\n")) and previous.strip() in bundle
     assert bundle.count(b"BEGIN CERTIFICATE") == 2
+
+
+def test_audit_says_what_it_could_not_check_instead_of_a_count_of_0(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # the fleet's manifests hold neither Namespaces nor webhook configurations
+    assert main(["audit", "--cluster-state", FLEET]) == 0
+    out = capsys.readouterr().out
+    assert "Protection gaps (0)" not in out
+    assert (
+        "Protection gaps: not checked (Namespaces and webhook configurations could not be read; "
+        "see the notes):\n"
+    ) in out
+    assert main(["audit", "--cluster-state", FLEET, "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["gaps"] == [] and document["gapsNotChecked"] == ["Namespaces", "webhook configurations"]

@@ -81,6 +81,9 @@ class AuditResult:
     gaps: list[Gap] = field(default_factory=list)
     draining: dict[str, str] = field(default_factory=dict)
     """node -> why, for the draining nodes (guardhook.cluster.going: cordoned or drain-tainted)."""
+    unchecked: list[str] = field(default_factory=list)
+    """What the gap search could not read ("Namespaces", "webhook configurations"): its gaps were
+    not looked for, so a count of them would claim a check that never ran."""
 
     @property
     def violations(self) -> list[Finding]:
@@ -101,6 +104,7 @@ def audit(
     from guardhook.cluster.going import draining_nodes
     from guardhook.cluster.groups import all_groups
     from guardhook.cluster.view.static import view_from_objects
+    from guardhook.cluster.view.store import NAMESPACES, WEBHOOK_KINDS
     from guardhook.commands.scan import scan, usable_policies
     from guardhook.planning.spare import spare_by_lws
     from guardhook.policies import REGISTRY
@@ -120,10 +124,19 @@ def audit(
     spare = config.settings("group-capacity").params.get("spareGroups")
     gaps = coverage_gaps(view, budget_default=budget, spare_default=spare)
     all_notes += unchecked(view)
+    not_read = [] if view.readable(NAMESPACES) else ["Namespaces"]
+    if not all(view.readable(kind) for kind in WEBHOOK_KINDS):
+        not_read.append("webhook configurations")
     keys = drain_taint_keys(config.settings(WORKER_DELETE.id).params)
     draining = draining_nodes(view, keys)
     return AuditResult(
-        findings, all_groups(view), all_notes, spare_by_lws(view), draining=draining, gaps=gaps
+        findings,
+        all_groups(view),
+        all_notes,
+        spare_by_lws(view),
+        draining=draining,
+        gaps=gaps,
+        unchecked=not_read,
     )
 
 
@@ -202,7 +215,7 @@ def render_text(result: AuditResult, out: TextIO) -> None:
             "  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip(),
             file=out,
         )
-    print(f"Protection gaps ({len(result.gaps)}):", file=out)
+    print(gaps_heading(result), file=out)
     for gap in result.gaps:
         print(f"  [{gap.kind}] {gap.message}", file=out)
     if result.draining:
@@ -211,6 +224,18 @@ def render_text(result: AuditResult, out: TextIO) -> None:
             print(f"  {node}: {why}", file=out)
     for note in result.notes:
         print(f"Note: {note}", file=out)
+
+
+def gaps_heading(result: AuditResult) -> str:
+    """`Protection gaps (N):`, saying what was not checked when something could not be read:
+    `Protection gaps: not checked (Namespaces and webhook configurations could not be read; see
+    the notes):` when nothing was found, else `Protection gaps (N; not checked: …):`."""
+    if not result.unchecked:
+        return f"Protection gaps ({len(result.gaps)}):"
+    what = " and ".join(result.unchecked)
+    if not result.gaps:
+        return f"Protection gaps: not checked ({what} could not be read; see the notes):"
+    return f"Protection gaps ({len(result.gaps)}; not checked: {what}, which could not be read):"
 
 
 def render_json(result: AuditResult, out: TextIO) -> None:
@@ -243,6 +268,7 @@ def render_json(result: AuditResult, out: TextIO) -> None:
             }
             for g in result.gaps
         ],
+        "gapsNotChecked": result.unchecked,
         "notes": result.notes,
     }
     json.dump(document, out, indent=2)
