@@ -119,7 +119,8 @@ def check(
     from guardhook.policies import REGISTRY
 
     policies = REGISTRY if policies is None else policies
-    manifests, errors = read_manifests(paths, stdin)
+    read, errors = read_manifests(paths, stdin)
+    manifests, invalid = valid_objects(read)
     extras = [with_namespace(m.obj) for m in load_paths(cluster_state)] if cluster_state else []
     known = [*extras, *(with_namespace(obj) for obj in context)]
 
@@ -143,7 +144,50 @@ def check(
         for note in unjudged(manifests, known, active)
         if (note.source, note.kind, note.namespace, note.name, note.policy) not in judged
     ]
-    return CheckResult(findings, skipped, len(manifests), notes, errors)
+    return CheckResult([*invalid, *findings], skipped, len(read), notes, errors)
+
+
+SCHEMA_POLICY = "schema"
+"""The `policy` of a finding that an object does not match its kind's schema."""
+INVALID = "Invalid"
+"""The `action` of such a finding: the object is not judged (its outcome is "denied": exit 1)."""
+
+
+def valid_objects(objects: Sequence[Located]) -> tuple[list[Located], list[Finding]]:
+    """`objects` that match their kind's schema (guardhook.commands.schema; an object of a kind
+    with no schema counts as valid), and one finding per problem of the others: an invalid object
+    is reported, never judged as if it were what it says, nor put in the view."""
+    from guardhook.commands.scan import Finding
+    from guardhook.commands.schema import validate
+
+    valid: list[Located] = []
+    findings: list[Finding] = []
+    for located in objects:
+        problems = validate(located.obj)
+        if not problems:
+            valid.append(located)
+            continue
+        meta = located.obj.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        name, namespace = meta.get("name"), meta.get("namespace")
+        for problem in problems:
+            findings.append(
+                Finding(
+                    source=located.source,
+                    kind=str(located.obj.get("kind") or ""),
+                    namespace=namespace if isinstance(namespace, str) else "",
+                    name=name if isinstance(name, str) else "(no name)",
+                    uid="",
+                    api_version=str(located.obj.get("apiVersion") or ""),
+                    policy=SCHEMA_POLICY,
+                    action=INVALID,
+                    outcome="denied",
+                    message=problem,
+                    document=located.document,
+                    document_line=located.line,
+                )
+            )
+    return valid, findings
 
 
 def render_text(result: CheckResult, out: TextIO, err: TextIO) -> None:

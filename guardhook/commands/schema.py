@@ -1,0 +1,162 @@
+"""Validate an object against its kind's schema before `check` judges it (issue 39).
+
+Built-in kinds: the Kubernetes 1.37 OpenAPI schemas that `kubernetes-validate` ships (strict: an
+unknown field is an error, as `kubectl apply --validate=strict`). Custom resources guardhook
+reads — LeaderWorkerSet, DisaggregatedSet, InferencePool, ScaledObject, PolicyReport — the
+`openAPIV3Schema` of their CRDs, vendored in guardhook/data/schemas (SOURCES.md there names each
+source), with the ObjectMeta of the Kubernetes schemas for `metadata`. A kind with neither is not
+validated (`validate` returns None).
+
+Two rules the schemas cannot say are added from their upstream sources:
+- a resource quantity (`cpu: "lots"`) must match apimachinery's quantity syntax (the pattern
+  controller-gen writes into CRDs; the built-in schemas leave Quantity an unchecked string);
+- a LeaderWorkerSet's `spec.leaderWorkerTemplate.size` is at least 1 (the LWS webhook,
+  kubernetes-sigs/lws pkg/webhooks/leaderworkerset_webhook.go: "size must be equal or greater
+  than 1").
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from importlib import resources
+from typing import Any
+
+from guardhook.wire import KubeObject
+
+KUBERNETES_VERSION = "1.37.0"
+"""The Kubernetes schemas built-in kinds are validated against (kubernetes-validate's folder)."""
+QUANTITY = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)"
+    r"|(\.[0-9]+))))?$"
+)
+"""apimachinery's resource.Quantity syntax, as controller-gen writes it into CRD schemas."""
+QUANTITY_DEF = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+DEFINITIONS_ID = "https://kubernetes.io/api/_definitions.json"
+MAX_PROBLEMS = 20
+"""At most this many problems per object: past it, the first ones say enough."""
+
+
+def validate(obj: KubeObject) -> list[str] | None:
+    """The schema problems of `obj`, one `path: what` line each (`spec.replicas: -4 is less than
+    the minimum of 0`), in document order; [] for a valid object; None when guardhook has no
+    schema for its apiVersion and kind (then it is judged as it is)."""
+    api_version = obj.get("apiVersion")
+    kind = obj.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return None
+    validator = _validator(api_version, kind)
+    if validator is None:
+        return None
+    problems = [(list(e.absolute_path), _message(e)) for e in validator.iter_errors(obj)]
+    if _crd_file(api_version, kind) is not None:
+        meta = _validator_for({"$ref": f"{DEFINITIONS_ID}#/$defs/{OBJECT_META}"})
+        problems += [(["metadata", *e.absolute_path], _message(e)) for e in meta.iter_errors(obj.get("metadata"))]
+    if kind == "LeaderWorkerSet":
+        problems += _lws_rules(obj)
+    problems.sort(key=lambda p: [str(step) for step in p[0]])
+    return [f"{_path(path)}: {message}" for path, message in problems[:MAX_PROBLEMS]]
+
+
+def _lws_rules(obj: KubeObject) -> list[tuple[list[Any], str]]:
+    spec = obj.get("spec")
+    template = spec.get("leaderWorkerTemplate") if isinstance(spec, dict) else None
+    size = template.get("size") if isinstance(template, dict) else None
+    if isinstance(size, int) and not isinstance(size, bool) and size < 1:
+        return [(["spec", "leaderWorkerTemplate", "size"], f"{size} is less than 1 (the leader counts)")]
+    return []
+
+
+def _message(error: Any) -> str:
+    """One error as a person reads it: the value as YAML/JSON writes it (never a Python repr)."""
+    value = _shown(error.instance)
+    if error.validator == "additionalProperties":
+        return str(error.message).replace("Additional properties are not allowed", "unknown field")
+    if error.validator == "type":
+        wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        names = [TYPE_NAMES.get(t, t) for t in wanted if t != "null"]
+        return f"{value} is not {' or '.join(names)}"
+    if _is_quantity(error):
+        return f"{value} is not a resource quantity (such as 500m, 2 or 16Gi)"
+    if error.validator in ("oneOf", "anyOf") and error.context:
+        if any(_is_quantity(e) for e in error.context):
+            return f"{value} is not a resource quantity (such as 500m, 2 or 16Gi)"
+        return f"{value} is not valid: {_message(error.context[0])}"
+    if error.validator == "minimum":
+        return f"{value} is less than the minimum of {error.validator_value}"
+    if error.validator == "maximum":
+        return f"{value} is more than the maximum of {error.validator_value}"
+    if error.validator == "required":
+        return str(error.message).replace("is a required property", "is required")
+    return str(error.message)
+
+
+def _is_quantity(error: Any) -> bool:
+    # the built-in schemas' Quantity (patched in _registry) and controller-gen's, which CRDs carry
+    return error.validator == "pattern" and "[KMGTPE]i" in str(error.validator_value)
+
+
+TYPE_NAMES = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "object": "a mapping",
+    "array": "a list",
+}
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, separators=(", ", ": "))[:80]
+
+
+def _path(path: list[Any]) -> str:
+    out = ""
+    for step in path:
+        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else str(step))
+    return out or "(object)"
+
+
+def _crd_file(api_version: str, kind: str) -> str | None:
+    group, _, version = api_version.rpartition("/")
+    name = f"{group}_{version}_{kind.lower()}.json"
+    return name if resources.files("guardhook").joinpath("data/schemas/" + name).is_file() else None
+
+
+@functools.cache
+def _validator(api_version: str, kind: str) -> Any:
+    crd = _crd_file(api_version, kind)
+    if crd is not None:
+        text = resources.files("guardhook").joinpath("data/schemas/" + crd).read_text(encoding="utf-8")
+        return _validator_for(json.loads(text))
+    group, _, version = api_version.rpartition("/")
+    prefix = group.split(".")[0] + "-" if group else ""
+    path = _kubernetes_schemas().joinpath(f"{kind.lower()}-{prefix}{version}.json")
+    if not path.is_file():
+        return None
+    return _validator_for(json.loads(path.read_text(encoding="utf-8")))
+
+
+def _kubernetes_schemas() -> Any:
+    return resources.files("kubernetes_validate").joinpath(
+        "kubernetes-json-schema", f"v{KUBERNETES_VERSION}-local-strict"
+    )
+
+
+@functools.cache
+def _registry() -> Any:
+    from referencing import Registry, Resource
+
+    definitions = json.loads(_kubernetes_schemas().joinpath("_definitions.json").read_text(encoding="utf-8"))
+    definitions["$defs"][QUANTITY_DEF] = {
+        "anyOf": [{"type": ["integer", "null"]}, {"type": "string", "pattern": QUANTITY}]
+    }
+    return Registry().with_resource(DEFINITIONS_ID, Resource.from_contents(definitions))
+
+
+def _validator_for(schema: dict[str, Any]) -> Any:
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(schema, registry=_registry())

@@ -1,0 +1,132 @@
+"""`guardhook check` validates each object against its kind's schema before judging it (issue
+39): the Kubernetes 1.37 schemas of kubernetes-validate for built-in kinds, the vendored CRD
+schemas for LeaderWorkerSet and the other custom resources. An invalid object is a finding with
+its field path (`Invalid [schema]`, exit 1), and is not judged."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from guardhook.commands.main import main
+from guardhook.commands.schema import validate
+
+from conftest import REPO
+
+LWS = yaml.safe_load((REPO / "tests" / "manifests" / "lws-wide-pdb" / "lws.yaml").read_text())
+DEPLOYMENT: dict[str, Any] = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "router", "namespace": "serve"},
+    "spec": {
+        "replicas": 2,
+        "selector": {"matchLabels": {"app": "router"}},
+        "template": {
+            "metadata": {"labels": {"app": "router"}},
+            "spec": {"containers": [{"name": "router", "image": "example.com/router:1"}]},
+        },
+    },
+}
+
+
+def lws_worker(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+
+
+CASES: list[tuple[str, dict[str, Any], Callable[[dict[str, Any]], None], str]] = [
+    ("name-list", LWS, lambda o: o["metadata"].update(name=["a"]), 'metadata.name: ["a"] is not a string'),
+    ("spec-string", LWS, lambda o: o.update(spec="oops"), 'spec: "oops" is not a mapping'),
+    (
+        "replicas-word",
+        LWS,
+        lambda o: o["spec"].update(replicas="four"),
+        'spec.replicas: "four" is not an integer',
+    ),
+    (
+        "replicas-negative",
+        LWS,
+        lambda o: o["spec"].update(replicas=-4),
+        "spec.replicas: -4 is less than the minimum of 0",
+    ),
+    (
+        "size-0",
+        LWS,
+        lambda o: o["spec"]["leaderWorkerTemplate"].update(size=0),
+        "spec.leaderWorkerTemplate.size: 0 is less than 1",
+    ),
+    (
+        "containers-null",
+        DEPLOYMENT,
+        lambda o: o["spec"]["template"]["spec"].update(containers=None),
+        "spec.template.spec.containers: null is not a list",
+    ),
+    (
+        "cpu-lots",
+        LWS,
+        lambda o: lws_worker(o)["resources"]["requests"].update(cpu="lots"),
+        "spec.leaderWorkerTemplate.workerTemplate.spec.containers[0].resources.requests.cpu: "
+        '"lots" is not a resource quantity',
+    ),
+    (
+        "deployment-replicas-word",
+        DEPLOYMENT,
+        lambda o: o["spec"].update(replicas="four"),
+        'spec.replicas: "four" is not an integer',
+    ),
+]
+
+
+@pytest.mark.parametrize(("base", "edit", "problem"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_an_invalid_field_is_a_finding_with_its_path_and_exit_1(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    base: dict[str, Any],
+    edit: Callable[[dict[str, Any]], None],
+    problem: str,
+) -> None:
+    obj = json.loads(json.dumps(base))
+    assert validate(obj) == []  # the base is valid: the edit alone makes it invalid
+    edit(obj)
+    path = tmp_path / "object.yaml"
+    path.write_text(yaml.safe_dump(obj))
+    code = main(["check", str(path)])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 1
+    name = obj["metadata"]["name"] if isinstance(obj["metadata"]["name"], str) else "(no name)"
+    prefix = f"{path}: {obj['kind']} serve/{name}: Invalid [schema] "
+    assert any(line.startswith(prefix + problem) for line in out), out
+    assert all("[schema]" in line for line in out)  # not judged: no policy finding beside it
+    code = main(["check", "--format", "json", str(path)])
+    (finding,) = [v for v in json.loads(capsys.readouterr().out)["violations"] if problem in v["message"]]
+    assert (finding["policy"], finding["action"], finding["documentLine"]) == ("schema", "Invalid", 1)
+
+
+def test_the_built_in_schemas_are_kubernetes_1_37_strict() -> None:
+    from importlib.metadata import version
+
+    assert version("kubernetes-validate") == "1.37.0"
+    unknown = {**DEPLOYMENT, "spec": {**DEPLOYMENT["spec"], "replica": 2}}
+    assert validate(unknown) == ["spec: unknown field ('replica' was unexpected)"]
+
+
+def test_custom_resources_have_their_crd_schemas() -> None:
+    pool = {
+        "apiVersion": "inference.networking.k8s.io/v1",
+        "kind": "InferencePool",
+        "metadata": {"name": "p", "namespace": "serve"},
+        "spec": {"selector": {"matchLabels": {"app": "llm"}}, "targetPorts": "8000"},
+    }
+    assert validate(pool) and validate(pool)[0].startswith("spec.")
+    scaled = {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": "s", "namespace": "serve"},
+        "spec": {"scaleTargetRef": {"name": "llm"}, "triggers": "cpu"},
+    }
+    assert validate(scaled) == ['spec.triggers: "cpu" is not a list']
+    assert validate({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}) is None
