@@ -23,10 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-from guardhook.commands.common import EXIT_USAGE, add_config_flags, counted
+from guardhook.commands.common import EXIT_USAGE, add_config_flags
 
 if TYPE_CHECKING:
     from guardhook.commands.context import Unjudged
+    from guardhook.commands.output import Output
     from guardhook.commands.scan import Finding, Located
     from guardhook.config import Config
     from guardhook.policies.base import Policy
@@ -190,28 +191,46 @@ def valid_objects(objects: Sequence[Located]) -> tuple[list[Located], list[Findi
     return valid, findings
 
 
-def render_text(result: CheckResult, out: TextIO, err: TextIO) -> None:
-    """One line per finding on `out`; skipped policies (once each), notes on what could not be
-    judged, unreadable input and a summary on `err`."""
+def render_text(result: CheckResult, out: TextIO, err: TextIO, output: Output | None = None) -> None:
+    """One line per finding on `out` (wrapped and coloured on a terminal: guardhook.commands.output);
+    on `err`, skipped policies (once each), notes on what could not be judged, unreadable input and
+    the summary table (SUMMARY_HEADER); `output.quiet` keeps the findings and unreadable input only."""
+    from guardhook.commands.output import Output
+
+    output = output or Output(out, err)
     for policy_id, why in result.skipped.items():
-        print(f"guardhook check: {policy_id} skipped: {why}", file=err)
+        output.note(f"guardhook check: {policy_id} skipped: {why}")
     for finding in result.violations:
-        print(finding.line(), file=out)
+        output.finding(finding.line(), finding.action)
     for note in result.unjudged:
-        print(f"guardhook check: note: {note.line()}", file=err)
+        output.note(f"guardhook check: note: {note.line()}")
     for error in result.errors:
         print(f"guardhook check: {error}", file=err)
     if not result.objects and not result.errors:
         print(f"guardhook check: {NO_OBJECTS}", file=err)
+    if not output.quiet:
+        output.table(SUMMARY_HEADER, [summary_row(result)], stream=err)
+
+
+SUMMARY_HEADER = ("OBJECTS", "FINDINGS", "BY ACTION", "DENIED", "NOT JUDGED", "UNREADABLE")
+"""The columns of `check`'s summary table: BY ACTION counts the findings per enforcement action
+("Deny 2, Warn 1"; "-" for none)."""
+
+
+def summary_row(result: CheckResult) -> tuple[str, ...]:
+    """The one row of the summary table for `result` (SUMMARY_HEADER)."""
+    by_action: dict[str, int] = {}
+    for finding in result.violations:
+        by_action[finding.action] = by_action.get(finding.action, 0) + 1
     denied = sum(1 for f in result.violations if f.outcome == "denied")
-    summary = (
-        f"{counted(result.objects, 'object')}, {counted(len(result.violations), 'finding')}, {denied} denied"
+    return (
+        str(result.objects),
+        str(len(result.violations)),
+        ", ".join(f"{action} {count}" for action, count in sorted(by_action.items())) or "-",
+        str(denied),
+        str(len(result.unjudged)),
+        str(len(result.errors)),
     )
-    if result.unjudged:
-        summary += f", {len(result.unjudged)} not judged"
-    if result.errors:
-        summary += f", {len(result.errors)} unreadable"
-    print(f"guardhook check: {summary}", file=err)
 
 
 def render_json(result: CheckResult, out: TextIO) -> None:
@@ -334,7 +353,9 @@ def run_check(args: argparse.Namespace) -> int:
     elif args.format == "sarif":
         render_sarif(result, sys.stdout)
     else:
-        render_text(result, sys.stdout, sys.stderr)
+        from guardhook.commands.output import Output
+
+        render_text(result, sys.stdout, sys.stderr, Output.from_args(args))
     return result.exit_code
 
 

@@ -26,6 +26,7 @@ from guardhook.commands import (
     pdb_sync,
     review,
     serve,
+    suite,
     uninstall,
 )
 from guardhook.commands.common import EXIT_USAGE, CommandError
@@ -34,7 +35,10 @@ from guardhook.server.logformat import configure as configure_logging
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
-COMMANDS = (serve, review, check, audit, certs, pdb_sync, drain_plan, group_readiness, uninstall)
+COMMANDS = (serve, review, check, audit, certs, pdb_sync, drain_plan, group_readiness, uninstall, suite)
+ONE_SHOT = ("review", "check", "audit", "certs", "drain-plan", "uninstall", "test")
+"""Commands a person runs and reads: warnings as `Warning: …`, log lines only with --verbose
+(guardhook.commands.output). The others (serve, the reconcilers) log as configured."""
 
 # Errors that mean bad configuration, input or source (exit 2 with one line), by module and name:
 # looked up only in modules already imported, since an error cannot come from a module never loaded.
@@ -87,6 +91,21 @@ def add_global_flags(parser: Any, defaults: bool) -> None:
         choices=FORMATS,
         help="log lines as text or JSON (default text)",
     )
+    suppress = {} if defaults else {"default": argparse.SUPPRESS}
+    parser.add_argument(
+        "--no-color",
+        action="store_true",
+        help="no colour, even on a terminal (also when NO_COLOR is set)",
+        **suppress,
+    )
+    parser.add_argument("--quiet", "-q", action="store_true", help="findings only: no summary or notes", **suppress)
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="log lines on stderr (by default a one-shot command prints only `Warning: …` lines)",
+        **suppress,
+    )
 
 
 def is_usage_error(exc: BaseException) -> bool:
@@ -104,6 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; exit 2 with one line on stderr for bad configuration, input or source."""
     args = build_parser().parse_args(argv)
     configure_logging(str(args.log_level), args.log_format)
+    if args.command in ONE_SHOT:
+        from guardhook.commands.output import configure_logging as quiet_logs
+
+        quiet_logs(bool(args.verbose))
     try:
         return int(args.run(args) or 0)
     except BrokenPipeError:

@@ -1,0 +1,296 @@
+"""`guardhook test DIR…`: run test suites, as `kyverno test` and `gator verify` do (issue 39).
+
+A suite is a file named `guardhook-test.yaml` (every one under each DIR, or a file given by path):
+
+    apiVersion: guardhook.io/v1alpha1
+    kind: Test
+    metadata: {name: worker-delete}
+    clusterState: [../../guardhook/data/fleet]   # the view, as --cluster-state (required)
+    config: config.yaml                           # optional, as --config
+    resources: [pdb.yaml]                         # manifests, judged as `check` judges them
+    reviews: [reviews/s01.json]                   # captured AdmissionReviews, judged as `review`
+    results:
+      - review: reviews/s01.json                  # or resource: {kind, namespace, name}
+        policy: worker-delete
+        result: denied                            # allowed|denied|warned|audited|patched|skipped
+        code: 403                                 # optional: the response's status.code
+        patch: [{op: add, path: /x, value: "0"}]  # optional with patched: the decoded JSONPatch
+
+Paths are relative to the suite file. Each review is judged alone against the cluster state (no
+earlier request's effect, as `guardhook review`), mutate then validate as the API server does.
+A policy's result is its decision's outcome ("mutated" reads "patched"); "skipped" when the
+policy did not judge the object at all.
+
+Prints one row per expected result (PASS or FAIL, and why) and a summary; exit 0 when every result
+is as expected, 1 when one is not, 2 when a suite cannot be read (one line naming the file and key).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from guardhook.commands.common import CommandError
+
+if TYPE_CHECKING:
+    from guardhook.commands.output import Output
+
+SUITE_FILE = "guardhook-test.yaml"
+API_VERSION = "guardhook.io/v1alpha1"
+RESULTS = ("allowed", "denied", "warned", "audited", "patched", "skipped")
+SUITE_KEYS = {"apiVersion", "kind", "metadata", "clusterState", "config", "resources", "reviews", "results"}
+RESULT_KEYS = {"review", "resource", "policy", "result", "code", "patch"}
+EXIT_FAILED = 1
+
+
+class SuiteError(CommandError):
+    """A suite file cannot be read or says something impossible; the message names file and key."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One expected result and what happened: `passed`, and `reason` when it did not."""
+
+    suite: str
+    number: int
+    policy: str
+    subject: str
+    expected: str
+    actual: str
+    passed: bool
+    reason: str = ""
+
+
+def add_parser(commands: Any) -> None:
+    """Register `guardhook test` on the CLI's subparsers."""
+    cmd = commands.add_parser(
+        "test", help="run test suites (guardhook-test.yaml): expected results per policy, like kyverno test"
+    )
+    cmd.add_argument("paths", nargs="+", metavar="DIR", help="folders holding guardhook-test.yaml files, or files")
+    cmd.add_argument(
+        "--format", choices=("text", "json"), default="text", help="output format (default text)"
+    )
+    cmd.add_argument("--fail-only", action="store_true", help="list only the failed results")
+    cmd.set_defaults(run=run_suites)
+
+
+def run_suites(args: argparse.Namespace) -> int:
+    """Run every suite under `args.paths`; print the table; exit 0 / 1 (a failure) / 2 (bad suite)."""
+    from guardhook.commands.output import Output
+
+    suites = find_suites(args.paths)
+    rows = [row for suite in suites for row in run_suite(suite)]
+    out = Output.from_args(args)
+    if args.format == "json":
+        import json
+
+        document = {
+            "results": [row.__dict__ for row in rows],
+            "passed": sum(r.passed for r in rows),
+            "failed": sum(not r.passed for r in rows),
+        }
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        render(rows, out, fail_only=args.fail_only)
+    return EXIT_FAILED if any(not r.passed for r in rows) else 0
+
+
+def find_suites(paths: list[str]) -> list[Path]:
+    """Every guardhook-test.yaml under the folders in `paths` (files given as they are), sorted;
+    SuiteError for a missing path or a folder holding none."""
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file():
+            found.append(path)
+        elif path.is_dir():
+            here = sorted(path.rglob(SUITE_FILE))
+            if not here:
+                raise SuiteError(f"{path}: no {SUITE_FILE} below it")
+            found += here
+        else:
+            raise SuiteError(f"{path}: no such file or folder")
+    return found
+
+
+def run_suite(path: Path) -> list[Row]:
+    """The rows of one suite file (module docstring)."""
+    from guardhook.admission.codec import ReviewError, decode
+    from guardhook.admission.engine import Engine
+    from guardhook.admission.review import verdict_both
+    from guardhook.cluster.view.static import view_from_paths
+    from guardhook.config import load_config
+
+    suite = _load(path)
+    base = path.parent
+    config = load_config(str(base / suite["config"]) if suite.get("config") else None)
+    view = view_from_paths([base / p for p in _paths(suite, "clusterState", path, required=True)])
+    engine = Engine(view, config, record=False)
+    verdicts: dict[str, Any] = {}
+    for name in _paths(suite, "reviews", path):
+        try:
+            decoded = decode((base / name).read_bytes())
+        except OSError as exc:
+            raise SuiteError(f"{path}: reviews: cannot read {name}: {exc.strerror or exc}") from exc
+        except ReviewError as exc:
+            raise SuiteError(f"{path}: reviews: {name} is not an AdmissionReview: {exc}") from exc
+        verdicts[name] = verdict_both(engine, decoded.request)
+    outcomes = _resource_outcomes(path, suite, view, config)
+    rows = []
+    for number, expected in enumerate(suite["results"], start=1):
+        rows.append(_row(path, number, expected, verdicts, outcomes))
+    return rows
+
+
+def _load(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        suite = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SuiteError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise SuiteError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(suite, dict):
+        raise SuiteError(f"{path}: a suite is a mapping (apiVersion: {API_VERSION}, kind: Test)")
+    if suite.get("apiVersion") != API_VERSION or suite.get("kind") != "Test":
+        raise SuiteError(f"{path}: apiVersion must be {API_VERSION} and kind Test")
+    unknown = sorted(set(suite) - SUITE_KEYS)
+    if unknown:
+        raise SuiteError(f"{path}: unknown key {unknown[0]} (known: {', '.join(sorted(SUITE_KEYS))})")
+    results = suite.get("results")
+    if not isinstance(results, list) or not results:
+        raise SuiteError(f"{path}: results must be a non-empty list")
+    for number, entry in enumerate(results, start=1):
+        _check_entry(path, number, entry)
+    return suite
+
+
+def _check_entry(path: Path, number: int, entry: Any) -> None:
+    where = f"{path}: results[{number - 1}]"
+    if not isinstance(entry, dict):
+        raise SuiteError(f"{where} must be a mapping")
+    unknown = sorted(set(entry) - RESULT_KEYS)
+    if unknown:
+        raise SuiteError(f"{where}: unknown key {unknown[0]} (known: {', '.join(sorted(RESULT_KEYS))})")
+    if ("review" in entry) == ("resource" in entry):
+        raise SuiteError(f"{where}: give exactly one of review and resource")
+    if not isinstance(entry.get("policy"), str):
+        raise SuiteError(f"{where}.policy must be a policy id")
+    if entry.get("result") not in RESULTS:
+        raise SuiteError(f"{where}.result must be one of {', '.join(RESULTS)}")
+    if "patch" in entry and ("resource" in entry or entry["result"] != "patched"):
+        raise SuiteError(f"{where}.patch goes with a review and result: patched")
+    if "resource" in entry:
+        resource = entry["resource"]
+        if not isinstance(resource, dict) or not isinstance(resource.get("kind"), str):
+            raise SuiteError(f"{where}.resource must be {{kind, namespace, name}}")
+
+
+def _paths(suite: dict[str, Any], key: str, path: Path, required: bool = False) -> list[str]:
+    value = suite.get(key, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SuiteError(f"{path}: {key} must be a list of paths")
+    if required and not value:
+        raise SuiteError(f"{path}: {key} is required (the cluster state the results hold for)")
+    return value
+
+
+def _resource_outcomes(
+    path: Path, suite: dict[str, Any], view: Any, config: Any
+) -> dict[tuple[str, str, str, str], tuple[str, str]]:
+    """(kind, namespace, name, policy) -> (outcome, message) for the suite's resources, judged as
+    `check` judges manifests (a schema problem is policy `schema`, outcome denied)."""
+    from guardhook.commands.check import read_manifests, valid_objects
+    from guardhook.commands.scan import scan
+    from guardhook.policies import REGISTRY
+
+    names = _paths(suite, "resources", path)
+    if not names:
+        return {}
+    located, errors = read_manifests([str(path.parent / n) for n in names])
+    if errors:
+        raise SuiteError(f"{path}: resources: {errors[0]}")
+    valid, invalid = valid_objects(located)
+    outcomes: dict[tuple[str, str, str, str], tuple[str, str]] = {}
+    for finding in [*invalid, *scan(view, config, REGISTRY, valid)]:
+        key = (finding.kind, finding.namespace, finding.name, finding.policy)
+        if finding.violated or key not in outcomes:
+            outcomes[key] = (finding.outcome, finding.message)
+    return outcomes
+
+
+def _row(
+    path: Path,
+    number: int,
+    expected: dict[str, Any],
+    verdicts: dict[str, Any],
+    outcomes: dict[tuple[str, str, str, str], tuple[str, str]],
+) -> Row:
+    policy = expected["policy"]
+    want = expected["result"]
+    if "review" in expected:
+        subject = expected["review"]
+        verdict = verdicts.get(subject)
+        if verdict is None:
+            raise SuiteError(f"{path}: results[{number - 1}].review {subject} is not listed in reviews")
+        actual, message = _review_outcome(verdict, policy)
+        problem = _review_problem(expected, verdict, actual)
+    else:
+        resource = expected["resource"]
+        namespace = str(resource.get("namespace") or "")
+        name = str(resource.get("name") or "")
+        subject = f"{resource['kind']} {namespace}/{name}" if namespace else f"{resource['kind']} {name}"
+        actual, message = outcomes.get((resource["kind"], namespace, name, policy), ("skipped", ""))
+        actual = "patched" if actual == "mutated" else actual
+        problem = "" if actual == want else f"expected {want}, got {actual}"
+    if problem and message:
+        problem += f": {message}"
+    return Row(str(path), number, policy, subject, want, actual, not problem, problem)
+
+
+def _review_outcome(verdict: Any, policy: str) -> tuple[str, str]:
+    decisions = [d for d in verdict.decisions if d.policy == policy]
+    if not decisions:
+        return "skipped", ""
+    for outcome in ("denied", "warned", "audited", "mutated", "error"):
+        for decision in decisions:
+            if decision.outcome == outcome:
+                return ("patched" if outcome == "mutated" else outcome), decision.message
+    return "allowed", ""
+
+
+def _review_problem(expected: dict[str, Any], verdict: Any, actual: str) -> str:
+    from guardhook.commands.review import decoded_patch
+
+    want = expected["result"]
+    if actual != want:
+        return f"expected {want}, got {actual}"
+    code = (verdict.response.get("status") or {}).get("code")
+    if "code" in expected and expected["code"] != code:
+        return f"expected code {expected['code']}, got {code}"
+    if "patch" in expected and expected["patch"] != decoded_patch(dict(verdict.response)):
+        return f"expected patch {expected['patch']}, got {decoded_patch(dict(verdict.response))}"
+    return ""
+
+
+def render(rows: list[Row], out: Output, fail_only: bool = False) -> None:
+    """The table (ID, POLICY, RESOURCE, RESULT, REASON), one row per expected result, then
+    `Test summary: N passed, M failed`."""
+    shown = [r for r in rows if not (fail_only and r.passed)]
+    out.table(
+        ("ID", "SUITE", "POLICY", "RESOURCE", "RESULT", "REASON"),
+        [
+            (str(i), f"{r.suite} #{r.number}", r.policy, r.subject, "PASS" if r.passed else "FAIL", r.reason)
+            for i, r in enumerate(shown, start=1)
+        ],
+        styles={4: lambda cell: "green" if cell == "PASS" else "red"},
+    )
+    failed = sum(not r.passed for r in rows)
+    out.line(f"Test summary: {len(rows) - failed} passed, {failed} failed")
