@@ -131,6 +131,7 @@ def run_suite(path: Path) -> list[Row]:
     view = view_from_paths([base / p for p in _paths(suite, "clusterState", path, required=True)])
     engine = Engine(view, config, record=False)
     verdicts: dict[str, Any] = {}
+    subjects: dict[str, str] = {}
     for name in _paths(suite, "reviews", path):
         try:
             decoded = decode((base / name).read_bytes())
@@ -139,11 +140,24 @@ def run_suite(path: Path) -> list[Row]:
         except ReviewError as exc:
             raise SuiteError(f"{path}: reviews: {name} is not an AdmissionReview: {exc}") from exc
         verdicts[name] = verdict_both(engine, decoded.request)
+        subjects[name] = _request_subject(decoded.request)
     outcomes = _resource_outcomes(path, suite, view, config)
-    rows = []
-    for number, expected in enumerate(suite["results"], start=1):
-        rows.append(_row(path, number, expected, verdicts, outcomes))
-    return rows
+    name = suite.get("metadata", {}).get("name") if isinstance(suite.get("metadata"), dict) else None
+    label = str(name or path)
+    return [
+        _row(path, label, number, expected, verdicts, subjects, outcomes)
+        for number, expected in enumerate(suite["results"], start=1)
+    ]
+
+
+def _request_subject(request: Any) -> str:
+    """`OPERATION Kind namespace/name` of a request, as a person names it (`CREATE Eviction
+    serve/llm-xl-0-3`, `DELETE Pod serve/llm-xl-0-2`)."""
+    kind = str((request.get("kind") or {}).get("kind") or "")
+    namespace = str(request.get("namespace") or "")
+    name = str(request.get("name") or "")
+    where = f"{namespace}/{name}" if namespace else name
+    return f"{request.get('operation')} {kind} {where}"
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -228,18 +242,21 @@ def _resource_outcomes(
 
 def _row(
     path: Path,
+    label: str,
     number: int,
     expected: dict[str, Any],
     verdicts: dict[str, Any],
+    subjects: dict[str, str],
     outcomes: dict[tuple[str, str, str, str], tuple[str, str]],
 ) -> Row:
     policy = expected["policy"]
     want = expected["result"]
     if "review" in expected:
-        subject = expected["review"]
-        verdict = verdicts.get(subject)
+        review = expected["review"]
+        verdict = verdicts.get(review)
         if verdict is None:
-            raise SuiteError(f"{path}: results[{number - 1}].review {subject} is not listed in reviews")
+            raise SuiteError(f"{path}: results[{number - 1}].review {review} is not listed in reviews")
+        subject = subjects[review]
         actual, message = _review_outcome(verdict, policy)
         problem = _review_problem(expected, verdict, actual)
     else:
@@ -252,7 +269,7 @@ def _row(
         problem = "" if actual == want else f"expected {want}, got {actual}"
     if problem and message:
         problem += f": {message}"
-    return Row(str(path), number, policy, subject, want, actual, not problem, problem)
+    return Row(label, number, policy, subject, want, actual, not problem, problem)
 
 
 def _review_outcome(verdict: Any, policy: str) -> tuple[str, str]:
@@ -281,13 +298,13 @@ def _review_problem(expected: dict[str, Any], verdict: Any, actual: str) -> str:
 
 
 def render(rows: list[Row], out: Output, fail_only: bool = False) -> None:
-    """The table (ID, POLICY, RESOURCE, RESULT, REASON), one row per expected result, then
+    """The table (ID, SUITE, POLICY, RESOURCE, RESULT, REASON), one row per expected result, then
     `Test summary: N passed, M failed`."""
     shown = [r for r in rows if not (fail_only and r.passed)]
     out.table(
         ("ID", "SUITE", "POLICY", "RESOURCE", "RESULT", "REASON"),
         [
-            (str(i), f"{r.suite} #{r.number}", r.policy, r.subject, "PASS" if r.passed else "FAIL", r.reason)
+            (str(i), r.suite, r.policy, r.subject, "PASS" if r.passed else "FAIL", r.reason)
             for i, r in enumerate(shown, start=1)
         ],
         styles={4: lambda cell: "green" if cell == "PASS" else "red"},

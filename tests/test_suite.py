@@ -1,0 +1,118 @@
+"""`guardhook test DIR` (issue 39): suites of resources and captured AdmissionReviews with the
+expected result per policy, a pass/fail table, exit 1 on a failure, like `kyverno test`. The
+repository's example suite (examples/test-suites) runs here, so CI runs it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from guardhook.commands.main import main
+
+from conftest import REPO
+
+EXAMPLES = REPO / "examples" / "test-suites"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["test", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def copy_examples(tmp_path: Path) -> Path:
+    """The example suites in `tmp_path`, their cluster state path still pointing at the fleet."""
+    target = tmp_path / "suites"
+    shutil.copytree(EXAMPLES, target)
+    for suite in target.rglob("guardhook-test.yaml"):
+        document = yaml.safe_load(suite.read_text())
+        document["clusterState"] = [
+            str((EXAMPLES / suite.parent.relative_to(target) / p).resolve()) for p in document["clusterState"]
+        ]
+        suite.write_text(yaml.safe_dump(document, sort_keys=False))
+    return target
+
+
+def test_the_example_suite_passes(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    code, out, err = run(capsys, "examples/test-suites")
+    assert code == 0, out + err
+    lines = out.splitlines()
+    assert lines[0].split() == ["ID", "SUITE", "POLICY", "RESOURCE", "RESULT", "REASON"]
+    assert lines[-1] == "Test summary: 6 passed, 0 failed"
+    rows = [line.split() for line in lines[1:-1]]
+    assert [(r[2], r[-1]) for r in rows] == [
+        ("worker-delete", "PASS"),
+        ("leader-service", "PASS"),
+        ("group-capacity", "PASS"),
+        ("group-pdb", "PASS"),
+        ("group-eviction", "PASS"),
+        ("group-eviction", "PASS"),
+    ]
+    assert "CREATE Eviction serve/llm-xl-2-1" in out  # the eviction over budget is the one judged
+
+
+def test_a_wrong_expectation_fails_with_its_reason_and_exit_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    suites = copy_examples(tmp_path)
+    suite = suites / "group-disrupted" / "guardhook-test.yaml"
+    document = yaml.safe_load(suite.read_text())
+    document["results"][1]["code"] = 403  # the eviction over budget answers 429
+    document["results"][0]["result"] = "denied"  # and the one within it is allowed
+    suite.write_text(yaml.safe_dump(document))
+    code, out, _ = run(capsys, str(suites))
+    assert code == 1
+    assert out.splitlines()[-1] == "Test summary: 4 passed, 2 failed"
+    failed = [line for line in out.splitlines() if " FAIL " in line]
+    assert len(failed) == 2
+    assert failed[0].endswith("FAIL    expected denied, got allowed")
+    assert "FAIL    expected code 403, got 429: evicting" in failed[1]
+    code, out, _ = run(capsys, "--format", "json", str(suites))
+    document = json.loads(out)
+    assert code == 1 and (document["passed"], document["failed"]) == (4, 2)
+
+
+def test_a_wrong_patch_fails(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    suites = copy_examples(tmp_path)
+    suite = suites / "fleet" / "guardhook-test.yaml"
+    document = yaml.safe_load(suite.read_text())
+    document["results"][1]["patch"][0]["value"] = "1"
+    suite.write_text(yaml.safe_dump(document))
+    code, out, _ = run(capsys, "--fail-only", str(suite))
+    assert code == 1
+    [row] = out.splitlines()[1:-1]
+    assert "leader-service" in row and "FAIL" in row and "expected patch" in row
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update(results=[]), "results must be a non-empty list"),
+        (lambda d: d.update(resultz=[]), "unknown key resultz"),
+        (lambda d: d["results"][0].update(result="refused"), "results[0].result must be one of"),
+        (lambda d: d.pop("clusterState"), "clusterState is required"),
+    ],
+    ids=["empty", "unknown-key", "bad-result", "no-state"],
+)
+def test_a_bad_suite_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, edit: object, message: str
+) -> None:
+    suites = copy_examples(tmp_path)
+    suite = suites / "fleet" / "guardhook-test.yaml"
+    document = yaml.safe_load(suite.read_text())
+    edit(document)  # type: ignore[operator]
+    suite.write_text(yaml.safe_dump(document))
+    code, out, err = run(capsys, str(suite))
+    assert code == 2 and out == ""
+    [line] = err.splitlines()
+    assert line.startswith(f"guardhook test: {suite}: ") and message in line, line
+
+
+def test_a_folder_without_suites_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, str(tmp_path))
+    assert code == 2 and err == f"guardhook test: {tmp_path}: no guardhook-test.yaml below it\n"
