@@ -54,6 +54,7 @@ def test_json_format_decodes_the_patch(capsys: pytest.CaptureFixture[str]) -> No
         "warnings": [],
         "auditAnnotations": {},
         "patch": [PIN],
+        "notJudged": [],
     }
     code, out = review(capsys, "--format", "json", WORKER_DELETE)
     denied = json.loads(out)

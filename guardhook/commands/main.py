@@ -26,7 +26,7 @@ from guardhook.commands import (
     pdb_sync,
     review,
     serve,
-    suite,
+    test,
     uninstall,
 )
 from guardhook.commands.common import EXIT_USAGE, CommandError
@@ -35,7 +35,7 @@ from guardhook.server.logformat import configure as configure_logging
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
-COMMANDS = (serve, review, check, audit, certs, pdb_sync, drain_plan, group_readiness, uninstall, suite)
+COMMANDS = (serve, review, check, audit, certs, pdb_sync, drain_plan, group_readiness, uninstall, test)
 ONE_SHOT = ("review", "check", "audit", "certs", "drain-plan", "uninstall", "test")
 """Commands a person runs and reads: warnings as `Warning: …`, log lines only with --verbose
 (guardhook.commands.output). The others (serve, the reconcilers) log as configured."""
@@ -121,12 +121,15 @@ def is_usage_error(exc: BaseException) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; exit 2 with one line on stderr for bad configuration, input or source."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     configure_logging(str(args.log_level), args.log_format)
     if args.command in ONE_SHOT:
         from guardhook.commands.output import configure_logging as quiet_logs
 
-        quiet_logs(bool(args.verbose))
+        # a --log-level or --log-format given asks for log lines, as --verbose does
+        asked = any(a.startswith(("--log-level", "--log-format")) for a in argv)
+        quiet_logs(bool(args.verbose) or asked)
     try:
         return int(args.run(args) or 0)
     except BrokenPipeError:
