@@ -158,7 +158,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=True)
             if isinstance(key, Hashable) and key in seen:
                 line = key_node.start_mark.line + 1
                 raise _DuplicateKey(f"line {line}: duplicate key {key} (YAML keys are unique)")

@@ -292,7 +292,9 @@ def test_a_missing_kubeconfig_is_named_as_missing(tmp_path: Path, capsys: pytest
     # mistyped path, as if the file were there and wrong.
     missing = tmp_path / "prod.yaml"
     assert cli.main(["audit", "--kubeconfig", str(missing)]) == 2
-    assert capsys.readouterr().err.strip() == f"guardhook audit: cannot use kubeconfig {missing}: no such file"
+    assert (
+        capsys.readouterr().err.strip() == f"guardhook audit: cannot use kubeconfig {missing}: no such file"
+    )
     assert cli.main(["drain-plan", "--kubeconfig", str(tmp_path), "n1"]) == 2
     assert capsys.readouterr().err.strip().endswith(f"kubeconfig {tmp_path}: not a file")
 

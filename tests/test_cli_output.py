@@ -5,8 +5,8 @@ findings only, warnings as `Warning: …` and log lines only with --verbose."""
 from __future__ import annotations
 
 import os
-import re
 import pty
+import re
 import subprocess
 import sys
 from pathlib import Path

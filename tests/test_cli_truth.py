@@ -99,7 +99,8 @@ def test_a_config_that_is_not_utf8_exits_2_with_one_line(tmp_path: Path, command
     lines = [line for line in done.stderr.splitlines() if "WARNING" not in line]
     at = LATIN1_CONFIG.index(0xE9)
     assert lines == [
-        f"guardhook {command}: cannot read config {config}: not UTF-8 text (invalid continuation byte at byte {at})"
+        f"guardhook {command}: cannot read config {config}: "
+        f"not UTF-8 text (invalid continuation byte at byte {at})"
     ]
     assert done.stdout == ""
 

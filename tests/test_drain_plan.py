@@ -116,7 +116,9 @@ def test_a_drain_that_leaves_a_group_unrebuildable_exits_1(tmp_path: Path) -> No
 def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
     unknown = drain_cli(tmp_path, "gpu-node-01", "gpu-node-99")
     assert unknown.returncode == 2
-    assert unknown.stderr.strip().splitlines()[-1].startswith("guardhook drain-plan: unknown node: gpu-node-99")
+    assert (
+        unknown.stderr.strip().splitlines()[-1].startswith("guardhook drain-plan: unknown node: gpu-node-99")
+    )
     assert "Traceback" not in unknown.stderr
     broken = tmp_path / "broken.yaml"
     broken.write_text("kind: [unclosed\n")

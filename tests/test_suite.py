@@ -37,7 +37,9 @@ def copy_examples(tmp_path: Path) -> Path:
     return target
 
 
-def test_the_example_suite_passes(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_example_suite_passes(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(REPO)
     code, out, err = run(capsys, "examples/test-suites")
     assert code == 0, out + err

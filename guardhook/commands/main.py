@@ -98,7 +98,9 @@ def add_global_flags(parser: Any, defaults: bool) -> None:
         help="no colour, even on a terminal (also when NO_COLOR is set)",
         **suppress,
     )
-    parser.add_argument("--quiet", "-q", action="store_true", help="findings only: no summary or notes", **suppress)
+    parser.add_argument(
+        "--quiet", "-q", action="store_true", help="findings only: no summary or notes", **suppress
+    )
     parser.add_argument(
         "--verbose",
         "-v",

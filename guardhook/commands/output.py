@@ -47,7 +47,9 @@ class Output:
     def from_args(cls, args: argparse.Namespace) -> Output:
         """The Output for a parsed command line (`--no-color`, `--quiet`), on sys.stdout/stderr."""
         no_color = bool(getattr(args, "no_color", False))
-        return cls(sys.stdout, sys.stderr, wants_colour(sys.stdout, no_color), bool(getattr(args, "quiet", False)))
+        return cls(
+            sys.stdout, sys.stderr, wants_colour(sys.stdout, no_color), bool(getattr(args, "quiet", False))
+        )
 
     @property
     def terminal(self) -> bool:
@@ -106,7 +108,9 @@ class Output:
             table = Table(*header, box=None, pad_edge=False, header_style="bold" if self.colour else "")
             for row in rows:
                 cells = [
-                    f"[{styles[i](c)}]{_escape(c)}[/]" if self.colour and styles and i in styles else _escape(c)
+                    f"[{styles[i](c)}]{_escape(c)}[/]"
+                    if self.colour and styles and i in styles
+                    else _escape(c)
                     for i, c in enumerate(row)
                 ]
                 table.add_row(*cells)
@@ -114,8 +118,8 @@ class Output:
             return
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         for row in [header, *rows]:
-            cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-            print("  ".join(cells).rstrip(), file=target)
+            line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+            print(line.rstrip(), file=target)
 
 
 ACTION_STYLES = {"Deny": "red", "Invalid": "red", "Warn": "yellow", "Advisory": "yellow", "Audit": "cyan"}

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from importlib import resources
 from typing import Any
 
@@ -53,7 +52,9 @@ def validate(obj: KubeObject) -> list[str] | None:
     problems = [(list(e.absolute_path), _message(e)) for e in validator.iter_errors(obj)]
     if _crd_file(api_version, kind) is not None:
         meta = _validator_for({"$ref": f"{DEFINITIONS_ID}#/$defs/{OBJECT_META}"})
-        problems += [(["metadata", *e.absolute_path], _message(e)) for e in meta.iter_errors(obj.get("metadata"))]
+        problems += [
+            (["metadata", *e.absolute_path], _message(e)) for e in meta.iter_errors(obj.get("metadata"))
+        ]
     if kind == "LeaderWorkerSet":
         problems += _lws_rules(obj)
     problems.sort(key=lambda p: [str(step) for step in p[0]])
@@ -76,7 +77,7 @@ def _message(error: Any) -> str:
         return str(error.message).replace("Additional properties are not allowed", "unknown field")
     if error.validator == "type":
         wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
-        names = [TYPE_NAMES.get(t, t) for t in wanted if t != "null"]
+        names = [TYPE_NAMES.get(str(t), str(t)) for t in wanted if t != "null"]
         return f"{value} is not {' or '.join(names)}"
     if _is_quantity(error):
         return f"{value} is not a resource quantity (such as 500m, 2 or 16Gi)"

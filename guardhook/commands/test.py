@@ -69,7 +69,9 @@ def add_parser(commands: Any) -> None:
     cmd = commands.add_parser(
         "test", help="run test suites (guardhook-test.yaml): expected results per policy, like kyverno test"
     )
-    cmd.add_argument("paths", nargs="+", metavar="DIR", help="folders holding guardhook-test.yaml files, or files")
+    cmd.add_argument(
+        "paths", nargs="+", metavar="DIR", help="folders holding guardhook-test.yaml files, or files"
+    )
     cmd.add_argument(
         "--format", choices=("text", "json"), default="text", help="output format (default text)"
     )
@@ -142,8 +144,8 @@ def run_suite(path: Path) -> list[Row]:
         verdicts[name] = verdict_both(engine, decoded.request)
         subjects[name] = _request_subject(decoded.request)
     outcomes = _resource_outcomes(path, suite, view, config)
-    name = suite.get("metadata", {}).get("name") if isinstance(suite.get("metadata"), dict) else None
-    label = str(name or path)
+    meta = suite.get("metadata")
+    label = str((meta.get("name") if isinstance(meta, dict) else None) or path)
     return [
         _row(path, label, number, expected, verdicts, subjects, outcomes)
         for number, expected in enumerate(suite["results"], start=1)
@@ -264,8 +266,8 @@ def _row(
         namespace = str(resource.get("namespace") or "")
         name = str(resource.get("name") or "")
         subject = f"{resource['kind']} {namespace}/{name}" if namespace else f"{resource['kind']} {name}"
-        actual, message = outcomes.get((resource["kind"], namespace, name, policy), ("skipped", ""))
-        actual = "patched" if actual == "mutated" else actual
+        outcome, message = outcomes.get((resource["kind"], namespace, name, policy), ("skipped", ""))
+        actual = "patched" if outcome == "mutated" else outcome
         problem = "" if actual == want else f"expected {want}, got {actual}"
     if problem and message:
         problem += f": {message}"
