@@ -108,3 +108,12 @@ def test_warnings_are_kubectl_style_and_logs_need_verbose(tmp_path: Path) -> Non
     )
     verbose = cli(tmp_path, "review", "--verbose", "--format", "text", WORKER_DELETE)
     assert "WARNING guardhook.cluster.sources: no cluster configured" in verbose.stderr
+
+
+def test_review_of_bad_input_says_so_before_any_cluster_warning(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    done = cli(tmp_path, "review", str(bad))
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"guardhook review: {bad}: not an AdmissionReview")
+    assert "Warning" not in done.stderr and "sample fleet" not in done.stderr

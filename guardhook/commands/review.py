@@ -66,14 +66,15 @@ def run_review(args: argparse.Namespace) -> int:
     from guardhook.config import load_config
 
     config = load_config(args.config, args.enforcement)
-    source = choose_source(args.cluster_state, args.kubeconfig)
-    view = open_view(source, config.stale_after_seconds)
+    # the input first: a file that is no review ends it before any cluster is read or warned about
     body = sys.stdin.buffer.read() if args.file == "-" else read_file(args.file)
     try:
         decoded = decode(body)
     except ReviewError as exc:
         print(f"guardhook review: {args.file}: not an AdmissionReview: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    source = choose_source(args.cluster_state, args.kubeconfig)
+    view = open_view(source, config.stale_after_seconds)
     engine = Engine(view, config, record=False)
     response = dict(review_both(engine, decoded.request, args.endpoint))
     note = not_judged(view, decoded.request)
