@@ -129,4 +129,6 @@ def test_custom_resources_have_their_crd_schemas() -> None:
         "spec": {"scaleTargetRef": {"name": "llm"}, "triggers": "cpu"},
     }
     assert validate(scaled) == ['spec.triggers: "cpu" is not a list']
+    alpha = {**pool, "apiVersion": "inference.networking.x-k8s.io/v1alpha2", "spec": {"selector": "x"}}
+    assert 'spec.selector: "x" is not a mapping' in validate(alpha)  # type: ignore[operator]
     assert validate({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}) is None
