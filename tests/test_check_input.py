@@ -92,3 +92,24 @@ def test_cluster_state_with_an_unreadable_subfolder_is_refused(
     code, _, err = run(capsys, "--cluster-state", str(tmp_path / "state"), str(DENIED))
     assert code == 2
     assert f"{locked}: cannot read folder: Permission denied" in err
+
+
+@pytest.mark.parametrize("as_state", [False, True], ids=["input", "cluster-state"])
+def test_an_unreadable_file_is_named_once(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, as_state: bool
+) -> None:
+    shutil.copytree(DENIED, tmp_path / "tree")
+    locked = tmp_path / "tree" / "pdb.yaml"
+    real_read_text = Path.read_text
+
+    def read_text(self: Path, *args: object, **kwargs: object) -> str:
+        if self == locked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_read_text(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", read_text)
+    argv = ["--cluster-state", str(tmp_path / "tree"), str(DENIED)] if as_state else [str(tmp_path / "tree")]
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert f"{locked}: cannot read: Permission denied" in err
+    assert err.count(str(locked)) == 1

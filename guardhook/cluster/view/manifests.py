@@ -211,7 +211,9 @@ def load_paths(paths: Iterable[str | Path]) -> list[Manifest]:
         for file in files_under(Path(raw)):
             try:
                 text = file.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
+            except OSError as exc:  # strerror: the message names the file once
+                raise ManifestError(f"{file}: cannot read: {exc.strerror or exc}") from exc
+            except UnicodeDecodeError as exc:
                 raise ManifestError(f"{file}: cannot read: {exc}") from exc
             found += parse_text(text, str(file))
         if not any(m.obj.get("apiVersion") for m in found):
