@@ -321,6 +321,7 @@ class CapacityIndex:
                 self._row_of,
                 self._matcher,
                 self._allocation.refs,
+                self._allocation.consumed,
             )
             self._devices = (key, counts)
         elif self._devices[1].rows < self.rows:

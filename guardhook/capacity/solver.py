@@ -344,6 +344,14 @@ def capacity_model(index: CapacityIndex, resources: Iterable[str]) -> tuple[str,
         text = f"counted DRA devices for {name} (DeviceClass {device_class})"
         if devices.tainted.get(column):
             text += f", {devices.tainted[column]} tainted devices left out"
+        if devices.partitioned.get(column):
+            text += (
+                "; partitionable devices counted by the DRA allocator's counter rule (a device is free "
+                "only while the shared counters it consumes are; shared devices once per allocation "
+                "their capacity still covers)"
+            )
+            if devices.held.get(column):
+                text += f", {devices.held[column]} devices whose counters allocated devices take left out"
         if device_class in devices.unjudged:
             text += "; its CEL selectors need Kubernetes' CEL library, not judged: every device counted"
         model.append(text)
