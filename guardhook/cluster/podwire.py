@@ -101,6 +101,7 @@ class SpecWire(msgspec.Struct, frozen=True, gc=False):
     containers: list[ContainerWire] = []
     initContainers: Any = None  # noqa: N815
     overhead: Any = None
+    resources: Any = None
     tolerations: list[TolerationWire] = []
     schedulingGates: Any = None  # noqa: N815
     resourceClaims: Any = None  # noqa: N815
@@ -251,16 +252,22 @@ def _tolerations(entries: list[TolerationWire]) -> tuple[Any, ...]:
 
 def _requests(spec: SpecWire) -> Resources:
     """As `resources.shared_pod_requests` of the dict spec: looked up by the containers' raw
-    requests and limits when there are no init containers and no overhead."""
+    requests and limits when there are no init containers, no overhead and no pod-level
+    resources."""
     raw = tuple(_raw_resources(container) for container in spec.containers)
-    if not spec.initContainers and not spec.overhead:
+    if not spec.initContainers and not spec.overhead and not spec.resources:
         try:
             return requests_of_raw(raw)
         except TypeError:  # a quantity that is not hashable: parsed uncached, below
             pass
     containers = [{"resources": {"requests": dict(req), "limits": dict(lim)}} for req, lim in raw]
     return shared_pod_requests(
-        {"containers": containers, "initContainers": spec.initContainers, "overhead": spec.overhead}
+        {
+            "containers": containers,
+            "initContainers": spec.initContainers,
+            "overhead": spec.overhead,
+            "resources": spec.resources,
+        }
     )
 
 

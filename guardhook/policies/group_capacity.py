@@ -205,15 +205,18 @@ def template_shapes(
     """The (leader, worker) pod shapes of `lws`'s templates with their DRA devices counted, and
     the notes on what was not counted (each once)."""
     from guardhook.capacity.claims import with_devices
+    from guardhook.capacity.shapes import pod_level_note
 
     leader_shape, worker_shape = _template_shapes(_same_templates_in_view(lws, namespace, view))
     with view.lock:
         devices = index.devices()
         worker, worker_notes = with_devices(worker_shape, lws.worker_template, namespace, view, devices)
         if leader_shape is worker_shape:  # one template for both: counted once
-            return worker, worker, tuple(dict.fromkeys(worker_notes))
+            level = pod_level_note(lws.worker_template, "leader and worker")
+            return worker, worker, tuple(dict.fromkeys((*worker_notes, *filter(None, (level,)))))
         leader, leader_notes = with_devices(leader_shape, lws.leader_template, namespace, view, devices)
-    return leader, worker, tuple(dict.fromkeys((*leader_notes, *worker_notes)))
+    levels = (pod_level_note(lws.leader_template, "leader"), pod_level_note(lws.worker_template, "worker"))
+    return leader, worker, tuple(dict.fromkeys((*leader_notes, *worker_notes, *filter(None, levels))))
 
 
 def _same_templates_in_view(lws: LeaderWorkerSet, namespace: str, view: ClusterView) -> LeaderWorkerSet:
