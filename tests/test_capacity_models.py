@@ -266,7 +266,7 @@ def test_node_filter(nodes: list[dict[str, Any]], tolerations: Any, allowed: boo
     response = judge(nodes, lws_create(replicas=1, tolerations=tolerations))
     assert response["allowed"] is allowed, response
     warnings = " ".join(response.get("warnings", []))
-    assert ("fit only with cordoned or NotReady nodes" in warnings) is warned, warnings
+    assert ("fit only with cordoned, NotReady or draining nodes" in warnings) is warned, warnings
 
 
 # ---- the model on a plain cluster ----------------------------------------------------------------------

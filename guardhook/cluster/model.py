@@ -402,19 +402,24 @@ class NodeRecord:
     taints: tuple[Taint, ...]
     unschedulable: bool
     ready: bool
+    conditions: tuple[str, ...] = ()
+    """Types of the node's conditions with status True other than Ready (the first entry of a
+    type counts), such as the node lifecycle conditions of KEP-5683 (guardhook.cluster.going)."""
 
     @staticmethod
     def from_object(obj: KubeObject) -> NodeRecord:
         meta = metadata(obj)
         spec = as_dict(obj.get("spec"))
         status = as_dict(obj.get("status"))
+        found = conditions(status)
         return NodeRecord(
             name=str(meta.get("name") or ""),
             labels=str_map(meta.get("labels")),
             allocatable=parse_resource_list(as_dict(status.get("allocatable"))),
             taints=node_taints(obj),
             unschedulable=spec.get("unschedulable") is True,
-            ready=condition_true(status, "Ready"),
+            ready=condition_true(status, "Ready", found),
+            conditions=tuple(t for t in found if t != "Ready" and condition_true(status, t, found)),
         )
 
 

@@ -105,7 +105,7 @@ def audit(
     from guardhook.planning.spare import spare_by_lws
     from guardhook.policies import REGISTRY
     from guardhook.policies.worker_delete import POLICY as WORKER_DELETE
-    from guardhook.policies.worker_delete import drain_taint_keys
+    from guardhook.policies.worker_delete import drain_conditions, drain_taint_keys
 
     policies = REGISTRY if policies is None else policies
     view = view_from_objects([o.obj for o in objects], source="audit", unreadable=unreadable)
@@ -120,8 +120,8 @@ def audit(
     spare = config.settings("group-capacity").params.get("spareGroups")
     gaps = coverage_gaps(view, budget_default=budget, spare_default=spare)
     all_notes += unchecked(view)
-    keys = drain_taint_keys(config.settings(WORKER_DELETE.id).params)
-    draining = draining_nodes(view, keys)
+    params = config.settings(WORKER_DELETE.id).params
+    draining = draining_nodes(view, drain_taint_keys(params), drain_conditions(params))
     return AuditResult(
         findings, all_groups(view), all_notes, spare_by_lws(view), draining=draining, gaps=gaps
     )

@@ -179,7 +179,8 @@ class GroupCapacity(Policy):
             advisories: tuple[str, ...] = ()
             if fit.needs_flagged_nodes:
                 advisories = (
-                    f"the new groups of LeaderWorkerSet {name} fit only with cordoned or NotReady nodes, "
+                    f"the new groups of LeaderWorkerSet {name} fit only with cordoned, NotReady or draining "
+                    f"nodes (node lifecycle conditions such as MaintenancePlanned or DrainInProgress), "
                     f"which its templates tolerate (kube-scheduler places pods there too). Model: {model}",
                 )
             return Judgement(advisories=advisories, audit_annotations=audit)
