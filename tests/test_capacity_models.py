@@ -295,9 +295,14 @@ QUEUE_CASES = [
         id="kueue",
     ),
     pytest.param(
+        _gang_template(lws_create(replicas=3), "spec", "schedulingGroup", {"podGroupName": "llm-replica"}),
+        "gang-scheduled (spec.schedulingGroup.podGroupName llm-replica)",
+        id="workload-api-1.37",
+    ),
+    pytest.param(
         _gang_template(lws_create(replicas=3), "spec", "workloadRef", {"name": "llm", "podGroup": "replica"}),
         "gang-scheduled (workloadRef)",
-        id="workload-api",
+        id="workload-api-1.35-alpha",
     ),
     pytest.param(
         _gang_template(

@@ -60,9 +60,11 @@ MODEL_ANNOTATION = "group-capacity-model"
 BASE_MODEL = "node allocatable less bound and pending pods' requests"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 """Kueue's label on a workload (the LWS integration reads it from the LeaderWorkerSet)."""
-GANG_TEMPLATE_FIELDS = ("workloadRef", "schedulingGroup")
-"""Pod spec fields tying pods to a gang: KEP-4671's Workload (scheduling.k8s.io/v1alpha1
-`workloadRef`, 1.35) and PodGroup (v1alpha2 `schedulingGroup`, 1.36)."""
+GANG_TEMPLATE_FIELDS = ("schedulingGroup", "workloadRef")
+"""Pod spec fields tying pods to a gang (KEP-4671, workload-aware scheduling): from 1.36
+`spec.schedulingGroup.podGroupName`, naming the PodGroup of the Workload API (scheduling.k8s.io,
+v1beta1 in 1.37; feature gate GenericWorkload), which replaced the 1.35 alpha `workloadRef`
+(still read, for templates written against 1.35)."""
 GANG_TEMPLATE_MARKS = ("scheduling.x-k8s.io/pod-group", "scheduling.k8s.io/group-name")
 """Template labels / annotations of out-of-tree gang schedulers: scheduler-plugins' coscheduling
 PodGroup label and Volcano's PodGroup annotation."""
@@ -288,8 +290,8 @@ def _pools_problem(value: Any) -> str | None:
 def placed_by(lws: LeaderWorkerSet) -> tuple[str, str] | None:
     """Who places this LWS's groups whole instead of the default scheduler, as (parameter,
     description): Kueue (the queue-name label: quota and topology-aware scheduling admit it) or a
-    gang scheduler (LWS `spec.scheduling`, a template's `workloadRef` / `schedulingGroup`, or a
-    coscheduling / Volcano pod-group mark); None for neither."""
+    gang scheduler (LWS `spec.scheduling`, a template's `schedulingGroup.podGroupName` or the
+    1.35 `workloadRef`, or a coscheduling / Volcano pod-group mark); None for neither."""
     queue = str(as_dict(lws.meta.get("labels")).get(KUEUE_QUEUE_LABEL) or "")
     if queue:
         return (
@@ -308,6 +310,9 @@ def placed_by(lws: LeaderWorkerSet) -> tuple[str, str] | None:
         field = next((f for f in GANG_TEMPLATE_FIELDS if spec.get(f)), None) or next(
             (m for m in GANG_TEMPLATE_MARKS if marks.get(m)), None
         )
+        if field == "schedulingGroup":
+            group = as_dict(spec.get(field)).get("podGroupName")
+            field = f"spec.schedulingGroup.podGroupName {group}" if group else "spec.schedulingGroup"
         if field:
             return (
                 "gangScheduled",
