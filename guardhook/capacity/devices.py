@@ -93,12 +93,27 @@ def counters_fit(left: Counters, device: DraDevice) -> bool:
     counter of the pool is below zero (the allocator compares every counter of every set)."""
     if not device.consumes:
         return True
-    need = {(c.name, name): amount for c in device.consumes for name, amount in c.counters}
-    return all(
-        value - need.get((set_name, name), 0) >= 0
-        for set_name, counters in left.items()
-        for name, value in counters.items()
-    )
+    return not overdrawn(left) and _own_fit(left, device)
+
+
+def overdrawn(left: Counters) -> bool:
+    """Whether a counter of the pool is already below zero (then no device consuming counters fits)."""
+    return any(value < 0 for counters in left.values() for value in counters.values())
+
+
+def _own_fit(left: Counters, device: DraDevice) -> bool:
+    """Whether the counters `device` consumes stay at or above zero. With no counter of the pool
+    below zero (checked once by the caller) this is the allocator's whole check: taking a device
+    lowers only the counters it consumes."""
+    for consumption in device.consumes:
+        counters = left.get(consumption.name)
+        if counters is None:
+            continue
+        for name, amount in consumption.counters:
+            value = counters.get(name)
+            if value is not None and value - amount < 0:
+                return False
+    return True
 
 
 def shares_left(device: DraDevice, consumed: Mapping[str, int]) -> int:
@@ -162,13 +177,15 @@ def _add(free: dict[tuple[int, str], int], key: tuple[int, str], count: int) -> 
         free[key] = free.get(key, 0) + count
 
 
-MAX_EXACT = 16
+MAX_EXACT = 12
 """Largest group of devices sharing counter sets whose best packing is searched exactly."""
 
 
 def best_packing(devices: list[DraDevice], left: Counters) -> list[DraDevice]:
     """The largest set of `devices` (all consuming counters, none allocated) that can be allocated
     together from the counters `left`; see pool_free."""
+    if overdrawn(left):
+        return []
     groups: dict[frozenset[str], list[DraDevice]] = {}
     for device in devices:
         sets = frozenset(c.name for c in device.consumes)
@@ -177,12 +194,15 @@ def best_packing(devices: list[DraDevice], left: Counters) -> list[DraDevice]:
             sets |= key
         groups[sets] = [d for key in merged for d in groups.pop(key)] + [device]
     chosen: list[DraDevice] = []
-    for group in groups.values():
-        chosen.extend(_pack(group, left))
+    for sets, group in groups.items():
+        chosen.extend(_pack(group, {name: left[name] for name in sets if name in left}))
     return chosen
 
 
 def _pack(group: list[DraDevice], left: Counters) -> list[DraDevice]:
+    """The largest subset of `group` that fits the counters `left` (only the group's sets, none
+    below zero): greedy, then an exact search when the group is small and greedy left some out."""
+
     def weight(device: DraDevice) -> float:
         return sum(
             amount / max(left.get(c.name, {}).get(name, 0), 1)
@@ -194,7 +214,7 @@ def _pack(group: list[DraDevice], left: Counters) -> list[DraDevice]:
     counters = {name: dict(values) for name, values in left.items()}
     best: list[DraDevice] = []
     for device in order:  # greedy: a lower bound, and the answer for a large group
-        if counters_fit(counters, device):
+        if _own_fit(counters, device):
             _consume(counters, device, -1)
             best.append(device)
     if len(order) > MAX_EXACT or len(best) == len(order):
@@ -210,7 +230,7 @@ def _pack(group: list[DraDevice], left: Counters) -> list[DraDevice]:
             best = list(current)
             return
         device = order[i]
-        if counters_fit(counters, device):
+        if _own_fit(counters, device):
             _consume(counters, device, -1)
             current.append(device)
             search(i + 1)
