@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from cluster import Cluster, eventually
+from cluster import Cluster, eventually, pod_image
 
 DRIVER = "e2e.guardhook.io"
 GPU_CLASS = "e2e-full-gpu"
@@ -141,7 +141,7 @@ def _claim_and_pod(cluster: Cluster, node: str) -> list[dict[str, Any]]:
             "containers": [
                 {
                     "name": "pause",
-                    "image": "registry.k8s.io/pause:3.10",
+                    "image": pod_image(),
                     "resources": {"claims": [{"name": "mig"}]},
                 }
             ],
@@ -174,7 +174,7 @@ def _lws_needing_a_whole_gpu(cluster: Cluster) -> dict[str, Any]:
                         "containers": [
                             {
                                 "name": "pause",
-                                "image": "registry.k8s.io/pause:3.10",
+                                "image": pod_image(),
                                 "resources": {"requests": {"cpu": "10m"}, "claims": [{"name": "gpu"}]},
                             }
                         ],
@@ -255,7 +255,7 @@ def pod_level_lws(cluster: Cluster) -> Iterator[str]:
                         "containers": [
                             {
                                 "name": "pause",
-                                "image": "registry.k8s.io/pause:3.10",
+                                "image": pod_image(),
                                 "resizePolicy": [
                                     {"resourceName": "cpu", "restartPolicy": "NotRequired"},
                                     {"resourceName": "memory", "restartPolicy": "RestartContainer"},
