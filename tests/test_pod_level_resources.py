@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from test_capacity_models import judge, message, model_of
 
 from guardhook.admission.engine import Engine
@@ -18,6 +20,8 @@ from guardhook.cluster.model import PodRecord
 from guardhook.cluster.podwire import decode_pod_page, pod_record
 from guardhook.cluster.resources import pod_requests
 from guardhook.cluster.view.static import view_from_objects
+from guardhook.commands.check import check
+from guardhook.config import default_config
 from guardhook.policies.group_spec import lint
 
 from gpu_cluster import lws_create, node, pod
@@ -174,3 +178,20 @@ def test_group_spec_through_the_engine_warns() -> None:
     assert "spec.resources.requests[cpu] 10 is below its containers' aggregate request 40" in " ".join(
         response.get("warnings", [])
     )
+
+
+def test_check_reports_the_pod_level_values_it_judged(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": NODES}))
+    for replicas, denied in ((5, True), (4, False)):
+        path = tmp_path / f"lws-{replicas}.yaml"
+        path.write_text(yaml.safe_dump(_create(replicas, {"memory": "1500Gi"})["object"]))
+        result = check([str(path)], default_config(), cluster_state=[str(cluster)])
+        found = [f for f in result.findings if f.policy == "group-capacity"]
+        if denied:
+            (finding,) = found
+            assert "pod-level spec.resources counted (memory 1500Gi; its containers ask memory 100Gi)" in (
+                finding.message
+            )
+        else:
+            assert [f.outcome for f in found] in ([], ["allowed"])  # control: four fit
