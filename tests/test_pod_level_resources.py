@@ -195,3 +195,37 @@ def test_check_reports_the_pod_level_values_it_judged(tmp_path: Path) -> None:
             )
         else:
             assert [f.outcome for f in found] in ([], ["allowed"])  # control: four fit
+
+
+# ---- a bound pod mid pod-level resize (KEP-5419): the larger of spec and status ---------------------
+
+
+def _resizing(status_memory: str, reason: str = "") -> dict[str, Any]:
+    """A bound pod whose pod-level memory request was resized down to 32Gi in its spec while the
+    kubelet still reports `status_memory` allocated and actuated (and, with `reason`, a
+    PodResizePending condition)."""
+    obj = _pod(_spec(resources={"requests": {"memory": "32Gi"}}), "gpu-0")
+    status: dict[str, Any] = {
+        "phase": "Running",
+        "allocatedResources": {"cpu": "3", "memory": status_memory},
+        "resources": {"requests": {"cpu": "3", "memory": status_memory}},
+    }
+    if reason:
+        status["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": reason}]
+    obj["status"] = status
+    return obj
+
+
+def _both_paths(obj: dict[str, Any]) -> dict[str, int]:
+    page = json.dumps({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": [obj]}).encode()
+    typed = pod_record(decode_pod_page(page)["items"][0])
+    assert typed == PodRecord.from_object(obj)
+    return typed.requests
+
+
+def test_a_pod_mid_resize_holds_the_larger_of_spec_and_status() -> None:
+    assert _both_paths(_resizing("64Gi"))["memory"] == 64 * GI  # the kubelet has not shrunk it yet
+    assert _both_paths(_resizing("16Gi"))["memory"] == 32 * GI  # control: the spec is larger
+    # an Infeasible resize leaves the spec out: what the kubelet holds counts
+    assert _both_paths(_resizing("16Gi", "Infeasible"))["memory"] == 16 * GI
+    assert _both_paths(_resizing("16Gi", "Deferred"))["memory"] == 32 * GI  # control: Deferred keeps it

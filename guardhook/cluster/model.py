@@ -17,7 +17,13 @@ from typing import Any
 import msgspec
 
 from guardhook.cluster import interning
-from guardhook.cluster.resources import Resources, parse_resource_list, shared_pod_requests
+from guardhook.cluster.resources import (
+    Resources,
+    parse_resource_list,
+    pod_requests,
+    resized_status,
+    shared_pod_requests,
+)
 from guardhook.wire import KubeObject
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -367,7 +373,9 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
             ready=condition_true(status, "Ready", found),
             terminating=bool(meta.get("deletionTimestamp")),
             owners=OwnerRef.parse_all_shared(meta),
-            requests=shared_pod_requests(spec),
+            requests=pod_requests(spec, status)
+            if spec.get("resources") and resized_status(status)
+            else shared_pod_requests(spec),
             disruption=disruption_condition(status, found) if found else "",
             tolerations=Toleration.parse_all_shared(spec),
             scheduling_gates=scheduling_gates(spec) if spec.get("schedulingGates") else (),

@@ -37,7 +37,7 @@ from guardhook.cluster.model import (
     timestamp_seconds,
 )
 from guardhook.cluster.paging import Page, decode
-from guardhook.cluster.resources import Resources, requests_of_raw, shared_pod_requests
+from guardhook.cluster.resources import Resources, pod_requests, requests_of_raw, shared_pod_requests
 from guardhook.wire import KubeObject
 
 _intern = sys.intern
@@ -121,6 +121,8 @@ class StatusWire(msgspec.Struct, frozen=True, gc=False):
     conditions: list[ConditionWire] = []
     resourceClaimStatuses: Any = None  # noqa: N815
     extendedResourceClaimStatus: Any = None  # noqa: N815
+    allocatedResources: Any = None  # noqa: N815
+    resources: Any = None
 
 
 _NO_META, _NO_SPEC, _NO_STATUS = MetaWire(), SpecWire(), StatusWire()
@@ -185,7 +187,9 @@ def _record(pod: PodWire) -> PodRecord:
         ready=_true(found, "Ready"),
         terminating=bool(meta.deletionTimestamp),
         owners=_owners(meta.ownerReferences) if meta.ownerReferences else (),
-        requests=_requests(spec),
+        requests=_requests(spec)
+        if not (spec.resources and (status.allocatedResources or status.resources))
+        else _resized_requests(spec, status),
         disruption=_disruption(found) if found else "",
         tolerations=_tolerations(spec.tolerations) if spec.tolerations else (),
         scheduling_gates=scheduling_gates({"schedulingGates": spec.schedulingGates})
@@ -268,6 +272,27 @@ def _requests(spec: SpecWire) -> Resources:
             "overhead": spec.overhead,
             "resources": spec.resources,
         }
+    )
+
+
+def _resized_requests(spec: SpecWire, status: StatusWire) -> Resources:
+    """A pod mid pod-level resize: `resources.pod_requests` with its status (not shared)."""
+    containers = [
+        {"resources": {"requests": dict(req), "limits": dict(lim)}}
+        for req, lim in (_raw_resources(container) for container in spec.containers)
+    ]
+    return pod_requests(
+        {
+            "containers": containers,
+            "initContainers": spec.initContainers,
+            "overhead": spec.overhead,
+            "resources": spec.resources,
+        },
+        {
+            "allocatedResources": status.allocatedResources,
+            "resources": status.resources,
+            "conditions": [{"type": c.type, "reason": c.reason} for c in status.conditions],
+        },
     )
 
 

@@ -13,7 +13,13 @@ bytes, `nvidia.com/gpu` and `pods` as counts). Rules (k8s.io/component-helpers r
   `applyPodLevelResources`); where only a pod-level limit is set it stands as the request, and
   pod-level hugepages default to the containers' (the API server's defaulting, core/v1
   `defaultPodRequests`, which does not run inside LWS templates either);
-- `spec.overhead` (set from the RuntimeClass at admission) is added on top.
+- `spec.overhead` (set from the RuntimeClass at admission) is added on top;
+- a bound pod in the middle of a pod-level in-place resize (KEP-5419) holds the larger of its
+  pod-level spec and what the kubelet reports it allocated and actuated (`status.allocatedResources`,
+  `status.resources.requests`, less overhead; the spec not at all when `PodResizePending` says
+  `Infeasible`): `PodRequests` with `UseStatusResources` and
+  `InPlacePodLevelResourcesVerticalScalingEnabled`, as the scheduler counts bound pods.
+  (Container-level status resources are not read.)
 
 Every field read here may have the wrong type in a manifest, a dump or an object the API server
 did not validate (an LWS template): a field that is not what the API defines (`overhead` a string,
@@ -194,16 +200,48 @@ def container_total(spec: Any) -> Resources:
     return steady
 
 
-def pod_requests(spec: Any) -> Resources:
+def pod_requests(spec: Any, status: Any = None) -> Resources:
     """Total requests of a pod spec as the scheduler sees them (see module docstring): the
-    containers' aggregate, pod-level requests in place of it where set, plus overhead. A spec that
-    is not an object requests nothing. Never raises on malformed fields."""
+    containers' aggregate, pod-level requests in place of it where set (with a bound pod's
+    `status`, the larger of those and its allocated / actuated pod-level requests), plus overhead.
+    A spec that is not an object requests nothing. Never raises on malformed fields."""
     spec = _mapping(spec)
     steady = container_total(spec)
     if spec.get("resources"):
-        steady.update(pod_level_requests(spec, steady))
+        steady.update(_with_status(pod_level_requests(spec, steady), spec, _mapping(status)))
     add_into(steady, parse_resource_list(spec.get("overhead")))
     return steady
+
+
+def resized_status(status: Any) -> bool:
+    """Whether a pod status carries pod-level resources the kubelet allocated or actuated
+    (`status.allocatedResources`, `status.resources`: set on nodes with KEP-5419)."""
+    status = _mapping(status)
+    return bool(status.get("allocatedResources") or status.get("resources"))
+
+
+def _with_status(pod_level: Resources, spec: Mapping[str, Any], status: Mapping[str, Any]) -> Resources:
+    """component-helpers PodRequests' effectivePodLevelResources: max(spec, actuated, allocated)
+    for the supported resources, the spec left out when the resize is Infeasible."""
+    if not pod_level or not resized_status(status):
+        return pod_level
+    overhead = parse_resource_list(spec.get("overhead"))
+    effective = {} if _resize_infeasible(status) else dict(pod_level)
+    for raw in (_mapping(status.get("resources")).get("requests"), status.get("allocatedResources")):
+        reported = parse_resource_list(raw)
+        for name, amount in reported.items():
+            if pod_level_supported(name):
+                amount -= overhead.get(name, 0)
+                if amount > effective.get(name, INT64_MIN):
+                    effective[name] = amount
+    return effective
+
+
+def _resize_infeasible(status: Mapping[str, Any]) -> bool:
+    for condition in status.get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == "PodResizePending":
+            return condition.get("reason") == "Infeasible"
+    return False
 
 
 def shared_pod_requests(spec: Any) -> Resources:
