@@ -257,3 +257,105 @@ def dra_cluster(nodes: int = 8, gpus: int = 8) -> list[dict[str, Any]]:
     for i in range(nodes):
         objects += [node(f"gpu-{i}"), resource_slice(f"gpu-{i}", gpus)]
     return objects
+
+
+# ---- partitionable devices (KEP-4815) as the NVIDIA DRA driver's DynamicMIG publishes them ----------
+# Shapes from NVIDIA/k8s-dra-driver-gpu cmd/gpu-kubelet-plugin/partitions.go and mig.go: one counter
+# set `gpu-<minor>-counter-set` per GPU, with one counter per capacity (names made DNS-like) and one
+# `memory-slice-<i>` counter (value 1) per memory slice; the full GPU `gpu-<minor>` consumes every
+# counter, a MIG device `gpu-<minor>-mig-<profile>-<profileID>-<placementStart>` its capacities and the
+# memory slices of its placement. From Kubernetes 1.35 the counters go in a slice of their own.
+
+MIG_PROFILE = "1g.18gb"
+MIG_SELECTOR = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"
+FULL_GPU = {"multiprocessors": 132, "memory": "141Gi"}
+MIG_1G = {"multiprocessors": 16, "memory": "18Gi"}
+MEMORY_SLICES = 8
+
+
+def _counters(capacity: dict[str, Any], slices: range) -> dict[str, Any]:
+    counters = {name: {"value": str(value)} for name, value in capacity.items()}
+    counters.update({f"memory-slice-{i}": {"value": "1"} for i in slices})
+    return counters
+
+
+def mig_slices(
+    node_name: str, gpus: int = 1, partitions: int = 7, generation: int = 1
+) -> list[dict[str, Any]]:
+    """The two ResourceSlices of `node_name`'s pool as the driver's DynamicMIG mode publishes them
+    (Kubernetes >= 1.35: counters and devices apart): per GPU a counter set, the full GPU and
+    `partitions` 1g.18gb MIG devices at placements 0.."""
+    pool = {"name": node_name, "generation": generation, "resourceSliceCount": 2}
+    counter_sets = [
+        {"name": f"gpu-{g}-counter-set", "counters": _counters(FULL_GPU, range(MEMORY_SLICES))}
+        for g in range(gpus)
+    ]
+    devices: list[dict[str, Any]] = []
+    for g in range(gpus):
+        counter_set = f"gpu-{g}-counter-set"
+        devices.append(
+            {
+                "name": f"gpu-{g}",
+                "attributes": {"type": {"string": "gpu"}, "productName": {"string": "NVIDIA H200"}},
+                "capacity": {name: {"value": str(v)} for name, v in FULL_GPU.items()},
+                "consumesCounters": [
+                    {"counterSet": counter_set, "counters": _counters(FULL_GPU, range(MEMORY_SLICES))}
+                ],
+            }
+        )
+        for start in range(partitions):
+            devices.append(
+                {
+                    "name": f"gpu-{g}-mig-1g18gb-19-{start}",
+                    "attributes": {"type": {"string": "mig"}, "profile": {"string": MIG_PROFILE}},
+                    "capacity": {name: {"value": str(v)} for name, v in MIG_1G.items()},
+                    "consumesCounters": [
+                        {"counterSet": counter_set, "counters": _counters(MIG_1G, range(start, start + 1))}
+                    ],
+                }
+            )
+    base = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice"}
+    return [
+        {
+            **base,
+            "metadata": {"name": f"{node_name}-{DRIVER}-counters"},
+            "spec": {"driver": DRIVER, "nodeName": node_name, "pool": pool, "sharedCounters": counter_sets},
+        },
+        {
+            **base,
+            "metadata": {"name": f"{node_name}-{DRIVER}-devices"},
+            "spec": {"driver": DRIVER, "nodeName": node_name, "pool": pool, "devices": devices},
+        },
+    ]
+
+
+def claim_of(
+    name: str, node_name: str, devices: list[str], namespace: str = "other", **result: Any
+) -> dict[str, Any]:
+    """A ResourceClaim the scheduler allocated the named `devices` of `node_name`'s pool to
+    (`result` adds fields to each result, such as consumedCapacity)."""
+    claim = allocated_claim(name, node_name, [], namespace)
+    claim["spec"]["devices"]["requests"][0]["exactly"]["count"] = len(devices)
+    claim["status"]["allocation"]["devices"]["results"] = [
+        {"request": "gpus", "driver": DRIVER, "pool": node_name, "device": d, **result} for d in devices
+    ]
+    return claim
+
+
+def mig_cluster(nodes: int = 4, gpus: int = 1) -> list[dict[str, Any]]:
+    """`nodes` DynamicMIG nodes of `gpus` H200 each, the DeviceClass mapping nvidia.com/gpu to full
+    GPUs and a `mig-1g.18gb` class for the partitions."""
+    objects = [device_class(), device_class(extended="", selector=MIG_SELECTOR, name="mig-1g.18gb")]
+    for i in range(nodes):
+        objects += [node(f"gpu-{i}"), *mig_slices(f"gpu-{i}", gpus)]
+    return objects
+
+
+def shared_slice(node_name: str, devices: int = 1, **capacity: Any) -> dict[str, Any]:
+    """A slice of `devices` devices that allow multiple allocations (KEP-5075), each with
+    `capacity` (name -> DeviceCapacity)."""
+    piece = resource_slice(node_name, devices)
+    for device in piece["spec"]["devices"]:
+        device["allowMultipleAllocations"] = True
+        device["capacity"] = capacity
+    return piece

@@ -266,7 +266,7 @@ def test_node_filter(nodes: list[dict[str, Any]], tolerations: Any, allowed: boo
     response = judge(nodes, lws_create(replicas=1, tolerations=tolerations))
     assert response["allowed"] is allowed, response
     warnings = " ".join(response.get("warnings", []))
-    assert ("fit only with cordoned or NotReady nodes" in warnings) is warned, warnings
+    assert ("fit only with cordoned, NotReady or draining nodes" in warnings) is warned, warnings
 
 
 # ---- the model on a plain cluster ----------------------------------------------------------------------
@@ -295,9 +295,14 @@ QUEUE_CASES = [
         id="kueue",
     ),
     pytest.param(
+        _gang_template(lws_create(replicas=3), "spec", "schedulingGroup", {"podGroupName": "llm-replica"}),
+        "gang-scheduled (spec.schedulingGroup.podGroupName llm-replica)",
+        id="workload-api-1.37",
+    ),
+    pytest.param(
         _gang_template(lws_create(replicas=3), "spec", "workloadRef", {"name": "llm", "podGroup": "replica"}),
         "gang-scheduled (workloadRef)",
-        id="workload-api",
+        id="workload-api-1.35-alpha",
     ),
     pytest.param(
         _gang_template(

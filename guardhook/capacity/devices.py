@@ -9,6 +9,19 @@ when no ResourceClaim's `status.allocation` holds it and no NoSchedule / NoExecu
 or a DeviceTaintRule's) is on it — the scheduler's allocator does not hand such devices to a claim
 that does not tolerate them, and claims guardhook counts carry no device tolerations.
 
+Partitionable devices (KEP-4815) and shared devices (KEP-5075) are counted by the structured
+allocator's rules (k8s.io/dynamic-resource-allocation/structured, `checkAvailableCounters` and
+consumable_capacity.go), pool by pool: a pool's counters are its slices' `sharedCounters` less
+what its allocated devices consume (`consumesCounters`); a device that consumes counters is free
+only when, with its own consumption taken too, no counter of the pool goes below zero. So one
+allocated `1g.24gb` MIG partition keeps its whole GPU from being free. For each DeviceClass
+column the free devices of such a pool are taken greedily, those consuming the fewest counters
+first, each taking its counters (a count of devices that can be allocated together, not of
+devices each free alone). A device with `allowMultipleAllocations` counts once per allocation
+its capacity still covers: per capacity, what is left after the claims' `consumedCapacity`,
+divided by what one allocation takes (`requestPolicy.default`, else the whole capacity) — the
+request's own `capacity.requests` is not read (see `pool_free`).
+
 Each class is counted under one resource name, `DeviceClassRecord.column`: its
 `extendedResourceName` (KEP-5004), else the implicit `deviceclass.resource.kubernetes.io/<class>`.
 Both names of a class map to that column. On a node whose `allocatable` lists the name (a device
@@ -43,6 +56,191 @@ from guardhook.cluster.dra import Device as DraDevice
 PoolKey = tuple[str, str]
 """(driver, pool name)."""
 
+MAX_SHARES = 1024
+"""The most allocations one shared device is counted for (a device whose capacities set no limit
+would otherwise count without end)."""
+
+Counters = dict[str, dict[str, int]]
+"""Counter set name -> counter name -> amount."""
+
+
+def available_counters(slices: Iterable[ResourceSliceRecord], allocated: Mapping[DeviceId, int]) -> Counters:
+    """A pool's counters left (structured allocator, checkAvailableCounters): every counter set its
+    `slices` (one pool, newest generation) publish in `sharedCounters`, less what each device in
+    `allocated` consumes. A counter may go negative (then nothing more fits); consumption of a
+    counter no set publishes is ignored, as the allocator does."""
+    slices = list(slices)
+    left: Counters = {cs.name: dict(cs.counters) for s in slices for cs in s.shared_counters}
+    for piece in slices:
+        for device in piece.devices:
+            if device.consumes and allocated.get(device.id):
+                _consume(left, device, -1)
+    return left
+
+
+def _consume(left: Counters, device: DraDevice, sign: int) -> None:
+    for consumption in device.consumes:
+        counters = left.get(consumption.name)
+        if counters is None:
+            continue
+        for name, amount in consumption.counters:
+            if name in counters:
+                counters[name] += sign * amount
+
+
+def counters_fit(left: Counters, device: DraDevice) -> bool:
+    """Whether `device` can be allocated from the counters `left`: with its consumption taken, no
+    counter of the pool is below zero (the allocator compares every counter of every set)."""
+    if not device.consumes:
+        return True
+    return not overdrawn(left) and _own_fit(left, device)
+
+
+def overdrawn(left: Counters) -> bool:
+    """Whether a counter of the pool is already below zero (then no device consuming counters fits)."""
+    return any(value < 0 for counters in left.values() for value in counters.values())
+
+
+def _own_fit(left: Counters, device: DraDevice) -> bool:
+    """Whether the counters `device` consumes stay at or above zero. With no counter of the pool
+    below zero (checked once by the caller) this is the allocator's whole check: taking a device
+    lowers only the counters it consumes."""
+    for consumption in device.consumes:
+        counters = left.get(consumption.name)
+        if counters is None:
+            continue
+        for name, amount in consumption.counters:
+            value = counters.get(name)
+            if value is not None and value - amount < 0:
+                return False
+    return True
+
+
+def shares_left(device: DraDevice, consumed: Mapping[str, int]) -> int:
+    """How many more allocations a device takes: 1 for an ordinary device (callers check it is not
+    allocated); for one with `allowMultipleAllocations`, per capacity what `consumed` (the claims'
+    consumedCapacity) leaves, divided by one allocation's default share, the least over its
+    capacities (MAX_SHARES when none limits it)."""
+    if not device.multiple:
+        return 1
+    shares = MAX_SHARES
+    per = dict(device.share)
+    for name, full in device.capacity.items():
+        each = per.get(name, full)
+        if each > 0:
+            shares = min(shares, (full - consumed.get(name, 0)) // each)
+    return max(shares, 0)
+
+
+def pool_free(
+    devices: Iterable[tuple[DraDevice, int, tuple[str, ...]]],
+    left: Counters,
+    allocated: Mapping[DeviceId, int],
+    consumed: Mapping[DeviceId, Mapping[str, int]],
+) -> tuple[dict[tuple[int, str], int], dict[str, int]]:
+    """Free devices of one partitioned pool: ((row, column) -> count, column -> devices that are
+    not allocated but cannot all be, their counters being taken). `devices` are the pool's
+    counted, untainted devices with their row and columns; `left` its available_counters.
+
+    Per column, the most devices that can be allocated together (each within the counters the
+    others leave, as the allocator checks them one after another): devices consuming from
+    disjoint counter sets are independent, and within one group of sets the best choice is
+    searched exactly when the group is small (MAX_EXACT), else taken greedily, the devices
+    consuming the smallest share of the counters first."""
+    free: dict[tuple[int, str], int] = {}
+    held: dict[str, int] = {}
+    by_column: dict[str, list[tuple[DraDevice, int]]] = {}
+    for device, row, columns in devices:
+        for column in columns:
+            by_column.setdefault(column, []).append((device, row))
+    for column, members in by_column.items():
+        needing: list[tuple[DraDevice, int]] = []
+        for device, row in members:
+            taken = bool(allocated.get(device.id))
+            if taken and not device.multiple:
+                continue
+            if not taken and device.consumes:
+                needing.append((device, row))
+                continue
+            _add(free, (row, column), shares_left(device, consumed.get(device.id, {})))
+        chosen = best_packing([d for d, _ in needing], left)
+        rows = {d.id: row for d, row in needing}
+        for device in chosen:
+            _add(free, (rows[device.id], column), shares_left(device, consumed.get(device.id, {})))
+        if len(needing) > len(chosen):
+            held[column] = len(needing) - len(chosen)
+    return free, held
+
+
+def _add(free: dict[tuple[int, str], int], key: tuple[int, str], count: int) -> None:
+    if count:
+        free[key] = free.get(key, 0) + count
+
+
+MAX_EXACT = 12
+"""Largest group of devices sharing counter sets whose best packing is searched exactly."""
+
+
+def best_packing(devices: list[DraDevice], left: Counters) -> list[DraDevice]:
+    """The largest set of `devices` (all consuming counters, none allocated) that can be allocated
+    together from the counters `left`; see pool_free."""
+    if overdrawn(left):
+        return []
+    groups: dict[frozenset[str], list[DraDevice]] = {}
+    for device in devices:
+        sets = frozenset(c.name for c in device.consumes)
+        merged = [key for key in groups if key & sets]
+        for key in merged:
+            sets |= key
+        groups[sets] = [d for key in merged for d in groups.pop(key)] + [device]
+    chosen: list[DraDevice] = []
+    for sets, group in groups.items():
+        chosen.extend(_pack(group, {name: left[name] for name in sets if name in left}))
+    return chosen
+
+
+def _pack(group: list[DraDevice], left: Counters) -> list[DraDevice]:
+    """The largest subset of `group` that fits the counters `left` (only the group's sets, none
+    below zero): greedy, then an exact search when the group is small and greedy left some out."""
+
+    def weight(device: DraDevice) -> float:
+        return sum(
+            amount / max(left.get(c.name, {}).get(name, 0), 1)
+            for c in device.consumes
+            for name, amount in c.counters
+        )
+
+    order = sorted(group, key=lambda d: (weight(d), d.id))
+    counters = {name: dict(values) for name, values in left.items()}
+    best: list[DraDevice] = []
+    for device in order:  # greedy: a lower bound, and the answer for a large group
+        if _own_fit(counters, device):
+            _consume(counters, device, -1)
+            best.append(device)
+    if len(order) > MAX_EXACT or len(best) == len(order):
+        return best
+    current: list[DraDevice] = []
+    counters = {name: dict(values) for name, values in left.items()}
+
+    def search(i: int) -> None:
+        nonlocal best
+        if len(current) + len(order) - i <= len(best):
+            return  # even taking every device left cannot beat the best found
+        if i == len(order):
+            best = list(current)
+            return
+        device = order[i]
+        if _own_fit(counters, device):
+            _consume(counters, device, -1)
+            current.append(device)
+            search(i + 1)
+            current.pop()
+            _consume(counters, device, +1)
+        search(i + 1)
+
+    search(0)
+    return best
+
 
 class DeviceCounts:
     """Free DRA devices per DeviceClass column and node row, kept current incrementally.
@@ -53,7 +251,10 @@ class DeviceCounts:
     `classes`: column → DeviceClass name. `unjudged`: classes whose selectors were not judged.
     `tainted`: column → devices kept out by a NoSchedule / NoExecute device taint.
     `placed`: each counted device's row and columns; `blocked`: counted devices a taint keeps out.
-    `allocated`: devices ResourceClaims hold (a live reference count kept by an Allocation).
+    `allocated`: devices ResourceClaims hold (a live reference count kept by an Allocation);
+    `consumed`: the capacity claims consume of shared devices (kept by the same Allocation).
+    `partitioned`: columns with devices of a partitioned pool (counter sets or shared devices);
+    `held`: column -> devices left out because the counters they consume are taken.
     """
 
     def __init__(
@@ -63,6 +264,7 @@ class DeviceCounts:
         rules: Iterable[DeviceTaintRuleRecord] = (),
         matcher: ClassMatcher | None = None,
         allocated: Mapping[DeviceId, int] | None = None,
+        consumed: Mapping[DeviceId, Mapping[str, int]] | None = None,
     ) -> None:
         self.rows = rows
         self.free: dict[str, np.ndarray] = {}
@@ -74,6 +276,12 @@ class DeviceCounts:
         self.placed: dict[DeviceId, tuple[int, tuple[str, ...]]] = {}
         self.blocked: set[DeviceId] = set()
         self.allocated: Mapping[DeviceId, int] = allocated if allocated is not None else {}
+        self.consumed: Mapping[DeviceId, Mapping[str, int]] = consumed if consumed is not None else {}
+        self.partitioned: dict[str, int] = {}
+        self.held: dict[str, int] = {}
+        self._pool_of: dict[DeviceId, PoolKey] = {}
+        self._pool_devices: dict[PoolKey, list[DraDevice]] = {}
+        self._pool_free: dict[PoolKey, tuple[dict[tuple[int, str], int], dict[str, int]]] = {}
         self._class_list = sorted(classes, key=lambda c: c.name)
         self._by_name = {c.name: c for c in self._class_list}
         self._rules = list(rules)
@@ -124,18 +332,20 @@ class DeviceCounts:
             self._recount(pool, row_of)
 
     def _recount(self, pool: PoolKey, row_of: Mapping[str, int]) -> None:
+        self._unfree(pool)
         for gone in self._counted.pop(pool, []):
             self._count(gone, -1)
+        self._pool_devices.pop(pool, None)
         self._waiting.discard(pool)
         slices = self._slices.get(pool)
         if not slices:
             self._slices.pop(pool, None)
             return
         newest = max(piece.generation for piece in slices.values())  # only the newest generation counts
+        current = [piece for piece in slices.values() if piece.generation == newest]
+        partitioned = any(piece.partitioned for piece in current)
         counted = []
-        for piece in slices.values():
-            if piece.generation != newest:
-                continue
+        for piece in current:
             for device in piece.devices:
                 if not device.node_name or device.id in self.placed:
                     continue  # reachable from several nodes (no node's capacity), or named twice
@@ -150,18 +360,52 @@ class DeviceCounts:
                 rules = [r for r in self._rules if _rule_applies(r, device, self._by_name, self._matcher)]
                 if any(t.effect in FILTERING_DEVICE_EFFECTS for t in effective_taints(device, rules)):
                     self.blocked.add(device.id)
+                if partitioned:
+                    self._pool_of[device.id] = pool
+                    self._pool_devices.setdefault(pool, []).append(device)
                 self._count(device.id, +1)
                 counted.append(device.id)
         if counted:
             self._counted[pool] = counted
+        if partitioned:
+            self._refree(pool)
+
+    def _unfree(self, pool: PoolKey) -> None:
+        """Take back a partitioned pool's free counts (see pool_free)."""
+        free, held = self._pool_free.pop(pool, ({}, {}))
+        for (row, column), count in free.items():
+            self.free[column][row] -= count
+        for column, count in held.items():
+            self.held[column] -= count
+
+    def _refree(self, pool: PoolKey) -> None:
+        """Count a partitioned pool's free devices again (its slices or its allocations changed)."""
+        self._unfree(pool)
+        members = [
+            (device, *self.placed[device.id])
+            for device in self._pool_devices.get(pool, ())
+            if device.id not in self.blocked
+        ]
+        slices = [s for s in self._slices.get(pool, {}).values()]
+        newest = max((s.generation for s in slices), default=0)
+        left = available_counters((s for s in slices if s.generation == newest), self.allocated)
+        free, held = pool_free(members, left, self.allocated, self.consumed)
+        for (row, column), count in free.items():
+            self.free[column][row] += count
+        for column, count in held.items():
+            self.held[column] = self.held.get(column, 0) + count
+        self._pool_free[pool] = (free, held)
 
     def _count(self, device: DeviceId, sign: int) -> None:
         """Add (+1) or remove (-1) one placed device's contribution to every count."""
         row, columns = self.placed[device]
         blocked = device in self.blocked
-        available = not blocked and not self.allocated.get(device)
+        partitioned = device in self._pool_of  # its free count is the pool's (see _refree)
+        available = not blocked and not partitioned and not self.allocated.get(device)
         for column in columns:
             self.published[column][row] += sign
+            if partitioned:
+                self.partitioned[column] = self.partitioned.get(column, 0) + sign
             if blocked:
                 self.tainted[column] += sign
             elif available:
@@ -169,6 +413,7 @@ class DeviceCounts:
         if sign < 0:
             del self.placed[device]
             self.blocked.discard(device)
+            self._pool_of.pop(device, None)
 
     def _matching_columns(self, device: DraDevice) -> tuple[str, ...]:
         matched = []
@@ -186,7 +431,13 @@ class DeviceCounts:
         """A device became allocated (`sign` +1) or free (-1): move it out of / into `free`
         (devices not counted here, or tainted, change nothing)."""
         placed = self.placed.get(device)
-        if placed is None or device in self.blocked:
+        if placed is None:
+            return
+        pool = self._pool_of.get(device)
+        if pool is not None:  # counters or shared capacity: the whole pool may change
+            self._refree(pool)
+            return
+        if device in self.blocked or not sign:
             return
         row, columns = placed
         for column in columns:
@@ -201,10 +452,12 @@ def build_counts(
     row_of: Mapping[str, int],
     matcher: ClassMatcher,
     allocated: Mapping[DeviceId, int],
+    consumed: Mapping[DeviceId, Mapping[str, int]] | None = None,
 ) -> DeviceCounts:
     """The table for these classes, slices and rules over `rows` rows (`row_of`: node name →
-    row), with the devices in `allocated` (a live reference count, see Allocation) not free."""
-    counts = DeviceCounts(rows, classes, rules, matcher, allocated)
+    row), with the devices in `allocated` (a live reference count, see Allocation) not free and
+    the capacity in `consumed` taken from shared devices."""
+    counts = DeviceCounts(rows, classes, rules, matcher, allocated, consumed)
     for piece in slices:
         counts._slices.setdefault((piece.driver, piece.pool), {})[piece.name] = piece
     for pool in list(counts._slices):
@@ -232,12 +485,16 @@ class Allocation:
 
     def __init__(self) -> None:
         self.refs: dict[DeviceId, int] = {}
+        self.consumed: dict[DeviceId, dict[str, int]] = {}
+        """Capacity the claims' `consumedCapacity` takes of each shared device (KEP-5075)."""
 
     def change(
         self, old: ResourceClaimRecord | None, new: ResourceClaimRecord | None
     ) -> list[tuple[DeviceId, int]]:
-        """Apply one claim change; returns the devices that became taken (+1) or free (-1)."""
+        """Apply one claim change; returns the devices that became taken (+1) or free (-1), and
+        (device, 0) for a shared device whose consumed capacity changed."""
         moved: list[tuple[DeviceId, int]] = []
+        shared = self._consume(old, -1) | self._consume(new, +1)
         for entry in {e.id for e in (old.allocated if old else ())}:
             count = self.refs.get(entry, 0) - 1
             if count <= 0:
@@ -250,4 +507,22 @@ class Allocation:
             self.refs[entry] = count
             if count == 1:
                 moved.append((entry, +1))
+        done = {device for device, _ in moved}
+        moved.extend((device, 0) for device in sorted(shared - done))
         return moved
+
+    def _consume(self, claim: ResourceClaimRecord | None, sign: int) -> set[DeviceId]:
+        """Add (+1) or take back (-1) a claim's consumed capacity; returns the devices touched."""
+        touched: set[DeviceId] = set()
+        for entry in claim.allocated if claim else ():
+            if not entry.consumed:
+                continue
+            amounts = self.consumed.setdefault(entry.id, {})
+            for name, amount in entry.consumed:
+                amounts[name] = amounts.get(name, 0) + sign * amount
+                if not amounts[name]:
+                    del amounts[name]
+            if not amounts:
+                del self.consumed[entry.id]
+            touched.add(entry.id)
+        return touched

@@ -42,6 +42,7 @@ import numpy as np
 from guardhook.capacity.devices import Allocation, DeviceCounts, build_counts
 from guardhook.capacity.shapes import NODE_NAME_FIELD, PODS, NodeRequirement, PodShape
 from guardhook.cluster.dra import ClassMatcher
+from guardhook.cluster.going import DRAIN_CONDITIONS
 from guardhook.cluster.lws import GROUP_KEY_LABEL
 from guardhook.cluster.model import NodeRecord, PodRecord, Taint, digits
 from guardhook.cluster.view.store import (
@@ -53,6 +54,9 @@ from guardhook.cluster.view.store import (
     ClusterView,
 )
 from guardhook.cluster.view.store import PODS as POD_KIND
+
+DRAIN_CONDITIONS_SET = frozenset(DRAIN_CONDITIONS)
+"""Node lifecycle conditions that flag a row as about to go (guardhook.cluster.going)."""
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 """What NodeUnschedulable checks a cordoned node against (k8s.io/api core/v1 TaintNodeUnschedulable)."""
@@ -101,6 +105,7 @@ class CapacityIndex:
         self._usable = np.zeros(size, dtype=bool)
         self._cordoned = np.zeros(size, dtype=bool)
         self._not_ready = np.zeros(size, dtype=bool)
+        self._maintenance = np.zeros(size, dtype=bool)
         self._taint_class = np.zeros(size, dtype=np.int32)
         self._taint_sets: dict[tuple[Taint, ...], int] = {(): 0}
         self._label_columns: dict[str, np.ndarray] = {}
@@ -207,6 +212,9 @@ class CapacityIndex:
         self._alive[row] = True
         self._cordoned[row] = node.unschedulable
         self._not_ready[row] = not_ready
+        self._maintenance[row] = bool(node.conditions) and not DRAIN_CONDITIONS_SET.isdisjoint(
+            node.conditions
+        )
         self._usable[row] = not node.unschedulable and not not_ready
         self._taint_class[row] = self._taint_sets.setdefault(taints, len(self._taint_sets))
         self._labels[row] = dict(node.labels)
@@ -222,6 +230,7 @@ class CapacityIndex:
         self._usable[row] = False
         self._cordoned[row] = False
         self._not_ready[row] = False
+        self._maintenance[row] = False
         self._alloc[row, :] = 0
         self._labels[row] = {}
         for column in self._label_columns.values():
@@ -250,6 +259,7 @@ class CapacityIndex:
         self._usable = np.concatenate([self._usable, np.zeros(extra, dtype=bool)])
         self._cordoned = np.concatenate([self._cordoned, np.zeros(extra, dtype=bool)])
         self._not_ready = np.concatenate([self._not_ready, np.zeros(extra, dtype=bool)])
+        self._maintenance = np.concatenate([self._maintenance, np.zeros(extra, dtype=bool)])
         self._taint_class = np.concatenate([self._taint_class, np.zeros(extra, dtype=np.int32)])
         for key, column in self._label_columns.items():
             self._label_columns[key] = np.concatenate([column, np.full(extra, ABSENT, dtype=np.int32)])
@@ -321,6 +331,7 @@ class CapacityIndex:
                 self._row_of,
                 self._matcher,
                 self._allocation.refs,
+                self._allocation.consumed,
             )
             self._devices = (key, counts)
         elif self._devices[1].rows < self.rows:
@@ -358,6 +369,12 @@ class CapacityIndex:
     def cordoned(self) -> np.ndarray:
         """Bool per row: `spec.unschedulable` (cordoned)."""
         return self._cordoned[: self.rows].copy()
+
+    def maintenance(self) -> np.ndarray:
+        """Bool per row: a node lifecycle condition (KEP-5683, guardhook.cluster.going.DRAIN_CONDITIONS:
+        MaintenancePlanned, DrainInProgress, ...) True — the node is about to go, though neither
+        cordoned nor tainted, so kube-scheduler still places pods there."""
+        return self._maintenance[: self.rows].copy()
 
     def not_ready(self) -> np.ndarray:
         """Bool per row: tainted node.kubernetes.io/not-ready or /unreachable (NoSchedule or

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from guardhook.cluster.model import Taint, Toleration, as_dict, as_list
-from guardhook.cluster.resources import shared_pod_requests
+from guardhook.cluster.resources import container_total, pod_level_requests, shared_pod_requests
 from guardhook.cluster.taints import tolerates
 
 PODS = "pods"
@@ -157,3 +157,25 @@ def format_amount(resource: str, amount: int) -> str:
             if amount >= factor and amount % factor == 0:
                 return f"{amount // factor}{suffix}"
     return str(amount)
+
+
+def pod_level_note(template: Mapping[str, Any], role: str) -> str:
+    """What a template's pod-level resources (`spec.resources`, KEP-2837) made its pods request,
+    for the model line: "worker template: pod-level spec.resources counted (cpu 8, memory 64Gi;
+    its containers ask cpu 4, memory 32Gi)"; "" for a template without them."""
+    spec = as_dict(template.get("spec"))
+    if not spec.get("resources"):
+        return ""
+    containers = container_total(spec)
+    pod_level = pod_level_requests(spec, containers)
+    if not pod_level:
+        return ""
+    counted = ", ".join(f"{name} {format_amount(name, amount)}" for name, amount in sorted(pod_level.items()))
+    theirs = ", ".join(
+        f"{name} {format_amount(name, containers[name])}" for name in sorted(pod_level) if name in containers
+    )
+    return (
+        f"{role} template: pod-level spec.resources counted ({counted}"
+        + (f"; its containers ask {theirs}" if theirs else "")
+        + ")"
+    )

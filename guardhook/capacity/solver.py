@@ -227,11 +227,13 @@ class Problem:
     cap: Capacity
     taken_rows: np.ndarray
     flagged: np.ndarray
-    """Bool per row: cordoned or NotReady (kube-scheduler still places pods there that tolerate it)."""
+    """Bool per row: cordoned or NotReady (kube-scheduler still places pods there that tolerate it),
+    or carrying a node lifecycle condition that announces maintenance or a drain (KEP-5683; it
+    places pods there as on any node)."""
 
     @functools.cached_property
     def flagged_eligible(self) -> bool:
-        """Whether a template may use a cordoned or NotReady row."""
+        """Whether a template may use a cordoned, NotReady or maintenance-bound row."""
         return bool((self.flagged & (self.cap.leader_ok | self.cap.worker_ok)).any())
 
     @functools.cached_property
@@ -273,7 +275,7 @@ def _prepare(index: CapacityIndex, demand: GroupDemand) -> Problem:
     leader_ok = index.eligible(demand.leader)
     same_constraints = demand.leader.constraints == demand.worker.constraints
     worker_ok = leader_ok if same_constraints else index.eligible(demand.worker)
-    flagged = index.cordoned() | index.not_ready()
+    flagged = index.cordoned() | index.not_ready() | index.maintenance()
     flagged.flags.writeable = False
     return Problem(resources, Capacity(free, leader, worker, leader_ok, worker_ok), taken_rows, flagged)
 
@@ -344,6 +346,14 @@ def capacity_model(index: CapacityIndex, resources: Iterable[str]) -> tuple[str,
         text = f"counted DRA devices for {name} (DeviceClass {device_class})"
         if devices.tainted.get(column):
             text += f", {devices.tainted[column]} tainted devices left out"
+        if devices.partitioned.get(column):
+            text += (
+                "; partitionable devices counted by the DRA allocator's counter rule (a device is free "
+                "only while the shared counters it consumes are; shared devices once per allocation "
+                "their capacity still covers)"
+            )
+            if devices.held.get(column):
+                text += f", {devices.held[column]} devices whose counters allocated devices take left out"
         if device_class in devices.unjudged:
             text += "; its CEL selectors need Kubernetes' CEL library, not judged: every device counted"
         model.append(text)

@@ -14,7 +14,11 @@ Read from the cluster view only (Namespaces, guardhook's own webhook configurati
 - `annotation-unreadable`: an LWS guardhook annotation that cannot be read, so a default is used
   (`max-disrupted-groups`/`spare-groups`: not a non-negative integer; `serving-pods`: neither
   "leaders" nor "all").
-- `not-installed`: the view can read webhook configurations but holds no guardhook entry.
+- `not-installed`: the view can read webhook configurations but holds no guardhook entry. The
+  entries may still be installed from the API server's configuration (manifest-based admission,
+  KEP-5793, beta in 1.37: Validating/MutatingWebhookConfigurations named `*.static.k8s.io` loaded
+  from a `staticManifestsDir`, invisible through the API), so the gap says both and how to tell
+  (NOT_VISIBLE_SENTENCE); the webhook server, which knows it has been called, reports no such gap.
 
 A kind the view cannot read (RBAC 403, or absent from offline manifests) gives no gap but a note
 (`unchecked`). Absent Namespace objects likewise: an LWS whose namespace the view does not hold is
@@ -73,6 +77,18 @@ GAP_KINDS = (
 SEVERE = frozenset({EVICTIONS_UNGUARDED, WEBHOOK_UNREACHABLE, ANNOTATION_UNREADABLE, NOT_INSTALLED})
 """Gaps that mean a protection is off now (PolicyReport `fail`); the others only while guardhook is
 down (`warn`)."""
+
+
+NOT_VISIBLE_SENTENCE = (
+    "no webhook entry named *.guardhook.io is visible through the API: guardhook's entries are either "
+    "not installed (then no policy is called by the API server) or installed from the API server's "
+    "configuration (manifest-based admission, KEP-5793: a webhook configuration named *.static.k8s.io in "
+    "a staticManifestsDir, which the API does not show). To tell: guardhook's own counters "
+    "guardhook_decisions_total{policy} and guardhook_requests_total{endpoint} rise only when the API "
+    "server calls it, and the API server's apiserver_admission_manifest_webhook_admission_duration_seconds"
+    '{name=~".*\\\\.guardhook\\\\.io"} counts the calls of manifest-based entries'
+)
+"""What the `not-installed` gap says (audit, /metrics' guardhook_protection_gap, the alert's runbook)."""
 
 
 @dataclass(frozen=True)
@@ -168,10 +184,13 @@ def coverage_gaps(
     serving_cert: x509.Certificate | None = None,
     budget_default: int | None = None,
     spare_default: int | None = None,
+    called: bool = False,
 ) -> list[Gap]:
-    """Every gap the view shows, namespaces first, then webhook entries, then LWS annotations."""
+    """Every gap the view shows, namespaces first, then webhook entries, then LWS annotations.
+    `called`: the API server is known to call guardhook (the webhook server has answered reviews),
+    so no visible entry means entries installed from the API server's configuration, not a gap."""
     gaps = list(_namespace_gaps(view))
-    gaps += _webhook_gaps(view, serving_cert)
+    gaps += [g for g in _webhook_gaps(view, serving_cert) if not (called and g.kind == NOT_INSTALLED)]
     for lws in sorted(view.all_lws(), key=lambda item: (item.namespace, item.name)):
         for unreadable in unreadable_annotations(lws, budget_default, spare_default):
             message = f"LeaderWorkerSet {lws.name}: {unreadable.sentence()}"
@@ -217,8 +236,7 @@ def _webhook_gaps(view: ClusterView, serving_cert: x509.Certificate | None) -> l
     if not own:
         if len(readable) < len(WEBHOOK_KINDS):
             return []
-        message = "no webhook entry named *.guardhook.io is registered: no policy is called by the API server"
-        return [Gap(NOT_INSTALLED, "ValidatingWebhookConfiguration", "", "", message)]
+        return [Gap(NOT_INSTALLED, "ValidatingWebhookConfiguration", "", "", NOT_VISIBLE_SENTENCE)]
     for configuration, entry in own:
         name = f"{configuration.name}/{entry.name}"
         problem = unreachable_because(configuration, entry, serving_cert)

@@ -12,6 +12,11 @@ the device and a request's under `exactly`; `v1beta1` (1.32–1.33) nests a devi
 `basic` and keeps a request's fields on the request. DeviceTaintRule is `v1alpha3` (1.33–1.35)
 or `v1beta2`. Shapes from k8s.io/api/resource/{v1,v1beta2,v1beta1,v1alpha3}/types.go.
 
+Partitionable devices (KEP-4815): a slice may publish `spec.sharedCounters` (counter sets of its
+pool) and a device `consumesCounters` from them; consumable capacity (KEP-5075): a device with
+`allowMultipleAllocations` is shared by several claims, each consuming part of its `capacity`
+(the claim's `status.allocation.devices.results[].consumedCapacity`).
+
 Records are compact and never raise on a malformed object: missing or mistyped fields are empty.
 """
 
@@ -37,6 +42,7 @@ from guardhook.wire import KubeObject
 __all__ = [
     "AllocatedDevice",
     "ClassMatcher",
+    "CounterSet",
     "Device",
     "DeviceClassRecord",
     "DeviceId",
@@ -108,6 +114,40 @@ class Device:
     attributes: Mapping[str, Any]
     capacity: Mapping[str, int]
     taints: tuple[DeviceTaint, ...] = ()
+    consumes: tuple[CounterSet, ...] = ()
+    """`consumesCounters`: the counters the device takes from its pool's counter sets while
+    allocated (KEP-4815)."""
+    multiple: bool = False
+    """`allowMultipleAllocations` (KEP-5075): several claims may share the device."""
+    share: tuple[tuple[str, int], ...] = ()
+    """Per qualified capacity name, what one allocation consumes when its request names no amount:
+    the capacity's `requestPolicy.default`, else the whole capacity (the allocator's
+    fillEmptyRequestQuantity)."""
+
+    @property
+    def partitioned(self) -> bool:
+        """Whether the device consumes counters or may be allocated several times: its freedom then
+        depends on the rest of its pool, not on itself alone."""
+        return bool(self.consumes) or self.multiple
+
+
+class CounterSet(NamedTuple):
+    """A counter set: `name` and its counters as sorted (counter, amount) pairs — a slice's
+    `sharedCounters[]` entry, or a device's `consumesCounters[]` entry (then `name` is the
+    `counterSet` it consumes from)."""
+
+    name: str
+    counters: tuple[tuple[str, int], ...]
+
+
+def _counter_set(raw: Mapping[str, Any], name_field: str) -> CounterSet:
+    counters = []
+    for name, value in as_dict(raw.get("counters")).items():
+        try:
+            counters.append((str(name), quantity_to_units(str(name), as_dict(value).get("value"))))
+        except (ValueError, ArithmeticError, TypeError):
+            continue
+    return CounterSet(str(raw.get(name_field) or ""), tuple(sorted(counters)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,11 +165,19 @@ class ResourceSliceRecord:
     node_selector: bool
     per_device_nodes: bool
     devices: tuple[Device, ...]
+    shared_counters: tuple[CounterSet, ...] = ()
+    """`spec.sharedCounters`: counter sets the pool's devices consume from (KEP-4815)."""
 
     @property
     def key(self) -> tuple[str, str]:
         """The view's key: ("", name), the object being cluster-scoped."""
         return ("", self.name)
+
+    @property
+    def partitioned(self) -> bool:
+        """Whether the slice publishes counter sets or a device that consumes counters or allows
+        multiple allocations (its pool is then counted as a whole)."""
+        return bool(self.shared_counters) or any(d.partitioned for d in self.devices)
 
     @staticmethod
     def from_object(obj: KubeObject) -> ResourceSliceRecord:
@@ -154,6 +202,9 @@ class ResourceSliceRecord:
             node_selector=isinstance(spec.get("nodeSelector"), dict),
             per_device_nodes=spec.get("perDeviceNodeSelection") is True,
             devices=devices,
+            shared_counters=tuple(
+                _counter_set(as_dict(raw), "name") for raw in as_list(spec.get("sharedCounters"))
+            ),
         )
 
 
@@ -161,13 +212,36 @@ def _device(raw: Mapping[str, Any], driver: str, pool: str, slice_node: str) -> 
     # v1beta1 nests everything but the name under `basic`; v1 / v1beta2 keep it on the device.
     body = as_dict(raw.get("basic")) if isinstance(raw.get("basic"), dict) else raw
     node = str(body.get("nodeName") or "") or slice_node
+    capacity = _capacity(as_dict(body.get("capacity")), driver)
+    multiple = body.get("allowMultipleAllocations") is True
     return Device(
         id=DeviceId(driver, pool, str(raw.get("name") or "")),
         node_name=node,
         attributes=_attributes(as_dict(body.get("attributes")), driver),
-        capacity=_capacity(as_dict(body.get("capacity")), driver),
+        capacity=capacity,
         taints=tuple(DeviceTaint.parse(t) for t in as_list(body.get("taints"))),
+        consumes=tuple(_counter_set(as_dict(c), "counterSet") for c in as_list(body.get("consumesCounters"))),
+        multiple=multiple,
+        share=_shares(as_dict(body.get("capacity")), driver, capacity) if multiple else (),
     )
+
+
+def _shares(raw: Mapping[str, Any], driver: str, capacity: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    """What one allocation without a capacity request consumes of each capacity: its
+    `requestPolicy.default`, else the whole capacity (structured allocator,
+    consumable_capacity.go fillEmptyRequestQuantity)."""
+    out = []
+    for name, value in raw.items():
+        full = capacity.get(qualified(str(name), driver))
+        if full is None:
+            continue
+        default = as_dict(as_dict(as_dict(value).get("requestPolicy"))).get("default")
+        try:
+            amount = full if default is None else quantity_to_units(str(name), default)
+        except (ValueError, ArithmeticError, TypeError):
+            amount = full
+        out.append((qualified(str(name), driver), amount))
+    return tuple(sorted(out))
 
 
 def qualified(name: str, driver: str) -> str:
@@ -243,10 +317,12 @@ def claim_spec_requests(spec: Mapping[str, Any]) -> tuple[DeviceRequest, ...]:
 
 
 class AllocatedDevice(NamedTuple):
-    """One `status.allocation.devices.results[]` entry: which request got which device."""
+    """One `status.allocation.devices.results[]` entry: which request got which device, and the
+    `consumedCapacity` of a shared device (qualified capacity name, amount; KEP-5075)."""
 
     request: str
     id: DeviceId
+    consumed: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,8 +376,18 @@ class ResourceClaimRecord:
 
 
 def _allocated(raw: Mapping[str, Any]) -> AllocatedDevice:
-    device = DeviceId(str(raw.get("driver") or ""), str(raw.get("pool") or ""), str(raw.get("device") or ""))
-    return AllocatedDevice(str(raw.get("request") or ""), device)
+    driver = str(raw.get("driver") or "")
+    device = DeviceId(driver, str(raw.get("pool") or ""), str(raw.get("device") or ""))
+    consumed = raw.get("consumedCapacity")
+    if not isinstance(consumed, dict) or not consumed:
+        return AllocatedDevice(str(raw.get("request") or ""), device)
+    amounts = []
+    for name, quantity in consumed.items():
+        try:
+            amounts.append((qualified(str(name), driver), quantity_to_units(str(name), quantity)))
+        except (ValueError, ArithmeticError, TypeError):
+            continue
+    return AllocatedDevice(str(raw.get("request") or ""), device, tuple(sorted(amounts)))
 
 
 def _single_node(selector: Mapping[str, Any]) -> str:

@@ -7,11 +7,21 @@ node it is about to empty without cordoning it —
 - `ToBeDeletedByClusterAutoscaler` (effect NoSchedule, value a Unix time; kubernetes/autoscaler
   cluster-autoscaler/utils/taints `ToBeDeletedTaint`),
 - and any key a configuration adds (`worker-delete`'s `drainTaintKeys`).
-Any effect of such a key counts. A worker DELETE on a draining node is a delete-based drain
+Any effect of such a key counts. Or carrying, with status True, a node lifecycle condition (KEP-5683,
+alpha in 1.37, gate `NodeLifecycleConditions`, kubernetes PR #139993 core/v1 NodeConditionType):
+`MaintenancePlanned` (the node is expected to undergo maintenance), `MaintenanceInProgress`,
+`DrainInProgress` (the node is actively being drained), `Drained` (it reached the drain criteria of
+the actor managing its lifecycle), `GracefulNodeShutdownInProgress` (graceful node shutdown is in
+progress on it). An admin or a maintenance controller sets them to True and clears them by False
+or removal; they neither cordon nor taint the node. The set is `worker-delete`'s
+`drainConditions` (default: all five). A worker DELETE on a draining node is a delete-based drain
 (policy `worker-delete`); `drain-plan` and `audit` name the same nodes.
 
 Going pod: terminating (deletionTimestamp), marked for removal (`DisruptionTarget`/`TerminationTarget`
-True, PodRecord.disruption), or bound to a node — or holding a device — with a NoExecute taint it
+True, PodRecord.disruption), bound to a node whose lifecycle condition says its pods are leaving now
+(GOING_CONDITIONS: `DrainInProgress`, `Drained`, `MaintenanceInProgress`,
+`GracefulNodeShutdownInProgress` True — not `MaintenancePlanned`, which announces maintenance
+without a time), or bound to a node — or holding a device — with a NoExecute taint it
 does not tolerate forever. The taint eviction controller (pkg/controller/tainteviction, in 1.28
 pkg/controller/nodelifecycle/scheduler/taint_manager.go `processPodOnNode`) deletes a pod with no
 matching toleration at once, and one whose matching tolerations all carry `tolerationSeconds` once
@@ -45,29 +55,56 @@ CLUSTER_AUTOSCALER_TAINT = "ToBeDeletedByClusterAutoscaler"
 DRAIN_TAINT_KEYS: tuple[str, ...] = (KARPENTER_DISRUPTED_TAINT, CLUSTER_AUTOSCALER_TAINT)
 """The drain taints every configuration knows; `drainTaintKeys` adds to them."""
 
+MAINTENANCE_PLANNED = "MaintenancePlanned"
+GOING_CONDITIONS: tuple[str, ...] = (
+    "DrainInProgress",
+    "Drained",
+    "MaintenanceInProgress",
+    "GracefulNodeShutdownInProgress",
+)
+"""Node lifecycle conditions (KEP-5683) under which a node's pods are leaving now: True makes its
+pods going (see the module docstring)."""
+DRAIN_CONDITIONS: tuple[str, ...] = (MAINTENANCE_PLANNED, *GOING_CONDITIONS)
+"""Node lifecycle conditions that make a node draining by default (`worker-delete`'s
+`drainConditions`)."""
+
 
 def describe_taint(taint: TaintLike) -> str:
     """`key=value:Effect`, as `kubectl taint` writes it (`key:Effect` without a value)."""
     return f"{taint.key}{'=' + taint.value if taint.value else ''}:{taint.effect}"
 
 
-def draining(node: NodeRecord, extra_keys: Iterable[str] = ()) -> str:
-    """Why `node` is draining — "cordoned" or "drain taint <key=value:Effect>" — or "" when it is
-    not (see the module docstring for the keys)."""
+def draining(
+    node: NodeRecord, extra_keys: Iterable[str] = (), conditions: Iterable[str] = DRAIN_CONDITIONS
+) -> str:
+    """Why `node` is draining — "cordoned", "drain taint <key=value:Effect>" or "node condition
+    <Type>=True" — or "" when it is not (see the module docstring for the keys; `conditions`: the
+    lifecycle condition types that count, default DRAIN_CONDITIONS)."""
     if node.unschedulable:
         return "cordoned"
     keys = {*DRAIN_TAINT_KEYS, *extra_keys}
     for taint in node.taints:
         if taint.key in keys:
             return f"drain taint {describe_taint(taint)}"
+    if node.conditions:
+        for condition in conditions:
+            if condition in node.conditions:
+                return f"node condition {condition}=True"
     return ""
 
 
-def draining_nodes(view: ClusterView, extra_keys: Iterable[str] = ()) -> dict[str, str]:
-    """node name -> why, for every draining node of `view`, by name."""
-    keys = tuple(extra_keys)
-    found = {node.name: draining(node, keys) for node in view.nodes()}
+def draining_nodes(
+    view: ClusterView, extra_keys: Iterable[str] = (), conditions: Iterable[str] = DRAIN_CONDITIONS
+) -> dict[str, str]:
+    """node name -> why, for every draining node of `view`, by name (`draining`'s arguments)."""
+    keys, types = tuple(extra_keys), tuple(conditions)
+    found = {node.name: draining(node, keys, types) for node in view.nodes()}
     return {name: why for name, why in sorted(found.items()) if why}
+
+
+def leaving_condition(node: NodeRecord) -> str:
+    """The first GOING_CONDITIONS type `node` carries with status True, or ""."""
+    return next((c for c in GOING_CONDITIONS if c in node.conditions), "") if node.conditions else ""
 
 
 def _doom(tolerations: Iterable[Toleration], taint: TaintLike, where: str) -> str:
@@ -118,9 +155,15 @@ class Going:
         return self.node_doom(pod) or self.device_doom(pod)
 
     def node_doom(self, pod: PodRecord) -> str:
-        """The NoExecute taint of the pod's node that evicts it, described, or ""."""
+        """The lifecycle condition of the pod's node under which its pods are leaving, or the
+        NoExecute taint of it that evicts the pod, described; or ""."""
         node = self.view.node(pod.node_name) if pod.node_name else None
-        if node is None or not node.taints:  # most nodes carry no taint: nothing to describe
+        if node is None:
+            return ""
+        condition = leaving_condition(node)
+        if condition:
+            return f"node {node.name} condition {condition}=True"
+        if not node.taints:  # most nodes carry no taint: nothing to describe
             return ""
         taints = node.taints
         if self.unless.node and node.name == self.unless.node:

@@ -17,7 +17,13 @@ from typing import Any
 import msgspec
 
 from guardhook.cluster import interning
-from guardhook.cluster.resources import Resources, parse_resource_list, shared_pod_requests
+from guardhook.cluster.resources import (
+    Resources,
+    parse_resource_list,
+    pod_requests,
+    resized_status,
+    shared_pod_requests,
+)
 from guardhook.wire import KubeObject
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -367,7 +373,9 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
             ready=condition_true(status, "Ready", found),
             terminating=bool(meta.get("deletionTimestamp")),
             owners=OwnerRef.parse_all_shared(meta),
-            requests=shared_pod_requests(spec),
+            requests=pod_requests(spec, status)
+            if spec.get("resources") and resized_status(status)
+            else shared_pod_requests(spec),
             disruption=disruption_condition(status, found) if found else "",
             tolerations=Toleration.parse_all_shared(spec),
             scheduling_gates=scheduling_gates(spec) if spec.get("schedulingGates") else (),
@@ -402,19 +410,24 @@ class NodeRecord:
     taints: tuple[Taint, ...]
     unschedulable: bool
     ready: bool
+    conditions: tuple[str, ...] = ()
+    """Types of the node's conditions with status True other than Ready (the first entry of a
+    type counts), such as the node lifecycle conditions of KEP-5683 (guardhook.cluster.going)."""
 
     @staticmethod
     def from_object(obj: KubeObject) -> NodeRecord:
         meta = metadata(obj)
         spec = as_dict(obj.get("spec"))
         status = as_dict(obj.get("status"))
+        found = conditions(status)
         return NodeRecord(
             name=str(meta.get("name") or ""),
             labels=str_map(meta.get("labels")),
             allocatable=parse_resource_list(as_dict(status.get("allocatable"))),
             taints=node_taints(obj),
             unschedulable=spec.get("unschedulable") is True,
-            ready=condition_true(status, "Ready"),
+            ready=condition_true(status, "Ready", found),
+            conditions=tuple(t for t in found if t != "Ready" and condition_true(status, t, found)),
         )
 
 

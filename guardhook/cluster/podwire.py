@@ -37,7 +37,7 @@ from guardhook.cluster.model import (
     timestamp_seconds,
 )
 from guardhook.cluster.paging import Page, decode
-from guardhook.cluster.resources import Resources, requests_of_raw, shared_pod_requests
+from guardhook.cluster.resources import Resources, pod_requests, requests_of_raw, shared_pod_requests
 from guardhook.wire import KubeObject
 
 _intern = sys.intern
@@ -101,6 +101,7 @@ class SpecWire(msgspec.Struct, frozen=True, gc=False):
     containers: list[ContainerWire] = []
     initContainers: Any = None  # noqa: N815
     overhead: Any = None
+    resources: Any = None
     tolerations: list[TolerationWire] = []
     schedulingGates: Any = None  # noqa: N815
     resourceClaims: Any = None  # noqa: N815
@@ -120,6 +121,8 @@ class StatusWire(msgspec.Struct, frozen=True, gc=False):
     conditions: list[ConditionWire] = []
     resourceClaimStatuses: Any = None  # noqa: N815
     extendedResourceClaimStatus: Any = None  # noqa: N815
+    allocatedResources: Any = None  # noqa: N815
+    resources: Any = None
 
 
 _NO_META, _NO_SPEC, _NO_STATUS = MetaWire(), SpecWire(), StatusWire()
@@ -184,7 +187,9 @@ def _record(pod: PodWire) -> PodRecord:
         ready=_true(found, "Ready"),
         terminating=bool(meta.deletionTimestamp),
         owners=_owners(meta.ownerReferences) if meta.ownerReferences else (),
-        requests=_requests(spec),
+        requests=_requests(spec)
+        if not (spec.resources and (status.allocatedResources or status.resources))
+        else _resized_requests(spec, status),
         disruption=_disruption(found) if found else "",
         tolerations=_tolerations(spec.tolerations) if spec.tolerations else (),
         scheduling_gates=scheduling_gates({"schedulingGates": spec.schedulingGates})
@@ -251,16 +256,43 @@ def _tolerations(entries: list[TolerationWire]) -> tuple[Any, ...]:
 
 def _requests(spec: SpecWire) -> Resources:
     """As `resources.shared_pod_requests` of the dict spec: looked up by the containers' raw
-    requests and limits when there are no init containers and no overhead."""
+    requests and limits when there are no init containers, no overhead and no pod-level
+    resources."""
     raw = tuple(_raw_resources(container) for container in spec.containers)
-    if not spec.initContainers and not spec.overhead:
+    if not spec.initContainers and not spec.overhead and not spec.resources:
         try:
             return requests_of_raw(raw)
         except TypeError:  # a quantity that is not hashable: parsed uncached, below
             pass
     containers = [{"resources": {"requests": dict(req), "limits": dict(lim)}} for req, lim in raw]
     return shared_pod_requests(
-        {"containers": containers, "initContainers": spec.initContainers, "overhead": spec.overhead}
+        {
+            "containers": containers,
+            "initContainers": spec.initContainers,
+            "overhead": spec.overhead,
+            "resources": spec.resources,
+        }
+    )
+
+
+def _resized_requests(spec: SpecWire, status: StatusWire) -> Resources:
+    """A pod mid pod-level resize: `resources.pod_requests` with its status (not shared)."""
+    containers = [
+        {"resources": {"requests": dict(req), "limits": dict(lim)}}
+        for req, lim in (_raw_resources(container) for container in spec.containers)
+    ]
+    return pod_requests(
+        {
+            "containers": containers,
+            "initContainers": spec.initContainers,
+            "overhead": spec.overhead,
+            "resources": spec.resources,
+        },
+        {
+            "allocatedResources": status.allocatedResources,
+            "resources": status.resources,
+            "conditions": [{"type": c.type, "reason": c.reason} for c in status.conditions],
+        },
     )
 
 

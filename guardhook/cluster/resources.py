@@ -8,7 +8,18 @@ bytes, `nvidia.com/gpu` and `pods` as counts). Rules (k8s.io/component-helpers r
 - regular containers and sidecar init containers (`restartPolicy: Always`) are summed;
 - a plain init container runs alone, beside the sidecars started before it: the pod needs the
   maximum of that and the steady-state sum;
-- `spec.overhead` (set from the RuntimeClass at admission) is added on top.
+- pod-level resources (`spec.resources`, KEP-2837, GA in 1.37): for cpu, memory and `hugepages-*`
+  a pod-level request replaces the containers' sum (component-helpers `PodRequests`,
+  `applyPodLevelResources`); where only a pod-level limit is set it stands as the request, and
+  pod-level hugepages default to the containers' (the API server's defaulting, core/v1
+  `defaultPodRequests`, which does not run inside LWS templates either);
+- `spec.overhead` (set from the RuntimeClass at admission) is added on top;
+- a bound pod in the middle of a pod-level in-place resize (KEP-5419) holds the larger of its
+  pod-level spec and what the kubelet reports it allocated and actuated (`status.allocatedResources`,
+  `status.resources.requests`, less overhead; the spec not at all when `PodResizePending` says
+  `Infeasible`): `PodRequests` with `UseStatusResources` and
+  `InPlacePodLevelResourcesVerticalScalingEnabled`, as the scheduler counts bound pods.
+  (Container-level status resources are not read.)
 
 Every field read here may have the wrong type in a manifest, a dump or an object the API server
 did not validate (an LWS template): a field that is not what the API defines (`overhead` a string,
@@ -134,9 +145,42 @@ def max_into(total: Resources, other: Mapping[str, int]) -> None:
             total[name] = amount
 
 
-def pod_requests(spec: Any) -> Resources:
-    """Total requests of a pod spec as the scheduler sees them (see module docstring); a spec that
-    is not an object requests nothing. Never raises on malformed fields."""
+POD_LEVEL_RESOURCES = ("cpu", "memory")
+HUGEPAGES_PREFIX = "hugepages-"
+
+
+def pod_level_supported(name: str) -> bool:
+    """Whether pod-level `spec.resources` may set `name`: cpu, memory and hugepages-*
+    (component-helpers resource.IsSupportedPodLevelResource)."""
+    return name in POD_LEVEL_RESOURCES or name.startswith(HUGEPAGES_PREFIX)
+
+
+def pod_level_requests(spec: Any, containers: Mapping[str, int] | None = None) -> Resources:
+    """The effective pod-level requests of a pod spec (`spec.resources`), supported resources
+    only; empty when the pod sets none. As the API server defaults them: the pod-level request,
+    else — when pod-level limits are set — the containers' hugepages (`containers`, their
+    aggregate), else the pod-level limit."""
+    resources = _mapping(_mapping(spec).get("resources"))
+    requests = {
+        k: v for k, v in parse_resource_list(resources.get("requests")).items() if pod_level_supported(k)
+    }
+    limits = {k: v for k, v in parse_resource_list(resources.get("limits")).items() if pod_level_supported(k)}
+    if limits:
+        for name, amount in (containers or {}).items():
+            if name.startswith(HUGEPAGES_PREFIX):
+                requests.setdefault(name, amount)
+        for name, amount in limits.items():
+            requests.setdefault(name, amount)
+    return requests
+
+
+def _supported(resources: Resources) -> Resources:
+    return {name: amount for name, amount in resources.items() if pod_level_supported(name)}
+
+
+def container_total(spec: Any) -> Resources:
+    """The containers' aggregate requests of a pod spec (regular, sidecar and init containers as
+    the module docstring says), without pod-level resources and overhead."""
     spec = _mapping(spec)
     steady: Resources = {}
     for container in _containers(spec.get("containers")):
@@ -153,17 +197,65 @@ def pod_requests(spec: Any) -> Resources:
         add_into(running, requests)
         max_into(init_peak, running)
     max_into(steady, init_peak)
+    return steady
+
+
+def pod_requests(spec: Any, status: Any = None) -> Resources:
+    """Total requests of a pod spec as the scheduler sees them (see module docstring): the
+    containers' aggregate, pod-level requests in place of it where set (with a bound pod's
+    `status`, the larger of those and its allocated / actuated pod-level requests), plus overhead.
+    A spec that is not an object requests nothing. Never raises on malformed fields."""
+    spec = _mapping(spec)
+    steady = container_total(spec)
+    if spec.get("resources"):
+        steady.update(_with_status(pod_level_requests(spec, steady), spec, _mapping(status)))
     add_into(steady, parse_resource_list(spec.get("overhead")))
     return steady
 
 
+def resized_status(status: Any) -> bool:
+    """Whether a pod status carries pod-level resources the kubelet allocated or actuated
+    (`status.allocatedResources`, `status.resources`: set on nodes with KEP-5419)."""
+    status = _mapping(status)
+    return bool(status.get("allocatedResources") or status.get("resources"))
+
+
+def _with_status(pod_level: Resources, spec: Mapping[str, Any], status: Mapping[str, Any]) -> Resources:
+    """component-helpers PodRequests' effectivePodLevelResources: max(spec, actuated, allocated)
+    for the supported resources, the spec left out when the resize is Infeasible."""
+    if not pod_level or not resized_status(status):
+        return pod_level
+    overhead = parse_resource_list(spec.get("overhead"))
+    effective = {} if _resize_infeasible(status) else dict(pod_level)
+    for raw in (_mapping(status.get("resources")).get("requests"), status.get("allocatedResources")):
+        reported = parse_resource_list(raw)
+        for name, amount in reported.items():
+            if pod_level_supported(name):
+                amount -= overhead.get(name, 0)
+                if amount > effective.get(name, INT64_MIN):
+                    effective[name] = amount
+    return effective
+
+
+def _resize_infeasible(status: Mapping[str, Any]) -> bool:
+    for condition in status.get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == "PodResizePending":
+            return condition.get("reason") == "Infeasible"
+    return False
+
+
 def shared_pod_requests(spec: Any) -> Resources:
     """`pod_requests(spec)`, shared with the equal answer for another spec read recently (the pods
-    of one template, an LWS template judged again): a spec without init containers or overhead
-    (most) is looked up by its containers' raw requests and limits, not parsed again. The result
-    is shared: it must not be mutated."""
+    of one template, an LWS template judged again): a spec without init containers, overhead or
+    pod-level resources (most) is looked up by its containers' raw requests and limits, not parsed
+    again. The result is shared: it must not be mutated."""
     containers = spec.get("containers") if type(spec) is dict else None
-    if type(containers) is list and not spec.get("initContainers") and not spec.get("overhead"):
+    if (
+        type(containers) is list
+        and not spec.get("initContainers")
+        and not spec.get("overhead")
+        and not spec.get("resources")
+    ):
         try:
             return requests_of_raw(tuple(map(_raw_container_resources, containers)))
         except TypeError:  # a quantity that is not hashable (malformed): parsed uncached

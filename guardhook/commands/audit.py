@@ -109,7 +109,7 @@ def audit(
     from guardhook.planning.spare import spare_by_lws
     from guardhook.policies import REGISTRY
     from guardhook.policies.worker_delete import POLICY as WORKER_DELETE
-    from guardhook.policies.worker_delete import drain_taint_keys
+    from guardhook.policies.worker_delete import drain_conditions, drain_taint_keys
 
     policies = REGISTRY if policies is None else policies
     view = view_from_objects([o.obj for o in objects], source="audit", unreadable=unreadable)
@@ -127,8 +127,8 @@ def audit(
     not_read = [] if view.readable(NAMESPACES) else ["Namespaces"]
     if not all(view.readable(kind) for kind in WEBHOOK_KINDS):
         not_read.append("webhook configurations")
-    keys = drain_taint_keys(config.settings(WORKER_DELETE.id).params)
-    draining = draining_nodes(view, keys)
+    params = config.settings(WORKER_DELETE.id).params
+    draining = draining_nodes(view, drain_taint_keys(params), drain_conditions(params))
     return AuditResult(
         findings,
         all_groups(view),

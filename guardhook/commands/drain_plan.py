@@ -44,7 +44,8 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="plan the nodes already draining instead: cordoned, or tainted by Karpenter "
         "(karpenter.sh/disrupted), cluster-autoscaler (ToBeDeletedByClusterAutoscaler) or a "
-        "worker-delete drainTaintKeys key",
+        "worker-delete drainTaintKeys key, or carrying a worker-delete drainConditions node condition "
+        "(MaintenancePlanned, DrainInProgress, ...) with status True",
     )
     drain.add_argument(
         "--format", choices=("text", "json"), default="text", help="output format (default text)"
@@ -59,7 +60,7 @@ def run_drain_plan(args: argparse.Namespace) -> int:
     from guardhook.cluster.sources import choose_source
     from guardhook.config import load_config
     from guardhook.planning.drain import UnknownNodeError, plan_drain
-    from guardhook.policies.worker_delete import drain_taint_keys
+    from guardhook.policies.worker_delete import drain_conditions, drain_taint_keys
 
     if bool(args.nodes) == bool(args.draining):
         problem = (
@@ -73,9 +74,14 @@ def run_drain_plan(args: argparse.Namespace) -> int:
     source = choose_source(args.cluster_state, args.kubeconfig)
     objects = _objects(source)
     keys = drain_taint_keys(config.settings(DELETE_POLICY).params)
+    conditions = drain_conditions(config.settings(DELETE_POLICY).params)
     try:
         plan = plan_drain(
-            objects, None if args.draining else args.nodes, config.settings(EVICTION_POLICY).params, keys
+            objects,
+            None if args.draining else args.nodes,
+            config.settings(EVICTION_POLICY).params,
+            keys,
+            conditions,
         )
     except UnknownNodeError as exc:
         raise SourceError(f"{exc} (not in {source.describe()})") from exc

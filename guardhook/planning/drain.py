@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from guardhook.cluster.coverage import evictions_guarded, unguarded_sentence, unreadable_annotations
-from guardhook.cluster.going import draining_nodes
+from guardhook.cluster.going import DRAIN_CONDITIONS, draining_nodes
 from guardhook.cluster.lws import member_of_pod
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
@@ -139,13 +139,16 @@ def plan_drain(
     nodes: Sequence[str] | None,
     params: Mapping[str, Any],
     drain_taint_keys: Sequence[str] = (),
+    drain_conditions: Sequence[str] | None = None,
 ) -> DrainPlan:
     """Plan draining `nodes` (names, in the order to try them; None: every node already draining,
     by name) of the cluster `objects`, with group-eviction's `params`; `drain_taint_keys` are the
-    configured drain taints beyond the known ones. Raises UnknownNodeError for a node the objects
-    do not hold."""
+    configured drain taints beyond the known ones, `drain_conditions` the node lifecycle condition
+    types that make a node draining (None: guardhook.cluster.going.DRAIN_CONDITIONS). Raises
+    UnknownNodeError for a node the objects do not hold."""
     view = view_from_objects(objects, source="drain plan")
-    already = draining_nodes(view, drain_taint_keys)
+    conditions = DRAIN_CONDITIONS if drain_conditions is None else drain_conditions
+    already = draining_nodes(view, drain_taint_keys, conditions)
     order = list(dict.fromkeys(already if nodes is None else nodes))
     unknown = [n for n in order if view.node(n) is None]
     if unknown:

@@ -60,9 +60,11 @@ MODEL_ANNOTATION = "group-capacity-model"
 BASE_MODEL = "node allocatable less bound and pending pods' requests"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 """Kueue's label on a workload (the LWS integration reads it from the LeaderWorkerSet)."""
-GANG_TEMPLATE_FIELDS = ("workloadRef", "schedulingGroup")
-"""Pod spec fields tying pods to a gang: KEP-4671's Workload (scheduling.k8s.io/v1alpha1
-`workloadRef`, 1.35) and PodGroup (v1alpha2 `schedulingGroup`, 1.36)."""
+GANG_TEMPLATE_FIELDS = ("schedulingGroup", "workloadRef")
+"""Pod spec fields tying pods to a gang (KEP-4671, workload-aware scheduling): from 1.36
+`spec.schedulingGroup.podGroupName`, naming the PodGroup of the Workload API (scheduling.k8s.io,
+v1beta1 in 1.37; feature gate GenericWorkload), which replaced the 1.35 alpha `workloadRef`
+(still read, for templates written against 1.35)."""
 GANG_TEMPLATE_MARKS = ("scheduling.x-k8s.io/pod-group", "scheduling.k8s.io/group-name")
 """Template labels / annotations of out-of-tree gang schedulers: scheduler-plugins' coscheduling
 PodGroup label and Volcano's PodGroup annotation."""
@@ -179,7 +181,8 @@ class GroupCapacity(Policy):
             advisories: tuple[str, ...] = ()
             if fit.needs_flagged_nodes:
                 advisories = (
-                    f"the new groups of LeaderWorkerSet {name} fit only with cordoned or NotReady nodes, "
+                    f"the new groups of LeaderWorkerSet {name} fit only with cordoned, NotReady or draining "
+                    f"nodes (node lifecycle conditions such as MaintenancePlanned or DrainInProgress), "
                     f"which its templates tolerate (kube-scheduler places pods there too). Model: {model}",
                 )
             return Judgement(advisories=advisories, audit_annotations=audit)
@@ -205,15 +208,18 @@ def template_shapes(
     """The (leader, worker) pod shapes of `lws`'s templates with their DRA devices counted, and
     the notes on what was not counted (each once)."""
     from guardhook.capacity.claims import with_devices
+    from guardhook.capacity.shapes import pod_level_note
 
     leader_shape, worker_shape = _template_shapes(_same_templates_in_view(lws, namespace, view))
     with view.lock:
         devices = index.devices()
         worker, worker_notes = with_devices(worker_shape, lws.worker_template, namespace, view, devices)
         if leader_shape is worker_shape:  # one template for both: counted once
-            return worker, worker, tuple(dict.fromkeys(worker_notes))
+            level = pod_level_note(lws.worker_template, "leader and worker")
+            return worker, worker, tuple(dict.fromkeys((*worker_notes, *filter(None, (level,)))))
         leader, leader_notes = with_devices(leader_shape, lws.leader_template, namespace, view, devices)
-    return leader, worker, tuple(dict.fromkeys((*leader_notes, *worker_notes)))
+    levels = (pod_level_note(lws.leader_template, "leader"), pod_level_note(lws.worker_template, "worker"))
+    return leader, worker, tuple(dict.fromkeys((*leader_notes, *worker_notes, *filter(None, levels))))
 
 
 def _same_templates_in_view(lws: LeaderWorkerSet, namespace: str, view: ClusterView) -> LeaderWorkerSet:
@@ -284,8 +290,8 @@ def _pools_problem(value: Any) -> str | None:
 def placed_by(lws: LeaderWorkerSet) -> tuple[str, str] | None:
     """Who places this LWS's groups whole instead of the default scheduler, as (parameter,
     description): Kueue (the queue-name label: quota and topology-aware scheduling admit it) or a
-    gang scheduler (LWS `spec.scheduling`, a template's `workloadRef` / `schedulingGroup`, or a
-    coscheduling / Volcano pod-group mark); None for neither."""
+    gang scheduler (LWS `spec.scheduling`, a template's `schedulingGroup.podGroupName` or the
+    1.35 `workloadRef`, or a coscheduling / Volcano pod-group mark); None for neither."""
     queue = str(as_dict(lws.meta.get("labels")).get(KUEUE_QUEUE_LABEL) or "")
     if queue:
         return (
@@ -304,6 +310,9 @@ def placed_by(lws: LeaderWorkerSet) -> tuple[str, str] | None:
         field = next((f for f in GANG_TEMPLATE_FIELDS if spec.get(f)), None) or next(
             (m for m in GANG_TEMPLATE_MARKS if marks.get(m)), None
         )
+        if field == "schedulingGroup":
+            group = as_dict(spec.get(field)).get("podGroupName")
+            field = f"spec.schedulingGroup.podGroupName {group}" if group else "spec.schedulingGroup"
         if field:
             return (
                 "gangScheduled",

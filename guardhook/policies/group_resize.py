@@ -5,7 +5,12 @@ subresource: `object` is the whole Pod with the new `spec.containers[].resources
 `spec.initContainers[]` for sidecars), `oldObject` the Pod before. Each container's
 `resizePolicy` lists, per resource (`cpu`, `memory`), `restartPolicy: NotRequired` (the default
 for a resource not listed) or `RestartContainer`: the kubelet restarts the container to apply a
-change of that resource. VPA's `InPlaceOrRecreate` mode drives such resizes as
+change of that resource. Pod-level in-place resize (KEP-5419, beta in 1.36) changes
+`spec.resources` of the pod: there is no pod-level resize policy, so a container whose limit
+(or, with neither request nor limit of its own, its request) of a resource is inherited from the
+pod sees a pod-level change of it as its own, and its `resizePolicy` decides: RestartContainer
+restarts it (KEP-5419 "Resize Restart Policy"; a container with its own limit is not touched).
+A resize may change both levels at once. VPA's `InPlaceOrRecreate` mode drives such resizes as
 `system:serviceaccount:kube-system:vpa-updater`, which is not exempt.
 
 A restarted container is what the LWS controller acts on: under `restartPolicy`
@@ -50,32 +55,65 @@ NOT_REQUIRED = "NotRequired"
 
 @dataclass(frozen=True)
 class Restart:
-    """A container the resize restarts, and the resources whose `resizePolicy` says so."""
+    """A container the resize restarts, the resources whose `resizePolicy` says so, and those of
+    them whose change came from the pod level (`inherited`)."""
 
     container: str
     resources: tuple[str, ...]
+    inherited: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        """`container c (memory: RestartContainer)`."""
-        return f"container {self.container} ({', '.join(self.resources)}: {RESTART_CONTAINER})"
+        """`container c (memory: RestartContainer)`, or with a pod-level change `container c
+        (memory: RestartContainer; memory inherited from the pod-level spec.resources)`."""
+        inherited = (
+            f"; {', '.join(self.inherited)} inherited from the pod-level spec.resources"
+            if self.inherited
+            else ""
+        )
+        return f"container {self.container} ({', '.join(self.resources)}: {RESTART_CONTAINER}{inherited})"
 
 
 def restarts(new_pod: Mapping[str, Any], old_pod: Mapping[str, Any]) -> list[Restart]:
     """The containers (`spec.containers` and `spec.initContainers`, by name) a resize from
-    `old_pod` to `new_pod` restarts: those where a resource whose request or limit changed has
-    `resizePolicy` `RestartContainer` (a resource not listed is `NotRequired`)."""
+    `old_pod` to `new_pod` restarts: those where a resource whose request or limit changed — its
+    own, or the pod-level one it inherits (see the module docstring) — has `resizePolicy`
+    `RestartContainer` (a resource not listed is `NotRequired`)."""
     old = _containers(old_pod)
+    limits_changed, requests_changed = _pod_level_changes(new_pod, old_pod)
     found = []
     for name, container in _containers(new_pod).items():
         before = old.get(name)
         if before is None:
             continue
         policy = _resize_policy(container)
-        changed = _changed_resources(as_dict(before.get("resources")), as_dict(container.get("resources")))
-        restarting = tuple(r for r in sorted(changed) if policy.get(r, NOT_REQUIRED) == RESTART_CONTAINER)
+        own = as_dict(container.get("resources"))
+        changed = _changed_resources(as_dict(before.get("resources")), own)
+        inherited = _inherited(own, limits_changed, requests_changed) - changed
+        restarting = tuple(
+            r for r in sorted(changed | inherited) if policy.get(r, NOT_REQUIRED) == RESTART_CONTAINER
+        )
         if restarting:
-            found.append(Restart(name, restarting))
+            found.append(Restart(name, restarting, tuple(r for r in restarting if r in inherited)))
     return found
+
+
+def _pod_level_changes(new_pod: Mapping[str, Any], old_pod: Mapping[str, Any]) -> tuple[set[str], set[str]]:
+    """(resources whose pod-level limit changed, those whose pod-level request changed)."""
+    new = as_dict(as_dict(new_pod.get("spec")).get("resources"))
+    old = as_dict(as_dict(old_pod.get("spec")).get("resources"))
+    return (
+        _changed_resources({"limits": old.get("limits")}, {"limits": new.get("limits")}),
+        _changed_resources({"requests": old.get("requests")}, {"requests": new.get("requests")}),
+    )
+
+
+def _inherited(own: Mapping[str, Any], limits_changed: set[str], requests_changed: set[str]) -> set[str]:
+    """The pod-level changes a container with resources `own` inherits: a limit it does not set,
+    a request where it sets neither request nor limit."""
+    limits, requests = as_dict(own.get("limits")), as_dict(own.get("requests"))
+    return {r for r in limits_changed if r not in limits} | {
+        r for r in requests_changed if r not in requests and r not in limits
+    }
 
 
 def _containers(pod: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

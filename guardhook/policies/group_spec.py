@@ -23,6 +23,11 @@ behaviour from the Kubernetes docs, "Configure Liveness, Readiness and Startup P
   (initialDelaySeconds + periodSeconds × failureThreshold) is shorter than the parameter
   `weightLoadSeconds` (default 300). A restart under `RecreateGroupOnPodRestart` (the default)
   recreates the whole group, which then loads again: a restart loop.
+- pod-level resources (`spec.resources`, KEP-2837, GA in 1.37) a template's pods cannot have: a
+  pod-level request below its containers' aggregate request (cpu, memory, hugepages-*). The API
+  server rejects every such pod ("spec.resources.requests[cpu]: Invalid value: ...: must be
+  greater than or equal to aggregate container requests of ..."; the LWS API does not validate
+  its templates as pods), so no group of it is ever made. The finding states both values.
 - a guardhook annotation that cannot be read (`guardhook.io/max-disrupted-groups` or
   `guardhook.io/spare-groups` not a non-negative integer, `guardhook.io/serving-pods` neither
   "leaders" nor "all"): the finding names the annotation and the value used instead
@@ -40,7 +45,14 @@ from typing import Any
 from guardhook.cluster.coverage import unreadable_annotations
 from guardhook.cluster.lws import LeaderWorkerSet
 from guardhook.cluster.model import as_dict, as_list, scaled
-from guardhook.cluster.resources import Resources, add_into, pod_requests
+from guardhook.cluster.resources import (
+    Resources,
+    add_into,
+    container_total,
+    parse_resource_list,
+    pod_level_supported,
+    pod_requests,
+)
 from guardhook.policies.base import ALLOW, Judgement, Policy, PolicyContext, Violation, target
 
 DEFAULT_WEIGHT_LOAD_SECONDS = 300
@@ -81,6 +93,7 @@ def lint(lws: LeaderWorkerSet, weight_load_seconds: int) -> list[str]:
     findings += _rollout(lws)
     findings += _leader_readiness(lws)
     findings += _restarts_during_load(lws, weight_load_seconds)
+    findings += _pod_level_below_containers(lws)
     findings += [unreadable.sentence() for unreadable in unreadable_annotations(lws)]
     return findings
 
@@ -125,6 +138,31 @@ def group_cost(lws: LeaderWorkerSet) -> str:
         if amount and name not in COMMON_RESOURCES and not name.startswith("hugepages-")
     ]
     return ", ".join([pods, *extra])
+
+
+def _pod_level_below_containers(lws: LeaderWorkerSet) -> list[str]:
+    """Findings for pod-level requests below the containers' aggregate (see the module docstring)."""
+    from guardhook.capacity.shapes import format_amount
+
+    templates = [("worker", lws.worker_template)]
+    if lws.leader_template is not lws.worker_template:
+        templates.insert(0, ("leader", lws.leader_template))
+    findings = []
+    for role, template in templates:
+        spec = as_dict(template.get("spec"))
+        requested = parse_resource_list(as_dict(as_dict(spec.get("resources")).get("requests")))
+        if not requested:
+            continue
+        containers = container_total(spec)
+        for name, amount in sorted(requested.items()):
+            if pod_level_supported(name) and containers.get(name, 0) > amount:
+                pod_level, theirs = format_amount(name, amount), format_amount(name, containers[name])
+                findings.append(
+                    f"{role} template: pod-level spec.resources.requests[{name}] {pod_level} is below its "
+                    f"containers' aggregate request {theirs}; the API server rejects every such pod "
+                    "(must be greater than or equal to aggregate container requests)"
+                )
+    return findings
 
 
 def _containers(template: dict[str, Any]) -> Iterator[dict[str, Any]]:

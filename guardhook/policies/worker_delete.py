@@ -14,7 +14,10 @@ Who else disrupts a group:
 - A delete-based drain (`kubectl drain --disable-eviction`, Karpenter's termination controller past
   a NodePool's `terminationGracePeriod`, cluster-autoscaler): a worker DELETE whose pod is bound to
   a draining node — cordoned, or carrying a drain taint (`karpenter.sh/disrupted`,
-  `ToBeDeletedByClusterAutoscaler`, or a key of `drainTaintKeys`; guardhook.cluster.going) — is
+  `ToBeDeletedByClusterAutoscaler`, or a key of `drainTaintKeys`), or carrying a node lifecycle
+  condition of `drainConditions` with status True (KEP-5683: by default `MaintenancePlanned`,
+  `MaintenanceInProgress`, `DrainInProgress`, `Drained`, `GracefulNodeShutdownInProgress`; written
+  by a maintenance controller that neither cordons nor taints; guardhook.cluster.going) — is
   judged by the group budget of `group-eviction` (B, the
   shared ledger, broken groups drain freely; guardhook.policies.shared.group_budget): within the
   budget it is allowed with a warning and recorded (not on a dry run), over it denied with 429
@@ -37,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from guardhook.cluster.going import draining
+from guardhook.cluster.going import DRAIN_CONDITIONS, draining
 from guardhook.cluster.groups import member_group_health
 from guardhook.cluster.lws import RECREATING_POLICIES, GroupMember, member_of_pod
 from guardhook.cluster.model import NodeRecord, PodRecord
@@ -54,6 +57,7 @@ from guardhook.policies.base import (
 from guardhook.policies.shared.group_budget import group_disruption, judge_budget
 
 DRAIN_TAINT_KEYS_PARAM = "drainTaintKeys"
+DRAIN_CONDITIONS_PARAM = "drainConditions"
 
 
 class WorkerDelete(Policy):
@@ -61,14 +65,21 @@ class WorkerDelete(Policy):
     targets = (target("", "pods", "", "DELETE"),)
     default_actions = ("Deny",)
     fail_closed = True
-    params = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120, "drainTaintKeys": []}
+    params = {
+        "maxDisruptedGroups": 1,
+        "ledgerTTLSeconds": 120,
+        "drainTaintKeys": [],
+        "drainConditions": list(DRAIN_CONDITIONS),
+    }
     shared_params = {"maxDisruptedGroups": "group-eviction", "ledgerTTLSeconds": "group-eviction"}
     param_minimums = {"ledgerTTLSeconds": 1}
 
     def param_problem(self, name: str, value: Any) -> str | None:
-        """`drainTaintKeys` must list taint keys (strings)."""
+        """`drainTaintKeys` must list taint keys, `drainConditions` node condition types (strings)."""
         if name == DRAIN_TAINT_KEYS_PARAM and not all(isinstance(k, str) and k for k in value):
             return "must be a list of taint keys (non-empty strings)"
+        if name == DRAIN_CONDITIONS_PARAM and not all(isinstance(k, str) and k for k in value):
+            return "must be a list of node condition types (non-empty strings)"
         return None
 
     def judge(self, ctx: PolicyContext) -> Judgement:
@@ -85,7 +96,11 @@ class WorkerDelete(Policy):
         if health is None or not health.whole:
             return ALLOW  # unknown size (neither the LWS nor the pod says it), or already broken
         node = ctx.view.node(pod.node_name) if pod.node_name else None
-        why = draining(node, drain_taint_keys(ctx.params)) if node is not None else ""
+        why = (
+            draining(node, drain_taint_keys(ctx.params), drain_conditions(ctx.params))
+            if node is not None
+            else ""
+        )
         if node is not None and why:
             drained = self._drain(ctx, pod, node, why)
             if drained is not None:
@@ -133,6 +148,16 @@ def drain_taint_keys(params: Mapping[str, Any]) -> tuple[str, ...]:
     (`worker-delete`'s `drainTaintKeys`; drain-plan and audit read the same parameter)."""
     keys = params.get(DRAIN_TAINT_KEYS_PARAM) or ()
     return tuple(k for k in keys if isinstance(k, str) and k)
+
+
+def drain_conditions(params: Mapping[str, Any]) -> tuple[str, ...]:
+    """The node condition types that make a node draining when True (`worker-delete`'s
+    `drainConditions`, default guardhook.cluster.going.DRAIN_CONDITIONS; drain-plan and audit read
+    the same parameter)."""
+    types = params.get(DRAIN_CONDITIONS_PARAM)
+    if types is None:
+        return DRAIN_CONDITIONS
+    return tuple(t for t in types if isinstance(t, str) and t)
 
 
 def delete_consequence(restart_policy: str | None) -> str:

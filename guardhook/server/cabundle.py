@@ -118,14 +118,22 @@ def overlay_components(manifests: Path) -> list[Path]:
     return [(overlay / entry).resolve() for entry in _kustomization(overlay).get("components") or []]
 
 
-def base_webhook_configurations(manifests: Path) -> list[WebhookConfiguration]:
-    """The Validating/MutatingWebhookConfigurations of `manifests/base/*.yaml` (in file order) with
-    the entries the self-managed overlay renders: the base's, changed by each component the overlay
-    lists. Raises ManifestsError when there are none (a wrong folder) or a file is not UTF-8 YAML."""
+def webhook_documents(manifests: Path) -> list[dict[str, Any]]:
+    """The Validating/MutatingWebhookConfiguration documents of `manifests/base/*.yaml` (in file
+    order) as the self-managed overlay renders them: changed by each component the overlay lists.
+    Raises ManifestsError when there are none (a wrong folder) or a file is not UTF-8 YAML."""
     documents = _base_documents(manifests)
     if (manifests / SELF_MANAGED / "kustomization.yaml").is_file():
         for component in overlay_components(manifests):
             _apply_component(component, documents)
+    return documents
+
+
+def base_webhook_configurations(manifests: Path) -> list[WebhookConfiguration]:
+    """The Validating/MutatingWebhookConfigurations of `manifests/base/*.yaml` (in file order) with
+    the entries the self-managed overlay renders: the base's, changed by each component the overlay
+    lists. Raises ManifestsError when there are none (a wrong folder) or a file is not UTF-8 YAML."""
+    documents = webhook_documents(manifests)
     return [
         WebhookConfiguration(
             doc["kind"], doc["metadata"]["name"], tuple(hook["name"] for hook in doc.get("webhooks") or [])

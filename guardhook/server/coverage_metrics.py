@@ -31,11 +31,16 @@ class CoverageCollector(Collector):
     configuration); `certs` is the serving certificate folder (None: not checked)."""
 
     def __init__(
-        self, view: Callable[[], ClusterView], config: Callable[[], Any], certs: CertPaths | None
+        self,
+        view: Callable[[], ClusterView],
+        config: Callable[[], Any],
+        certs: CertPaths | None,
+        called: Callable[[], bool] = lambda: False,
     ) -> None:
         self.view = view
         self.config = config
         self.certs = certs
+        self.called = called
 
     def _serving_cert(self) -> x509.Certificate | None:
         if self.certs is None:
@@ -49,7 +54,9 @@ class CoverageCollector(Collector):
         counts = GaugeMetricFamily(
             "guardhook_protection_gaps",
             "Gaps in protection the cluster view shows, by kind (evictions-unguarded, webhook-unreachable, "
-            "webhook-fails-open, annotation-unreadable, not-installed).",
+            "webhook-fails-open, annotation-unreadable, not-installed: no *.guardhook.io entry visible "
+            "through the API and no review answered yet, so either not installed or installed from the API "
+            "server's configuration, *.static.k8s.io, KEP-5793).",
             labels=["gap"],
         )
         each = GaugeMetricFamily(
@@ -72,6 +79,7 @@ class CoverageCollector(Collector):
                 self._serving_cert(),
                 config.settings("group-eviction").params.get("maxDisruptedGroups"),
                 config.settings("group-capacity").params.get("spareGroups"),
+                self.called(),
             )
             by_kind = Counter(gap.kind for gap in gaps)
             for kind in GAP_KINDS:
@@ -94,6 +102,13 @@ def coverage_startup(runtime: Any, certs: CertPaths, tls: Callable[[], Any] | No
     from guardhook.server.cert_expiry import CertExpiryCollector, start_expiry_warnings
 
     registry = runtime.metrics.registry
-    registry.register(CoverageCollector(lambda: runtime.engine.view, lambda: runtime.engine.config, certs))
+    registry.register(
+        CoverageCollector(
+            lambda: runtime.engine.view,
+            lambda: runtime.engine.config,
+            certs,
+            lambda: runtime.metrics.reviews_answered > 0,
+        )
+    )
     registry.register(CertExpiryCollector(certs, tls))
     start_expiry_warnings(certs)

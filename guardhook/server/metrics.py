@@ -30,6 +30,9 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+        self.reviews_answered = 0
+        """AdmissionReviews this process answered: proof the API server calls it (guardhook's entries
+        are installed, through the API or from the API server's configuration)."""
         self.requests = Counter(
             "guardhook_requests",
             "Admission requests answered, by endpoint and HTTP status code.",
@@ -115,6 +118,8 @@ class Metrics:
         """Count one answered request and its latency in seconds."""
         self._child(self.requests, endpoint, str(status_code)).inc()
         self._child(self.latency, endpoint).observe(seconds)
+        if status_code == 200:
+            self.reviews_answered += 1
 
     def _child(self, metric: Any, *labels: str) -> Any:
         # labels() takes a lock and builds a key on every call; the label sets here are few.
