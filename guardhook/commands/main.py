@@ -22,6 +22,7 @@ from guardhook.commands import (
     certs,
     check,
     drain_plan,
+    export,
     group_readiness,
     pdb_sync,
     review,
@@ -34,7 +35,7 @@ from guardhook.server.logformat import configure as configure_logging
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
-COMMANDS = (serve, review, check, audit, certs, pdb_sync, drain_plan, group_readiness, uninstall)
+COMMANDS = (serve, review, check, audit, certs, pdb_sync, drain_plan, group_readiness, uninstall, export)
 
 # Errors that mean bad configuration, input or source (exit 2 with one line), by module and name:
 # looked up only in modules already imported, since an error cannot come from a module never loaded.
