@@ -241,3 +241,81 @@ def test_the_floor_skips_the_namespaces_every_webhook_entry_skips() -> None:
     for policy in export_floor(default_config()).objects:
         if policy["kind"] == "ValidatingAdmissionPolicy":
             assert policy["spec"]["matchConstraints"]["namespaceSelector"] == webhook["namespaceSelector"]
+
+
+# --- the floor as a coverage layer: audit, /metrics
+
+
+def floor_view(objects: list[dict[str, Any]], unreadable: list[str] | None = None) -> Any:
+    from guardhook.cluster.view.static import embedded_fleet_objects, view_from_objects
+
+    return view_from_objects([*embedded_fleet_objects(), *objects], unreadable=unreadable)
+
+
+def test_the_floor_layer_says_installed_bound_in_sync_or_stale() -> None:
+    from guardhook.cluster.coverage import floor_layer
+
+    exported = export_floor(default_config())
+    objects = exported.objects
+    assert floor_layer(floor_view(objects), exported.digest).state == "in-sync"
+    assert (
+        floor_layer(
+            floor_view(objects), export_floor(build_config({"exemptions": {"users": []}})).digest
+        ).state
+        == "stale"
+    )
+    unbound = [
+        o
+        for o in objects
+        if o["metadata"]["name"] != "guardhook-floor-worker-delete" or "Binding" not in o["kind"]
+    ]
+    layer = floor_layer(floor_view(unbound), exported.digest)
+    assert layer.state == "not-bound" and "guardhook-floor-worker-delete has no binding" in layer.message
+    assert floor_layer(floor_view([], unreadable=[]), exported.digest).state == "not-installed"
+    # Manifests holding no policy at all, or a listing RBAC forbade: not checked, never "not installed".
+    assert floor_layer(floor_view([]), exported.digest).state == "unchecked"
+    assert (
+        floor_layer(floor_view(objects, unreadable=["validatingadmissionpolicies"]), exported.digest).state
+        == "unchecked"
+    )
+
+
+def test_someone_elses_admission_policies_are_not_the_floor() -> None:
+    from guardhook.cluster.coverage import floor_layer
+
+    other = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "guardhook-floor-worker-delete"},  # the name alone does not make it ours
+        "spec": {},
+    }
+    assert floor_layer(floor_view([other], unreadable=[]), None).state == "not-installed"
+
+
+def test_audit_reports_the_floor_layer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from guardhook.cluster.view.static import embedded_fleet_objects
+
+    state = tmp_path / "state.yaml"
+    state.write_text(yaml.safe_dump_all([*embedded_fleet_objects(), *export_floor(default_config()).objects]))
+    assert main(["audit", "--cluster-state", str(state)]) == 0
+    assert "Admission-policy floor: installed, bound, in sync" in capsys.readouterr().out
+    config = tmp_path / "config.yaml"
+    config.write_text("policies:\n  worker-delete: {actions: [Audit]}\n")
+    assert main(["audit", "--cluster-state", str(state), "--config", str(config), "--format", "json"]) == 0
+    import json
+
+    layer = json.loads(capsys.readouterr().out)["admissionPolicyFloor"]
+    assert layer["state"] == "stale" and "guardhook-floor-worker-delete" in layer["policies"]
+
+
+def test_metrics_report_the_floor_layer() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from guardhook.server.coverage_metrics import CoverageCollector
+
+    view = floor_view(export_floor(default_config()).objects)
+    registry = CollectorRegistry()
+    registry.register(CoverageCollector(lambda: view, default_config, None))
+    for state in ("unchecked", "not-installed", "not-bound", "stale", "in-sync"):
+        value = registry.get_sample_value("guardhook_admission_policy_floor", {"state": state})
+        assert value == (1.0 if state == "in-sync" else 0.0), state

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from guardhook.cluster.coverage import EXCLUDED_NAMESPACES
+from guardhook.cluster.webhooks import FLOOR_COMPONENT, FLOOR_COMPONENT_LABEL, FLOOR_DIGEST_ANNOTATION
 from guardhook.config import Config, Exemptions
 from guardhook.floor.cel import exemption_conditions
 from guardhook.floor.cost import PER_CALL_LIMIT, estimated_cost
@@ -34,10 +35,8 @@ API_VERSIONS = ("v1", "v1beta1")
 (1.28-1.29, where the ValidatingAdmissionPolicy feature gate and API must be enabled)."""
 GROUP = "admissionregistration.k8s.io"
 NAME_PREFIX = "guardhook-floor-"
-COMPONENT_LABEL = "app.kubernetes.io/component"
-COMPONENT = "admission-policy-floor"
-LABELS = {"app.kubernetes.io/name": "guardhook", COMPONENT_LABEL: COMPONENT}
-DIGEST_ANNOTATION = "guardhook.io/floor-digest"
+LABELS = {"app.kubernetes.io/name": "guardhook", FLOOR_COMPONENT_LABEL: FLOOR_COMPONENT}
+DIGEST_ANNOTATION = FLOOR_DIGEST_ANNOTATION
 POLICY_KIND = "ValidatingAdmissionPolicy"
 BINDING_KIND = "ValidatingAdmissionPolicyBinding"
 
