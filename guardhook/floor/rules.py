@@ -182,17 +182,17 @@ def group_pdb(params: Mapping[str, Any]) -> Rule:
     (no group-index or group-key in matchLabels, nor an In of one value on either) is denied."""
     pins = string_list((GROUP_INDEX_LABEL, GROUP_KEY_LABEL))
     variables = (
-        (
-            "selector",
-            "has(object.spec) && has(object.spec.selector) ? object.spec.selector : {}",
-        ),
+        # Maps and lists only: a ternary that joins a typed object (LabelSelector) with a map
+        # literal does not type-check on the API server.
         (
             "matchLabels",
-            "has(variables.selector.matchLabels) ? variables.selector.matchLabels : {}",
+            "has(object.spec) && has(object.spec.selector) && has(object.spec.selector.matchLabels) ? "
+            "object.spec.selector.matchLabels : {}",
         ),
         (
             "expressions",
-            "has(variables.selector.matchExpressions) ? variables.selector.matchExpressions : []",
+            "has(object.spec) && has(object.spec.selector) && has(object.spec.selector.matchExpressions) ? "
+            "object.spec.selector.matchExpressions : []",
         ),
         (
             "lws",
@@ -236,7 +236,7 @@ def group_pdb(params: Mapping[str, Any]) -> Rule:
         variables=variables,
         validations=(
             Validation(
-                "variables.selector.size() == 0 || variables.lws == '' || variables.pinned",
+                "variables.lws == '' || variables.pinned",
                 message,
                 message_expression,
             ),
@@ -288,36 +288,37 @@ def group_spec(params: Mapping[str, Any]) -> Rule:
         f"(!({quote(GROUP_READINESS_ANNOTATION)} in {annotation}) || "
         f"{annotation}[{quote(GROUP_READINESS_ANNOTATION)}].matches('^\\\\s*(?i:true|false)\\\\s*$'))",
     ]
-    template = "variables.template"
+    template = "object.spec.leaderWorkerTemplate"
+    has_template = f"has(object.spec) && has({template})"
+    leader_spec = f"{has_template} && has({template}.leaderTemplate) && has({template}.leaderTemplate.spec)"
+    worker_spec = f"{has_template} && has({template}.workerTemplate) && has({template}.workerTemplate.spec)"
+    # Maps and lists only (no typed object joined with a map literal: that does not type-check on
+    # the API server); the leader's containers fall back to the worker template's (LWS API).
     variables = (
-        ("spec", "has(object.spec) ? object.spec : {}"),
-        (
-            "template",
-            "has(variables.spec.leaderWorkerTemplate) ? variables.spec.leaderWorkerTemplate : {}",
-        ),
         (
             "annotations",
             "has(object.metadata.annotations) ? object.metadata.annotations : {}",
         ),
         (
-            "leaderContainers",
-            f"has({template}.leaderTemplate) && has({template}.leaderTemplate.spec) && "
-            f"has({template}.leaderTemplate.spec.containers) ? {template}.leaderTemplate.spec.containers : "
-            f"(!has({template}.leaderTemplate) && has({template}.workerTemplate) && "
-            f"has({template}.workerTemplate.spec) && has({template}.workerTemplate.spec.containers) ? "
-            f"{template}.workerTemplate.spec.containers : [])",
+            "workerContainers",
+            f"{worker_spec} && has({template}.workerTemplate.spec.containers) ? "
+            f"{template}.workerTemplate.spec.containers : []",
         ),
         (
-            "workerContainers",
-            f"has({template}.workerTemplate) && has({template}.workerTemplate.spec) && "
-            f"has({template}.workerTemplate.spec.containers) ? "
-            f"{template}.workerTemplate.spec.containers : []",
+            "leaderContainers",
+            f"{has_template} && has({template}.leaderTemplate) ? "
+            f"({leader_spec} && has({template}.leaderTemplate.spec.containers) ? "
+            f"{template}.leaderTemplate.spec.containers : []) : variables.workerContainers",
         ),
         ("containers", "variables.leaderContainers + variables.workerContainers"),
         (
             "readinessProbes",
             "variables.leaderContainers.filter(c, has(c.readinessProbe)).map(c, c.readinessProbe)",
         ),
+    )
+    restart_policy = (
+        f"!({has_template} && has({template}.restartPolicy)) || "
+        f"!({template}.restartPolicy in {string_list(POD_ALONE_POLICIES)})"
     )
     return Rule(
         policy_id="group-spec",
@@ -332,8 +333,7 @@ def group_spec(params: Mapping[str, Any]) -> Rule:
         variables=variables,
         validations=(
             Validation(
-                f"!has({template}.restartPolicy) || "
-                f"!({template}.restartPolicy in {string_list(POD_ALONE_POLICIES)})",
+                restart_policy,
                 "restartPolicy None restarts a failed pod alone and leaves its group broken; use "
                 "RecreateGroupOnPodRestart",
                 reason="Invalid",
