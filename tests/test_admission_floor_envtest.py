@@ -121,3 +121,23 @@ def test_an_lws_that_restarts_pods_alone_gets_the_group_spec_warnings(api: ApiSe
     found = _until(lambda: len(warnings()) >= 2 and warnings())
     assert found and any("restartPolicy None" in w for w in found)
     assert any("no readinessProbe" in w for w in found)
+
+
+def test_the_live_view_reports_the_floor_in_sync_and_audit_says_so(
+    api: ApiServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from guardhook.cluster.coverage import floor_layer
+    from guardhook.cluster.kube_transport import KubeTransport
+    from guardhook.cluster.view.live import LiveView
+    from guardhook.cluster.view.store import ClusterView
+    from guardhook.commands.main import main
+
+    view = ClusterView(source="envtest")
+    live = LiveView(view, lambda: KubeTransport(api.api_client())).start()
+    try:
+        assert _until(lambda: view.synced, 60)
+        assert floor_layer(view, export_floor(default_config()).digest).state == "in-sync"
+    finally:
+        live.stop()
+    assert main(["audit", "--kubeconfig", str(api.kubeconfig)]) == 0
+    assert "Admission-policy floor: installed, bound, in sync" in capsys.readouterr().out
