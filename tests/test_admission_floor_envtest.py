@@ -141,3 +141,19 @@ def test_the_live_view_reports_the_floor_in_sync_and_audit_says_so(
         live.stop()
     assert main(["audit", "--kubeconfig", str(api.kubeconfig)]) == 0
     assert "Admission-policy floor: installed, bound, in sync" in capsys.readouterr().out
+
+
+def test_uninstall_deletes_the_floor_and_the_worker_delete_goes_through(
+    api: ApiServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Last in this module: it takes the floor away.
+    assert main_uninstall(api) == 0, capsys.readouterr().out
+    for plural in ("validatingadmissionpolicies", "validatingadmissionpolicybindings"):
+        assert api.get(f"{ADMISSION}/{plural}")["items"] == []
+    assert _until(lambda: _delete(api, "llm-xl-0-2").status_code == 200)
+
+
+def main_uninstall(api: ApiServer) -> int:
+    from guardhook.commands.main import main
+
+    return main(["uninstall", "--kubeconfig", str(api.kubeconfig)])
