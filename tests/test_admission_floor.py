@@ -319,3 +319,8 @@ def test_metrics_report_the_floor_layer() -> None:
     for state in ("unchecked", "not-installed", "not-bound", "stale", "in-sync"):
         value = registry.get_sample_value("guardhook_admission_policy_floor", {"state": state})
         assert value == (1.0 if state == "in-sync" else 0.0), state
+
+
+def test_the_helm_chart_ships_the_same_floor() -> None:
+    chart_file = REPO / "charts" / "guardhook" / "files" / "admission-policy-floor.yaml"
+    assert chart_file.read_text() == (COMPONENT / "floor.yaml").read_text()
