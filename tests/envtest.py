@@ -173,6 +173,9 @@ def api_server(folder: Path) -> Iterator[ApiServer]:
                 "--authorization-mode=RBAC",
                 "--allow-privileged=true",
                 "--disable-admission-plugins=ServiceAccount",
+                # 1.37 refuses a loopback advertise address with the endpoint reconciler; nothing
+                # here reads the kubernetes Service endpoints.
+                "--endpoint-reconciler-type=none",
             ],
         )
         session = requests.Session()

@@ -37,6 +37,7 @@ COMPONENT_VALUES: dict[str, Object] = {
     "network-policy": {"components": {"networkPolicy": {"enabled": True}}},
     "pdb-sync": {"components": {"pdbSync": {"enabled": True}}},
     "policy-reports": {"components": {"policyReports": {"enabled": True}}},
+    "admission-policy-floor": {"components": {"admissionPolicyFloor": {"enabled": True}}},
 }
 """The chart values that do what each kustomize component does. A component added to
 manifests/components needs its values here and its templates in the chart (see
@@ -330,6 +331,8 @@ def test_uninstall_hook_runs_guardhook_uninstall_before_anything_is_deleted(tmp_
         "validatingwebhookconfigurations",
         "mutatingwebhookconfigurations",
         "poddisruptionbudgets",
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicybindings",
     }
     webhook_delete = next(
         r

@@ -22,6 +22,7 @@ SWITCHES: dict[str, Object] = {
     "group-readiness": {"components": {"groupReadiness": {"enabled": True}}},
     "network-policy": {"components": {"networkPolicy": {"enabled": True}}},
     "policy-reports": {"components": {"policyReports": {"enabled": True}}},
+    "admission-policy-floor": {"components": {"admissionPolicyFloor": {"enabled": True}}},
     "leader-service-deny": {"policies": {"leader-service": {"actions": ["Deny"]}}},
     "monitoring": {
         "monitoring": {

@@ -19,7 +19,11 @@ from conftest import FIXTURES, REPO
 
 LATIN1_CONFIG = b"policies:\n  group-spec: {actions: [Warn]}  # caf\xe9 au lait\n"
 # Arguments a command needs besides --config to get as far as reading it.
-REQUIRED_ARGS = {"check": ["tests/manifests/lint"], "drain-plan": ["gpu-node-01"]}
+REQUIRED_ARGS = {
+    "check": ["tests/manifests/lint"],
+    "drain-plan": ["gpu-node-01"],
+    "export": ["admission-policies"],
+}
 
 
 @pytest.fixture

@@ -16,6 +16,8 @@ from test_manifests import MANIFESTS
 from guardhook.cluster.group_ready import GATE
 from guardhook.commands import uninstall
 from guardhook.commands.main import main
+from guardhook.config import default_config
+from guardhook.floor.export import export_floor
 
 from fake_apiserver import FakeApiServer, running_fake
 from kustomize_lite import render
@@ -55,7 +57,13 @@ def installed() -> list[Object]:
         "metadata": {"name": "someone-else"},
         "webhooks": [{"name": "check.example.com", "clientConfig": {"url": "https://example.com"}}],
     }
-    return [*objects, other]
+    other_policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "someone-elses-policy"},
+        "spec": {"validations": [{"expression": "true"}]},
+    }
+    return [*objects, other, *export_floor(default_config()).objects, other_policy]
 
 
 @pytest.fixture
@@ -83,6 +91,12 @@ def test_dry_run_lists_the_steps_in_order_and_changes_nothing(
     assert releases == [
         f"  4. release pod serve/{name} (guardhook.io/group-ready=True)" for name in LEADERS[1:]
     ]
+    floor = [line for line in out if line.startswith("  5. ")]
+    assert floor == [  # bindings first: a policy left without its binding enforces nothing
+        f"  5. delete {kind} guardhook-floor-{policy}"
+        for kind in ("ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy")
+        for policy in ("group-pdb", "group-spec", "worker-delete")
+    ]
     assert out[-1].startswith("Then: left for `kubectl delete -k")
     assert fake.writes == []
 
@@ -97,6 +111,8 @@ def test_uninstall_leaves_nothing_that_blocks_a_drain_or_holds_a_leader(
     assert fake.names("validatingwebhookconfigurations") == ["someone-else"]
     assert fake.names("mutatingwebhookconfigurations") == []
     assert fake.names("poddisruptionbudgets") == ["serving-budget"]
+    assert fake.names("validatingadmissionpolicies") == ["someone-elses-policy"]
+    assert fake.names("validatingadmissionpolicybindings") == []
     deployment = fake.get("deployments", NAMESPACE, "guardhook")
     assert deployment is not None and deployment["spec"]["replicas"] == 0
     for name in LEADERS:

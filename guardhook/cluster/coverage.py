@@ -20,6 +20,11 @@ Read from the cluster view only (Namespaces, guardhook's own webhook configurati
   from a `staticManifestsDir`, invisible through the API), so the gap says both and how to tell
   (NOT_VISIBLE_SENTENCE); the webhook server, which knows it has been called, reports no such gap.
 
+Beside the gaps, `floor_layer` reports guardhook's admission-policy floor (ValidatingAdmissionPolicies
+labelled `app.kubernetes.io/component: admission-policy-floor`, guardhook.floor) as a layer of
+coverage: unchecked, not installed, installed but not bound, stale (exported from another
+configuration than the one given), or in sync. The floor is opt-in, so none of these is a gap.
+
 A kind the view cannot read (RBAC 403, or absent from offline manifests) gives no gap but a note
 (`unchecked`). Absent Namespace objects likewise: an LWS whose namespace the view does not hold is
 not called unguarded.
@@ -35,8 +40,13 @@ from typing import TYPE_CHECKING
 
 from guardhook.cluster.lws import SERVING_PODS_ANNOTATION, LeaderWorkerSet
 from guardhook.cluster.model import digits
-from guardhook.cluster.view.store import NAMESPACES, WEBHOOK_KINDS, ClusterView
-from guardhook.cluster.webhooks import CERT_MANAGER_INJECT, WebhookConfigurationRecord, WebhookEntry
+from guardhook.cluster.view.store import FLOOR_KINDS, NAMESPACES, WEBHOOK_KINDS, ClusterView
+from guardhook.cluster.webhooks import (
+    CERT_MANAGER_INJECT,
+    FLOOR_DIGEST_ANNOTATION,
+    WebhookConfigurationRecord,
+    WebhookEntry,
+)
 
 if TYPE_CHECKING:
     from cryptography import x509
@@ -287,3 +297,59 @@ def _issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
     except (ValueError, TypeError, InvalidSignature):
         return False
     return True
+
+
+FLOOR_UNCHECKED = "unchecked"
+FLOOR_NOT_INSTALLED = "not-installed"
+FLOOR_NOT_BOUND = "not-bound"
+FLOOR_STALE = "stale"
+FLOOR_IN_SYNC = "in-sync"
+FLOOR_STATES = (FLOOR_UNCHECKED, FLOOR_NOT_INSTALLED, FLOOR_NOT_BOUND, FLOOR_STALE, FLOOR_IN_SYNC)
+
+
+@dataclass(frozen=True)
+class FloorLayer:
+    """The admission-policy floor as the view shows it: `state` (FLOOR_STATES), a sentence, and
+    the floor's policies installed (names)."""
+
+    state: str
+    message: str
+    policies: tuple[str, ...] = ()
+
+
+def floor_layer(view: ClusterView, expected_digest: str | None) -> FloorLayer:
+    """The floor's state: unchecked when the view cannot read the policy kinds (RBAC, a cluster
+    before 1.30, manifests holding none), not installed, not bound (a floor policy without its
+    binding, or a binding of no policy: the API server enforces neither), stale when an object's
+    digest annotation is not `expected_digest` (the digest of the floor exported from the
+    configuration in force; None: not compared), else in sync."""
+    if not all(view.readable(kind) for kind in FLOOR_KINDS):
+        return FloorLayer(
+            FLOOR_UNCHECKED,
+            "ValidatingAdmissionPolicies could not be read (RBAC, a cluster before 1.30, or manifests "
+            "without them): the admission-policy floor was not checked",
+        )
+    records = [r for r in view.admission_policies() if r.floor]
+    policies = sorted(r.name for r in records if r.kind == "ValidatingAdmissionPolicy")
+    bound = {r.policy_name for r in records if r.kind == "ValidatingAdmissionPolicyBinding"}
+    if not records:
+        return FloorLayer(
+            FLOOR_NOT_INSTALLED,
+            "not installed: while guardhook is down nothing refuses a single-worker delete or an "
+            "LWS-wide PDB (components/admission-policy-floor)",
+        )
+    unbound = [name for name in policies if name not in bound]
+    orphans = sorted(bound - set(policies))
+    if unbound or orphans:
+        parts = [f"policy {n} has no binding" for n in unbound]
+        parts += [f"binding of policy {n}, which is not installed" for n in orphans]
+        return FloorLayer(FLOOR_NOT_BOUND, "installed, not bound: " + "; ".join(parts), tuple(policies))
+    digests = {r.annotations.get(FLOOR_DIGEST_ANNOTATION, "") for r in records}
+    if expected_digest is not None and digests != {expected_digest}:
+        return FloorLayer(
+            FLOOR_STALE,
+            "installed and bound, but stale: exported from another configuration than guardhook's "
+            "(export it again: guardhook export admission-policies --config …)",
+            tuple(policies),
+        )
+    return FloorLayer(FLOOR_IN_SYNC, f"installed, bound, in sync ({', '.join(policies)})", tuple(policies))

@@ -93,6 +93,7 @@ def _versions(group: str, versions: tuple[str, ...], kind: str, plural: str, unc
 
 _DEVICES = "DRA devices are not counted (spare groups, rebuilds, device taints that doom groups)"
 _COVERAGE = "the protection gaps it would show are not checked"
+_FLOOR = "whether guardhook's admission-policy floor is installed and in sync is not checked"
 
 
 DRA_LISTS: tuple[Listed, ...] = (
@@ -180,6 +181,23 @@ LISTS: tuple[Listed, ...] = (
         "mutatingwebhookconfigurations",
         lambda api: client.AdmissionregistrationV1Api(api).list_mutating_webhook_configuration,
         unchecked=_COVERAGE,
+    ),
+    # The admission-policy floor (guardhook.floor): served from Kubernetes 1.30 (v1).
+    Listed(
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicy",
+        "validatingadmissionpolicies",
+        lambda api: client.AdmissionregistrationV1Api(api).list_validating_admission_policy,
+        optional=True,
+        unchecked=_FLOOR,
+    ),
+    Listed(
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicyBinding",
+        "validatingadmissionpolicybindings",
+        lambda api: client.AdmissionregistrationV1Api(api).list_validating_admission_policy_binding,
+        optional=True,
+        unchecked=_FLOOR,
     ),
 )
 

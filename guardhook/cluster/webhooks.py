@@ -95,3 +95,48 @@ def _entry(hook: KubeObject) -> WebhookEntry:
         str(config.get("caBundle") or ""),
         target,
     )
+
+
+FLOOR_COMPONENT_LABEL = "app.kubernetes.io/component"
+FLOOR_COMPONENT = "admission-policy-floor"
+"""The label guardhook's admission-policy floor carries (guardhook.floor.export)."""
+FLOOR_DIGEST_ANNOTATION = "guardhook.io/floor-digest"
+"""The digest of the floor's specs each of its objects carries (guardhook.floor.export.floor_digest)."""
+
+
+@dataclass(frozen=True)
+class AdmissionPolicyRecord:
+    """A ValidatingAdmissionPolicy or ValidatingAdmissionPolicyBinding: kind, name, labels,
+    annotations, and for a binding the `policy_name` it binds and its `actions`
+    (validationActions); "" and () for a policy."""
+
+    kind: str
+    name: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    policy_name: str = ""
+    actions: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The view's key: ("", name), the object being cluster-scoped."""
+        return ("", self.name)
+
+    @property
+    def floor(self) -> bool:
+        """Whether the object is part of guardhook's admission-policy floor (by its label)."""
+        return self.labels.get(FLOOR_COMPONENT_LABEL) == FLOOR_COMPONENT
+
+    @staticmethod
+    def from_object(obj: KubeObject, kind: str = "") -> AdmissionPolicyRecord:
+        """The record of a decoded policy or binding of `kind` (else its own `kind`); never raises."""
+        meta = metadata(obj)
+        spec = as_dict(obj.get("spec"))
+        return AdmissionPolicyRecord(
+            kind or str(obj.get("kind") or ""),
+            str(meta.get("name") or ""),
+            str_map(meta.get("labels")),
+            str_map(meta.get("annotations")),
+            str(spec.get("policyName") or ""),
+            tuple(str(a) for a in as_list(spec.get("validationActions"))),
+        )

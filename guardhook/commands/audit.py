@@ -40,7 +40,7 @@ from guardhook.commands.common import (
 if TYPE_CHECKING:
     from kubernetes import client
 
-    from guardhook.cluster.coverage import Gap
+    from guardhook.cluster.coverage import FloorLayer, Gap
     from guardhook.cluster.groups import LwsGroups
     from guardhook.cluster.sources import Source
     from guardhook.commands.scan import Finding, Located
@@ -84,6 +84,8 @@ class AuditResult:
     unchecked: list[str] = field(default_factory=list)
     """What the gap search could not read ("Namespaces", "webhook configurations"): its gaps were
     not looked for, so a count of them would claim a check that never ran."""
+    floor: FloorLayer | None = None
+    """The admission-policy floor as a coverage layer (guardhook.cluster.coverage.floor_layer)."""
 
     @property
     def violations(self) -> list[Finding]:
@@ -100,12 +102,13 @@ def audit(
     """Judge `objects` (an existing cluster's), count their groups, find the protection gaps and
     name the draining nodes. `unreadable`: the kinds a cluster listing could not read (None for
     manifests)."""
-    from guardhook.cluster.coverage import coverage_gaps, unchecked
+    from guardhook.cluster.coverage import coverage_gaps, floor_layer, unchecked
     from guardhook.cluster.going import draining_nodes
     from guardhook.cluster.groups import all_groups
     from guardhook.cluster.view.static import view_from_objects
     from guardhook.cluster.view.store import NAMESPACES, WEBHOOK_KINDS
     from guardhook.commands.scan import scan, usable_policies
+    from guardhook.floor.export import export_floor
     from guardhook.planning.spare import spare_by_lws
     from guardhook.policies import REGISTRY
     from guardhook.policies.worker_delete import POLICY as WORKER_DELETE
@@ -129,6 +132,7 @@ def audit(
         not_read.append("webhook configurations")
     params = config.settings(WORKER_DELETE.id).params
     draining = draining_nodes(view, drain_taint_keys(params), drain_conditions(params))
+    floor = floor_layer(view, export_floor(config).digest)
     return AuditResult(
         findings,
         all_groups(view),
@@ -137,6 +141,7 @@ def audit(
         draining=draining,
         gaps=gaps,
         unchecked=not_read,
+        floor=floor,
     )
 
 
@@ -218,6 +223,8 @@ def render_text(result: AuditResult, out: TextIO) -> None:
     print(gaps_heading(result), file=out)
     for gap in result.gaps:
         print(f"  [{gap.kind}] {gap.message}", file=out)
+    if result.floor is not None:
+        print(f"Admission-policy floor: {result.floor.message}", file=out)
     if result.draining:
         print(f"Draining nodes ({len(result.draining)}):", file=out)
         for node, why in result.draining.items():
@@ -269,6 +276,15 @@ def render_json(result: AuditResult, out: TextIO) -> None:
             for g in result.gaps
         ],
         "gapsNotChecked": result.unchecked,
+        "admissionPolicyFloor": (
+            {
+                "state": result.floor.state,
+                "message": result.floor.message,
+                "policies": list(result.floor.policies),
+            }
+            if result.floor is not None
+            else None
+        ),
         "notes": result.notes,
     }
     json.dump(document, out, indent=2)

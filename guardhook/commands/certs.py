@@ -115,7 +115,7 @@ def run_certs(args: argparse.Namespace) -> int:
         if manifests is None and static is not None:
             if not existing.ca.is_file():
                 raise CommandError(
-                    f"certs: --keep-certs: {existing.ca} does not exist; run without --keep-certs first"
+                    f"--keep-certs: {existing.ca} does not exist; run without --keep-certs first"
                 )
             _write_static(args, static[0], existing.ca.read_bytes())
             print(ca_bundle(existing))
@@ -152,20 +152,20 @@ def _static_source(args: argparse.Namespace) -> tuple[Path, str] | None:
 
     if not args.static_manifests:
         if args.url:
-            raise CommandError("certs: --url is for --static-manifests")
+            raise CommandError("--url is for --static-manifests")
         return None
     if not args.url:
         raise CommandError(
-            "certs: --static-manifests needs --url https://HOST[:PORT] (where the API server calls guardhook)"
+            "--static-manifests needs --url https://HOST[:PORT] (where the API server calls guardhook)"
         )
     try:
         base_url(args.url)
         host = argtypes.san(urlsplit(args.url).hostname or "")
     except (ValueError, argparse.ArgumentTypeError) as exc:
-        raise CommandError(f"certs: {exc}") from exc
+        raise CommandError(str(exc)) from exc
     if not str(args.static_root).startswith("/"):
         raise CommandError(
-            f"certs: --static-root {args.static_root!r}: staticManifestsDir must be an absolute path"
+            f"--static-root {args.static_root!r}: staticManifestsDir must be an absolute path"
         )
     source = Path(args.manifests or args.patch_manifests or "manifests")
     base_webhook_configurations(source)

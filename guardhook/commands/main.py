@@ -22,6 +22,7 @@ from guardhook.commands import (
     certs,
     check,
     drain_plan,
+    export,
     group_readiness,
     pdb_sync,
     review,
@@ -35,8 +36,20 @@ from guardhook.server.logformat import configure as configure_logging
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
-COMMANDS = (serve, review, check, audit, certs, pdb_sync, drain_plan, group_readiness, uninstall, test)
-ONE_SHOT = ("review", "check", "audit", "certs", "drain-plan", "uninstall", "test")
+COMMANDS = (
+    serve,
+    review,
+    check,
+    audit,
+    certs,
+    pdb_sync,
+    drain_plan,
+    group_readiness,
+    uninstall,
+    test,
+    export,
+)
+ONE_SHOT = ("review", "check", "audit", "certs", "drain-plan", "uninstall", "test", "export")
 """Commands a person runs and reads: warnings as `Warning: …`, log lines only with --verbose
 (guardhook.commands.output). The others (serve, the reconcilers) log as configured."""
 

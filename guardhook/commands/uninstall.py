@@ -16,8 +16,12 @@ The steps, in this order, each safe to repeat (a second run finds nothing left t
    condition is not True gets it True (reason GuardhookUninstalled), whether or not its LWS is
    there. A readiness gate cannot be removed from a running pod, so without this the leader stays
    unready until its group is recreated.
+5. Delete guardhook's admission-policy floor (every ValidatingAdmissionPolicy and Binding labelled
+   `app.kubernetes.io/component: admission-policy-floor`, guardhook.floor), bindings first: left
+   behind, it keeps refusing single-worker deletes and LWS-wide PDBs with guardhook gone. Last, so
+   it holds while the webhook configurations and the Deployment go.
 
-Then the cluster is listed again: anything of steps 1, 3 or 4 still there is reported and the exit
+Then the cluster is listed again: anything of steps 1, 3, 4 or 5 still there is reported and the exit
 code is 1 (rerun it). `--dry-run` prints the steps and changes nothing. What is left (the namespace
 with the Deployment, Service, ConfigMap, Secret and ledger Leases; the ClusterRoles and their
 bindings) holds nothing up and goes with `kubectl delete -k` of the overlay that installed it.
@@ -61,18 +65,21 @@ class UninstallPlan:
     absent_deployment: str = ""
     """The Deployment (namespace/name) that a `--cluster-state` does not hold; `deployment` is then
     empty and step 2 says so instead of naming it as a step."""
+    floor: list[tuple[str, str]] = field(default_factory=list)
+    """The admission-policy floor's policies and bindings ((kind, name)), bindings first."""
 
     @property
     def leftovers(self) -> list[str]:
-        """Steps 1, 3 and 4 still to do, one line each (what a verification finds left)."""
+        """Steps 1, 3, 4 and 5 still to do, one line each (what a verification finds left)."""
         return [
             *(f"{kind} {name}" for kind, name in self.webhooks),
             *(f"PodDisruptionBudget {ns}/{name}" for ns, name in self.pdbs),
+            *(f"{kind} {name}" for kind, name in self.floor),
             *(f"held readiness gate of pod {e.namespace}/{e.pod}" for e in self.releases),
         ]
 
     def steps(self) -> list[dict[str, Any]]:
-        """The steps for scripts, in order: one object per change, `{"step": 1-4, "kind",
+        """The steps for scripts, in order: one object per change, `{"step": 1-5, "kind",
         "name" ("namespace/name" for a namespaced object), "action": delete|scale-to-zero|release}`.
         No step 2 when the cluster state showed no Deployment (`deployment` empty)."""
         out: list[dict[str, Any]] = [
@@ -88,6 +95,7 @@ class UninstallPlan:
             {"step": 4, "kind": "Pod", "name": f"{e.namespace}/{e.pod}", "action": "release"}
             for e in self.releases
         ]
+        out += [{"step": 5, "kind": kind, "name": name, "action": "delete"} for kind, name in self.floor]
         return out
 
     def lines(self) -> list[str]:
@@ -105,6 +113,7 @@ class UninstallPlan:
         out += [
             f"4. release pod {e.namespace}/{e.pod} (guardhook.io/group-ready=True)" for e in self.releases
         ] or ["4. no held readiness gate"]
+        out += [f"5. delete {kind} {name}" for kind, name in self.floor] or ["5. no admission-policy floor"]
         return out
 
 
@@ -157,6 +166,8 @@ def plan_uninstall(view: ClusterView, namespace: str, deployment: str) -> Uninst
             meta = metadata(pdb)
             result.pdbs.append((str(meta.get("namespace") or ""), str(meta.get("name") or "")))
     result.pdbs.sort()
+    floor = [(r.kind, r.name) for r in view.admission_policies() if r.floor]
+    result.floor = sorted(floor, key=lambda kind_name: (not kind_name[0].endswith("Binding"), kind_name[1]))
     release = GroupReadiness(True, UNINSTALLED, RELEASE_MESSAGE)
     # Every pod carrying the gate, not only leaders of LWSs the view holds: a gate outlives its
     # LWS's opt-in, and a pod whose LWS is gone (or unreadable) is held just the same.
@@ -247,10 +258,16 @@ def apply_uninstall(api: client.ApiClient, planned: UninstallPlan) -> list[str]:
             f"delete PodDisruptionBudget {ns}/{name}",
             lambda ns=ns, name=name: policy.delete_namespaced_pod_disruption_budget(name, ns),
         )
+    delete_floor = {
+        "ValidatingAdmissionPolicyBinding": admission.delete_validating_admission_policy_binding,
+        "ValidatingAdmissionPolicy": admission.delete_validating_admission_policy,
+    }
     outcome = Outcome()
     core: Any = client.CoreV1Api(api)  # guardhook.readiness.apply.PodStatusApi
     for entry in planned.releases:
         patch_condition(core, entry, outcome)
+    for kind, name in planned.floor:
+        attempt(f"delete {kind} {name}", lambda kind=kind, name=name: delete_floor[kind](name))
     return errors + outcome.errors
 
 

@@ -5,7 +5,10 @@
 - `guardhook_protection_gap{gap, namespace, name}`: one series per object with gaps of a kind,
   naming it; its value counts them (1, or e.g. 2 for an LWS with two unreadable annotations), so
   the series add up to `guardhook_protection_gaps` and no two samples share labels;
-- `guardhook_coverage_unchecked{kind}`: 1 for each coverage kind the view cannot read (RBAC).
+- `guardhook_coverage_unchecked{kind}`: 1 for each coverage kind the view cannot read (RBAC);
+- `guardhook_admission_policy_floor{state}`: 1 for the admission-policy floor's state
+  (guardhook.cluster.coverage.floor_layer: unchecked, not-installed, not-bound, stale, in-sync; the
+  digest compared is the floor exported from the configuration in force), 0 for the others.
 
 Nothing while the view has not synced (no gap is known yet). The serving certificate, read from
 its file at each scrape, lets an entry whose caBundle does not verify it count as unreachable.
@@ -21,7 +24,7 @@ from cryptography import x509
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from guardhook.cluster.coverage import GAP_KINDS, coverage_gaps
+from guardhook.cluster.coverage import FLOOR_STATES, GAP_KINDS, coverage_gaps, floor_layer
 from guardhook.cluster.view.store import COVERAGE_KINDS, ClusterView
 from guardhook.server.certs import CertPaths
 
@@ -71,6 +74,12 @@ class CoverageCollector(Collector):
             "1 for each kind the coverage report cannot read (RBAC), so its gaps are not checked.",
             labels=["kind"],
         )
+        floor = GaugeMetricFamily(
+            "guardhook_admission_policy_floor",
+            "1 for the state of the admission-policy floor (unchecked, not-installed, not-bound, stale, "
+            "in-sync): the ValidatingAdmissionPolicies that hold while guardhook is down.",
+            labels=["state"],
+        )
         view = self.view()
         if view.synced:
             config = self.config()
@@ -90,10 +99,23 @@ class CoverageCollector(Collector):
                 each.add_metric(list(labels), number)
             for kind in COVERAGE_KINDS:
                 unchecked.add_metric([kind], 0 if view.readable(kind) else 1)
-        yield from (counts, each, unchecked)
+            state = floor_layer(view, _floor_digest(config)).state
+            for each_state in FLOOR_STATES:
+                floor.add_metric([each_state], 1 if each_state == state else 0)
+        yield from (counts, each, unchecked, floor)
 
     def describe(self) -> Iterator[Metric]:
         return iter(())
+
+
+def _floor_digest(config: Any) -> str | None:
+    """The digest of the floor exported from `config` (None when it cannot be exported)."""
+    from guardhook.floor.export import export_floor
+
+    try:
+        return export_floor(config).digest
+    except Exception:  # a scrape must not fail over the floor: report it unchecked against nothing
+        return None
 
 
 def coverage_startup(runtime: Any, certs: CertPaths, tls: Callable[[], Any] | None = None) -> None:

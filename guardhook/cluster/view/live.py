@@ -38,6 +38,7 @@ from guardhook.cluster.view.gcpause import collector_paused
 from guardhook.cluster.view.store import (
     COVERAGE_KINDS,
     DRA_KINDS,
+    FLOOR_KINDS,
     KINDS,
     LEADERWORKERSETS,
     NODEPOOLS,
@@ -79,7 +80,7 @@ class NotServed(WatchError):
     """404: the API server does not serve this kind (e.g. its CRD is not installed)."""
 
 
-OPTIONAL_KINDS = frozenset({LEADERWORKERSETS, NODEPOOLS, *DRA_KINDS, *COVERAGE_KINDS})
+OPTIONAL_KINDS = frozenset({LEADERWORKERSETS, NODEPOOLS, *DRA_KINDS, *COVERAGE_KINDS, *FLOOR_KINDS})
 """Kinds a cluster may lack: a CRD (LeaderWorkerSet, Karpenter's NodePool), or resource.k8s.io,
 which a server serves only from 1.32 (beta, off by default) and DeviceTaintRule only behind an
 alpha feature gate. The coverage kinds (Namespaces, webhook configurations) are read only to report
@@ -89,7 +90,7 @@ like a kind not served."""
 
 def _unreadable(kind: str, error: WatchError) -> bool:
     """Whether `error` leaves coverage kind `kind` unreadable (RBAC 403, or 404) rather than failing it."""
-    return kind in COVERAGE_KINDS and error.status in (403, 404)
+    return (kind in COVERAGE_KINDS or kind in FLOOR_KINDS) and error.status in (403, 404)
 
 
 def not_a_kubernetes_api(kind: str, error: NotServed) -> WatchError:
@@ -392,7 +393,7 @@ class Reflector:
         with self.view.lock:
             self.view.replace_kind(self.kind, [])
             # An unserved LWS kind is unreadable too: group-eviction must not take "no LWS" at its word.
-            if self.kind in COVERAGE_KINDS or self.kind == LEADERWORKERSETS:
+            if self.kind in COVERAGE_KINDS or self.kind in FLOOR_KINDS or self.kind == LEADERWORKERSETS:
                 self.view.mark_unreadable(self.kind)
         self.versions = {}
         self.resource_version = None

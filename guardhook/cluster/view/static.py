@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 from guardhook.cluster.view.manifests import load_paths, parse_text
-from guardhook.cluster.view.store import COVERAGE_KINDS, KIND_TO_RESOURCE, KINDS, ClusterView
+from guardhook.cluster.view.store import COVERAGE_KINDS, FLOOR_KINDS, KIND_TO_RESOURCE, KINDS, ClusterView
 from guardhook.wire import KubeObject
 
 log = logging.getLogger(__name__)
@@ -20,8 +20,8 @@ def view_from_objects(
     objects: Iterable[KubeObject], source: str = "static", unreadable: Iterable[str] | None = None
 ) -> ClusterView:
     """A synced view holding `objects`; kinds the view does not keep are ignored. `unreadable`:
-    the COVERAGE_KINDS a cluster listing could not read; None (manifests, not a listing): every
-    coverage kind of which `objects` hold none, as manifests rarely carry them all."""
+    the COVERAGE_KINDS and FLOOR_KINDS a cluster listing could not read; None (manifests, not a
+    listing): every such kind of which `objects` hold none, as manifests rarely carry them all."""
     view = ClusterView(source=source)
     present = set()
     for obj in objects:
@@ -31,7 +31,8 @@ def view_from_objects(
             present.add(resource)
     for kind in KINDS:
         view.mark_synced(kind)
-    missing = [k for k in COVERAGE_KINDS if k not in present] if unreadable is None else unreadable
+    read = (*COVERAGE_KINDS, *FLOOR_KINDS)
+    missing = [k for k in read if k not in present] if unreadable is None else unreadable
     for kind in missing:
         view.mark_unreadable(kind)
     return view

@@ -30,7 +30,7 @@ from guardhook.cluster.model import NodeRecord, PodRecord, StatefulSetRecord, me
 from guardhook.cluster.nodepools import NodePoolRecord
 from guardhook.cluster.podwire import PodWire, pod_record
 from guardhook.cluster.resources import Resources
-from guardhook.cluster.webhooks import NamespaceRecord, WebhookConfigurationRecord
+from guardhook.cluster.webhooks import AdmissionPolicyRecord, NamespaceRecord, WebhookConfigurationRecord
 from guardhook.wire import KubeObject
 
 # The kinds the view holds, by the resource name the API uses.
@@ -54,9 +54,15 @@ VALIDATINGWEBHOOKCONFIGURATIONS = "validatingwebhookconfigurations"
 MUTATINGWEBHOOKCONFIGURATIONS = "mutatingwebhookconfigurations"
 WEBHOOK_KINDS = (VALIDATINGWEBHOOKCONFIGURATIONS, MUTATINGWEBHOOKCONFIGURATIONS)
 COVERAGE_KINDS = (NAMESPACES, *WEBHOOK_KINDS)
+VALIDATINGADMISSIONPOLICIES = "validatingadmissionpolicies"
+VALIDATINGADMISSIONPOLICYBINDINGS = "validatingadmissionpolicybindings"
+FLOOR_KINDS = (VALIDATINGADMISSIONPOLICIES, VALIDATINGADMISSIONPOLICYBINDINGS)
+"""Kinds read only to report guardhook's admission-policy floor as a coverage layer: like the
+coverage kinds, one the view cannot read (RBAC 403, or 404 before Kubernetes 1.30) is empty and
+`readable(kind)` False."""
 """Kinds read only to report where guardhook does not protect (guardhook.cluster.coverage); one
 the view cannot read (RBAC: 403) is empty and `readable(kind)` False, never a reason to be unready."""
-RECORD_KINDS = (*DRA_KINDS, NODEPOOLS, *COVERAGE_KINDS)
+RECORD_KINDS = (*DRA_KINDS, NODEPOOLS, *COVERAGE_KINDS, *FLOOR_KINDS)
 """Kinds kept as compact records in one generic table (no listeners, no secondary indexes)."""
 KINDS = (NODES, PODS, LEADERWORKERSETS, STATEFULSETS, SERVICES, PODDISRUPTIONBUDGETS, *RECORD_KINDS)
 NOTIFIED_RECORD_KINDS = (RESOURCESLICES, RESOURCECLAIMS)
@@ -78,6 +84,8 @@ KIND_TO_RESOURCE = {
     "Namespace": NAMESPACES,
     "ValidatingWebhookConfiguration": VALIDATINGWEBHOOKCONFIGURATIONS,
     "MutatingWebhookConfiguration": MUTATINGWEBHOOKCONFIGURATIONS,
+    "ValidatingAdmissionPolicy": VALIDATINGADMISSIONPOLICIES,
+    "ValidatingAdmissionPolicyBinding": VALIDATINGADMISSIONPOLICYBINDINGS,
 }
 
 _DRA_RECORDS: dict[str, Callable[[KubeObject], Any]] = {
@@ -93,6 +101,10 @@ _DRA_RECORDS: dict[str, Callable[[KubeObject], Any]] = {
     ),
     MUTATINGWEBHOOKCONFIGURATIONS: lambda o: WebhookConfigurationRecord.from_object(
         o, "MutatingWebhookConfiguration"
+    ),
+    VALIDATINGADMISSIONPOLICIES: lambda o: AdmissionPolicyRecord.from_object(o, "ValidatingAdmissionPolicy"),
+    VALIDATINGADMISSIONPOLICYBINDINGS: lambda o: AdmissionPolicyRecord.from_object(
+        o, "ValidatingAdmissionPolicyBinding"
     ),
 }
 
@@ -589,6 +601,11 @@ class ClusterView:
         """Every Validating- and MutatingWebhookConfiguration held."""
         with self.lock:
             return [record for kind in WEBHOOK_KINDS for record in self._dra[kind].values()]
+
+    def admission_policies(self) -> list[AdmissionPolicyRecord]:
+        """Every ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding held."""
+        with self.lock:
+            return [record for kind in FLOOR_KINDS for record in self._dra[kind].values()]
 
     def node_pools(self) -> list[NodePoolRecord]:
         """Every Karpenter NodePool held."""
