@@ -55,7 +55,8 @@ class Entry:
     pod: str
     uid: str
     lws: str
-    group_index: int
+    group_index: int | str
+    """The group's key: ordinal, or a Hash group's key (guardhook.cluster.lws.GroupKey)."""
     want: GroupReadiness
     current: ConditionRecord | None
     action: str
@@ -98,8 +99,8 @@ class Plan:
         return [e for e in self.entries if e.action == PATCH]
 
 
-GroupKey = tuple[str, str, int]
-"""(namespace, LWS name, group index)."""
+GroupKey = tuple[str, str, int | str]
+"""(namespace, LWS name, group key: ordinal, or a Hash group's key)."""
 
 
 def plan(view: ClusterView, all_lws: bool = False, only: Collection[GroupKey] | None = None) -> Plan:
