@@ -4,18 +4,26 @@ fleet turned Hash (tests/group_shapes.py), judged by the engine as an Ordinal LW
 
 from __future__ import annotations
 
+import copy
+
 import group_shapes as shapes
 
 from guardhook.admission.engine import Engine
 from guardhook.cluster.groups import count_groups
-from guardhook.cluster.lws import member_of_object
+from guardhook.cluster.lws import (
+    GROUP_INDEX_LABEL,
+    GROUP_KEY_LABEL,
+    GROUP_REPLACEMENT_GATE,
+    member_of_object,
+)
 from guardhook.config import build_config
 from guardhook.groups import resolve_object
 from guardhook.groups.ref import LWS_HASH
 from guardhook.ledger import MemoryLedger
 from guardhook.planning.drain import plan_drain
 
-from helpers import set_ready
+from conftest import load_review
+from helpers import request_of, set_ready
 
 PARAMS = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120}
 
@@ -102,3 +110,33 @@ def test_a_drain_plan_of_a_hash_lws_keeps_to_the_budget() -> None:
     xl = next(lws for lws in plan.lws if (lws.namespace, lws.name) == ("serve", "llm-xl"))
     assert set(xl.losing) == {groups[0][0], groups[1][0]}
     assert len(plan.waves) == 2  # one group of the budget-1 LWS per wave
+
+
+def gated_leader(objects: list, key: str) -> dict:
+    """A replacement Hash leader as the LWS pod webhook leaves it under groupReplacementPolicy
+    PostTermination: unbound, held by the `group-replacement` scheduling gate."""
+    leader = copy.deepcopy(
+        next(
+            o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"].startswith(shapes.REPLICA_SET)
+        )
+    )
+    meta = leader["metadata"]
+    meta.update(name=f"{shapes.REPLICA_SET}-{key[-5:]}", uid=f"uid-{key[-5:]}")
+    meta["labels"].update({GROUP_INDEX_LABEL: key, GROUP_KEY_LABEL: key})
+    leader["spec"].pop("nodeName", None)
+    leader["spec"]["schedulingGates"] = [{"name": GROUP_REPLACEMENT_GATE}]
+    leader["status"] = {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}],
+    }
+    return leader
+
+
+def test_capacity_counts_gated_hash_leaders_as_groups_to_place() -> None:
+    objects, _ = hash_fleet()
+    scale_up = request_of(load_review("s29-lws-scale-up-1.validating"))  # llm-xl 4 -> 5 groups
+    assert judge(objects, scale_up)["allowed"] is True  # one more group fits the free nodes
+    objects.append(gated_leader(objects, "f" * 40))
+    response = judge(objects, scale_up)
+    assert response["allowed"] is False
+    assert "1 scheduling-gated Hash leader counted as groups to place" in response["status"]["message"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from guardhook.cluster.lws import LWS_KIND, RECREATING_POLICIES, GroupMember, member_of_pod
+from guardhook.cluster.lws import LWS_KIND, RECREATING_POLICIES, GroupMember, LeaderWorkerSet, member_of_pod
 from guardhook.cluster.model import OwnerRef, PodRecord
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups import kthena
@@ -57,6 +57,28 @@ def group_ref(view: ClusterView, member: GroupMember, owners: Iterable[OwnerRef]
         maker=maker,
         inconsistent=member.inconsistent,
     )
+
+
+def gated_hash_leaders(view: ClusterView, lws: LeaderWorkerSet) -> int:
+    """How many groups of a Hash LWS wait to be placed: leaders held by a scheduling gate (the LWS
+    pod webhook's `group-replacement` gate under groupReplacementPolicy PostTermination, or any
+    other), not terminating. Their groups claim nothing yet but will be placed once the gate lifts,
+    so capacity counts them as demand. 0 for an Ordinal LWS."""
+    if not lws.hashed:
+        return 0
+    count = 0
+    for key in view.group_indexes(lws.namespace, lws.name):
+        for pod in view.group_pods(lws.namespace, lws.name, key):
+            member = member_of_pod(pod)
+            if (
+                member is not None
+                and member.is_leader
+                and pod.gated
+                and not pod.terminating
+                and not pod.terminal
+            ):
+                count += 1
+    return count
 
 
 def lws_group(view: ClusterView, pod: PodRecord) -> GroupRef | None:
