@@ -36,6 +36,7 @@ from guardhook.cluster.group_ready import (
     opted_in,
     pod_readiness,
 )
+from guardhook.cluster.lws import GROUP_READY_GATE
 from guardhook.cluster.model import ConditionRecord
 from guardhook.cluster.view.store import ClusterView
 
@@ -116,6 +117,14 @@ def plan(view: ClusterView, all_lws: bool = False, only: Collection[GroupKey] | 
         candidates = sorted(view.all_lws(), key=lambda lws: (lws.namespace, lws.name))
     for lws in candidates:
         opted = opted_in(lws, all_lws)
+        if lws.hashed:
+            # LWS gates a Hash LWS's leaders itself (group-ready): guardhook's gate is never added.
+            if opted:
+                result.warnings.append(
+                    f"{lws.namespace}/{lws.name}: groupIdentity Hash, whose leaders LWS gates on "
+                    f"{GROUP_READY_GATE} itself; guardhook adds and sets no second gate"
+                )
+            continue
         for leader in gate_targets(view, lws):
             if only is not None and (lws.namespace, lws.name, leader.group_index) not in only:
                 continue
