@@ -29,6 +29,7 @@ from guardhook.cluster.lws import GroupKey as LwsGroupKey
 from guardhook.cluster.lws import LeaderWorkerSet, group_of_pod, key_order
 from guardhook.cluster.model import NodeRecord, PodRecord, StatefulSetRecord, metadata
 from guardhook.cluster.nodepools import NodePoolRecord
+from guardhook.cluster.podgroups import PodGroupRecord
 from guardhook.cluster.podwire import PodWire, pod_record
 from guardhook.cluster.resources import Resources
 from guardhook.cluster.webhooks import NamespaceRecord, WebhookConfigurationRecord
@@ -50,6 +51,8 @@ DRA_KINDS = (RESOURCESLICES, RESOURCECLAIMS, RESOURCECLAIMTEMPLATES, DEVICECLASS
 """resource.k8s.io kinds (guardhook.cluster.dra), kept as compact records."""
 NODEPOOLS = "nodepools"
 """Karpenter NodePools (guardhook.cluster.nodepools)."""
+PODGROUPS = "podgroups"
+"""Workload API PodGroups (scheduling.k8s.io/v1beta1; guardhook.cluster.podgroups)."""
 NAMESPACES = "namespaces"
 VALIDATINGWEBHOOKCONFIGURATIONS = "validatingwebhookconfigurations"
 MUTATINGWEBHOOKCONFIGURATIONS = "mutatingwebhookconfigurations"
@@ -57,7 +60,7 @@ WEBHOOK_KINDS = (VALIDATINGWEBHOOKCONFIGURATIONS, MUTATINGWEBHOOKCONFIGURATIONS)
 COVERAGE_KINDS = (NAMESPACES, *WEBHOOK_KINDS)
 """Kinds read only to report where guardhook does not protect (guardhook.cluster.coverage); one
 the view cannot read (RBAC: 403) is empty and `readable(kind)` False, never a reason to be unready."""
-RECORD_KINDS = (*DRA_KINDS, NODEPOOLS, *COVERAGE_KINDS)
+RECORD_KINDS = (*DRA_KINDS, NODEPOOLS, PODGROUPS, *COVERAGE_KINDS)
 """Kinds kept as compact records in one generic table (no listeners, no secondary indexes)."""
 KINDS = (NODES, PODS, LEADERWORKERSETS, STATEFULSETS, SERVICES, PODDISRUPTIONBUDGETS, *RECORD_KINDS)
 NOTIFIED_RECORD_KINDS = (RESOURCESLICES, RESOURCECLAIMS)
@@ -76,6 +79,7 @@ KIND_TO_RESOURCE = {
     "DeviceClass": DEVICECLASSES,
     "DeviceTaintRule": DEVICETAINTRULES,
     "NodePool": NODEPOOLS,
+    "PodGroup": PODGROUPS,
     "Namespace": NAMESPACES,
     "ValidatingWebhookConfiguration": VALIDATINGWEBHOOKCONFIGURATIONS,
     "MutatingWebhookConfiguration": MUTATINGWEBHOOKCONFIGURATIONS,
@@ -88,6 +92,7 @@ _DRA_RECORDS: dict[str, Callable[[KubeObject], Any]] = {
     DEVICECLASSES: DeviceClassRecord.from_object,
     DEVICETAINTRULES: DeviceTaintRuleRecord.from_object,
     NODEPOOLS: NodePoolRecord.from_object,
+    PODGROUPS: PodGroupRecord.from_object,
     NAMESPACES: NamespaceRecord.from_object,
     VALIDATINGWEBHOOKCONFIGURATIONS: lambda o: WebhookConfigurationRecord.from_object(
         o, "ValidatingWebhookConfiguration"
@@ -592,6 +597,17 @@ class ClusterView:
         """Every Validating- and MutatingWebhookConfiguration held."""
         with self.lock:
             return [record for kind in WEBHOOK_KINDS for record in self._dra[kind].values()]
+
+    def pod_group(self, namespace: str, name: str) -> PodGroupRecord | None:
+        """PodGroup `namespace/name` (scheduling.k8s.io), or None."""
+        with self.lock:
+            found = self._dra[PODGROUPS].get((namespace, name))
+            return found if isinstance(found, PodGroupRecord) else None
+
+    def pod_groups(self, namespace: str) -> list[PodGroupRecord]:
+        """The PodGroups of `namespace`."""
+        with self.lock:
+            return [g for (ns, _), g in self._dra[PODGROUPS].items() if ns == namespace]
 
     def node_pools(self) -> list[NodePoolRecord]:
         """Every Karpenter NodePool held."""
