@@ -151,3 +151,56 @@ def eviction_request(name: str, namespace: str = "serve") -> dict[str, Any]:
     request["namespace"] = namespace
     request["object"]["metadata"].update(name=name, namespace=namespace)
     return request
+
+
+def gang_objects(
+    groups: int = 3,
+    size: int = 2,
+    mode: str = "all",
+    workload: str | None = "train",
+    namespace: str = "train",
+    budget: int | None = None,
+) -> list[KubeObject]:
+    """`groups` PodGroups `train-<g>` (scheduling.k8s.io/v1beta1, gang minCount `size`,
+    disruptionMode `mode`, of Workload `workload` when given) with `size` running pods each, the
+    pods made from the sample fleet's workers (node, resources, status kept) with their LWS
+    labels and owner swapped for a Job's and `spec.schedulingGroup.podGroupName` set."""
+    objects: list[KubeObject] = []
+    workers = [
+        o for o in fleet() if o["kind"] == "Pod" and o["metadata"]["labels"].get(WORKER_INDEX_LABEL) != "0"
+    ]
+    for g in range(groups):
+        group: dict[str, Any] = {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {
+                "name": f"train-{g}",
+                "namespace": namespace,
+                "uid": f"uid-pg-{g}",
+                "annotations": {},
+            },
+            "spec": {
+                "schedulingPolicy": {"gang": {"minCount": size}},
+                "disruptionMode": {mode: {}},
+            },
+        }
+        if workload is not None:
+            group["spec"]["workloadRef"] = {"workloadName": workload, "templateName": "workers"}
+        else:
+            group["metadata"]["ownerReferences"] = [
+                _controller("JobSet", "train", "jobset.x-k8s.io/v1alpha2")
+            ]
+        if budget is not None:
+            group["metadata"]["annotations"]["guardhook.io/max-disrupted-groups"] = str(budget)
+        objects.append(group)
+        for i in range(size):
+            pod = copy.deepcopy(workers[(g * size + i) % len(workers)])
+            meta = pod["metadata"]
+            name = f"train-{g}-{i}"
+            meta.update(name=name, namespace=namespace, uid=f"uid-{name}", generateName=f"train-{g}-")
+            meta["labels"] = {"app": "train", "batch.kubernetes.io/job-name": f"train-{g}"}
+            meta["annotations"] = {}
+            meta["ownerReferences"] = [_controller("Job", f"train-{g}", "batch/v1")]
+            pod["spec"]["schedulingGroup"] = {"podGroupName": f"train-{g}"}
+            objects.append(pod)
+    return objects
