@@ -107,3 +107,20 @@ def test_a_record_resolves_as_its_object() -> None:
     assert (
         view.pod("train", "train-2-0") is not None and view.pod("train", "train-2-0").pod_group == "train-2"
     )
+
+
+def test_delete_based_drains_of_gang_members_are_budgeted_other_deletes_are_not() -> None:
+    objects = shapes.gang_objects()
+    nodes = {shapes.pod(objects, f"train-{g}-0")["spec"]["nodeName"] for g in (0, 1)}
+    cordoned = [
+        {"kind": "Node", "apiVersion": "v1", **node, "spec": {**node.get("spec", {}), "unschedulable": True}}
+        for node in (o for o in shapes.fleet() if o["kind"] == "Node")
+        if node["metadata"]["name"] in nodes
+    ]
+    others = [o for o in shapes.fleet() if o["kind"] == "Node" and o["metadata"]["name"] not in nodes]
+    eng = engine(objects + cordoned + others)
+    first = dict(eng.judge(shapes.delete_request(shapes.pod(objects, "train-0-0")), "validate").response)
+    second = dict(eng.judge(shapes.delete_request(shapes.pod(objects, "train-1-0")), "validate").response)
+    plain = dict(eng.judge(shapes.delete_request(shapes.pod(objects, "train-2-1")), "validate").response)
+    assert (first["allowed"], second["allowed"], plain["allowed"]) == (True, False, True)
+    assert second["status"]["code"] == 429 and "from draining node" in second["status"]["message"]
