@@ -15,13 +15,11 @@ from typing import Any
 import pytest
 from hash_standin import GROUP_KEY, HashStandin, hash_lws
 
-from cluster import LWS_NAME_LABEL, Cluster, eventually
+from cluster import LWS_NAME_LABEL, Cluster, eventually, pod_image
 
 POD_SPEC = {
     "terminationGracePeriodSeconds": 1,
-    "containers": [
-        {"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "10m"}}}
-    ],
+    "containers": [{"name": "c", "image": pod_image(), "resources": {"requests": {"cpu": "10m"}}}],
 }
 
 
