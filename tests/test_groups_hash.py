@@ -16,7 +16,9 @@ from guardhook.cluster.lws import (
     GROUP_REPLACEMENT_GATE,
     member_of_object,
 )
-from guardhook.config import build_config
+from guardhook.commands.audit import audit
+from guardhook.commands.scan import Located
+from guardhook.config import build_config, default_config
 from guardhook.groups import resolve_object
 from guardhook.groups.ref import LWS_HASH
 from guardhook.ledger import MemoryLedger
@@ -140,3 +142,51 @@ def test_capacity_counts_gated_hash_leaders_as_groups_to_place() -> None:
     response = judge(objects, scale_up)
     assert response["allowed"] is False
     assert "1 scheduling-gated Hash leader counted as groups to place" in response["status"]["message"]
+
+
+def test_a_noexecute_taint_on_two_hash_groups_meets_the_budget() -> None:
+    objects, groups = hash_fleet()
+    key0, _ = groups[0]
+    # group 1 already broken: a taint dooming another whole group exceeds budget 1
+    set_ready(shapes.pod(objects, groups[1][1]), False)
+    node = shapes.pod(objects, f"llm-xl-{key0[:8]}-1")["spec"]["nodeName"]
+    request = request_of(load_review("n01-node-taint-noexecute.validating"))
+    request["name"] = node
+    request["object"]["metadata"]["name"] = node
+    request["object"]["spec"]["taints"][0]["effect"] = "NoExecute"
+    (warning,) = judge(objects, request)["warnings"]
+    assert "LeaderWorkerSet serve/llm-xl would lose 1 whole group of 4" in warning
+    assert f"group {key0} (llm-xl-{key0[:8]}-1)" in warning
+    assert f"already broken: group {groups[1][0]} (not Ready: {groups[1][1]})" in warning
+
+
+def test_a_restarting_resize_of_a_hash_worker_is_a_group_disruption() -> None:
+    objects, groups = hash_fleet()
+    for pod in (o for o in objects if o["kind"] == "Pod"):
+        pod["spec"]["containers"][0]["resizePolicy"] = [
+            {"resourceName": "memory", "restartPolicy": "RestartContainer"}
+        ]
+    key0, key1 = groups[0][0], groups[1][0]
+    ledger = MemoryLedger()
+
+    def resize(name: str) -> dict:
+        request = request_of(load_review("s01-worker-delete.validating"))
+        old = copy.deepcopy(shapes.pod(objects, name))
+        new = copy.deepcopy(old)
+        new["spec"]["containers"][0]["resources"]["requests"]["memory"] = "1600Gi"
+        request.update(name=name, operation="UPDATE", subResource="resize", requestSubResource="resize")
+        request.update(object=new, oldObject=old)
+        return judge(objects, request, ledger)
+
+    first = resize(f"llm-xl-{key0[:8]}-2")
+    assert first["allowed"] is True
+    second = resize(f"llm-xl-{key1[:8]}-1")
+    assert second["allowed"] is False and second["status"]["code"] == 429
+    assert f"would break group {key1}" in second["status"]["message"]
+
+
+def test_audit_counts_hash_groups_whole_and_finds_no_broken_ones() -> None:
+    objects, _ = hash_fleet()
+    result = audit([Located("cluster", o) for o in objects], default_config())
+    xl = next(g for g in result.groups if (g.namespace, g.name) == ("serve", "llm-xl"))
+    assert (xl.desired, xl.whole, xl.broken) == (4, 4, 0)
