@@ -26,7 +26,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from guardhook.cluster.groups import populated_groups
-from guardhook.cluster.lws import LEADER_READY, SERVING_ALL, LeaderWorkerSet, member_of_pod
+from guardhook.cluster.lws import (
+    LEADER_READY,
+    SERVING_ALL,
+    GroupKey,
+    LeaderWorkerSet,
+    hash_host,
+    member_of_pod,
+)
 from guardhook.cluster.model import OwnerRef, PodRecord
 from guardhook.cluster.view.store import ClusterView
 
@@ -128,7 +135,7 @@ class Leader:
     group — with its LWS and group index. (Named for the common case: leaders.)"""
 
     lws: LeaderWorkerSet
-    group_index: int
+    group_index: GroupKey
     pod: PodRecord
 
     @property
@@ -162,8 +169,11 @@ def gate_targets(view: ClusterView, lws: LeaderWorkerSet) -> Iterator[GatedPod]:
                 yield GatedPod(lws, group_index, pod)
 
 
-def worker_statefulset_name(lws: LeaderWorkerSet, group_index: int) -> str:
-    """The worker StatefulSet of a group: `<lws>-<g>`, named after its leader pod."""
+def worker_statefulset_name(lws: LeaderWorkerSet, group_index: GroupKey) -> str:
+    """The worker StatefulSet of a group: `<lws>-<g>`, named after its leader pod; for a Hash
+    group `<lws>-<key8>`, named after its leader's host name (lws KEP-898)."""
+    if isinstance(group_index, str):
+        return hash_host(lws.name, group_index)
     return f"{lws.name}-{group_index}"
 
 

@@ -16,7 +16,15 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from guardhook.cluster.going import Going
-from guardhook.cluster.lws import GroupHealth, GroupMember, LeaderWorkerSet, group_health, member_of_pod
+from guardhook.cluster.lws import (
+    GroupHealth,
+    GroupKey,
+    GroupMember,
+    LeaderWorkerSet,
+    below_replicas,
+    group_health,
+    member_of_pod,
+)
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
 
@@ -40,7 +48,7 @@ class LwsGroups:
 
 
 def view_group_health(
-    view: ClusterView, lws: LeaderWorkerSet, index: int, going: Going | None = None
+    view: ClusterView, lws: LeaderWorkerSet, index: GroupKey, going: Going | None = None
 ) -> GroupHealth:
     """`group_health` of group `index` of `lws`, judged from the pods in `view`, a going pod
     (guardhook.cluster.going: marked for removal, or under a NoExecute taint it does not tolerate
@@ -49,17 +57,20 @@ def view_group_health(
     return group_health(index, lws.size, view.group_pods(lws.namespace, lws.name, index), judge.doomed)
 
 
-def populated_groups(view: ClusterView, lws: LeaderWorkerSet) -> list[int]:
-    """The group indexes below `spec.replicas` of `lws` that have pods in `view`, ascending."""
-    return [index for index in view.group_indexes(lws.namespace, lws.name) if 0 <= index < lws.replicas]
+def populated_groups(view: ClusterView, lws: LeaderWorkerSet) -> list[GroupKey]:
+    """The group keys of `lws` that have pods in `view` and count (ordinals below `spec.replicas`;
+    every Hash group: lws.below_replicas), in lws.key_order."""
+    return [
+        index for index in view.group_indexes(lws.namespace, lws.name) if below_replicas(index, lws.replicas)
+    ]
 
 
-def empty_groups(lws: LeaderWorkerSet, populated: list[int]) -> int:
+def empty_groups(lws: LeaderWorkerSet, populated: list[GroupKey]) -> int:
     """How many group indexes below `spec.replicas` have no pods, given the `populated` ones."""
     return max(0, lws.replicas - len(populated))
 
 
-def empty_group_health(lws: LeaderWorkerSet, index: int = 0) -> GroupHealth:
+def empty_group_health(lws: LeaderWorkerSet, index: GroupKey = 0) -> GroupHealth:
     """`group_health` of a group of `lws` with no pods (broken, "0 of N pods exist", unless the
     size is 0)."""
     return group_health(index, lws.size, ())
@@ -95,7 +106,13 @@ def count_groups(view: ClusterView, lws: LeaderWorkerSet) -> LwsGroups:
         if any(_tainted(going, pod) for pod in pods):
             doomed += 1
     return LwsGroups(
-        lws.namespace, lws.name, lws.replicas, whole, lws.replicas - whole, leader_ready_incomplete, doomed
+        lws.namespace,
+        lws.name,
+        lws.replicas,
+        whole,
+        max(0, lws.replicas - whole),
+        leader_ready_incomplete,
+        doomed,
     )
 
 

@@ -31,6 +31,7 @@ from guardhook.cluster.dra import DRA_VERSIONS, RESOURCE_API_GROUP, TAINT_RULE_V
 from guardhook.cluster.lws import LWS_API_GROUP, LWS_API_VERSION
 from guardhook.cluster.nodepools import KARPENTER_API_VERSION
 from guardhook.cluster.paging import pages, request_page
+from guardhook.cluster.podgroups import SCHEDULING_API_VERSION
 from guardhook.cluster.view.live import CONNECT_TIMEOUT_SECONDS, PAGE_SIZE, READ_TIMEOUT_SECONDS
 from guardhook.wire import KubeObject
 
@@ -164,6 +165,12 @@ LISTS: tuple[Listed, ...] = (
         "NodePool",
         "nodepools",
         "nodes Karpenter NodePools could add are not counted for rebuilds",
+    ),
+    _crd(
+        SCHEDULING_API_VERSION,
+        "PodGroup",
+        "podgroups",
+        "Workload API PodGroups (disruptionMode all) are not counted as groups",
     ),
     Listed(
         "v1", "Namespace", "namespaces", lambda api: client.CoreV1Api(api).list_namespace, unchecked=_COVERAGE

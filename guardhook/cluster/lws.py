@@ -4,6 +4,12 @@ Facts from the LWS source (sigs.k8s.io/lws v0.10, api/leaderworkerset/v1): every
 `leaderworkerset.sigs.k8s.io/name`, `group-index`, `worker-index` (the leader is "0") and
 `group-key`; pods carry the group size in the `size` annotation and workers name their leader in
 `leader-name`. Leader pods are `L-<g>` (StatefulSet `L`); workers `L-<g>-<w>` (StatefulSet `L-<g>`).
+
+Hash group identity (`spec.groupIdentity: Hash`, KEP-898, lws PRs #987 and #1050, on LWS main):
+leaders come from a Deployment named `L` through its ReplicaSets (generated pod names), the
+group-index and group-key labels both hold the group's random 40-character key, and each group's
+worker StatefulSet is named after its leader's host name `L-<first 8 characters of the key>`
+(workers `L-<key8>-<w>`). Such a group's key is a string; an ordinal group's an int (`GroupKey`).
 A pod's position is read from its controller ownerReference together with those labels
 (`group_member`): labels anyone may edit cannot turn a worker into a leader.
 """
@@ -48,6 +54,18 @@ SERVING_PODS_VALUES = (SERVING_LEADERS, SERVING_ALL)
 RECREATE_GROUP_ON_POD_RESTART = "RecreateGroupOnPodRestart"
 RECREATE_GROUP_AFTER_START = "RecreateGroupAfterStart"
 RECREATING_POLICIES = (RECREATE_GROUP_ON_POD_RESTART, RECREATE_GROUP_AFTER_START)
+# spec.groupIdentity values (KEP-898): Ordinal (the default) or Hash; and what Hash mode adds: the
+# readiness gate the LWS pod controller sets once the worker StatefulSet is Ready (only on groups of
+# size > 1), the scheduling gate its pod webhook puts on every Hash leader, lifted once the group it
+# replaces is gone (spec.groupReplacementPolicy PostTermination, the default; Immediate lifts it at
+# once), and the length of a Hash group key.
+GROUP_IDENTITY_ORDINAL = "Ordinal"
+GROUP_IDENTITY_HASH = "Hash"
+GROUP_READY_GATE = PREFIX + "group-ready"
+GROUP_REPLACEMENT_GATE = PREFIX + "group-replacement"
+POST_TERMINATION = "PostTermination"
+HASH_KEY_LENGTH = 40
+HASH_HOST_PREFIX = 8
 # spec.startupPolicy values (api/leaderworkerset/v1).
 LEADER_CREATED = "LeaderCreated"
 LEADER_READY = "LeaderReady"
@@ -63,6 +81,32 @@ def _int_or(value: Any, default: int) -> int:
     return default
 
 
+GroupKey = int | str
+"""A group's key within its LWS: the ordinal (int) of an Ordinal LWS's group, the 40-character key
+(str) of a Hash group."""
+
+
+def key_order(key: GroupKey) -> tuple[bool, int, str]:
+    """A sort key putting ordinal groups first in numeric order, then Hash keys in text order."""
+    return (True, 0, key) if isinstance(key, str) else (False, key, "")
+
+
+def below_replicas(key: GroupKey, replicas: int) -> bool:
+    """Whether group `key` is one `spec.replicas` asks for: an ordinal below it; a Hash group
+    always (Hash groups have no order: the leader Deployment's ReplicaSet chooses whom to remove)."""
+    return isinstance(key, str) or 0 <= key < replicas
+
+
+def is_hash_key(value: str) -> bool:
+    """Whether a group-index label value is a Hash group key (40 lowercase letters or digits)."""
+    return len(value) == HASH_KEY_LENGTH and value.isascii() and value.isalnum() and value.lower() == value
+
+
+def hash_host(lws_name: str, key: str) -> str:
+    """A Hash group's leader host name, which names its worker StatefulSet: `<lws>-<key[:8]>`."""
+    return f"{lws_name}-{key[:HASH_HOST_PREFIX]}"
+
+
 @dataclass(frozen=True, slots=True)
 class GroupMember:
     """Where a pod stands in an LWS: which LWS, which group, which position.
@@ -74,7 +118,7 @@ class GroupMember:
 
     namespace: str
     lws_name: str
-    group_index: int
+    group_index: GroupKey
     worker_index: int
     size: int | None
     inconsistent: str = ""
@@ -84,8 +128,17 @@ class GroupMember:
         return self.worker_index == 0
 
     @property
+    def hashed(self) -> bool:
+        """Whether the group is a Hash group (its key a string)."""
+        return isinstance(self.group_index, str)
+
+    @property
     def leader_pod_name(self) -> str:
-        """The leader pod of this group: `<lws>-<group>` (leader StatefulSet ordinal naming)."""
+        """The leader pod of this group: `<lws>-<group>` (leader StatefulSet ordinal naming); for a
+        Hash group, whose leader's name the ReplicaSet generated, its host name `<lws>-<key8>`
+        (guardhook.groups reads the leader's real name from the view)."""
+        if isinstance(self.group_index, str):
+            return hash_host(self.lws_name, self.group_index)
         return f"{self.lws_name}-{self.group_index}"
 
     @property
@@ -101,8 +154,8 @@ class GroupMember:
         return f" (its labels were inconsistent: {self.inconsistent}; {judged})"
 
 
-Position = tuple[int, int]
-"""(group index, worker index)."""
+Position = tuple[GroupKey, int]
+"""(group key, worker index)."""
 
 
 def _suffix_index(name: str, prefix: str) -> int | None:
@@ -136,10 +189,38 @@ def owned_position(lws_name: str, owners: Iterable[OwnerRef], pod_name: str) -> 
     return (group, worker)
 
 
+def hash_owned_position(
+    lws_name: str, key: str, owners: Iterable[OwnerRef], pod_name: str
+) -> Position | None:
+    """A Hash group pod's place by its controller ownerReference (lws KEP-898): a pod of a
+    ReplicaSet `<lws>-<hash>` (the leader Deployment `<lws>`'s) is the leader of group `key`; a pod
+    `<sts>-<w>` of the worker StatefulSet `<lws>-<key8>` is worker w ≥ 1. None otherwise."""
+    for controller in owners:
+        if controller.controller:
+            break
+    else:
+        return None
+    if not controller.api_version.startswith("apps/"):
+        return None
+    if controller.kind == "ReplicaSet" and controller.name.startswith(lws_name + "-"):
+        return (key, 0)
+    if controller.kind != "StatefulSet" or controller.name != hash_host(lws_name, key):
+        return None
+    worker = _suffix_index(pod_name, controller.name)
+    return None if worker is None or worker < 1 else (key, worker)
+
+
 def _labelled_position(labels: Mapping[str, str]) -> Position | None:
     group = labels.get(GROUP_INDEX_LABEL, "")
     worker = labels.get(WORKER_INDEX_LABEL, "")
-    return (int(group), int(worker)) if digits(group) and digits(worker) else None
+    if not digits(worker):
+        return None
+    if digits(group):
+        return (int(group), int(worker))
+    # A Hash group: group-index and group-key hold the same 40-character key.
+    if is_hash_key(group) and labels.get(GROUP_KEY_LABEL) == group:
+        return (group, int(worker))
+    return None
 
 
 def _judged_position(labelled: Position | None, owned: Position | None) -> tuple[Position | None, str]:
@@ -152,9 +233,14 @@ def _judged_position(labelled: Position | None, owned: Position | None) -> tuple
     if owned[1] == 0 and labelled is not None and labelled[1] != 0:
         # Owned by the leader StatefulSet but labelled a worker: judged as the worker it claims
         # to be, the stricter reading for every guard.
-        return labelled, f"labels say {said}, its controller is the leader StatefulSet"
-    where = "leader StatefulSet" if owned[1] == 0 else f"worker StatefulSet of group {owned[0]}"
+        return labelled, f"labels say {said}, its controller is the {_leader_maker(owned)}"
+    where = _leader_maker(owned) if owned[1] == 0 else f"worker StatefulSet of group {owned[0]}"
     return owned, f"labels say {said}, its controller is the {where}"
+
+
+def _leader_maker(owned: Position) -> str:
+    """What makes a leader: the leader StatefulSet (Ordinal) or the leader Deployment's ReplicaSet."""
+    return "leader ReplicaSet" if isinstance(owned[0], str) else "leader StatefulSet"
 
 
 def group_member(
@@ -195,13 +281,16 @@ def _placed(
     lws_name = labels.get(NAME_LABEL)
     if not lws_name:
         return None
-    position, inconsistent = _judged_position(
-        _labelled_position(labels), owned_position(lws_name, owners, pod_name)
-    )
+    labelled = _labelled_position(labels)
+    if labelled is not None and isinstance(labelled[0], str):
+        owned = hash_owned_position(lws_name, labelled[0], owners, pod_name)
+    else:
+        owned = owned_position(lws_name, owners, pod_name)
+    position, inconsistent = _judged_position(labelled, owned)
     return None if position is None else (lws_name, position, inconsistent)
 
 
-def group_of_pod(pod: PodRecord) -> tuple[str, int] | None:
+def group_of_pod(pod: PodRecord) -> tuple[str, GroupKey] | None:
     """(LWS name, group index) of a pod record by `group_member`'s rule, without building a
     GroupMember: the view indexes every pod it applies by it."""
     found = _placed(pod.labels, pod.owners, pod.name)
@@ -230,7 +319,7 @@ class GroupHealth:
     """The state of one group: whole when it has `size` pods, none terminating, all Ready
     (design.md §1). `problems` says why a group is broken, for messages."""
 
-    group_index: int
+    group_index: GroupKey
     size: int
     pods: int
     whole: bool
@@ -238,7 +327,10 @@ class GroupHealth:
 
 
 def group_health(
-    group_index: int, size: int, pods: Iterable[PodRecord], doomed: Callable[[PodRecord], str] | None = None
+    group_index: GroupKey,
+    size: int,
+    pods: Iterable[PodRecord],
+    doomed: Callable[[PodRecord], str] | None = None,
 ) -> GroupHealth:
     """Judge one group from its live pods (terminal pods count as absent). `doomed`, when given,
     says why a pod neither terminating nor terminal is going all the same ("" when it is not; see
@@ -319,6 +411,24 @@ class LeaderWorkerSet:
     @property
     def size(self) -> int:
         return _int_or(self.template.get("size"), 1)
+
+    @property
+    def group_identity(self) -> str:
+        """`spec.groupIdentity`: "Ordinal" (the default) or "Hash" (KEP-898: leaders from a
+        Deployment, groups keyed by random 40-character keys)."""
+        return str(self.spec.get("groupIdentity") or GROUP_IDENTITY_ORDINAL)
+
+    @property
+    def hashed(self) -> bool:
+        """Whether `spec.groupIdentity` is Hash."""
+        return self.group_identity == GROUP_IDENTITY_HASH
+
+    @property
+    def group_replacement_policy(self) -> str:
+        """`spec.groupReplacementPolicy` of a Hash LWS: "PostTermination" (the default: a
+        replacement leader stays scheduling-gated until the group it replaces is gone) or
+        "Immediate"."""
+        return str(self.spec.get("groupReplacementPolicy") or POST_TERMINATION)
 
     @property
     def startup_policy(self) -> str:

@@ -332,6 +332,8 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
     gate_conditions: dict[str, ConditionRecord] = msgspec.field(default_factory=dict)
     created: float = 0.0
     """`metadata.creationTimestamp` in Unix seconds (API server clock, whole seconds); 0.0 unknown."""
+    pod_group: str = ""
+    """`spec.schedulingGroup.podGroupName`: the Workload API PodGroup the pod belongs to ("" none)."""
 
     @property
     def gated(self) -> bool:
@@ -386,6 +388,9 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
             readiness_gates=gates,
             gate_conditions=gate_conditions(status, gates, found) if gates else NO_CONDITIONS,
             created=timestamp_seconds(meta.get("creationTimestamp")),
+            pod_group=interning.text(as_dict(spec.get("schedulingGroup")).get("podGroupName"))
+            if spec.get("schedulingGroup")
+            else "",
         )
 
 

@@ -29,6 +29,7 @@ from guardhook.cluster.model import (
     NO_CONDITIONS,
     ConditionRecord,
     PodRecord,
+    as_dict,
     pod_claim_names,
     readiness_gates,
     scheduling_gates,
@@ -106,6 +107,7 @@ class SpecWire(msgspec.Struct, frozen=True, gc=False):
     schedulingGates: Any = None  # noqa: N815
     resourceClaims: Any = None  # noqa: N815
     readinessGates: Any = None  # noqa: N815
+    schedulingGroup: Any = None  # noqa: N815
 
 
 class ConditionWire(msgspec.Struct, frozen=True, gc=False):
@@ -200,6 +202,9 @@ def _record(pod: PodWire) -> PodRecord:
         readiness_gates=gates,
         gate_conditions=_gate_conditions(found, gates) if gates else NO_CONDITIONS,
         created=timestamp_seconds(meta.creationTimestamp),
+        pod_group=_intern(str(as_dict(spec.schedulingGroup).get("podGroupName") or ""))
+        if spec.schedulingGroup
+        else "",
     )
 
 

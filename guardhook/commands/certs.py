@@ -164,9 +164,7 @@ def _static_source(args: argparse.Namespace) -> tuple[Path, str] | None:
     except (ValueError, argparse.ArgumentTypeError) as exc:
         raise CommandError(str(exc)) from exc
     if not str(args.static_root).startswith("/"):
-        raise CommandError(
-            f"--static-root {args.static_root!r}: staticManifestsDir must be an absolute path"
-        )
+        raise CommandError(f"--static-root {args.static_root!r}: staticManifestsDir must be an absolute path")
     source = Path(args.manifests or args.patch_manifests or "manifests")
     base_webhook_configurations(source)
     return source, host

@@ -182,7 +182,7 @@ def _wave_detail(wave: Wave) -> str:
     return " — " + "; ".join(parts)
 
 
-def _indexes(groups: tuple[int, ...]) -> str:
+def _indexes(groups: tuple[int | str, ...]) -> str:
     return ",".join(map(str, groups)) or "-"
 
 

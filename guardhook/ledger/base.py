@@ -22,7 +22,8 @@ class Disruption:
     entries written before it existed), and its `cause`, one of CAUSES ("" in entries written
     before it existed, or naming a cause this version does not know)."""
 
-    group: int
+    group: int | str
+    """The group's key: its ordinal, or a Hash group's 40-character key (guardhook.cluster.lws)."""
     pod: str
     uid: str
     expires: float
@@ -44,7 +45,11 @@ class Disruption:
         if not isinstance(raw, dict):
             return None
         group, expires = raw.get("group"), raw.get("expires")
-        if not isinstance(group, int) or isinstance(group, bool) or not isinstance(expires, int | float):
+        if (
+            not isinstance(group, int | str)
+            or isinstance(group, bool)
+            or not isinstance(expires, int | float)
+        ):
             return None
         recorded = raw.get("recorded")
         at = float(recorded) if isinstance(recorded, int | float) and not isinstance(recorded, bool) else 0.0

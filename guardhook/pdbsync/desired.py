@@ -34,7 +34,9 @@ from guardhook.cluster.lws import (
     LWS_API_VERSION,
     LWS_KIND,
     NAME_LABEL,
+    GroupKey,
     LeaderWorkerSet,
+    key_order,
 )
 from guardhook.cluster.model import as_dict, metadata, str_map
 from guardhook.cluster.reach import both, reach
@@ -60,11 +62,11 @@ def is_managed(pdb: KubeObject) -> bool:
     return str_map(metadata(pdb).get("labels")).get(MANAGED_BY_LABEL) == MANAGER
 
 
-def group_pdb_name(lws_name: str, group_index: int) -> str:
+def group_pdb_name(lws_name: str, group_index: GroupKey) -> str:
     return f"{lws_name}-group-{group_index}"
 
 
-def desired_pdb(lws: LeaderWorkerSet, group_index: int, whole: bool) -> KubeObject:
+def desired_pdb(lws: LeaderWorkerSet, group_index: GroupKey, whole: bool) -> KubeObject:
     """The PDB guardhook keeps for group `group_index` of `lws` (see the module docstring)."""
     return {
         "apiVersion": PDB_API_VERSION,
@@ -150,13 +152,14 @@ def _desired_for(
     return desired
 
 
-def _planned_groups(view: ClusterView, lws: LeaderWorkerSet, warnings: list[str]) -> Iterator[int]:
+def _planned_groups(view: ClusterView, lws: LeaderWorkerSet, warnings: list[str]) -> Iterator[GroupKey]:
     """The groups of `lws` to plan a PDB for, ascending: every group below `spec.replicas` that has
     pods, and the lowest MAX_EMPTY_GROUP_PDBS of those with none (a warning says how many more
     were left out)."""
     populated = populated_groups(view, lws)
-    taken = set(populated)
-    empty = (g for g in range(lws.replicas) if g not in taken)
+    taken: set[GroupKey] = set(populated)
+    # A Hash group with no pods has no key yet: its PDB is planned once its pods carry one.
+    empty = () if lws.hashed else (g for g in range(lws.replicas) if g not in taken)
     chosen = list(itertools.islice(empty, MAX_EMPTY_GROUP_PDBS))
     left_out = empty_groups(lws, populated) - len(chosen)
     if left_out > 0:
@@ -165,7 +168,7 @@ def _planned_groups(view: ClusterView, lws: LeaderWorkerSet, warnings: list[str]
             f"{lws.replicas}) get no PodDisruptionBudget until their pods exist; at most "
             f"{MAX_EMPTY_GROUP_PDBS} groups with no pods get one"
         )
-    return iter(sorted(taken.union(chosen)))
+    return iter(sorted(taken.union(chosen), key=key_order))
 
 
 def _clash(want: KubeObject, user_pdbs: list[KubeObject], lws: LeaderWorkerSet) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 
 from guardhook.cluster.coverage import evictions_guarded, unguarded_sentence, unreadable_annotations
 from guardhook.cluster.going import DRAIN_CONDITIONS, draining_nodes
-from guardhook.cluster.lws import member_of_pod
+from guardhook.cluster.lws import GroupKey, key_order, member_of_pod
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import ClusterView
@@ -76,8 +76,8 @@ class LwsDrain:
     namespace: str
     name: str
     budget: int
-    losing: tuple[int, ...]
-    broken: tuple[int, ...]
+    losing: tuple[GroupKey, ...]
+    broken: tuple[GroupKey, ...]
     lost: int
     rebuildable: int
     short: str
@@ -164,7 +164,7 @@ def plan_drain(
             namespace=key[0],
             name=key[1],
             budget=budgets[key],
-            losing=tuple(sorted(losing.get(key, ()))),
+            losing=tuple(sorted(losing.get(key, ()), key=key_order)),
             broken=tuple(broken[key].shown(GROUPS_LISTED)),
             broken_not_listed=len(broken[key]) - len(broken[key].shown(GROUPS_LISTED)),
             lost=rebuilt[key].lost,
@@ -271,11 +271,11 @@ def _all_broken(view: ClusterView, params: Mapping[str, Any]) -> dict[LwsKey, se
 
 def _groups(
     view: ClusterView, nodes: Sequence[str], params: Mapping[str, Any], every_lws: bool = False
-) -> tuple[dict[LwsKey, set[int]], dict[LwsKey, BrokenGroups], dict[LwsKey, int]]:
+) -> tuple[dict[LwsKey, set[GroupKey]], dict[LwsKey, BrokenGroups], dict[LwsKey, int]]:
     """Per LWS touched by the drain (or every LWS holding a pod, with `every_lws`): the groups
     losing a pod on `nodes`, the groups already broken, and the group budget — all as
     group-eviction reads them (groups beyond spec.replicas are not counted)."""
-    losing: dict[LwsKey, set[int]] = {}
+    losing: dict[LwsKey, set[GroupKey]] = {}
     broken: dict[LwsKey, BrokenGroups] = {}
     budgets: dict[LwsKey, int] = {}
     on_nodes = {pod.key for pod in _pods_on(view, nodes)}

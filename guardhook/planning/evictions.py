@@ -33,7 +33,8 @@ class GroupRef:
 
     namespace: str
     lws: str
-    group: int
+    group: int | str
+    """The group's key: ordinal, or a Hash group's key (guardhook.cluster.lws.GroupKey)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"namespace": self.namespace, "lws": self.lws, "group": self.group}

@@ -23,6 +23,7 @@ from guardhook.cluster.lws import (
     GROUP_KEY_LABEL,
     NAME_LABEL,
     WORKER_INDEX_LABEL,
+    GroupKey,
     LeaderWorkerSet,
     member_of_object,
 )
@@ -47,7 +48,7 @@ class Rebuild:
 
 
 def rebuild_after_drain(
-    objects: Sequence[KubeObject], drained: Iterable[str], lost: Mapping[LwsKey, Collection[int]]
+    objects: Sequence[KubeObject], drained: Iterable[str], lost: Mapping[LwsKey, Collection[GroupKey]]
 ) -> dict[LwsKey, Rebuild]:
     """For each LWS with lost groups (`lost`: group indexes per (namespace, name), each collection
     iterating in ascending order, e.g. BrokenGroups; only membership, len() and as many groups as
@@ -80,7 +81,7 @@ def rebuild_after_drain(
 
 
 def _after_drain(
-    objects: Sequence[KubeObject], gone: set[str], lost: Mapping[LwsKey, Collection[int]]
+    objects: Sequence[KubeObject], gone: set[str], lost: Mapping[LwsKey, Collection[GroupKey]]
 ) -> list[KubeObject]:
     kept: list[KubeObject] = []
     for obj in objects:
@@ -97,7 +98,7 @@ def _after_drain(
 
 
 def _pod_after_drain(
-    pod: KubeObject, gone: set[str], lost: Mapping[LwsKey, Collection[int]]
+    pod: KubeObject, gone: set[str], lost: Mapping[LwsKey, Collection[GroupKey]]
 ) -> KubeObject | None:
     member = member_of_object(pod)
     if member is not None and member.group_index in lost.get((member.namespace, member.lws_name), ()):
@@ -115,7 +116,7 @@ def _pod_after_drain(
     return moved
 
 
-def recreated_group(lws: LeaderWorkerSet, group: int) -> list[KubeObject]:
+def recreated_group(lws: LeaderWorkerSet, group: GroupKey) -> list[KubeObject]:
     """The pods the LWS creates for group `group`, not yet bound: a leader from the leader
     template and size−1 workers from the worker template, with the LWS labels."""
     pods = []
@@ -126,7 +127,7 @@ def recreated_group(lws: LeaderWorkerSet, group: int) -> list[KubeObject]:
             NAME_LABEL: lws.name,
             GROUP_INDEX_LABEL: str(group),
             WORKER_INDEX_LABEL: str(worker),
-            GROUP_KEY_LABEL: f"{lws.name}-{group}-rebuilt",
+            GROUP_KEY_LABEL: group if isinstance(group, str) else f"{lws.name}-{group}-rebuilt",
         }
         pods.append(
             {

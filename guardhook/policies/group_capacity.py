@@ -10,7 +10,9 @@ always allowed. The feasibility answer comes from guardhook.capacity (exact with
 
 Capacity as GPU clusters provide it (issue 14): DRA devices of DeviceClasses are counted for the
 extended resources they map and for the templates' ResourceClaimTemplates (guardhook.capacity.
-claims / devices); scheduling-gated pods claim nothing; nodes are filtered as kube-scheduler does
+claims / devices); scheduling-gated pods claim nothing, but the gated leaders of a Hash LWS
+(lws KEP-898: held until the group they replace is gone) are groups to place, counted as demand;
+nodes are filtered as kube-scheduler does
 (a cordon is the unschedulable taint, NotReady only through its taints). When not every group
 fits, a Karpenter NodePool or configured `autoscaledPools` entry that could add the nodes turns the
 denial into a warning naming the pool and the nodes it needs (guardhook.capacity.provision), and
@@ -36,6 +38,7 @@ from guardhook.cluster.groups import populated_groups
 from guardhook.cluster.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation
 from guardhook.cluster.model import as_dict, scaled, spec_replicas
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.lws import gated_hash_leaders
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -165,11 +168,19 @@ class GroupCapacity(Policy):
         spare = int_annotation(lws.annotations, SPARE_GROUPS_ANNOTATION, int(ctx.params["spareGroups"]))
         namespace = lws.namespace or ctx.namespace
         leader, worker, notes = template_shapes(lws, namespace, ctx.view, index)
+        held = ctx.view.lws(namespace, lws.name)
+        waiting = gated_hash_leaders(ctx.view, held) if held is not None else 0
+        if waiting:
+            notes = (
+                *notes,
+                f"{waiting} scheduling-gated Hash leader{'s' if waiting > 1 else ''} counted as "
+                "groups to place",
+            )
         demand = GroupDemand(
             leader=leader,
             worker=worker,
             size=max(1, change.new_size),
-            count=new_groups + spare,
+            count=new_groups + spare + waiting,
             namespace=namespace,
             exclusive_key=lws.exclusive_topology,
         )

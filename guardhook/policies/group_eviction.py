@@ -25,6 +25,11 @@ disrupted by the component that set the condition. The response says so in an au
 An eviction a PodDisruptionBudget in the view will refuse is answered 429 and records nothing.
 A denial carries 429 TooManyRequests, which `kubectl drain` retries.
 
+Gangs of the Workload API (a pod of a `disruptionMode: all` PodGroup, scheduling.k8s.io/v1beta1;
+guardhook.groups.podgroup) are budgeted the same way per set — the PodGroups' Workload, else their
+common controller owner — with the same parameters and annotation
+(guardhook.policies.shared.gang_budget). PodGroups with `single` or no disruption mode are no groups.
+
 Fail mode: closed with 429 when the view is stale or the ledger cannot be reached. A pod the view
 shows terminating, or does not hold while its name is an LWS member's (`unseen_member`), is
 allowed — its group counts as broken in the view — and recorded like any allowed eviction: it is
@@ -56,6 +61,7 @@ from guardhook.policies.base import (
     stale_judgement,
     target,
 )
+from guardhook.policies.shared.gang_budget import GangDisruption, gang_disruption, judge_gang_budget
 from guardhook.policies.shared.group_budget import (
     BUDGET_ANNOTATION,
     GroupDisruption,
@@ -102,6 +108,9 @@ class GroupEviction(Policy):
             return allowed_disruption_target(pod.disruption, ctx.user)
         eviction = eviction_context(ctx.view, pod, ctx.params)
         if eviction is None:
+            gang = gang_disruption(ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)))
+            if gang is not None:
+                return self._judge_gang(ctx, pod, gang, seen is not None and not seen.terminating)
             return lws_unknowable(ctx.view, pod) or ALLOW
         # A pod the view shows terminating or does not hold is judged (its group counts as broken,
         # so it is allowed) and recorded all the same: the view may lag a group that has healed
@@ -119,6 +128,18 @@ class GroupEviction(Policy):
             what=f"evicting pod {namespace}/{name}{eviction.member.note()}",
             cause="eviction",
         )
+
+    def _judge_gang(self, ctx: PolicyContext, pod: PodRecord, gang: GangDisruption, seen: bool) -> Judgement:
+        """An eviction of a member of a `disruptionMode: all` PodGroup, budgeted per set
+        (guardhook.policies.shared.gang_budget)."""
+        refused = view_pdb_refusal(ctx.view, pod) if seen else None
+        if refused:
+            return too_many(
+                f"evicting pod {pod.namespace}/{pod.name}: {refused}; the API server would refuse it"
+            )
+        ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
+        what = f"evicting pod {pod.namespace}/{pod.name}"
+        return judge_gang_budget(ctx.view, gang, ctx.ledger, ctx.may_record, ttl, what, cause="eviction")
 
 
 def lws_unknowable(view: ClusterView, pod: PodRecord) -> Judgement | None:

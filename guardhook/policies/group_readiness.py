@@ -16,6 +16,10 @@ serves) get the gate too; other workers, pods without LWS labels and pods that a
 gate are left alone, so the patch is idempotent (the webhook uses `reinvocationPolicy:
 IfNeeded`) and never adds a second entry.
 
+A leader (or data-parallel worker) of a LeaderWorkerSet with `groupIdentity: Hash` (lws KEP-898)
+never gets a second gate: LWS itself gates its leaders on `leaderworkerset.sigs.k8s.io/group-ready`
+(set by its pod controller once the worker StatefulSet is Ready); the answer says so.
+
 `guardhook audit` judges existing pods as CREATEs: a leader of an opted-in LWS without the gate
 (created while guardhook was down) shows up as a Mutate finding; its group must be restarted to
 get the gate. Fail mode: open. The opt-in is read from the LWS in the view; when the view has
@@ -26,7 +30,7 @@ warning), as it would be while guardhook is down.
 from __future__ import annotations
 
 from guardhook.cluster.group_ready import DEFAULT_STARTUP_WINDOW_SECONDS, GATE, gates_workers, opted_in
-from guardhook.cluster.lws import group_member
+from guardhook.cluster.lws import GROUP_READY_GATE, group_member
 from guardhook.cluster.model import OwnerRef, as_dict, metadata, readiness_gates, str_map
 from guardhook.policies.base import (
     ALLOW,
@@ -55,6 +59,15 @@ def gate_patch(pod: KubeObject) -> tuple[JSONPatchOp, ...]:
     if isinstance(spec.get("readinessGates"), list):
         return ({"op": "add", "path": "/spec/readinessGates/-", "value": gate},)
     return ({"op": "add", "path": "/spec/readinessGates", "value": [gate]},)
+
+
+def hash_note(pod: str, namespace: str, lws: str) -> str:
+    """Why a pod of a Hash LWS gets no gate of guardhook's: LWS gates its leaders itself."""
+    return (
+        f"pod {pod} of LeaderWorkerSet {namespace}/{lws} (groupIdentity Hash) gets no {GATE} readiness "
+        f"gate: the LWS already gates its leaders on {GROUP_READY_GATE}, set True by its pod controller "
+        "once the group's worker StatefulSet is Ready, so the leader is Ready only while its group is"
+    )
 
 
 class GroupReadiness(Policy):
@@ -93,6 +106,8 @@ class GroupReadiness(Policy):
             return ALLOW
         if not opted_in(lws, bool(ctx.params.get(ALL_LWS_PARAM, False))):
             return ALLOW
+        if lws.hashed:
+            return Judgement(advisories=(hash_note(ctx.name or "(generated name)", lws.namespace, lws.name),))
         if not member.is_leader:
             return Judgement(
                 violation=Violation(

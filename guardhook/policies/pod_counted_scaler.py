@@ -19,6 +19,13 @@ is replaced at the next rollout, and the DisaggregatedSet controller drives its 
 scaler is denied too. For it, and for the StatefulSets of such an LWS, the message names the role's
 `DisaggregatedSetRoleScaler` `<disaggregatedset>-<role>` (lws KEP-849) as the target instead.
 
+A LeaderWorkerSet with `groupIdentity: Hash` (lws KEP-898) has a leader Deployment named after it
+and worker StatefulSets `L-<key8>`: a scaler aimed at that Deployment or at such a StatefulSet is
+denied as for the Ordinal ones. A scaler aimed at an LWS a RoleBasedGroup runs (sgl-project/rbg,
+workloads.x-k8s.io; guardhook.groups.rbg) is denied naming the role's RoleBasedGroupScalingAdapter
+`<rbg>-<role>`; one aimed at a RoleBasedGroupSet is warned about (its replicas count whole
+RoleBasedGroups, not pods).
+
 A StatefulSet is LWS-owned when its ownerReferences name a LeaderWorkerSet or it carries the LWS
 name label (from the request object or the view); for one the view has not seen, by the naming
 convention `L` / `L-<g>` of an LWS in the view. The LWS controller and `statefulset-controller` are
@@ -36,9 +43,24 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from guardhook.cluster.disaggregated import DS_API_VERSION, DS_ROLE_LABEL, ROLE_SCALER_KIND, RoleOf, role_of
-from guardhook.cluster.lws import LWS_API_GROUP, LWS_API_VERSION, LWS_CONTROLLER, LWS_KIND, NAME_LABEL
+from guardhook.cluster.lws import (
+    HASH_HOST_PREFIX,
+    LWS_API_GROUP,
+    LWS_API_VERSION,
+    LWS_CONTROLLER,
+    LWS_KIND,
+    NAME_LABEL,
+)
 from guardhook.cluster.model import OwnerRef, as_dict, digits, metadata, spec_replicas, str_map
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.rbg import (
+    RBG_API_VERSION,
+    RBG_SET_KIND,
+    SCALING_ADAPTER_KIND,
+    RbgRole,
+    is_rbg_set,
+    rbg_role,
+)
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -71,7 +93,9 @@ class OwnedStatefulSet:
     """An LWS-owned StatefulSet: the LWS's name and the group index (None for the leader one)."""
 
     lws_name: str
-    group: int | None
+    group: int | str | None
+    """The group's ordinal; for a Hash LWS's worker StatefulSet `<lws>-<key8>`, the key's first 8
+    characters."""
 
     def describe(self, namespace: str, name: str) -> str:
         if self.group is None:
@@ -113,6 +137,10 @@ class PodCountedScaler(Policy):
         group = api_version.split("/")[0]
         if kind == LWS_KIND and group == LWS_API_GROUP and name:
             return self._judge_lws_target(ctx, scaler, name)
+        if is_rbg_set(api_version, kind):
+            return Judgement(advisories=(_rbg_set_warning(scaler, ctx.namespace, name),))
+        if kind == "Deployment" and group == "apps" and name:
+            return self._judge_deployment(ctx, scaler, name)
         if kind != "StatefulSet" or group != "apps" or not name:
             return ALLOW
         owned = self._owner(ctx, name, None)
@@ -126,6 +154,9 @@ class PodCountedScaler(Policy):
         lws = ctx.view.lws(ctx.namespace, name)
         if lws is None:
             return stale_judgement(self, ctx.view) if ctx.view.is_stale() else ALLOW
+        rbg = rbg_role(lws.obj)
+        if rbg is not None:
+            return Judgement(violation=Violation(_rbg_message(scaler, ctx.namespace, name, rbg)))
         role = role_of(lws.obj)
         if role is None:
             return ALLOW
@@ -136,6 +167,25 @@ class PodCountedScaler(Policy):
                 f"{role.disaggregated_set} runs for {runs}: its name "
                 "carries a revision hash and is replaced at the next rollout, and the DisaggregatedSet "
                 f"controller drives its replicas. {_role_scaler_advice(role)}"
+            )
+        )
+
+    def _judge_deployment(self, ctx: PolicyContext, scaler: str, name: str) -> Judgement:
+        """Deny a scaler aimed at the leader Deployment of a Hash LWS (lws KEP-898: the Deployment
+        is named after the LWS): it adds leaders, one per pod counted, whose groups the LWS does not
+        ask for, and the LWS controller sets the Deployment's replicas back."""
+        lws = ctx.view.lws(ctx.namespace, name)
+        if lws is None:
+            return ALLOW  # a Deployment of no LWS the view holds (Hash LWSs have one named after them)
+        if not lws.hashed:
+            return ALLOW
+        return Judgement(
+            violation=Violation(
+                f"{scaler} scales Deployment {ctx.namespace}/{name}, the leader Deployment of "
+                f"LeaderWorkerSet {name} (groupIdentity Hash): a pod-counted scaler breaks LWS groups "
+                "(extra leaders start groups the LeaderWorkerSet does not ask for, and the LWS controller "
+                f"sets the Deployment's replicas back). Scale whole groups instead: target apiVersion: "
+                f"{LWS_API_VERSION}, kind: {LWS_KIND}, name: {name} (its scale subresource counts groups)"
             )
         )
 
@@ -172,6 +222,27 @@ def _role(ctx: PolicyContext, owned: OwnedStatefulSet) -> RoleOf | None:
     """The DisaggregatedSet role whose LWS owns the StatefulSet, when the view shows one."""
     lws = ctx.view.lws(ctx.namespace, owned.lws_name)
     return None if lws is None else role_of(lws.obj)
+
+
+def _rbg_message(scaler: str, namespace: str, name: str, rbg: RbgRole) -> str:
+    """The denial of a scaler aimed at an LWS a RoleBasedGroup runs (sgl-project/rbg)."""
+    runs = f"role {rbg.role}" if rbg.role else "a role"
+    return (
+        f"{scaler} scales LeaderWorkerSet {namespace}/{name}, which RoleBasedGroup {rbg.rbg} runs for "
+        f"{runs} and whose spec.replicas it applies on every reconcile: the scaler and the RoleBasedGroup "
+        f"would fight. Scale the role instead: enable scalingAdapter for it in the RoleBasedGroup and "
+        f"target the {SCALING_ADAPTER_KIND} the RoleBasedGroup controller creates for it: apiVersion: "
+        f"{RBG_API_VERSION}, kind: {SCALING_ADAPTER_KIND}, name: {rbg.adapter_name}"
+    )
+
+
+def _rbg_set_warning(scaler: str, namespace: str, name: str) -> str:
+    """The warning for a scaler aimed at a RoleBasedGroupSet (its replicas count whole RBGs)."""
+    return (
+        f"{scaler} scales {RBG_SET_KIND} {namespace}/{name}, whose replicas count whole RoleBasedGroups "
+        "(each with every role): a pod-counted metric averages the pods of every role against a count of "
+        f"RoleBasedGroups. Prefer a {SCALING_ADAPTER_KIND} per role, or a metric per RoleBasedGroup"
+    )
 
 
 def _role_scaler_advice(role: RoleOf) -> str:
@@ -243,9 +314,14 @@ def _from_markers(name: str, owners: tuple[OwnerRef, ...], labels: dict[str, str
     return OwnedStatefulSet(lws_name, _group_of(lws_name, name))
 
 
-def _group_of(lws_name: str, name: str) -> int | None:
+def _group_of(lws_name: str, name: str, hashed: bool = True) -> int | str | None:
+    """The group of worker StatefulSet `name` of LWS `lws_name`: `<lws>-<g>` (Ordinal) or, when
+    `hashed` may be, `<lws>-<key8>` (Hash: the leader's host name, lws KEP-898); None otherwise."""
     suffix = name[len(lws_name) + 1 :] if name.startswith(lws_name + "-") else ""
-    return int(suffix) if digits(suffix) else None
+    if digits(suffix):
+        return int(suffix)
+    hash_prefix = len(suffix) == HASH_HOST_PREFIX and suffix.isascii() and suffix.isalnum()
+    return suffix if hashed and hash_prefix and suffix.lower() == suffix else None
 
 
 def _from_naming(view: ClusterView, namespace: str, name: str) -> OwnedStatefulSet | None:
@@ -253,7 +329,7 @@ def _from_naming(view: ClusterView, namespace: str, name: str) -> OwnedStatefulS
     if any(lws.name == name for lws in candidates):  # `L` itself before `L'-<g>` of another LWS
         return OwnedStatefulSet(name, None)
     for lws in candidates:
-        group = _group_of(lws.name, name)
+        group = _group_of(lws.name, name, lws.hashed)
         if group is not None:
             return OwnedStatefulSet(lws.name, group)
     return None

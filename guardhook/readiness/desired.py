@@ -36,6 +36,7 @@ from guardhook.cluster.group_ready import (
     opted_in,
     pod_readiness,
 )
+from guardhook.cluster.lws import GROUP_READY_GATE
 from guardhook.cluster.model import ConditionRecord
 from guardhook.cluster.view.store import ClusterView
 
@@ -55,7 +56,8 @@ class Entry:
     pod: str
     uid: str
     lws: str
-    group_index: int
+    group_index: int | str
+    """The group's key: ordinal, or a Hash group's key (guardhook.cluster.lws.GroupKey)."""
     want: GroupReadiness
     current: ConditionRecord | None
     action: str
@@ -98,8 +100,8 @@ class Plan:
         return [e for e in self.entries if e.action == PATCH]
 
 
-GroupKey = tuple[str, str, int]
-"""(namespace, LWS name, group index)."""
+GroupKey = tuple[str, str, int | str]
+"""(namespace, LWS name, group key: ordinal, or a Hash group's key)."""
 
 
 def plan(view: ClusterView, all_lws: bool = False, only: Collection[GroupKey] | None = None) -> Plan:
@@ -115,6 +117,14 @@ def plan(view: ClusterView, all_lws: bool = False, only: Collection[GroupKey] | 
         candidates = sorted(view.all_lws(), key=lambda lws: (lws.namespace, lws.name))
     for lws in candidates:
         opted = opted_in(lws, all_lws)
+        if lws.hashed:
+            # LWS gates a Hash LWS's leaders itself (group-ready): guardhook's gate is never added.
+            if opted:
+                result.warnings.append(
+                    f"{lws.namespace}/{lws.name}: groupIdentity Hash, whose leaders LWS gates on "
+                    f"{GROUP_READY_GATE} itself; guardhook adds and sets no second gate"
+                )
+            continue
         for leader in gate_targets(view, lws):
             if only is not None and (lws.namespace, lws.name, leader.group_index) not in only:
                 continue

@@ -43,6 +43,7 @@ from guardhook.cluster.view.store import (
     LEADERWORKERSETS,
     NODEPOOLS,
     PODDISRUPTIONBUDGETS,
+    PODGROUPS,
     PODS,
     SERVICES,
     ClusterView,
@@ -80,9 +81,12 @@ class NotServed(WatchError):
     """404: the API server does not serve this kind (e.g. its CRD is not installed)."""
 
 
-OPTIONAL_KINDS = frozenset({LEADERWORKERSETS, NODEPOOLS, *DRA_KINDS, *COVERAGE_KINDS, *FLOOR_KINDS})
-"""Kinds a cluster may lack: a CRD (LeaderWorkerSet, Karpenter's NodePool), or resource.k8s.io,
-which a server serves only from 1.32 (beta, off by default) and DeviceTaintRule only behind an
+OPTIONAL_KINDS = frozenset(
+    {LEADERWORKERSETS, NODEPOOLS, PODGROUPS, *DRA_KINDS, *COVERAGE_KINDS, *FLOOR_KINDS}
+)
+"""Kinds a cluster may lack: a CRD (LeaderWorkerSet, Karpenter's NodePool), the Workload API's
+PodGroups (served from Kubernetes 1.37 behind the GenericWorkload gate), or resource.k8s.io, which
+a server serves only from 1.32 (beta, off by default) and DeviceTaintRule only behind an
 alpha feature gate. The coverage kinds (Namespaces, webhook configurations) are read only to report
 gaps: a 404 or a 403 (RBAC) leaves them empty and unreadable (`ClusterView.readable`), retried
 like a kind not served."""

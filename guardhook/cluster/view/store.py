@@ -25,9 +25,11 @@ from guardhook.cluster.dra import (
     devices_by_node,
     published_devices,
 )
-from guardhook.cluster.lws import LeaderWorkerSet, group_of_pod
+from guardhook.cluster.lws import GroupKey as LwsGroupKey
+from guardhook.cluster.lws import LeaderWorkerSet, group_of_pod, key_order
 from guardhook.cluster.model import NodeRecord, PodRecord, StatefulSetRecord, metadata
 from guardhook.cluster.nodepools import NodePoolRecord
+from guardhook.cluster.podgroups import PodGroupRecord
 from guardhook.cluster.podwire import PodWire, pod_record
 from guardhook.cluster.resources import Resources
 from guardhook.cluster.webhooks import AdmissionPolicyRecord, NamespaceRecord, WebhookConfigurationRecord
@@ -49,6 +51,8 @@ DRA_KINDS = (RESOURCESLICES, RESOURCECLAIMS, RESOURCECLAIMTEMPLATES, DEVICECLASS
 """resource.k8s.io kinds (guardhook.cluster.dra), kept as compact records."""
 NODEPOOLS = "nodepools"
 """Karpenter NodePools (guardhook.cluster.nodepools)."""
+PODGROUPS = "podgroups"
+"""Workload API PodGroups (scheduling.k8s.io/v1beta1; guardhook.cluster.podgroups)."""
 NAMESPACES = "namespaces"
 VALIDATINGWEBHOOKCONFIGURATIONS = "validatingwebhookconfigurations"
 MUTATINGWEBHOOKCONFIGURATIONS = "mutatingwebhookconfigurations"
@@ -62,7 +66,7 @@ coverage kinds, one the view cannot read (RBAC 403, or 404 before Kubernetes 1.3
 `readable(kind)` False."""
 """Kinds read only to report where guardhook does not protect (guardhook.cluster.coverage); one
 the view cannot read (RBAC: 403) is empty and `readable(kind)` False, never a reason to be unready."""
-RECORD_KINDS = (*DRA_KINDS, NODEPOOLS, *COVERAGE_KINDS, *FLOOR_KINDS)
+RECORD_KINDS = (*DRA_KINDS, NODEPOOLS, PODGROUPS, *COVERAGE_KINDS, *FLOOR_KINDS)
 """Kinds kept as compact records in one generic table (no listeners, no secondary indexes)."""
 KINDS = (NODES, PODS, LEADERWORKERSETS, STATEFULSETS, SERVICES, PODDISRUPTIONBUDGETS, *RECORD_KINDS)
 NOTIFIED_RECORD_KINDS = (RESOURCESLICES, RESOURCECLAIMS)
@@ -81,6 +85,7 @@ KIND_TO_RESOURCE = {
     "DeviceClass": DEVICECLASSES,
     "DeviceTaintRule": DEVICETAINTRULES,
     "NodePool": NODEPOOLS,
+    "PodGroup": PODGROUPS,
     "Namespace": NAMESPACES,
     "ValidatingWebhookConfiguration": VALIDATINGWEBHOOKCONFIGURATIONS,
     "MutatingWebhookConfiguration": MUTATINGWEBHOOKCONFIGURATIONS,
@@ -95,6 +100,7 @@ _DRA_RECORDS: dict[str, Callable[[KubeObject], Any]] = {
     DEVICECLASSES: DeviceClassRecord.from_object,
     DEVICETAINTRULES: DeviceTaintRuleRecord.from_object,
     NODEPOOLS: NodePoolRecord.from_object,
+    PODGROUPS: PodGroupRecord.from_object,
     NAMESPACES: NamespaceRecord.from_object,
     VALIDATINGWEBHOOKCONFIGURATIONS: lambda o: WebhookConfigurationRecord.from_object(
         o, "ValidatingWebhookConfiguration"
@@ -109,8 +115,8 @@ _DRA_RECORDS: dict[str, Callable[[KubeObject], Any]] = {
 }
 
 Key = tuple[str, str]
-GroupKey = tuple[str, str, int]
-"""(namespace, LWS name, group index)."""
+GroupKey = tuple[str, str, LwsGroupKey]
+"""(namespace, LWS name, group key: an ordinal, or a Hash group's 40-character key)."""
 
 
 Listener = Callable[[str, Any, Any], None]
@@ -144,7 +150,7 @@ class ClusterView:
         self._pods_by_group: dict[GroupKey, dict[str, PodRecord]] = defaultdict(dict)
         # (namespace, LWS name) -> the group indexes `_pods_by_group` holds pods of: lets a reader
         # visit the groups that have pods instead of every index below spec.replicas (up to 2^31-1).
-        self._groups_by_lws: dict[Key, set[int]] = defaultdict(set)
+        self._groups_by_lws: dict[Key, set[LwsGroupKey]] = defaultdict(set)
         self._pods_by_node: dict[str, dict[Key, PodRecord]] = defaultdict(dict)
         self._pods_by_namespace: dict[str, dict[str, PodRecord]] = defaultdict(dict)
         self._node_requested: dict[str, Resources] = defaultdict(dict)
@@ -376,7 +382,7 @@ class ClusterView:
             self._notify(PODS, old, pod)
         return key
 
-    def _forget_group(self, namespace: str, lws_name: str, group_index: int) -> None:
+    def _forget_group(self, namespace: str, lws_name: str, group_index: LwsGroupKey) -> None:
         indexes = self._groups_by_lws.get((namespace, lws_name))
         if indexes is not None:
             indexes.discard(group_index)
@@ -446,19 +452,21 @@ class ClusterView:
     def pod(self, namespace: str, name: str) -> PodRecord | None:
         return self._pods.get((namespace, name))
 
-    def group_pods(self, namespace: str, lws_name: str, group_index: int) -> list[PodRecord]:
-        """The pods of one group (terminal ones included; see lws.group_health)."""
+    def group_pods(self, namespace: str, lws_name: str, group_index: LwsGroupKey) -> list[PodRecord]:
+        """The pods of one group (terminal ones included; see lws.group_health); `group_index`
+        the ordinal or, for a Hash group, its key."""
         with self.lock:
             return list(self._pods_by_group.get((namespace, lws_name, group_index), {}).values())
 
-    def group_indexes(self, namespace: str, lws_name: str) -> list[int]:
-        """The group indexes of LWS `namespace/lws_name` that the view holds at least one pod of
-        (terminal ones included, as in `group_pods`), ascending. O(groups with pods), so callers
-        never walk every index below `spec.replicas` (an int32: up to 2^31 - 1)."""
+    def group_indexes(self, namespace: str, lws_name: str) -> list[LwsGroupKey]:
+        """The group keys of LWS `namespace/lws_name` that the view holds at least one pod of
+        (terminal ones included, as in `group_pods`): ordinals ascending, then Hash keys
+        (lws.key_order). O(groups with pods), so callers never walk every index below
+        `spec.replicas` (an int32: up to 2^31 - 1)."""
         with self.lock:
-            return sorted(self._groups_by_lws.get((namespace, lws_name), ()))
+            return sorted(self._groups_by_lws.get((namespace, lws_name), ()), key=key_order)
 
-    def lws_pods(self, namespace: str, lws_name: str) -> dict[int, tuple[PodRecord, ...]]:
+    def lws_pods(self, namespace: str, lws_name: str) -> dict[LwsGroupKey, tuple[PodRecord, ...]]:
         """One consistent snapshot of LWS `namespace/lws_name`'s pods: group index -> its pods
         (terminal ones included, as in `group_pods`), for every group the view holds pods of, all
         taken under the view's lock, so no watch event lands between two groups (or two reads)
@@ -606,6 +614,17 @@ class ClusterView:
         """Every ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding held."""
         with self.lock:
             return [record for kind in FLOOR_KINDS for record in self._dra[kind].values()]
+
+    def pod_group(self, namespace: str, name: str) -> PodGroupRecord | None:
+        """PodGroup `namespace/name` (scheduling.k8s.io), or None."""
+        with self.lock:
+            found = self._dra[PODGROUPS].get((namespace, name))
+            return found if isinstance(found, PodGroupRecord) else None
+
+    def pod_groups(self, namespace: str) -> list[PodGroupRecord]:
+        """The PodGroups of `namespace`."""
+        with self.lock:
+            return [g for (ns, _), g in self._dra[PODGROUPS].items() if ns == namespace]
 
     def node_pools(self) -> list[NodePoolRecord]:
         """Every Karpenter NodePool held."""

@@ -24,7 +24,16 @@ from dataclasses import dataclass, field
 
 from guardhook.cluster.going import Going
 from guardhook.cluster.groups import empty_group_health, empty_groups
-from guardhook.cluster.lws import GroupMember, LeaderWorkerSet, group_health, int_annotation, member_of_pod
+from guardhook.cluster.lws import (
+    GroupKey,
+    GroupMember,
+    LeaderWorkerSet,
+    below_replicas,
+    group_health,
+    int_annotation,
+    key_order,
+    member_of_pod,
+)
 from guardhook.cluster.model import PodRecord, digits
 from guardhook.cluster.view.store import ClusterView
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
@@ -35,22 +44,24 @@ EMPTY_GROUPS_LISTED = 20
 """Messages name at most this many groups with no pods, then say how many more there are."""
 
 
-class BrokenGroups(Mapping[int, str]):
-    """group index -> why, for the groups of one LWS the view shows not whole, without holding
-    every index: `spec.replicas` is an int32 (up to 2^31 - 1) and all groups with no pods are
-    broken alike. `listed`: the broken groups that have pods (and groups added since, e.g. from
-    the ledger); every index below `replicas` not in `populated` is broken with `empty_why`
-    (None when a group with no pods counts as whole, i.e. size 0). Lookups and len() are O(1);
-    iterating visits every broken group, so callers that only need membership or a count must
-    not iterate, and messages use `describe_broken` (bounded)."""
+class BrokenGroups(Mapping[GroupKey, str]):
+    """group key (an ordinal, or a Hash group's key) -> why, for the groups of one LWS the view
+    shows not whole, without holding every index: `spec.replicas` is an int32 (up to 2^31 - 1)
+    and all groups with no pods are broken alike. `listed`: the broken groups that have pods (and
+    groups added since, e.g. from the ledger); every index below `replicas` not in `populated`
+    is broken with `empty_why` (None when a group with no pods counts as whole, i.e. size 0;
+    a Hash LWS's such groups are counted, never named). Lookups and len() are O(1); iterating
+    visits every broken group, so callers that only need membership or a count must not
+    iterate, and messages use `describe_broken` (bounded)."""
 
     def __init__(
         self,
-        listed: Mapping[int, str],
+        listed: Mapping[GroupKey, str],
         replicas: int,
-        populated: Collection[int],
+        populated: Collection[GroupKey],
         empty_why: str | None,
-        recorded: Collection[int] = (),
+        recorded: Collection[GroupKey] = (),
+        hashed: bool = False,
     ) -> None:
         self.listed = dict(listed)
         self.replicas = replicas
@@ -58,9 +69,14 @@ class BrokenGroups(Mapping[int, str]):
         self.empty_why = empty_why
         self.recorded = frozenset(recorded)
         """The groups counted only through a ledger entry (the view shows them whole)."""
+        self.hashed = hashed
+        """A Hash LWS's groups: those with no pods have no key, so they are counted, never named."""
 
-    def _empty(self, index: int) -> bool:
-        return self.empty_why is not None and 0 <= index < self.replicas and index not in self.populated
+    def _empty(self, index: GroupKey) -> bool:
+        # A Hash group with no pods has no key to name it by: such groups are only counted.
+        if self.empty_why is None or isinstance(index, str):
+            return False
+        return 0 <= index < self.replicas and index not in self.populated
 
     @property
     def empty_count(self) -> int:
@@ -70,7 +86,7 @@ class BrokenGroups(Mapping[int, str]):
         listed_empty = sum(1 for index in self.listed if self._empty(index))
         return max(0, self.replicas - len(self.populated)) - listed_empty
 
-    def __getitem__(self, index: int) -> str:
+    def __getitem__(self, index: GroupKey) -> str:
         if index in self.listed:
             return self.listed[index]
         if self._empty(index):
@@ -78,30 +94,32 @@ class BrokenGroups(Mapping[int, str]):
         raise KeyError(index)
 
     def __contains__(self, index: object) -> bool:
-        return isinstance(index, int) and (index in self.listed or self._empty(index))
+        return isinstance(index, int | str) and (index in self.listed or self._empty(index))
 
     def __len__(self) -> int:
         return len(self.listed) + self.empty_count
 
     def empty_indexes(self) -> Iterator[int]:
-        """The unlisted groups with no pods, ascending (lazily: there may be 2^31 of them)."""
-        if self.empty_why is None:
+        """The unlisted groups with no pods, ascending (lazily: there may be 2^31 of them); none for
+        a Hash LWS, whose groups with no pods have no key."""
+        if self.empty_why is None or self.hashed:
             return iter(())
         return (i for i in range(self.replicas) if i not in self.populated and i not in self.listed)
 
-    def __iter__(self) -> Iterator[int]:
-        return heapq.merge(sorted(self.listed), self.empty_indexes())
+    def __iter__(self) -> Iterator[GroupKey]:
+        return heapq.merge(sorted(self.listed, key=key_order), self.empty_indexes(), key=key_order)
 
-    def shown(self, limit: int = EMPTY_GROUPS_LISTED) -> list[int]:
+    def shown(self, limit: int = EMPTY_GROUPS_LISTED) -> list[GroupKey]:
         """The broken groups a listing names, ascending: every listed one and the first `limit`
         with no pods (`len(self) - len(shown)` are left unnamed)."""
-        return list(heapq.merge(sorted(self.listed), itertools.islice(self.empty_indexes(), limit)))
+        empty = itertools.islice(self.empty_indexes(), limit)
+        return list(heapq.merge(sorted(self.listed, key=key_order), empty, key=key_order))
 
-    def with_group(self, index: int, why: str) -> BrokenGroups:
+    def with_group(self, index: GroupKey, why: str) -> BrokenGroups:
         """A copy with group `index` broken for `why`, unless it is broken already."""
         return self.with_groups((index,), why)
 
-    def with_groups(self, indexes: Iterable[int], why: str, recorded: bool = False) -> BrokenGroups:
+    def with_groups(self, indexes: Iterable[GroupKey], why: str, recorded: bool = False) -> BrokenGroups:
         """A copy with every group in `indexes` broken for `why`, unless broken already;
         `recorded`: they count only through the ledger (see `recorded`)."""
         listed = dict(self.listed)
@@ -111,7 +129,7 @@ class BrokenGroups(Mapping[int, str]):
                 listed[index] = why
                 added.add(index)
         marked = self.recorded | added if recorded else self.recorded
-        return BrokenGroups(listed, self.replicas, self.populated, self.empty_why, marked)
+        return BrokenGroups(listed, self.replicas, self.populated, self.empty_why, marked, self.hashed)
 
 
 @dataclass(frozen=True)
@@ -121,7 +139,7 @@ class GroupDisruption:
 
     pod: PodRecord
     lws: LeaderWorkerSet
-    group: int
+    group: GroupKey
     budget: int
     view: ClusterView = field(repr=False, compare=False)
     member: GroupMember = field(repr=False, compare=False)
@@ -161,8 +179,8 @@ def groups_broken(count: int, replicas: int | None = None) -> str:
     return f"{count} of its {total}groups {'is' if count == 1 else 'are'}"
 
 
-LwsPods = Mapping[int, Sequence[PodRecord]]
-"""One snapshot of an LWS's pods: group index -> its pods (ClusterView.lws_pods)."""
+LwsPods = Mapping[GroupKey, Sequence[PodRecord]]
+"""One snapshot of an LWS's pods: group key -> its pods (ClusterView.lws_pods)."""
 
 
 def broken_in_pods(
@@ -173,15 +191,15 @@ def broken_in_pods(
     taint it does not tolerate forever; guardhook.cluster.going) breaking its group. Work is
     proportional to the snapshot's pods, not to `spec.replicas` (see BrokenGroups)."""
     replicas, size = lws.replicas, lws.size  # each reads the spec afresh: once, not per group
-    populated = [index for index in sorted(groups) if 0 <= index < replicas]
-    broken: dict[int, str] = {}
+    populated = [index for index in sorted(groups, key=key_order) if below_replicas(index, replicas)]
+    broken: dict[GroupKey, str] = {}
     for index in populated:
         health = group_health(index, size, groups[index], doomed)
         if not health.whole:
             broken[index] = "; ".join(health.problems)
     empty = empty_group_health(lws)
     empty_why = None if empty.whole or not empty_groups(lws, populated) else "; ".join(empty.problems)
-    return BrokenGroups(broken, replicas, populated, empty_why)
+    return BrokenGroups(broken, replicas, populated, empty_why, hashed=lws.hashed)
 
 
 def broken_in_view(view: ClusterView, lws: LeaderWorkerSet, going: Going | None = None) -> BrokenGroups:
@@ -198,7 +216,7 @@ def group_disruption(view: ClusterView, pod: PodRecord, default_budget: int) -> 
     if member is None:
         return None
     lws = view.lws(member.namespace, member.lws_name)
-    if lws is None or member.group_index >= lws.replicas:
+    if lws is None or not below_replicas(member.group_index, lws.replicas):
         return None
     return GroupDisruption(pod, lws, member.group_index, budget_of(lws, default_budget), view, member)
 
@@ -248,7 +266,7 @@ def budget_reading(
     broken = broken_in_pods(lws, groups, (going if going is not None else Going(view)).doomed)
     merged = broken
     for entry in entries:
-        if entry.group >= lws.replicas or entry.group in broken:
+        if not below_replicas(entry.group, lws.replicas) or entry.group in broken:
             continue
         if not replaced(entry, groups.get(entry.group, ())):
             why = f"{recorded_as(entry)}, not visible yet"
@@ -301,7 +319,7 @@ def too_many(message: str) -> Judgement:
     return Judgement(violation=Violation(message, code=TOO_MANY_REQUESTS))
 
 
-def within_budget(group: int, broken: Collection[int], budget: int) -> bool:
+def within_budget(group: GroupKey, broken: Collection[GroupKey], budget: int) -> bool:
     """Whether removing a pod of group `group` is allowed while the groups `broken` of its LWS are
     broken: always from a broken group, else while fewer than `budget` are broken."""
     return group in broken or len(broken) < budget
@@ -344,7 +362,8 @@ def judge_budget(
         record = Disruption(disruption.group, pod.name, pod.uid, now + ttl, now, cause)
         # Entries leave storage only by expiry (a replica whose view lags still counts them), or
         # when this record supersedes them: a retried eviction of the same pod is one disruption.
-        kept = tuple(e for e in entries if e.group < disruption.lws.replicas and not superseded(e, record))
+        replicas = disruption.lws.replicas
+        kept = tuple(e for e in entries if below_replicas(e.group, replicas) and not superseded(e, record))
         if from_broken:
             return ALLOW, (*kept, record)
         allowed = Judgement(advisories=(recorded_advisory,)) if recorded_advisory else ALLOW

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from guardhook.cluster.going import Going, Unless
-from guardhook.cluster.lws import LeaderWorkerSet, member_of_pod
+from guardhook.cluster.lws import GroupKey, LeaderWorkerSet, below_replicas, member_of_pod
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
@@ -89,7 +89,7 @@ def _by_lws(view: ClusterView, victims: Iterable[Victim]) -> dict[LeaderWorkerSe
         if key not in known:
             known[key] = view.lws(*key)
         lws = known[key]
-        if lws is not None and member.group_index < lws.replicas:
+        if lws is not None and below_replicas(member.group_index, lws.replicas):
             grouped[lws].append(victim)
     return grouped
 
@@ -127,7 +127,7 @@ class _LwsBlast:
         None)."""
         # One reading of view and ledger (group_budget.budget_reading states the invariant).
         broken = budget_reading(self.view, self.lws, entries, self.going)
-        lost: dict[int, list[Victim]] = defaultdict(list)
+        lost: dict[GroupKey, list[Victim]] = defaultdict(list)
         for victim in self.victims:
             member = member_of_pod(victim.pod)
             if member is not None and member.group_index not in broken:
@@ -137,7 +137,7 @@ class _LwsBlast:
         if len(broken) + len(lost) <= self.budget:
             if now is None:
                 return "", None
-            kept = tuple(e for e in entries if e.group < self.lws.replicas)
+            kept = tuple(e for e in entries if below_replicas(e.group, self.lws.replicas))
             doomed = tuple(
                 Disruption(group, found[0].pod.name, found[0].pod.uid, now + ttl, now, "taint")
                 for group, found in sorted(lost.items())

@@ -1,0 +1,79 @@
+"""Gangs of the Workload API (Kubernetes 1.37, scheduling.k8s.io/v1beta1; KEP-5710 disruptionMode):
+a pod whose PodGroup (`spec.schedulingGroup.podGroupName`) says `disruptionMode: all` is a group
+member, since one evicted pod costs the whole group. PodGroups with `single` or no disruption mode
+are not groups for disruption.
+
+The set whose groups share one budget is the PodGroup's Workload (`spec.workloadRef.workloadName`),
+else its controller owner (the JobSet, LWS, ... that made it), else the PodGroup alone. A gang's
+size is its gang `minCount`, else the number of its pods the view holds; nothing recreates a gang
+on guardhook's behalf (its controller may), so a denial names no pod to delete instead.
+"""
+
+from __future__ import annotations
+
+from guardhook.cluster.lws import GroupHealth, group_health
+from guardhook.cluster.model import PodRecord
+from guardhook.cluster.podgroups import POD_GROUP_KIND, WORKLOAD_KIND, PodGroupRecord
+from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.ref import NO_RECREATOR, POD_GROUP, GroupRef, Rank, SetRef
+
+
+def all_mode_group(view: ClusterView, pod: PodRecord) -> PodGroupRecord | None:
+    """The PodGroup `pod` names when the view holds it with `disruptionMode: all`, else None."""
+    if not pod.pod_group:
+        return None
+    group = view.pod_group(pod.namespace, pod.pod_group)
+    return group if group is not None and group.all_mode else None
+
+
+def set_of(group: PodGroupRecord) -> SetRef:
+    """The set `group` is budgeted in: its Workload, else its controller owner, else itself."""
+    if group.workload:
+        return SetRef(group.namespace, WORKLOAD_KIND, group.workload)
+    for owner in group.owners:
+        if owner.controller:
+            return SetRef(group.namespace, owner.kind, owner.name)
+    return SetRef(group.namespace, POD_GROUP_KIND, group.name)
+
+
+def members(view: ClusterView, group: PodGroupRecord) -> list[PodRecord]:
+    """The pods of PodGroup `group` the view holds (terminal ones included)."""
+    return [p for p in view.pods_in_namespace(group.namespace) if p.pod_group == group.name]
+
+
+def size_of(group: PodGroupRecord, pods: list[PodRecord]) -> int:
+    """A gang's size: its `minCount`, else the pods the view holds of it (terminal ones aside)."""
+    if group.min_count is not None:
+        return group.min_count
+    return max(1, sum(1 for p in pods if not p.terminal))
+
+
+def set_groups(view: ClusterView, target: SetRef) -> list[PodGroupRecord]:
+    """The `disruptionMode: all` PodGroups of set `target`, by name."""
+    found = [g for g in view.pod_groups(target.namespace) if g.all_mode and set_of(g) == target]
+    return sorted(found, key=lambda g: g.name)
+
+
+def gang_health(
+    view: ClusterView, group: PodGroupRecord, pods: list[PodRecord] | None = None, doomed=None
+) -> GroupHealth:
+    """Whole or broken, as for an LWS group (guardhook.cluster.lws.group_health)."""
+    pods = members(view, group) if pods is None else pods
+    return group_health(group.name, size_of(group, pods), pods, doomed)
+
+
+def podgroup_ref(view: ClusterView, pod: PodRecord) -> GroupRef | None:
+    """The GroupRef of a member of an `all` PodGroup, or None."""
+    group = all_mode_group(view, pod)
+    if group is None:
+        return None
+    return GroupRef(
+        set=set_of(group),
+        key=group.name,
+        index=group.name,
+        rank=Rank(None),
+        size=size_of(group, members(view, group)),
+        restart=(),
+        recreator=NO_RECREATOR,
+        maker=POD_GROUP,
+    )

@@ -1,0 +1,192 @@
+"""LWS Hash group identity (lws KEP-898, PRs #987/#1050): groups keyed by 40-character keys, leaders
+from the leader Deployment's ReplicaSet, workers from StatefulSets `<lws>-<key8>`. The sample
+fleet turned Hash (tests/group_shapes.py), judged by the engine as an Ordinal LWS is."""
+
+from __future__ import annotations
+
+import copy
+
+import group_shapes as shapes
+
+from guardhook.admission.engine import Engine
+from guardhook.cluster.groups import count_groups
+from guardhook.cluster.lws import (
+    GROUP_INDEX_LABEL,
+    GROUP_KEY_LABEL,
+    GROUP_REPLACEMENT_GATE,
+    member_of_object,
+)
+from guardhook.commands.audit import audit
+from guardhook.commands.scan import Located
+from guardhook.config import build_config, default_config
+from guardhook.groups import resolve_object
+from guardhook.groups.ref import LWS_HASH
+from guardhook.ledger import MemoryLedger
+from guardhook.planning.drain import plan_drain
+
+from conftest import load_review
+from helpers import request_of, set_ready
+
+PARAMS = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120}
+
+
+def hash_fleet() -> tuple[list, dict[int, tuple[str, str]]]:
+    objects = shapes.fleet()
+    return objects, shapes.to_hash(objects)
+
+
+def judge(objects: list, request: dict, ledger: MemoryLedger | None = None) -> dict:
+    engine = Engine(shapes.view(objects), build_config({}), ledger=ledger or MemoryLedger())
+    return dict(engine.judge(request, "validate").response)
+
+
+def test_a_hash_pod_resolves_to_its_group_by_key_and_rank() -> None:
+    objects, groups = hash_fleet()
+    key, leader = groups[1]
+    worker = shapes.pod(objects, f"llm-xl-{key[:8]}-2")
+    ref = resolve_object(shapes.view(objects), worker)
+    assert ref is not None
+    assert (ref.maker, ref.key, ref.index, str(ref.rank), ref.size) == (LWS_HASH, key, key, "worker 2", 4)
+    assert (ref.set.kind, ref.set.name, ref.restart) == ("LeaderWorkerSet", "llm-xl", (leader,))
+    leader_ref = resolve_object(shapes.view(objects), shapes.pod(objects, leader))
+    assert leader_ref is not None and leader_ref.is_leader and leader_ref.key == key
+
+
+def test_labels_cannot_turn_a_hash_worker_into_a_leader() -> None:
+    objects, groups = hash_fleet()
+    key, _ = groups[0]
+    worker = shapes.pod(objects, f"llm-xl-{key[:8]}-1")
+    worker["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"] = "0"
+    member = member_of_object(worker)
+    assert member is not None and member.worker_index == 1 and "worker StatefulSet" in member.inconsistent
+
+
+def test_a_worker_delete_of_a_whole_hash_group_is_denied_naming_its_leader() -> None:
+    objects, groups = hash_fleet()
+    key, leader = groups[2]
+    response = judge(objects, shapes.delete_request(shapes.pod(objects, f"llm-xl-{key[:8]}-3")))
+    assert response["allowed"] is False
+    message = response["status"]["message"]
+    assert f"worker 3 of group {key} of LeaderWorkerSet llm-xl (groupIdentity Hash)" in message
+    assert f"kubectl delete pod -n serve {leader} --cascade=foreground" in message
+    assert "new group key" in message and "group-replacement" in message
+
+
+def test_a_worker_delete_of_a_broken_hash_group_is_allowed() -> None:
+    objects, groups = hash_fleet()
+    key, _ = groups[2]
+    set_ready(shapes.pod(objects, f"llm-xl-{key[:8]}-1"), False)
+    response = judge(objects, shapes.delete_request(shapes.pod(objects, f"llm-xl-{key[:8]}-3")))
+    assert response["allowed"] is True
+
+
+def test_hash_evictions_are_budgeted_per_group_key() -> None:
+    objects, groups = hash_fleet()
+    ledger = MemoryLedger()
+    first = judge(objects, shapes.eviction_request(f"llm-xl-{groups[0][0][:8]}-1"), ledger)
+    same_group = judge(objects, shapes.eviction_request(f"llm-xl-{groups[0][0][:8]}-2"), ledger)
+    other = judge(objects, shapes.eviction_request(groups[3][1]), ledger)
+    assert (first["allowed"], same_group["allowed"], other["allowed"]) == (True, True, False)
+    assert other["status"]["code"] == 429
+    assert f"group {groups[3][0]} of LeaderWorkerSet serve/llm-xl" in other["status"]["message"]
+    assert (
+        f"group {groups[0][0]} (eviction of llm-xl-{groups[0][0][:8]}-1 recorded"
+        in other["status"]["message"]
+    )
+
+
+def test_hash_groups_are_counted_whole_and_broken() -> None:
+    objects, groups = hash_fleet()
+    set_ready(shapes.pod(objects, groups[1][1]), False)
+    view = shapes.view(objects)
+    lws = view.lws("serve", "llm-xl")
+    assert lws is not None and lws.hashed
+    counted = count_groups(view, lws)
+    assert (counted.desired, counted.whole, counted.broken) == (4, 3, 1)
+
+
+def test_a_drain_plan_of_a_hash_lws_keeps_to_the_budget() -> None:
+    objects, groups = hash_fleet()
+    nodes = [shapes.pod(objects, groups[g][1])["spec"]["nodeName"] for g in (0, 1)]
+    plan = plan_drain(objects, nodes, PARAMS)
+    xl = next(lws for lws in plan.lws if (lws.namespace, lws.name) == ("serve", "llm-xl"))
+    assert set(xl.losing) == {groups[0][0], groups[1][0]}
+    assert len(plan.waves) == 2  # one group of the budget-1 LWS per wave
+
+
+def gated_leader(objects: list, key: str) -> dict:
+    """A replacement Hash leader as the LWS pod webhook leaves it under groupReplacementPolicy
+    PostTermination: unbound, held by the `group-replacement` scheduling gate."""
+    leader = copy.deepcopy(
+        next(
+            o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"].startswith(shapes.REPLICA_SET)
+        )
+    )
+    meta = leader["metadata"]
+    meta.update(name=f"{shapes.REPLICA_SET}-{key[-5:]}", uid=f"uid-{key[-5:]}")
+    meta["labels"].update({GROUP_INDEX_LABEL: key, GROUP_KEY_LABEL: key})
+    leader["spec"].pop("nodeName", None)
+    leader["spec"]["schedulingGates"] = [{"name": GROUP_REPLACEMENT_GATE}]
+    leader["status"] = {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}],
+    }
+    return leader
+
+
+def test_capacity_counts_gated_hash_leaders_as_groups_to_place() -> None:
+    objects, _ = hash_fleet()
+    scale_up = request_of(load_review("s29-lws-scale-up-1.validating"))  # llm-xl 4 -> 5 groups
+    assert judge(objects, scale_up)["allowed"] is True  # one more group fits the free nodes
+    objects.append(gated_leader(objects, "f" * 40))
+    response = judge(objects, scale_up)
+    assert response["allowed"] is False
+    assert "1 scheduling-gated Hash leader counted as groups to place" in response["status"]["message"]
+
+
+def test_a_noexecute_taint_on_two_hash_groups_meets_the_budget() -> None:
+    objects, groups = hash_fleet()
+    key0, _ = groups[0]
+    # group 1 already broken: a taint dooming another whole group exceeds budget 1
+    set_ready(shapes.pod(objects, groups[1][1]), False)
+    node = shapes.pod(objects, f"llm-xl-{key0[:8]}-1")["spec"]["nodeName"]
+    request = request_of(load_review("n01-node-taint-noexecute.validating"))
+    request["name"] = node
+    request["object"]["metadata"]["name"] = node
+    request["object"]["spec"]["taints"][0]["effect"] = "NoExecute"
+    (warning,) = judge(objects, request)["warnings"]
+    assert "LeaderWorkerSet serve/llm-xl would lose 1 whole group of 4" in warning
+    assert f"group {key0} (llm-xl-{key0[:8]}-1)" in warning
+    assert f"already broken: group {groups[1][0]} (not Ready: {groups[1][1]})" in warning
+
+
+def test_a_restarting_resize_of_a_hash_worker_is_a_group_disruption() -> None:
+    objects, groups = hash_fleet()
+    for pod in (o for o in objects if o["kind"] == "Pod"):
+        pod["spec"]["containers"][0]["resizePolicy"] = [
+            {"resourceName": "memory", "restartPolicy": "RestartContainer"}
+        ]
+    key0, key1 = groups[0][0], groups[1][0]
+    ledger = MemoryLedger()
+
+    def resize(name: str) -> dict:
+        request = request_of(load_review("s01-worker-delete.validating"))
+        old = copy.deepcopy(shapes.pod(objects, name))
+        new = copy.deepcopy(old)
+        new["spec"]["containers"][0]["resources"]["requests"]["memory"] = "1600Gi"
+        request.update(name=name, operation="UPDATE", subResource="resize", requestSubResource="resize")
+        request.update(object=new, oldObject=old)
+        return judge(objects, request, ledger)
+
+    first = resize(f"llm-xl-{key0[:8]}-2")
+    assert first["allowed"] is True
+    second = resize(f"llm-xl-{key1[:8]}-1")
+    assert second["allowed"] is False and second["status"]["code"] == 429
+    assert f"would break group {key1}" in second["status"]["message"]
+
+
+def test_audit_counts_hash_groups_whole_and_finds_no_broken_ones() -> None:
+    objects, _ = hash_fleet()
+    result = audit([Located("cluster", o) for o in objects], default_config())
+    xl = next(g for g in result.groups if (g.namespace, g.name) == ("serve", "llm-xl"))
+    assert (xl.desired, xl.whole, xl.broken) == (4, 4, 0)

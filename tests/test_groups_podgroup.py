@@ -1,0 +1,126 @@
+"""Gangs of the Workload API (scheduling.k8s.io/v1beta1 PodGroups, KEP-5710 disruptionMode): a pod
+of a `disruptionMode: all` PodGroup is a group member, and evictions are budgeted per Workload (or
+the PodGroups' common controller owner). Pods are the sample fleet's, moved into PodGroups
+(tests/group_shapes.gang_objects); evictions are the captured s07 aimed at them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import group_shapes as shapes
+
+from guardhook.admission.engine import Engine
+from guardhook.cluster.model import PodRecord
+from guardhook.config import build_config
+from guardhook.groups import resolve, resolve_object
+from guardhook.groups.ref import POD_GROUP
+from guardhook.ledger import MemoryLedger
+
+
+def engine(objects: list, ledger: MemoryLedger | None = None) -> Engine:
+    return Engine(shapes.view(objects), build_config({}), ledger=ledger or MemoryLedger())
+
+
+def evict(eng: Engine, name: str) -> dict[str, Any]:
+    return dict(eng.judge(shapes.eviction_request(name, "train"), "validate").response)
+
+
+def test_a_pod_of_an_all_mode_pod_group_resolves_to_its_gang_in_its_workload() -> None:
+    objects = shapes.gang_objects()
+    ref = resolve_object(shapes.view(objects), shapes.pod(objects, "train-1-0"))
+    assert ref is not None
+    assert (ref.maker, ref.key, ref.size, ref.restart, str(ref.rank)) == (
+        POD_GROUP,
+        "train-1",
+        2,
+        (),
+        "member",
+    )
+    assert (ref.set.kind, ref.set.namespace, ref.set.name) == ("Workload", "train", "train")
+
+
+def test_without_a_workload_the_set_is_the_common_controller_owner() -> None:
+    objects = shapes.gang_objects(workload=None)
+    ref = resolve_object(shapes.view(objects), shapes.pod(objects, "train-0-1"))
+    assert ref is not None and (ref.set.kind, ref.set.name) == ("JobSet", "train")
+
+
+def test_single_mode_pod_groups_are_no_groups() -> None:
+    objects = shapes.gang_objects(mode="single")
+    view = shapes.view(objects)
+    assert resolve_object(view, shapes.pod(objects, "train-0-0")) is None
+    eng = engine(objects)
+    assert [evict(eng, f"train-{g}-0")["allowed"] for g in range(3)] == [True, True, True]
+
+
+def test_gang_evictions_within_the_budget_and_over_it() -> None:
+    eng = engine(shapes.gang_objects())
+    first = evict(eng, "train-0-0")
+    same_gang = evict(eng, "train-0-1")
+    other = evict(eng, "train-2-1")
+    assert (first["allowed"], same_gang["allowed"], other["allowed"]) == (True, True, False)
+    message = other["status"]["message"]
+    assert other["status"]["code"] == 429
+    assert "would break PodGroup train/train-2 (disruptionMode all) of Workload train/train" in message
+    assert "PodGroup train-0 (eviction of train-0-0 recorded" in message
+
+
+def test_a_gang_already_broken_in_the_view_fills_the_budget() -> None:
+    objects = shapes.gang_objects()
+    shapes.pod(objects, "train-1-1")["metadata"]["deletionTimestamp"] = "2026-11-29T17:00:00Z"
+    eng = engine(objects)
+    assert evict(eng, "train-1-0")["allowed"] is True  # from the broken gang
+    denied = evict(eng, "train-0-0")
+    assert (
+        denied["allowed"] is False
+        and "PodGroup train-1 (terminating: train-1-1)" in denied["status"]["message"]
+    )
+
+
+def test_the_budget_annotation_on_the_pod_groups_raises_b() -> None:
+    eng = engine(shapes.gang_objects(budget=2))
+    assert [evict(eng, f"train-{g}-0")["allowed"] for g in range(3)] == [True, True, False]
+
+
+def test_other_workloads_have_their_own_budget() -> None:
+    first = shapes.gang_objects(workload="a", namespace="train")
+    second = shapes.gang_objects(workload="b", namespace="train")
+    for obj in second:  # the same shapes under other names
+        meta = obj["metadata"]
+        meta["name"] = meta["name"].replace("train-", "other-")
+        meta["uid"] = "o" + meta["uid"]
+        if obj["kind"] == "Pod":
+            obj["spec"]["schedulingGroup"]["podGroupName"] = obj["spec"]["schedulingGroup"][
+                "podGroupName"
+            ].replace("train-", "other-")
+    eng = engine(first + second)
+    assert evict(eng, "train-0-0")["allowed"] is True
+    assert evict(eng, "other-0-0")["allowed"] is True
+    assert evict(eng, "train-1-0")["allowed"] is False
+
+
+def test_a_record_resolves_as_its_object() -> None:
+    objects = shapes.gang_objects()
+    view = shapes.view(objects)
+    record = PodRecord.from_object(shapes.pod(objects, "train-2-0"))
+    assert resolve(view, record) == resolve_object(view, shapes.pod(objects, "train-2-0"))
+    assert (
+        view.pod("train", "train-2-0") is not None and view.pod("train", "train-2-0").pod_group == "train-2"
+    )
+
+
+def test_delete_based_drains_of_gang_members_are_budgeted_other_deletes_are_not() -> None:
+    objects = shapes.gang_objects()
+    nodes = {shapes.pod(objects, f"train-{g}-0")["spec"]["nodeName"] for g in (0, 1)}
+    cordoned = [
+        {"kind": "Node", "apiVersion": "v1", **node, "spec": {**node.get("spec", {}), "unschedulable": True}}
+        for node in (o for o in shapes.fleet() if o["kind"] == "Node")
+        if node["metadata"]["name"] in nodes
+    ]
+    others = [o for o in shapes.fleet() if o["kind"] == "Node" and o["metadata"]["name"] not in nodes]
+    eng = engine(objects + cordoned + others)
+    first = dict(eng.judge(shapes.delete_request(shapes.pod(objects, "train-0-0")), "validate").response)
+    second = dict(eng.judge(shapes.delete_request(shapes.pod(objects, "train-1-0")), "validate").response)
+    plain = dict(eng.judge(shapes.delete_request(shapes.pod(objects, "train-2-1")), "validate").response)
+    assert (first["allowed"], second["allowed"], plain["allowed"]) == (True, False, True)
+    assert second["status"]["code"] == 429 and "from draining node" in second["status"]["message"]
