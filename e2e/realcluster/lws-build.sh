@@ -3,7 +3,7 @@
 # the Go module proxy (sigs.k8s.io/lws, LWS_VERSION) and rendered from the module's own config/ (CRDs, RBAC,
 # the manager Deployment, its webhooks with their internal certificates). Writes into $OUT (default
 # $REALCLUSTER_WORK/lws-$LWS_VERSION): manager (static binary), Containerfile, lws.yaml (the rendered
-# manifests, image example.local/lws:$LWS_VERSION, 1 replica). Prints the rendered manifest's path last.
+# manifests, image example.local/lws:$LWS_VERSION, 1 replica, small requests). Prints the rendered manifest's path last.
 #
 # LWS_VERSION defaults to v0.9.0: the newest release the Go module proxy serves here (v0.10.0's module zip
 # is refused with 403 "This module version is not available"). Needs Go (>= the module's go line; GO, default
@@ -42,15 +42,14 @@ cat > "$OUT/config/local/kustomization.yaml" <<KS
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources: [../default]
-images:
-  - name: controller
-    newName: example.local/lws
-    newTag: $LWS_VERSION
 patches:
+  # One replica, the local image, and requests a 2-core node leaves room beside (upstream: cpu 1, 1Gi).
   - target: {kind: Deployment, name: lws-controller-manager}
     patch: |-
       - {op: replace, path: /spec/replicas, value: 1}
+      - {op: replace, path: /spec/template/spec/containers/0/image, value: "example.local/lws:$LWS_VERSION"}
       - {op: add, path: /spec/template/spec/containers/0/imagePullPolicy, value: IfNotPresent}
+      - {op: replace, path: /spec/template/spec/containers/0/resources/requests, value: {cpu: 100m, memory: 128Mi}}
 KS
 "$KUBECTL" kustomize "$OUT/config/local" > "$OUT/lws.yaml"
 echo "lws-build: sigs.k8s.io/lws@$LWS_VERSION built and rendered in $(( $(date +%s) - start ))s" >&2
