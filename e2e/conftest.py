@@ -30,6 +30,8 @@ from cluster import (  # noqa: E402
 )
 
 KUBECONFIG_ENV = "GUARDHOOK_E2E_KUBECONFIG"
+FLEET_ENV = "GUARDHOOK_E2E_FLEET"
+"""`0`: create no fleet (for tests that bring their own LWS controller or stand-in)."""
 FLEET = E2E / "fleet.yaml"
 
 
@@ -72,12 +74,38 @@ def _existing_cluster(kubeconfig: Path) -> Iterator[Cluster]:
     )
     if cluster.kubectl("get", "crd", "leaderworkersets.leaderworkerset.x-k8s.io").returncode != 0:
         pytest.skip("the cluster has no LeaderWorkerSet CRD (e2e/run.sh installs it)")
+    if os.environ.get(FLEET_ENV) == "0":
+        # A phase with no LWS controller (e2e/realcluster/run.sh's hash phase, beside the stand-in):
+        # no fleet; guardhook must answer a request every install judges, a cluster-wide PDB.
+        cluster.kubectl("create", "namespace", cluster.namespace)
+        cluster.kubectl("label", "namespace", cluster.namespace, "guardhook.io/guard-evictions=true")
+        eventually(lambda: guardhook_answering(cluster), 120, "guardhook to answer through the API server")
+        yield cluster
+        return
     cluster.restore = lambda: _wait_whole(cluster)
     cluster.must("apply", "-f", "-", stdin=fleet_manifest())
     _wait_whole(cluster)
     eventually(lambda: webhooks_answering(cluster), 120, "guardhook to answer through the API server")
     yield cluster
     cluster.kubectl("delete", "-f", "-", "--wait=false", stdin=fleet_manifest())
+
+
+def guardhook_answering(cluster: Cluster) -> bool:
+    """Whether guardhook answers through the API server with no fleet: a dry-run LWS create gets
+    group-spec's warning (judged from the object alone, no cluster view needed)."""
+    lws = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "e2e-probe"},
+        "spec": {
+            "leaderWorkerTemplate": {
+                "size": 2,
+                "workerTemplate": {"spec": {"containers": [{"name": "c", "image": pod_image()}]}},
+            }
+        },
+    }
+    done = cluster.dry_run_create(lws)
+    return done.returncode == 0 and "[group-spec]" in done.stderr
 
 
 def fleet_manifest() -> str:

@@ -7,6 +7,7 @@ when the cluster lacks what it needs."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 import time
@@ -49,7 +50,10 @@ def test_a_hash_lws_is_drained_one_group_at_a_time(cluster: Cluster) -> None:
     served = cluster.must("get", "lws", name, "-n", cluster.namespace, "-o", "jsonpath={.spec.groupIdentity}")
     if served != "Hash":
         cluster.kubectl("delete", "lws", name, "-n", cluster.namespace, "--wait=false")
-        pytest.skip("the LWS CRD on this cluster has no spec.groupIdentity (LWS main's CRD is needed)")
+        reason = "the LWS CRD on this cluster has no spec.groupIdentity (LWS main's CRD is needed)"
+        if os.environ.get("GUARDHOOK_E2E_HASH") == "1":  # e2e/realcluster/run.sh's hash phase
+            pytest.fail(reason)
+        pytest.skip(reason)
     standin = HashStandin(cluster, name, size, POD_SPEC)
     standin.start(groups)
     try:
@@ -69,6 +73,8 @@ def test_a_hash_lws_is_drained_one_group_at_a_time(cluster: Cluster) -> None:
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
         try:
+            # One node: a drained group cannot come back while its node is cordoned, so the drain
+            # must hold the second group back (429) until its timeout; that is the budget at work.
             drain = cluster.kubectl(
                 "drain",
                 *nodes,
@@ -76,16 +82,18 @@ def test_a_hash_lws_is_drained_one_group_at_a_time(cluster: Cluster) -> None:
                 "--delete-emptydir-data",
                 "--force",
                 f"--pod-selector={LWS_NAME_LABEL}={name}",
-                "--timeout=600s",
-                timeout=660,
+                "--timeout=40s",
+                timeout=120,
             )
         finally:
             stop.set()
             watcher.join(timeout=10)
             cluster.kubectl("uncordon", *nodes)
-        assert drain.returncode == 0, drain.stderr
-        assert "[group-eviction]" in drain.stderr or worst[0] <= 1
+        evicted = drain.stdout.count("evicted")
+        assert evicted >= 1, drain.stdout + drain.stderr
         assert worst[0] <= 1, f"{worst[0]} Hash groups were broken at once under a budget of 1"
+        if len(nodes) == 1:
+            assert "[group-eviction]" in drain.stderr, drain.stderr
     finally:
         standin.stop()
         cluster.kubectl("delete", "deployment,lws", name, "-n", cluster.namespace, "--wait=false")
