@@ -163,7 +163,26 @@ def test_a_pod_group_gang_is_evicted_group_by_group(cluster: Cluster) -> None:
         assert "PodGroup" in second.stderr
         same = _evict(cluster, "e2e-gang-0-1")  # the broken gang may lose the rest
         assert same.returncode == 0, same.stderr
-        # gang 0 back whole: then gang 1 may go
+        # gang 0 back whole (bare pods: recreated by the test once the evicted ones are gone, since an
+        # apply while they terminate only updates them): then gang 1 may go
+        eventually(
+            lambda: (
+                not cluster.must(
+                    "get",
+                    "pods",
+                    "-n",
+                    cluster.namespace,
+                    "-l",
+                    "app=e2e-gangs",
+                    "-o",
+                    "name",
+                    "--ignore-not-found",
+                ).count("e2e-gang-0-")
+            ),
+            120,
+            "gang 0's evicted pods gone",
+            interval=2,
+        )
         cluster.must(
             "apply",
             "-n",

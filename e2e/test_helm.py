@@ -220,7 +220,7 @@ def test_helm_upgrade_under_a_concurrent_drain_keeps_certs_and_answers_every_evi
         release.must(
             "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values",
             "--set", "policies.worker-delete.actions={Warn}",
-            "--set", f"podAnnotations.e2e/rollout={int(time.time())}",  # the pods are replaced too
+            "--set-string", f"podAnnotations.e2e/rollout={int(time.time())}",  # the pods are replaced too
             "--wait", "--timeout", "5m",
         )  # fmt: skip
         time.sleep(5)
