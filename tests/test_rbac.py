@@ -111,8 +111,8 @@ def missing(needs: set[Need], allowed: set[Need]) -> set[Need]:
 @pytest.fixture(scope="module")
 def installs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Object]]:
     """The default install, and the default install with every optional component."""
-    # every optional component; cert-manager and ha are in the default overlay already
-    in_default = ("cert-manager", "ha")
+    # every optional component; cert-manager, ha and leader-service-sync are in the default overlay already
+    in_default = ("cert-manager", "ha", "leader-service-sync")
     components = sorted(p.name for p in (MANIFESTS / "components").iterdir() if p.name not in in_default)
     return {
         "default": render(MANIFESTS),

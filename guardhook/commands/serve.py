@@ -70,6 +70,12 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="also keep guardhook.io/group-ready on gated leaders of LWSs opted in to group readiness",
     )
+    serve.add_argument(
+        "--sync-leader-services",
+        action="store_true",
+        help="also narrow to leaders (or report) Services and InferencePools that reach LWS workers "
+        "and that admission could not judge (the leader-service-sync reconciler)",
+    )
     add_view_flags(serve, "watch the cluster of this kubeconfig")
     serve.set_defaults(run=run_serve)
 
@@ -99,6 +105,8 @@ def run_serve(args: argparse.Namespace) -> int:
         raise SourceError("--sync-group-pdbs needs a live cluster (--kubeconfig or in-cluster config)")
     if args.sync_group_readiness and not source.live:
         raise SourceError("--sync-group-readiness needs a live cluster (--kubeconfig or in-cluster config)")
+    if args.sync_leader_services and not source.live:
+        raise SourceError("--sync-leader-services needs a live cluster (--kubeconfig or in-cluster config)")
     certs = ensure_certs(args.cert_dir, args.dns, in_cluster=in_cluster())
     namespace = args.namespace or in_cluster_namespace()
     log.info(
@@ -150,6 +158,8 @@ def run_serve(args: argparse.Namespace) -> int:
             start_background_sync(live_client(source), namespace, lambda: live.view)
         api = live_client(source) if args.sync_group_readiness else None
         group_readiness_startup(runtime, config, api, namespace)
+        if args.sync_leader_services:
+            leader_service_sync_startup(runtime, live_client(source), namespace)
         runtime.collectors.append(live.collect)
         return runtime
 
@@ -200,6 +210,19 @@ def group_readiness_startup(runtime: Any, config: Config, api: Any = None, names
     metrics = GroupReadinessMetrics(registry)
     observer = Observer(patched=metrics.patched, ready_after=metrics.delay.observe)
     start_background_sync(api, namespace, runtime.engine.view, all_lws, observer=observer)
+
+
+def leader_service_sync_startup(runtime: Any, api: Any, namespace: str) -> None:
+    """Start the leader-service-sync reconciler on the runtime's live view, leader-elected on a
+    Lease in `namespace`, following the engine's configuration (a reload included), reporting
+    into the runtime's /metrics."""
+    from guardhook.leadersync.runner import Observer, start_background_sync
+    from guardhook.server.metrics import LeaderServiceSyncMetrics
+
+    metrics = LeaderServiceSyncMetrics(runtime.metrics.registry)
+    observer = Observer(patched=metrics.patched, unnarrowed=metrics.unnarrowed)
+    engine = runtime.engine
+    start_background_sync(api, namespace, engine.view, lambda: engine.config, observer=observer)
 
 
 def scaling_startup(view: ClusterView, config: Config) -> None:
