@@ -369,3 +369,28 @@ def test_every_change_and_what_is_left_are_counted_for_metrics(tmp_path: Path) -
         == 1
     )
     assert sample("guardhook_leader_service_unnarrowed", {"kind": "Service", "reason": OPTED_OUT}) == 1
+
+
+# ---- audit -------------------------------------------------------------------------------------
+
+
+def test_audit_lists_what_is_still_unnarrowed_and_why() -> None:
+    import io
+
+    from guardhook.commands.audit import audit, render_json, render_text
+    from guardhook.commands.scan import Located
+
+    objects = [Located("cluster", o) for o in (fleet_lws(replicas=0), service(), opted_out_service(), pool())]
+    result = audit(objects, config("Deny"))
+    text = io.StringIO()
+    render_text(result, text)
+    section = (
+        text.getvalue().split("Unnarrowed Services and InferencePools (3):\n")[1].split("Protection gaps")[0]
+    )
+    assert "InferencePool serve/llm-xl-pool (LeaderWorkerSet llm-xl): reported only" in section
+    assert "Service serve/kept (LeaderWorkerSet llm-xl): opted out" in section
+    assert "Service serve/llm-xl-api (LeaderWorkerSet llm-xl): reported only" in section
+    document = io.StringIO()
+    render_json(result, document)
+    states = {e["name"]: e["state"] for e in json.loads(document.getvalue())["unnarrowed"]}
+    assert states == {"llm-xl-pool": "reported only", "kept": "opted out", "llm-xl-api": "reported only"}
