@@ -149,6 +149,7 @@ def run_serve(args: argparse.Namespace) -> int:
             scaling_startup(view, config)
             runtime = Runtime(Engine(view, config, ledger=ledger, log_decisions=True))
             group_readiness_startup(runtime, config)
+            leader_service_sync_startup(runtime)
             return runtime
         live = using_source(source, "use", lambda: live_view(source, config.stale_after_seconds))
         scaling_startup(live.view, config)  # the capacity index follows the watches from the start
@@ -158,8 +159,9 @@ def run_serve(args: argparse.Namespace) -> int:
             start_background_sync(live_client(source), namespace, lambda: live.view)
         api = live_client(source) if args.sync_group_readiness else None
         group_readiness_startup(runtime, config, api, namespace)
-        if args.sync_leader_services:
-            leader_service_sync_startup(runtime, live_client(source), namespace)
+        leader_service_sync_startup(
+            runtime, live_client(source) if args.sync_leader_services else None, namespace
+        )
         runtime.collectors.append(live.collect)
         return runtime
 
@@ -212,14 +214,16 @@ def group_readiness_startup(runtime: Any, config: Config, api: Any = None, names
     start_background_sync(api, namespace, runtime.engine.view, all_lws, observer=observer)
 
 
-def leader_service_sync_startup(runtime: Any, api: Any, namespace: str) -> None:
-    """Start the leader-service-sync reconciler on the runtime's live view, leader-elected on a
-    Lease in `namespace`, following the engine's configuration (a reload included), reporting
-    into the runtime's /metrics."""
+def leader_service_sync_startup(runtime: Any, api: Any = None, namespace: str = "") -> None:
+    """Register the leader-service-sync metrics on `runtime`'s /metrics; with `api` (an
+    ApiClient), also start the reconciler on the runtime's live view, leader-elected on a Lease in
+    `namespace`, following the engine's configuration (a reload included), reporting into them."""
     from guardhook.leadersync.runner import Observer, start_background_sync
     from guardhook.server.metrics import LeaderServiceSyncMetrics
 
     metrics = LeaderServiceSyncMetrics(runtime.metrics.registry)
+    if api is None:
+        return
     observer = Observer(patched=metrics.patched, unnarrowed=metrics.unnarrowed)
     engine = runtime.engine
     start_background_sync(api, namespace, engine.view, lambda: engine.config, observer=observer)
