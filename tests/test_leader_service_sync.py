@@ -394,3 +394,65 @@ def test_audit_lists_what_is_still_unnarrowed_and_why() -> None:
     render_json(result, document)
     states = {e["name"]: e["state"] for e in json.loads(document.getvalue())["unnarrowed"]}
     assert states == {"llm-xl-pool": "reported only", "kept": "opted out", "llm-xl-api": "reported only"}
+
+
+# ---- the running reconciler: woken by the live view, not by its period -------------------------
+
+
+def test_the_running_reconciler_is_woken_by_an_lws_appearing_and_a_template_change(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from kubernetes import config as kube_config
+
+    from guardhook.cluster.kube_transport import live_view
+    from guardhook.cluster.sources import KUBECONFIG, Source
+    from guardhook.leadersync.runner import start_background_sync
+
+    def wait_for(condition: Any, seconds: float = 20.0) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not condition():
+            time.sleep(0.02)
+        return bool(condition())
+
+    def selector_of(fake: Any, name: str) -> dict[str, str]:
+        return dict((fake.get("services", "serve", name) or {})["spec"]["selector"])
+
+    rounds: list[int] = []
+    other = service()
+    other["metadata"]["name"] = "other-api"
+    other["spec"]["selector"] = {"app": "other"}
+    other_lws = fleet_lws(worker_app="shard")
+    other_lws["metadata"] |= {"name": "other", "uid": "u-other"}
+    other_lws["spec"]["leaderWorkerTemplate"].pop("leaderTemplate")
+    with running_fake(unserved={"inferencepools"}) as fake:
+        fake.put("services", service())
+        fake.put("services", other)
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
+        api = kube_config.new_client_from_config(config_file=str(kubeconfig))
+        live = live_view(Source(KUBECONFIG, (str(kubeconfig),)), 60.0)
+        stop = threading.Event()
+        observer = Observer(unnarrowed=lambda counts: rounds.append(1))
+        # a period far longer than the test: only a woken round can narrow anything
+        thread = start_background_sync(
+            api, "guardhook-system", live.view, lambda: config("Mutate"), 3600.0, False, stop, observer
+        )
+        live.start()
+        try:
+            assert wait_for(lambda: bool(rounds))  # the first round, after the view synced
+            fake.put("leaderworkersets", fleet_lws(replicas=0))  # the LWS appears, with no groups
+            assert wait_for(lambda: selector_of(fake, "llm-xl-api").get(WORKER_INDEX) == "0")
+            fake.put("leaderworkersets", other_lws)  # its workers are labelled app: shard
+            assert wait_for(lambda: live.view.lws("serve", "other") is not None)
+            seen = len(rounds)
+            assert wait_for(lambda: len(rounds) > seen)  # a round ran with it in the view
+            assert WORKER_INDEX not in selector_of(fake, "other-api")
+            changed = copy.deepcopy(other_lws)
+            changed["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"]["app"] = "other"
+            fake.put("leaderworkersets", changed)  # a template change: now its pods carry app: other
+            assert wait_for(lambda: selector_of(fake, "other-api").get(WORKER_INDEX) == "0")
+        finally:
+            stop.set()
+            thread.join(timeout=10)
+            live.stop()
+        assert not thread.is_alive()
