@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from cluster import Cluster, eventually
+from cluster import Cluster, eventually, pod_image
 
 WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 PERIOD_SECONDS = 10.0  # guardhook.leadersync.runner.DEFAULT_INTERVAL_SECONDS
@@ -40,7 +40,7 @@ def lws(name: str, replicas: int = 1) -> dict[str, Any]:
         "containers": [
             {
                 "name": "pause",
-                "image": "registry.k8s.io/pause:3.10",
+                "image": pod_image(),
                 "resources": {"requests": {"cpu": "10m"}},
             }
         ]
@@ -165,9 +165,10 @@ def test_with_the_crd_installed_after_guardhook_started_services_are_narrowed(
     finally:
         if cluster.kubectl("get", "crd", LWS_CRD).returncode != 0:
             cluster.must("create", "-f", str(saved))
-        fleet = Path(__file__).resolve().parent / "fleet.yaml"
+        from conftest import fleet_manifest
+
         eventually(
-            lambda: cluster.kubectl("apply", "-f", str(fleet)).returncode == 0,
+            lambda: cluster.kubectl("apply", "-f", "-", stdin=fleet_manifest()).returncode == 0,
             120,
             "the e2e fleet to be recreated",
         )
