@@ -418,7 +418,7 @@ def test_the_running_reconciler_is_woken_by_an_lws_appearing_and_a_template_chan
     def selector_of(fake: Any, name: str) -> dict[str, str]:
         return dict((fake.get("services", "serve", name) or {})["spec"]["selector"])
 
-    rounds: list[int] = []
+    rounds: list[bool] = []  # per round: whether the view held LWS serve/other then
     other = service()
     other["metadata"]["name"] = "other-api"
     other["spec"]["selector"] = {"app": "other"}
@@ -432,7 +432,9 @@ def test_the_running_reconciler_is_woken_by_an_lws_appearing_and_a_template_chan
         api = kube_config.new_client_from_config(config_file=str(kubeconfig))
         live = live_view(Source(KUBECONFIG, (str(kubeconfig),)), 60.0)
         stop = threading.Event()
-        observer = Observer(unnarrowed=lambda counts: rounds.append(1))
+        observer = Observer(
+            unnarrowed=lambda counts: rounds.append(live.view.lws("serve", "other") is not None)
+        )
         # a period far longer than the test: only a woken round can narrow anything
         thread = start_background_sync(
             api, "guardhook-system", live.view, lambda: config("Mutate"), 3600.0, False, stop, observer
@@ -443,9 +445,7 @@ def test_the_running_reconciler_is_woken_by_an_lws_appearing_and_a_template_chan
             fake.put("leaderworkersets", fleet_lws(replicas=0))  # the LWS appears, with no groups
             assert wait_for(lambda: selector_of(fake, "llm-xl-api").get(WORKER_INDEX) == "0")
             fake.put("leaderworkersets", other_lws)  # its workers are labelled app: shard
-            assert wait_for(lambda: live.view.lws("serve", "other") is not None)
-            seen = len(rounds)
-            assert wait_for(lambda: len(rounds) > seen)  # a round ran with it in the view
+            assert wait_for(lambda: any(rounds))  # a round ran with it in the view
             assert WORKER_INDEX not in selector_of(fake, "other-api")
             changed = copy.deepcopy(other_lws)
             changed["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"]["app"] = "other"
@@ -456,3 +456,19 @@ def test_the_running_reconciler_is_woken_by_an_lws_appearing_and_a_template_chan
             thread.join(timeout=10)
             live.stop()
         assert not thread.is_alive()
+
+
+def test_a_replica_that_stops_reconciling_stops_reporting_unnarrowed_objects() -> None:
+    import threading
+
+    registry = CollectorRegistry()
+    metrics = LeaderServiceSyncMetrics(registry)
+    view = view_of(service(**OPT_OUT), fleet_lws())
+    reconciler = Reconciler(None, lambda: config("Mutate"), Observer(unnarrowed=metrics.unnarrowed))
+    reconciler._report(reconciler.plan(view))  # a round's report, as the holder of the Lease
+    labels = {"kind": "Service", "reason": OPTED_OUT}
+    assert registry.get_sample_value("guardhook_leader_service_unnarrowed", labels) == 1
+    stopped = threading.Event()
+    stopped.set()  # the Lease is lost: the loop returns at once
+    reconciler.run_until(lambda: view, stopped, 3600.0)
+    assert registry.get_sample_value("guardhook_leader_service_unnarrowed", labels) == 0

@@ -144,9 +144,14 @@ class Reconciler:
         self.observer.unnarrowed(dict(Counter((e.kind, e.state) for e in left)))
 
     def run_until(self, current_view: loop.ViewSource, stop: threading.Event, interval: float) -> None:
-        """Rounds until `stop`: woken by LWS and Service changes, else every `interval` seconds."""
+        """Rounds until `stop`: woken by LWS and Service changes, else every `interval` seconds.
+        On return (the Lease lost) the unnarrowed counts drop to 0: the new holder reports them."""
         self.full_every = interval
-        loop.reconcile_until(self.sync, current_view, stop, interval, wake=self.wake, name=NAME)
+        try:
+            loop.reconcile_until(self.sync, current_view, stop, interval, wake=self.wake, name=NAME)
+        finally:
+            self._reported = set()
+            self.observer.unnarrowed({})
 
 
 def _version_failed(pool: KubeObject, errors: list[str]) -> bool:
