@@ -39,7 +39,7 @@ namespace where the view holds no LWS — the object is allowed unchanged with a
 and the leader-service-sync reconciler, which narrows it (or reports it) within its period once
 the LWS is seen. Chosen over a live read of the namespace's LWSs on the request path: no API call
 inside the webhook's timeout, and the reconciler is needed anyway for objects created before their
-LWS (docs/policies.md: "Services created before their LWS").
+LWS (docs/policies.md: "Services admission could not see").
 
 Reachability is judged from the LWS spec whatever `spec.replicas` (0 included:
 guardhook.cluster.reach.reach_any_replicas), so a Service created while an LWS has no groups is
@@ -136,8 +136,8 @@ def pending_advisory(subject: str, why: str) -> str:
     """The warning for an object admission could not judge: names it and the reconciler."""
     return (
         f"{subject} was not checked against LeaderWorkerSets: {why}; if its selector can match "
-        f"worker pods, the {SYNC_NAME} reconciler narrows it to leaders (or reports it) within "
-        f"{SYNC_PERIOD_SECONDS:.0f} s of guardhook seeing the LeaderWorkerSet"
+        f"worker pods, the {SYNC_NAME} reconciler narrows it to leaders (or reports it) within its "
+        f"period ({SYNC_PERIOD_SECONDS:.0f} s by default) of guardhook seeing the LeaderWorkerSet"
     )
 
 
