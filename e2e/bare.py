@@ -151,7 +151,8 @@ def _serve(folder: Path, kubeconfig: Path) -> tuple[subprocess.Popen[bytes], str
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
     process = subprocess.Popen(
         [sys.executable, "-m", "guardhook", "serve", "--host", "127.0.0.1", "--port", str(port)]
-        + ["--cert-dir", str(certs), "--kubeconfig", str(kubeconfig), "--namespace", OWN_NAMESPACE],
+        + ["--cert-dir", str(certs), "--kubeconfig", str(kubeconfig), "--namespace", OWN_NAMESPACE]
+        + ["--sync-leader-services"],  # as every shipped overlay runs it
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,

@@ -10,6 +10,8 @@ namespaced and cluster-scoped, keyed by the resource's plural name:
   from before a `compact()` gets an ERROR event with 410 Gone);
 - get, create (POST; 409 AlreadyExists for an existing name), replace (PUT; 409 Conflict when
   `metadata.resourceVersion` is not the stored one, 404 when missing) and delete (404 when missing);
+- PATCH of an object as an RFC 6902 JSONPatch (`application/json-patch+json`; 422 when an
+  operation, e.g. a `test`, does not apply);
 - PATCH of the `status` subresource as a strategic merge patch (or a JSON merge patch): only
   `status` changes; lists of `conditions` merge by `type` (PodStatus.conditions' patchMergeKey),
   other fields as a merge patch; `metadata.uid` / `metadata.resourceVersion` in the patch are
@@ -45,6 +47,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+import jsonpatch
 from kubernetes import client
 
 from guardhook.cluster.selectors import matches, parse
@@ -81,6 +84,7 @@ def status(code: int, reason: str, message: str = "") -> dict[str, Any]:
 
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 
 
 def merge_status(current: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
@@ -342,6 +346,23 @@ class FakeApiServer:
             self.writes.append(("PATCH", namespace, resource + "/status", name))
             return 200, copy.deepcopy(self._store(resource, patched))
 
+    def _json_patch(
+        self, resource: str, namespace: str, name: str, patch: list[dict[str, Any]]
+    ) -> tuple[int, dict[str, Any]]:
+        """An RFC 6902 JSONPatch of an object, as the API server applies one: 404 when missing,
+        422 when an operation does not apply (a failed `test` included: "Testing value ... failed")."""
+        with self.cond:
+            current = self.objects[resource].get((namespace, name))
+            if current is None:
+                return 404, status(404, "NotFound", f'{resource} "{name}" not found')
+            try:
+                patched = jsonpatch.apply_patch(current, patch)
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+                self.conflicts += 1
+                return 422, status(422, "Invalid", str(exc))
+            self.writes.append(("PATCH", namespace, resource, name))
+            return 200, copy.deepcopy(self._store(resource, patched))
+
     def _delete(self, resource: str, namespace: str, name: str) -> tuple[int, dict[str, Any]]:
         with self.cond:
             if not self._drop(resource, namespace, name):
@@ -434,7 +455,10 @@ class _Handler(BaseHTTPRequestHandler):
         if route is None:
             return
         kind = (self.headers.get("Content-Type") or "").split(";")[0].strip()
-        if route[2] is None or not self.path.split("?")[0].endswith("/status"):
+        if route[2] is not None and kind == JSON_PATCH and not self.path.split("?")[0].endswith("/status"):
+            ops = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            self._json(*self.fake._json_patch(route[0], route[1], route[2], ops))
+        elif route[2] is None or not self.path.split("?")[0].endswith("/status"):
             self._json(405, status(405, "MethodNotAllowed", "only PATCH of a status subresource is served"))
         elif kind not in (STRATEGIC_MERGE, MERGE_PATCH):
             self._json(415, status(415, "UnsupportedMediaType", f"unsupported patch type {kind!r}"))

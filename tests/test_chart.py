@@ -34,6 +34,7 @@ COMPONENT_VALUES: dict[str, Object] = {
     "ha": {"ha": {"enabled": True}},
     "group-readiness": {"components": {"groupReadiness": {"enabled": True}}},
     "leader-service-deny": {"policies": {"leader-service": {"actions": ["Deny"]}}},
+    "leader-service-sync": {"components": {"leaderServiceSync": {"enabled": True}}},
     "network-policy": {"components": {"networkPolicy": {"enabled": True}}},
     "pdb-sync": {"components": {"pdbSync": {"enabled": True}}},
     "policy-reports": {"components": {"policyReports": {"enabled": True}}},
@@ -49,7 +50,11 @@ CERT_VALUES = {
 }
 """The certificate source: the cert-manager component or the self-managed overlay's certificates."""
 
-OFF: Object = {"ha": {"enabled": False}, "namespace": {"create": True}}
+OFF: Object = {
+    "ha": {"enabled": False},
+    "components": {"leaderServiceSync": {"enabled": False}},
+    "namespace": {"create": True},
+}
 """Every opt-in off (the kustomize base), the Namespace rendered as the base renders it."""
 
 OPT_IN = sorted(p.name for p in (MANIFESTS / "components").iterdir() if p.name != CERT_MANAGER)

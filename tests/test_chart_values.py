@@ -19,6 +19,7 @@ SWITCHES: dict[str, Object] = {
     "ha": {"ha": {"enabled": True}},
     "self-signed": {"certs": {"source": "self-signed"}},
     "pdb-sync": {"components": {"pdbSync": {"enabled": True}}},
+    "leader-service-sync": {"components": {"leaderServiceSync": {"enabled": True}}},
     "group-readiness": {"components": {"groupReadiness": {"enabled": True}}},
     "network-policy": {"components": {"networkPolicy": {"enabled": True}}},
     "policy-reports": {"components": {"policyReports": {"enabled": True}}},
@@ -36,7 +37,7 @@ SWITCHES: dict[str, Object] = {
 }
 """Each boolean choice of the chart, as the values that turn it on (ha: off in the base)."""
 
-BASE: Object = {"ha": {"enabled": False}}
+BASE: Object = {"ha": {"enabled": False}, "components": {"leaderServiceSync": {"enabled": False}}}
 ALL = list(SWITCHES)
 
 

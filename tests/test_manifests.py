@@ -479,7 +479,7 @@ def test_match_conditions_name_exactly_the_configured_default_exemptions(tmp_pat
 
 
 def test_base_cluster_role_only_reads_what_guardhook_lists(default_install: list[Object]) -> None:
-    role = one(default_install, "ClusterRole")
+    role = one(default_install, "ClusterRole", "guardhook-view")
     granted = set()
     for rule in role["rules"]:
         assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
@@ -488,7 +488,7 @@ def test_base_cluster_role_only_reads_what_guardhook_lists(default_install: list
     # Exactly the reads of every kind the view and the one-shot commands list (tests/test_rbac.py
     # checks the requests they make against these grants).
     assert granted == {(form.group, form.resource) for listed in LISTS for form in listed.forms}
-    binding = one(default_install, "ClusterRoleBinding")
+    binding = one(default_install, "ClusterRoleBinding", "guardhook-view")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "guardhook", "namespace": OWN_NAMESPACE}
@@ -496,12 +496,13 @@ def test_base_cluster_role_only_reads_what_guardhook_lists(default_install: list
 
 
 def test_lease_writes_are_confined_to_its_own_namespace(default_install: list[Object]) -> None:
-    role = one(default_install, "Role")
+    role = one(default_install, "Role", "guardhook-eviction-ledger")
     assert role["metadata"]["namespace"] == OWN_NAMESPACE
     assert role["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}
     ]
-    assert one(default_install, "RoleBinding")["metadata"]["namespace"] == OWN_NAMESPACE
+    binding = one(default_install, "RoleBinding", "guardhook-eviction-ledger")
+    assert binding["metadata"]["namespace"] == OWN_NAMESPACE
 
 
 def test_deployment_is_replicated_spread_probed_and_locked_down(default_install: list[Object]) -> None:

@@ -147,7 +147,8 @@ def test_ha_component_is_exactly_the_difference_between_the_default_and_single_n
     only_in_default = [o for o in install if o not in single_node]
     assert sorted(o["kind"] for o in only_in_default) == ["Deployment", "PodDisruptionBudget"]
     shipped = yaml.safe_load((MANIFESTS / "overlays" / "self-managed" / "kustomization.yaml").read_text())
-    assert shipped["components"] == ["../../components/ha"]  # the self-managed overlay ships HA too
+    # the self-managed overlay ships HA too, and the leader-service-sync reconciler like every overlay
+    assert shipped["components"] == ["../../components/ha", "../../components/leader-service-sync"]
 
 
 def test_operations_doc_says_which_entries_fail_closed_while_the_one_replica_restarts(
@@ -157,7 +158,8 @@ def test_operations_doc_says_which_entries_fail_closed_while_the_one_replica_res
     # closed, and every other entry (with every component) is Ignore, as the page says.
     text = (MANIFESTS.parent / "docs" / "operations.md").read_text()
     paragraph = " ".join(text[text.index("**One node.**") : text.index("**NetworkPolicy**")].split())
-    components = [p for p in (MANIFESTS / "components").iterdir() if p.name not in ("cert-manager", "ha")]
+    in_default = ("cert-manager", "ha", "leader-service-sync")
+    components = [p for p in (MANIFESTS / "components").iterdir() if p.name not in in_default]
     overlay = user_overlay(tmp_path / "overlay", [MANIFESTS / "overlays" / "single-node"], sorted(components))
     objects = render(overlay)
     policies = {

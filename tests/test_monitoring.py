@@ -177,7 +177,7 @@ def test_the_dashboard_is_a_configmap_for_the_grafana_sidecar() -> None:
         "Decisions by policy and outcome",
     } <= titles
     rows = [p["title"] for p in dashboard()["panels"] if p["type"] == "row"]
-    assert rows == ["Groups per LeaderWorkerSet", "Decisions", "Cluster view"]
+    assert rows == ["Groups per LeaderWorkerSet", "Decisions", "Cluster view", "Traffic to leaders"]
 
 
 def test_every_dashboard_query_parses(tmp_path: Path) -> None:

@@ -111,8 +111,8 @@ def missing(needs: set[Need], allowed: set[Need]) -> set[Need]:
 @pytest.fixture(scope="module")
 def installs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Object]]:
     """The default install, and the default install with every optional component."""
-    # every optional component; cert-manager and ha are in the default overlay already
-    in_default = ("cert-manager", "ha")
+    # every optional component; cert-manager, ha and leader-service-sync are in the default overlay already
+    in_default = ("cert-manager", "ha", "leader-service-sync")
     components = sorted(p.name for p in (MANIFESTS / "components").iterdir() if p.name not in in_default)
     return {
         "default": render(MANIFESTS),
@@ -250,6 +250,30 @@ def test_the_reconcilers_writes_are_granted_by_their_components_and_only_there(
     assert {n[0] for n in writes if n[2] == "pods/status"} == {"patch"}
     assert missing(made, grants(installs["all components"])) == set()
     assert missing(writes, grants(installs["default"])) == writes  # the default install writes none
+
+
+def test_leader_service_sync_writes_are_granted_by_its_component_and_only_there(
+    installs: dict[str, list[Object]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """leader-service-sync, one round (`--once`) that narrows a Service and an InferencePool
+    created before their LWS: its lists and its JSONPatches, granted by the default install (the
+    component is in every overlay), and the patches by nothing but the component."""
+    from test_leader_service_sync import pool, service
+
+    objects = [o for o in embedded_fleet_objects() if o["kind"] in ("LeaderWorkerSet", "Pod", "Node")]
+    with running_fake(unserved={"inference.networking.x-k8s.io/v1alpha2"}) as fake:
+        fake.put("services", service())
+        fake.put("inferencepools", pool())
+        fake.load(objects)
+        kubeconfig = str(fake.write_kubeconfig(tmp_path / "kubeconfig"))
+        assert main(["leader-service-sync", "--kubeconfig", kubeconfig, "--once"]) == 0
+    capsys.readouterr()
+    made = needs_of(fake.requests)
+    writes = {need for need in made if need[0] not in READ}
+    assert {(n[0], n[2]) for n in writes} == {("patch", "services"), ("patch", "inferencepools")}
+    assert missing(made, grants(installs["default"])) == set()
+    without = [o for o in installs["default"] if "leader-service-sync" not in o["metadata"]["name"]]
+    assert missing(writes, grants(without)) == writes
 
 
 def test_the_audit_cronjob_writes_reports_granted_by_its_component_and_only_there(

@@ -108,6 +108,22 @@ def reach(selector: Selector | None, lws: LeaderWorkerSet) -> Reach:
     return Reach(bool(leader_groups) and count > 0, bool(worker_groups) and count > 0, count, named)
 
 
+def reach_any_replicas(selector: Selector | None, lws: LeaderWorkerSet) -> Reach:
+    """Like `reach`, but over every pod `lws` could create at ANY `spec.replicas` (0 included):
+    what a Service or InferencePool will route to once the LWS scales, whatever groups exist now.
+    The group domain is widened to hold every group index the selector names plus one it does
+    not; `groups` then counts groups of that widened domain (meaningless for budgets: use `reach`).
+    Never raises."""
+    if selector is None:
+        return NOTHING
+    _, plain = _split_opaque(selector)
+    named = _named_indexes(plain, lws.name, group=True)
+    wanted = max([lws.replicas, 1, *(g + 2 for g in named)])
+    if wanted == lws.replicas:
+        return reach(selector, lws)
+    return reach(selector, LeaderWorkerSet({**lws.obj, "spec": {**lws.spec, "replicas": wanted}}))
+
+
 def both(first: Selector | None, second: Selector | None) -> Selector | None:
     """The selector matching exactly the pods both match (None when either is null)."""
     if first is None or second is None:

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from guardhook.cluster.sources import Source
     from guardhook.commands.scan import Finding, Located
     from guardhook.config import Config
+    from guardhook.leadersync.desired import Entry
     from guardhook.policies.base import Policy
     from guardhook.wire import KubeObject
 
@@ -86,6 +87,9 @@ class AuditResult:
     not looked for, so a count of them would claim a check that never ran."""
     floor: FloorLayer | None = None
     """The admission-policy floor as a coverage layer (guardhook.cluster.coverage.floor_layer)."""
+    unnarrowed: list[Entry] = field(default_factory=list)
+    """Services and InferencePools that can match LWS workers, with why they are not narrowed
+    (guardhook.leadersync.desired: pending the reconciler, reported, opted out, cannot be)."""
 
     @property
     def violations(self) -> list[Finding]:
@@ -142,7 +146,27 @@ def audit(
         gaps=gaps,
         unchecked=not_read,
         floor=floor,
+        unnarrowed=unnarrowed(view, objects, config),
     )
+
+
+def unnarrowed(view: Any, objects: Sequence[Located], config: Config) -> list[Entry]:
+    """The leader-service-sync plan over the audited objects: every Service and InferencePool that
+    can match workers of an LWS and is not narrowed to leaders, with its state and why."""
+    from guardhook.cluster.pools import POOL_KIND
+    from guardhook.leadersync.desired import plan
+
+    pools = [o.obj for o in objects if o.obj.get("kind") == POOL_KIND]
+    return plan(view, pools, config).entries
+
+
+UNNARROWED_STATE = {
+    "patch": "pending: the leader-service-sync reconciler narrows it within its period (is it running?)",
+    "report": "reported only",
+    "opted-out": "opted out",
+    "cannot-narrow": "cannot be narrowed",
+}
+"""How `audit` words each plan state (guardhook.leadersync.desired.STATES)."""
 
 
 def held_findings(view: Any, config: Config, objects: Sequence[Located]) -> list[Finding]:
@@ -220,6 +244,13 @@ def render_text(result: AuditResult, out: TextIO) -> None:
             "  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip(),
             file=out,
         )
+    print(f"Unnarrowed Services and InferencePools ({len(result.unnarrowed)}):", file=out)
+    for entry in result.unnarrowed:
+        lws = ", ".join(entry.lws)
+        print(
+            f"  {entry.subject} (LeaderWorkerSet {lws}): {UNNARROWED_STATE[entry.state]}: {entry.why}",
+            file=out,
+        )
     print(gaps_heading(result), file=out)
     for gap in result.gaps:
         print(f"  [{gap.kind}] {gap.message}", file=out)
@@ -264,6 +295,10 @@ def render_json(result: AuditResult, out: TextIO) -> None:
             for g in result.groups
         ],
         "drainingNodes": result.draining,
+        "unnarrowed": [
+            {k: v for k, v in e.as_dict().items() if k != "patch"} | {"state": UNNARROWED_STATE[e.state]}
+            for e in result.unnarrowed
+        ],
         "gaps": [
             {
                 "gap": g.kind,

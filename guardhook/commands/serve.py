@@ -70,6 +70,12 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="also keep guardhook.io/group-ready on gated leaders of LWSs opted in to group readiness",
     )
+    serve.add_argument(
+        "--sync-leader-services",
+        action="store_true",
+        help="also narrow to leaders (or report) Services and InferencePools that reach LWS workers "
+        "and that admission could not judge (the leader-service-sync reconciler)",
+    )
     add_view_flags(serve, "watch the cluster of this kubeconfig")
     serve.set_defaults(run=run_serve)
 
@@ -99,6 +105,8 @@ def run_serve(args: argparse.Namespace) -> int:
         raise SourceError("--sync-group-pdbs needs a live cluster (--kubeconfig or in-cluster config)")
     if args.sync_group_readiness and not source.live:
         raise SourceError("--sync-group-readiness needs a live cluster (--kubeconfig or in-cluster config)")
+    if args.sync_leader_services and not source.live:
+        raise SourceError("--sync-leader-services needs a live cluster (--kubeconfig or in-cluster config)")
     certs = ensure_certs(args.cert_dir, args.dns, in_cluster=in_cluster())
     namespace = args.namespace or in_cluster_namespace()
     log.info(
@@ -141,6 +149,7 @@ def run_serve(args: argparse.Namespace) -> int:
             scaling_startup(view, config)
             runtime = Runtime(Engine(view, config, ledger=ledger, log_decisions=True))
             group_readiness_startup(runtime, config)
+            leader_service_sync_startup(runtime)
             return runtime
         live = using_source(source, "use", lambda: live_view(source, config.stale_after_seconds))
         scaling_startup(live.view, config)  # the capacity index follows the watches from the start
@@ -150,6 +159,9 @@ def run_serve(args: argparse.Namespace) -> int:
             start_background_sync(live_client(source), namespace, lambda: live.view)
         api = live_client(source) if args.sync_group_readiness else None
         group_readiness_startup(runtime, config, api, namespace)
+        leader_service_sync_startup(
+            runtime, live_client(source) if args.sync_leader_services else None, namespace
+        )
         runtime.collectors.append(live.collect)
         return runtime
 
@@ -200,6 +212,21 @@ def group_readiness_startup(runtime: Any, config: Config, api: Any = None, names
     metrics = GroupReadinessMetrics(registry)
     observer = Observer(patched=metrics.patched, ready_after=metrics.delay.observe)
     start_background_sync(api, namespace, runtime.engine.view, all_lws, observer=observer)
+
+
+def leader_service_sync_startup(runtime: Any, api: Any = None, namespace: str = "") -> None:
+    """Register the leader-service-sync metrics on `runtime`'s /metrics; with `api` (an
+    ApiClient), also start the reconciler on the runtime's live view, leader-elected on a Lease in
+    `namespace`, following the engine's configuration (a reload included), reporting into them."""
+    from guardhook.leadersync.runner import Observer, start_background_sync
+    from guardhook.server.metrics import LeaderServiceSyncMetrics
+
+    metrics = LeaderServiceSyncMetrics(runtime.metrics.registry)
+    if api is None:
+        return
+    observer = Observer(patched=metrics.patched, unnarrowed=metrics.unnarrowed)
+    engine = runtime.engine
+    start_background_sync(api, namespace, engine.view, lambda: engine.config, observer=observer)
 
 
 def scaling_startup(view: ClusterView, config: Config) -> None:

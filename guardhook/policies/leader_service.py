@@ -28,6 +28,23 @@ Idempotent: the patched selector cannot match a worker, so judging it again yiel
 (the mutating webhook uses `reinvocationPolicy: IfNeeded`). Actions: `Mutate` (default, on
 /mutate) or `Deny`/`Warn`/`Audit` (on /validate) where mutation is not wanted.
 
+Opt-out: an object annotated `guardhook.io/leader-service: "ignore"` is never narrowed, neither
+here nor by the leader-service-sync reconciler; when its selector can match workers it is allowed
+unchanged with a warning saying so.
+
+No silent pass (issue 38): when the view may not know every LWS of the namespace — it is stale or
+has not synced, the API server did not serve LeaderWorkerSets when last asked, the selector names
+an LWS (`leaderworkerset.sigs.k8s.io/name`) the view does not hold, or it names LWS pod labels in a
+namespace where the view holds no LWS — the object is allowed unchanged with a warning naming it
+and the leader-service-sync reconciler, which narrows it (or reports it) within its period once
+the LWS is seen. Chosen over a live read of the namespace's LWSs on the request path: no API call
+inside the webhook's timeout, and the reconciler is needed anyway for objects created before their
+LWS (docs/policies.md: "Services admission could not see").
+
+Reachability is judged from the LWS spec whatever `spec.replicas` (0 included:
+guardhook.cluster.reach.reach_any_replicas), so a Service created while an LWS has no groups is
+narrowed before its first scale-up.
+
 Fail mode: open. With a stale view the object is allowed unchanged, with a warning.
 """
 
@@ -35,9 +52,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from guardhook.cluster.lws import PREFIX, SERVING_ALL, WORKER_INDEX_LABEL, LeaderWorkerSet
-from guardhook.cluster.reach import SYSTEM_LABELS, reach
+from guardhook.cluster.lws import NAME_LABEL, PREFIX, SERVING_ALL, WORKER_INDEX_LABEL, LeaderWorkerSet
+from guardhook.cluster.model import metadata, str_map
+from guardhook.cluster.reach import SYSTEM_LABELS, reach_any_replicas
 from guardhook.cluster.selectors import from_map
+from guardhook.cluster.view.store import LEADERWORKERSETS, ClusterView
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -63,6 +82,13 @@ from guardhook.wire import KubeObject
 
 LWS_POD_LABELS = SYSTEM_LABELS | UNMODELLED_LWS_LABELS
 """Every label LWS (or the StatefulSet controller) puts on LWS pods."""
+OPT_OUT_ANNOTATION = "guardhook.io/leader-service"
+"""Annotation on a Service or InferencePool: "ignore" keeps guardhook off its selector."""
+OPT_OUT_VALUE = "ignore"
+SYNC_NAME = "leader-service-sync"
+"""The reconciler that narrows what admission could not see (guardhook.leadersync)."""
+SYNC_PERIOD_SECONDS = 10.0
+"""The reconciler's default period: the documented bound (docs/policies.md)."""
 SERVING_PODS_HINT = (
     "if every pod serves (data-parallel, e.g. vLLM --data-parallel-hybrid-lb), annotate the LeaderWorkerSet "
     'guardhook.io/serving-pods: "all" and guardhook leaves its pods in traffic'
@@ -76,9 +102,43 @@ def is_traffic_service(service: KubeObject) -> bool:
 
 
 def workers_reached(selector: dict[str, Any], lws_list: list[LeaderWorkerSet]) -> list[LeaderWorkerSet]:
-    """The LWSs of which `selector` (an equality map) can match a worker pod."""
+    """The LWSs of which `selector` (an equality map) can match a worker pod at any
+    `spec.replicas` (guardhook.cluster.reach.reach_any_replicas)."""
     requirements = from_map(selector)
-    return [lws for lws in lws_list if reach(requirements, lws).workers]
+    return [lws for lws in lws_list if reach_any_replicas(requirements, lws).workers]
+
+
+def opted_out(obj: KubeObject) -> bool:
+    """Whether `obj` carries `guardhook.io/leader-service: "ignore"` (see the module docstring)."""
+    annotations = str_map(metadata(obj).get("annotations"))
+    return annotations.get(OPT_OUT_ANNOTATION, "").strip().lower() == OPT_OUT_VALUE
+
+
+def unknown_lws(view: ClusterView, namespace: str, selector: dict[str, str]) -> str:
+    """Why the view may not know an LWS that `selector` (in `namespace`) is aimed at, as a clause
+    ("" when it knows every one it could be): the LWS kind was not served when last asked, the
+    selector names an LWS the view does not hold, or it names LWS pod labels in a namespace where
+    the view holds no LWS. (A stale view is judged before, by the caller.)"""
+    if not view.readable(LEADERWORKERSETS):
+        return "the API server did not serve LeaderWorkerSets when guardhook last asked"
+    named = selector.get(NAME_LABEL)
+    if named is not None and view.lws(namespace, named) is None:
+        return f"guardhook's view holds no LeaderWorkerSet {namespace}/{named} (yet)"
+    if any(k in LWS_POD_LABELS for k in selector) and not view.lws_in_namespace(namespace):
+        return (
+            "it names LeaderWorkerSet pod labels and guardhook's view holds no LeaderWorkerSet "
+            f"in {namespace} (yet)"
+        )
+    return ""
+
+
+def pending_advisory(subject: str, why: str) -> str:
+    """The warning for an object admission could not judge: names it and the reconciler."""
+    return (
+        f"{subject} was not checked against LeaderWorkerSets: {why}; if its selector can match "
+        f"worker pods, the {SYNC_NAME} reconciler narrows it to leaders (or reports it) within its "
+        f"period ({SYNC_PERIOD_SECONDS:.0f} s by default) of guardhook seeing the LeaderWorkerSet"
+    )
 
 
 class LeaderService(Policy):
@@ -98,16 +158,29 @@ class LeaderService(Policy):
         found = traffic_selector(ctx.object)
         if found is None:
             return ALLOW
-        if ctx.view.is_stale():
-            return stale_judgement(self, ctx.view)
-        lws_list = ctx.view.lws_in_namespace(ctx.namespace)
         subject = f"{found.kind} {ctx.namespace}/{ctx.name}"
+        if ctx.view.is_stale():
+            stale = stale_judgement(self, ctx.view)
+            why = "guardhook's cluster view is stale or has not synced"
+            return Judgement(advisories=(*stale.advisories, pending_advisory(subject, why)))
+        why = unknown_lws(ctx.view, ctx.namespace, found.selector)
+        if why:
+            return Judgement(advisories=(pending_advisory(subject, why),))
+        lws_list = ctx.view.lws_in_namespace(ctx.namespace)
         if selects_no_lws_pod(found.selector, lws_list):
             return Judgement(advisories=(_selects_nothing(subject, found, lws_list),))
         reached = workers_reached(found.selector, lws_list)
         narrowed = [lws for lws in reached if lws.serving_pods != SERVING_ALL]
         if not narrowed:
             return ALLOW
+        if opted_out(ctx.object) and WORKER_INDEX_LABEL not in found.selector:
+            return Judgement(
+                advisories=(
+                    f"{subject} can match worker pods of LeaderWorkerSet {_names(narrowed)}, which "
+                    "do not serve requests; left as it is: it is annotated "
+                    f'{OPT_OUT_ANNOTATION}: "{OPT_OUT_VALUE}"',
+                )
+            )
         return _judge_reached(subject, found, narrowed, [lws for lws in reached if lws not in narrowed])
 
 
@@ -161,7 +234,7 @@ def _every_pod_alike(selector: dict[str, str], lws: LeaderWorkerSet) -> bool:
     template (no leaderTemplate): the shape of a data-parallel layout."""
     if lws.template.get("leaderTemplate"):
         return False
-    found = reach(from_map(selector), lws)
+    found = reach_any_replicas(from_map(selector), lws)
     return found.leaders and found.workers
 
 

@@ -234,6 +234,42 @@ class GroupReadinessMetrics:
         self.patches.labels(result).inc()
 
 
+class LeaderServiceSyncMetrics:
+    """The leader-service-sync reconciler's metrics (issue 38), registered into `registry`:
+    `guardhook_leader_service_sync_patches` by kind and result (every change it makes, and every
+    failed attempt) and `guardhook_leader_service_unnarrowed` by kind and reason: Services and
+    InferencePools that can match workers of an LWS and were left as they are by the last round
+    (report: leader-service runs as Deny/Warn/Audit; opted-out: annotated
+    guardhook.io/leader-service: ignore; cannot-narrow: the policy has no patch for it)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.patches = Counter(
+            "guardhook_leader_service_sync_patches",
+            "PATCHes narrowing a Service or InferencePool to LWS leaders, by kind and result "
+            "(patched, conflict, gone, error).",
+            ["kind", "result"],
+            registry=registry,
+        )
+        self.unnarrowed_objects = Gauge(
+            "guardhook_leader_service_unnarrowed",
+            "Services and InferencePools that can match LWS workers and the last leader-service-sync "
+            "round left as they are, by kind and reason (report, opted-out, cannot-narrow).",
+            ["kind", "reason"],
+            registry=registry,
+        )
+        self._seen: set[tuple[str, str]] = set()
+
+    def patched(self, kind: str, result: str) -> None:
+        """Count one PATCH by the object's kind and its result."""
+        self.patches.labels(kind, result).inc()
+
+    def unnarrowed(self, counts: dict[tuple[str, str], int]) -> None:
+        """Set the gauge from one round's counts; a (kind, reason) gone since drops to 0."""
+        for key in self._seen | set(counts):
+            self.unnarrowed_objects.labels(*key).set(counts.get(key, 0))
+        self._seen |= set(counts)
+
+
 class GateCollector(LwsGaugeCollector):
     """Per opted-in LWS gauges computed from the cluster view at scrape time:
     `guardhook_group_readiness_leaders_gated` (leaders carrying the readiness gate),

@@ -122,7 +122,12 @@ GroupKey = tuple[str, str, LwsGroupKey]
 Listener = Callable[[str, Any, Any], None]
 """Called as `listener(kind, old_record, new_record)` after a pod, node, ResourceSlice or
 ResourceClaim changes in the view (old None on insert, new None on removal); records are
-PodRecord / NodeRecord / ResourceSliceRecord / ResourceClaimRecord."""
+PodRecord / NodeRecord / ResourceSliceRecord / ResourceClaimRecord. A listener subscribed for
+LeaderWorkerSets or Services also hears those (LeaderWorkerSet / Service dict)."""
+DEFAULT_NOTIFIED_KINDS = frozenset({PODS, NODES, *NOTIFIED_RECORD_KINDS})
+"""What a listener hears unless it asks for other kinds."""
+OBJECT_NOTIFIED_KINDS = frozenset({NODES, LEADERWORKERSETS, SERVICES})
+"""Kinds kept as objects whose upsert looks up the old one for listeners (pods do it themselves)."""
 
 
 def object_key(obj: KubeObject) -> Key:
@@ -164,29 +169,35 @@ class ClusterView:
         self._dra: dict[str, dict[Key, Any]] = {kind: {} for kind in RECORD_KINDS}
         self._pods_by_claim: dict[Key, set[str]] = defaultdict(set)
         self._generations: dict[str, int] = defaultdict(int)
-        self._listeners: list[Listener] = []
+        self._listeners: list[tuple[Listener, frozenset[str]]] = []
 
     # ---- change notification ---------------------------------------------------------------
 
-    def subscribe(self, listener: Listener) -> None:
-        """Call `listener` after every pod, node, ResourceSlice or ResourceClaim change, under the
+    def subscribe(self, listener: Listener, kinds: Iterable[str] = DEFAULT_NOTIFIED_KINDS) -> None:
+        """Call `listener` after every change of one of `kinds` (default: pods, nodes,
+        ResourceSlices, ResourceClaims; LeaderWorkerSets and Services on request), under the
         view's lock (so derived indexes such as guardhook.capacity stay in step). It must be quick
         and must not raise."""
         with self.lock:
-            self._listeners.append(listener)
+            self._listeners.append((listener, frozenset(kinds)))
 
     def _record(self, kind: str, key: Key) -> Any:
         if kind == PODS:
             return self._pods.get(key)
         if kind == NODES:
             return self._nodes.get(key[1])
+        if kind == LEADERWORKERSETS:
+            return self._lws.get(key)
+        if kind == SERVICES:
+            return self._services.get(key)
         return None
 
     def _notify(self, kind: str, old: Any, new: Any) -> None:
         if old is None and new is None:
             return
-        for listener in self._listeners:
-            listener(kind, old, new)
+        for listener, kinds in self._listeners:
+            if kind in kinds:
+                listener(kind, old, new)
 
     # ---- freshness -------------------------------------------------------------------------
 
@@ -253,7 +264,7 @@ class ClusterView:
                 if kind in NOTIFIED_RECORD_KINDS:
                     self._notify(kind, old_record, table[key])
                 return None
-            watched = self._listeners and kind == NODES
+            watched = self._listeners and kind in OBJECT_NOTIFIED_KINDS
             key = object_key(obj)
             old = self._record(kind, key) if watched else None
             {

@@ -1,0 +1,1 @@
+"""The leader-service-sync reconciler: desired state (plan), apply, runner (issue 38)."""
