@@ -28,9 +28,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from gunicorn import http
+from gunicorn import http, util
 from gunicorn.sock import ssl_context
 from gunicorn.workers.gthread import ThreadWorker
+
+from guardhook.server.status import protocol_error, raw_answer
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +45,7 @@ MAX_HEADER_BYTES = 64 * 1024
 limit_request_line / limit_request_field_size are lower)."""
 
 READ_CHUNK = 64 * 1024
-TIMEOUT_ANSWER = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+TIMEOUT_ANSWER = raw_answer(408, "no complete request in time")
 HEADER_END = b"\r\n\r\n"
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)[ \t]*(?=\r\n)", re.IGNORECASE)
 _CHUNKED = re.compile(rb"\r\ntransfer-encoding:[^\r\n]*chunked", re.IGNORECASE)
@@ -320,6 +322,25 @@ class ReadAheadWorker(ThreadWorker):
             self._drop(conn)
         for conn in [c for c, s in self.discarding.items() if s.deadline <= now]:
             self._end_discard(conn)
+
+    def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
+        """Answer a request gunicorn's parser refused (or one the app failed on) with the JSON
+        `Status` the webhook port documents (guardhook.server.status), not gunicorn's HTML page;
+        the connection closes after it. A broken TLS session gets no answer: it cannot carry one."""
+        if isinstance(exc, ssl.SSLError):
+            log.debug("closing a connection after a TLS error: %s", exc)
+            return
+        known = protocol_error(exc)
+        if known is None:
+            self.log.exception("Error handling request %s", getattr(req, "uri", "(no URI read)"))
+            code, message = 500, "internal error while handling the request"
+        else:
+            code, message = known
+            self.log.warning("Invalid request from ip=%s: %s", (addr or ("",))[0], message)
+        try:
+            util.write_nonblock(client, raw_answer(code, message))
+        except Exception:  # the client may be gone: nothing left to tell it
+            log.debug("could not send the %d answer", code)
 
     def _time_out(self, conn: Any) -> None:
         """Tell a client that sent part of a request why it is closed (408, RFC 9110 §15.5.9);
