@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 from flask import Flask, Response, request
+from gunicorn.http.errors import NoMoreData, ParseException
 from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wsgi import get_content_length, get_input_stream
 
@@ -65,7 +66,12 @@ def create_app(runtime: Runtime) -> Flask:
 
     def review(endpoint: Endpoint, environ: dict[str, Any]) -> ReviewAnswer:
         started = time.perf_counter()
-        body, too_large = _read_body(environ)
+        try:
+            body, too_large = _read_body(environ)
+        except ReviewError as exc:  # the body's framing broke: its end is unknown, so close
+            answer = _bad_request(str(exc), close=True)
+            runtime.metrics.answered(endpoint, answer.status, time.perf_counter() - started)
+            return answer
         coding = _content_coding(environ)
         if coding:
             # The API server never compresses a review; a body we cannot read is refused by name
@@ -212,7 +218,8 @@ def _error_message(code: int, exc: Exception) -> str:
 
 def _read_body(environ: dict[str, Any]) -> tuple[bytes, bool]:
     """The request body, or (b"", True) when it is over the cap (declared or actual); read as
-    flask's `request.stream` reads it (werkzeug's own input stream of the environ)."""
+    flask's `request.stream` reads it (werkzeug's own input stream of the environ). Raises
+    ReviewError when gunicorn's body reader finds the chunked framing broken or the body cut short."""
     declared = get_content_length(environ)
     if declared is not None and declared > MAX_BODY_BYTES:
         return b"", True
@@ -220,6 +227,8 @@ def _read_body(environ: dict[str, Any]) -> tuple[bytes, bool]:
         body = get_input_stream(environ).read(MAX_BODY_BYTES + 1)
     except TimeoutError:  # the client stalled mid-body (guardhook.server.tlssock): a 400, then closed
         return b"", False
+    except (ParseException, NoMoreData) as exc:  # a broken chunked body, or one cut short
+        raise ReviewError(f"body cannot be read: {str(exc)[:200] or type(exc).__name__}") from None
     if len(body) > MAX_BODY_BYTES:
         return b"", True
     return body, False

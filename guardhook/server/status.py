@@ -1,6 +1,6 @@
 """Error answers as a Kubernetes `Status` object (JSON), the shape the API server logs, for every
 error the webhook port sends: the app's (400, 404, 405, 415) and those gunicorn's HTTP parser
-raises before the app sees a request (400, 414, 431, 501), which gunicorn would answer in HTML.
+raises before the app sees a request (400, 414, 417, 431), which gunicorn would answer in HTML.
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ _PROTOCOL_ERRORS: tuple[tuple[type[Exception], int, str], ...] = (
     (http_errors.LimitRequestLine, 414, "request line too long"),
     (http_errors.LimitRequestHeaders, 431, "request header fields too large"),
     (http_errors.ExpectationFailed, 417, "expectation failed"),
-    (http_errors.UnsupportedTransferCoding, 501, "unsupported Transfer-Encoding"),
+    # 400, not the 501 RFC 9112 §6.1 suggests: the API server sends no transfer coding but chunked,
+    # and a 5xx would read as the webhook's own failure.
+    (http_errors.UnsupportedTransferCoding, 400, "unsupported Transfer-Encoding"),
     (http_errors.InvalidRequestLine, 400, "invalid request line"),
     (http_errors.InvalidRequestMethod, 400, "invalid method"),
     (http_errors.InvalidHTTPVersion, 400, "invalid HTTP version"),
