@@ -202,3 +202,36 @@ def test_the_metrics_port_refuses_other_methods_with_405(fresh_server: Callable[
     answer = requests.post(f"http://127.0.0.1:{port}/metrics", data=b"x" * 1000, timeout=10)
     assert answer.status_code == 405 and answer.headers["Allow"] == "GET"
     assert answer.text.startswith("405 POST is not allowed")
+
+
+def _mistyped(edit: Callable[[dict], None]) -> dict:
+    review = load_review("s01-worker-delete.validating")  # a worker DELETE: denied when judged
+    edit(review["request"])
+    return review
+
+
+@pytest.mark.parametrize(
+    ("edit", "path"),
+    [
+        (
+            lambda r: r["oldObject"].__setitem__("metadata", "x"),
+            "request.oldObject.metadata must be an object",
+        ),
+        (
+            lambda r: r["oldObject"]["metadata"].__setitem__("labels", ["a"]),
+            "request.oldObject.metadata.labels",
+        ),
+        (
+            lambda r: r["oldObject"]["metadata"]["labels"].__setitem__("app", 5),
+            "request.oldObject.metadata.labels[",
+        ),
+        (lambda r: r.__setitem__("operation", "FROB"), 'request.operation is "FROB"'),
+        (lambda r: r.pop("operation"), "request.operation is missing"),
+    ],
+)
+def test_a_mistyped_captured_review_gets_400_naming_the_field(
+    server: Server, edit: Callable[[dict], None], path: str
+) -> None:
+    answer = server.post("/validate", _mistyped(edit))
+    assert answer.status_code == 400, answer.text
+    assert path in status_of(answer)["message"]
