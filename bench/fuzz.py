@@ -118,6 +118,11 @@ def protocol(examples: int, jobs: int, seed: int, save: Path | None) -> int:
                 resets += outcome.reset
                 if outcome.finding:
                     findings.append((outcome.finding, request))
+                    print(
+                        f"  finding: {outcome.finding[:300]} for {request[:300]!r}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 if job == 0 and n and n % 2_500 == 0:
                     so_far = f"{n * jobs} examples, statuses {dict(sorted(statuses.items()))}"
                     print(
