@@ -63,7 +63,9 @@ class WebhookServer(BaseApplication):
     def __init__(self, options: ServeOptions, make_runtime: Callable[[], Runtime]) -> None:
         self.options = options
         self.make_runtime = make_runtime
-        self._tls: RotatingServerContext | None = None
+        # Loaded here, in the master: every worker it forks (at start, and after SIGHUP) starts from
+        # the last pair that loaded, and keeps it when the files on disk no longer load.
+        self._tls: RotatingServerContext | None = RotatingServerContext(options.certs)
         super().__init__()
 
     def load_config(self) -> None:
@@ -92,8 +94,16 @@ class WebhookServer(BaseApplication):
 
     @property
     def tls(self) -> RotatingServerContext | None:
-        """The serving certificate's context (None before the first connection of this worker)."""
+        """The serving certificate's context."""
         return self._tls
+
+    def reload(self) -> None:
+        """SIGHUP in the master: reload the configuration, and look at the certificate files once,
+        so that files that do not load are logged and counted here (the new worker inherits the
+        count) and the new worker serves the last pair that loaded."""
+        super().reload()
+        if self._tls is not None:
+            self._tls.context()
 
     def _ssl_context(self, _conf: Any, _default_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
         # gunicorn asks for a context per connection: hand out the cached one, reloaded when the
