@@ -258,6 +258,8 @@ def split_answers(data: bytes) -> tuple[list[tuple[int, bytes, bytes]], bytes]:
             continue
         length = re.search(rb"\r\ncontent-length: *(\d+)", head, re.IGNORECASE)
         size = int(length.group(1)) if length else len(rest)
+        if len(rest) < size:
+            break  # the body is still coming
         answers.append((status, head, rest[:size]))
         data = rest[size:]
     return answers, data

@@ -45,6 +45,14 @@ def add_parser(commands: Any) -> None:
         help="time from a connection's first byte to a complete request, else it is closed (default 5)",
     )
     serve.add_argument(
+        "--max-connections",
+        type=argtypes.positive_int,
+        default=1000,
+        metavar="N",
+        help="open connections at once (gunicorn's worker_connections); at the limit the oldest idle "
+        "kept-alive ones are closed (default 1000)",
+    )
+    serve.add_argument(
         "--cert-dir", default="certs", help="folder with ca.crt, tls.crt, tls.key (default certs/)"
     )
     serve.add_argument(
@@ -159,6 +167,7 @@ def run_serve(args: argparse.Namespace) -> int:
         threads=args.threads,
         certs=certs,
         request_timeout=args.request_timeout,
+        max_connections=args.max_connections,
     )
     server = WebhookServer(options, make_runtime)
     server.run()

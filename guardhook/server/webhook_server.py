@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 KEEPALIVE_SECONDS = 120
 REQUEST_TIMEOUT_SECONDS = 30
 GRACEFUL_TIMEOUT_SECONDS = 25
+WORKER_CONNECTIONS = 1000
+"""gunicorn's default, set explicitly: the API servers' kept-alive connections (one or a few per
+API server) and the kubelet's probes stay far below it."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,9 @@ class ServeOptions:
     certs: CertPaths
     request_timeout: float = READ_TIMEOUT_SECONDS
     """Seconds from a connection's first byte to a complete request (headers and body)."""
+    max_connections: int = WORKER_CONNECTIONS
+    """gunicorn's `worker_connections`: open connections at once; at the limit the oldest idle
+    kept-alive ones are closed to admit new ones (guardhook.server.readahead)."""
 
 
 class SameFormatLogger(GunicornLogger):
@@ -75,6 +81,7 @@ class WebhookServer(BaseApplication):
             "workers": 1,
             "worker_class": worker_class(self.options.request_timeout, MAX_BODY_BYTES),
             "threads": self.options.threads,
+            "worker_connections": self.options.max_connections,
             "keepalive": KEEPALIVE_SECONDS,
             "timeout": REQUEST_TIMEOUT_SECONDS,
             "graceful_timeout": GRACEFUL_TIMEOUT_SECONDS,
