@@ -378,8 +378,9 @@ class ReadAheadWorker(ThreadWorker):
             self._close_idle(self.keepalived_conns.popleft(), now)
 
     def _close_idle(self, conn: Any, now: float) -> None:
-        """Close an idle kept-alive connection (already out of keepalived_conns) gracefully: FIN,
-        then read and drop what still comes for CLOSE_DRAIN_SECONDS, so the close is no reset."""
+        """Close a connection no thread holds (an idle kept-alive one, already out of
+        keepalived_conns, or one cut off after its 408) gracefully: FIN, then read and drop what
+        still comes for CLOSE_DRAIN_SECONDS, so the close is no reset."""
         with contextlib.suppress(KeyError, ValueError, OSError):
             self.poller.unregister(conn.sock)
         try:
@@ -421,7 +422,10 @@ class ReadAheadWorker(ThreadWorker):
             self.cut_off += 1
             log.debug("closed %s: no complete request within %gs", _peer(conn), self.request_timeout)
             self._time_out(conn)
-            self._drop(conn)
+            self._release(conn)
+            # FIN after the 408, then what the client still sends is read and dropped: closed with
+            # its bytes unread, the socket would answer them with a reset that can destroy the 408.
+            self._close_idle(conn, now)
         for conn in [c for c, s in self.discarding.items() if s.deadline <= now]:
             self._end_discard(conn)
 
