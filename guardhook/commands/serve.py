@@ -91,6 +91,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from guardhook.cluster.sources import choose_source, in_cluster, in_cluster_namespace
     from guardhook.config import load_config
     from guardhook.ledger import open_ledger
+    from guardhook.ledger.lease import start_sweeper
     from guardhook.pdbsync.runner import start_background_sync
     from guardhook.server.app import Runtime
     from guardhook.server.certs import ensure_certs
@@ -144,6 +145,7 @@ def run_serve(args: argparse.Namespace) -> int:
         # Runs in the gunicorn worker after fork, so the watch threads live there.
         # The eviction ledger: in memory for a static view, Leases in `namespace` for a live one.
         ledger = open_ledger(source, namespace)
+        start_sweeper(ledger)  # Leases of LWSs gone (whose entries all expired) are deleted
         if static_view is not None:
             view = static_view
             scaling_startup(view, config)
