@@ -8,6 +8,8 @@
 # Environment: LWS_VERSION (upstream release for the controller, default v0.10.0),
 # CLUSTER (kind cluster name, default guardhook-e2e), PYTHON (default python3),
 # E2E_KUBECONFIG_FILE (where to write the cluster's kubeconfig, default a temporary folder).
+# GUARDHOOK_E2E_IMAGE: the image of every pod the suite creates (default registry.k8s.io/pause:3.10;
+# an offline cluster names one its nodes already hold).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CLUSTER="${CLUSTER:-guardhook-e2e}"

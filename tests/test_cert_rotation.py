@@ -116,3 +116,93 @@ def test_an_unreadable_rotation_keeps_serving_the_last_good_certificate(
     assert validate(connection) is False
     connection.close()
     assert server.process.poll() is None
+
+
+def metric_lines(server: Server, prefix: str) -> list[str]:
+    """/metrics lines starting with `prefix`, on a new connection (one kept alive from before a
+    SIGHUP may still reach the old worker while it stops)."""
+    connection = connect(server, server.ca)
+    connection.request("GET", "/metrics")
+    answer = connection.getresponse()
+    assert answer.status == 200
+    text = answer.read().decode()
+    connection.close()
+    return [line for line in text.splitlines() if line.startswith(prefix)]
+
+
+def new_connections_serve(server: Server, within: float = 20.0) -> None:
+    """A fresh verifying connection gets /healthz 200 (retried while a new worker boots)."""
+    import time
+
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            connection = connect(server, server.ca)
+            connection.request("GET", "/healthz")
+            assert connection.getresponse().status == 200
+            connection.close()
+            return
+        except (ConnectionError, ssl.SSLError, OSError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def test_sighup_with_garbage_certificate_files_keeps_serving_the_last_good_pair(tmp_path: Path) -> None:
+    import signal
+
+    server = start_server(tmp_path)
+    try:
+        served = pem_certificate(server.cert_dir / CERT_FILE)
+        kept = connect(server, server.ca)
+        assert validate(kept) is False
+        (server.cert_dir / CERT_FILE).write_text("garbage\n")
+        (server.cert_dir / KEY_FILE).write_text("garbage\n")
+        server.process.send_signal(signal.SIGHUP)
+        server.logged("Booting worker", within=5)
+        log = server.logged(f"{server.cert_dir / CERT_FILE} is not a PEM certificate", within=20)
+        assert "keeping the previous serving certificate" in log
+        new_connections_serve(server)
+        fresh = connect(server, server.ca)
+        assert served_certificate(fresh) == served
+        assert validate(fresh) is False
+        fresh.close()
+        kept.close()
+        failures = metric_lines(server, 'guardhook_certificate_reloads_total{result="failure"}')
+        assert failures and float(failures[0].split()[-1]) >= 1
+        assert server.process.poll() is None
+    finally:
+        server.stop()
+
+
+def test_deleted_certificate_files_are_logged_counted_and_keep_the_expiry_gauge(tmp_path: Path) -> None:
+    server = start_server(tmp_path)
+    try:
+        served = pem_certificate(server.cert_dir / CERT_FILE)
+        (server.cert_dir / CERT_FILE).unlink()
+        (server.cert_dir / KEY_FILE).unlink()
+        connection = connect(server, server.ca)  # a new connection: the files are looked at
+        assert served_certificate(connection) == served
+        assert validate(connection) is False
+        connection.close()
+        log = server.logged(f"cannot read {server.cert_dir / CERT_FILE}")
+        assert "keeping the previous serving certificate" in log
+        failures = metric_lines(server, 'guardhook_certificate_reloads_total{result="failure"}')
+        assert failures and float(failures[0].split()[-1]) == 1
+        gauge = metric_lines(server, 'guardhook_certificate_expiry_timestamp_seconds{certificate="serving"}')
+        assert gauge and float(gauge[0].split()[-1]) == served.not_valid_after_utc.timestamp()
+    finally:
+        server.stop()
+
+
+def test_a_garbage_certificate_is_named_with_what_is_wrong(tmp_path: Path) -> None:
+    from guardhook.server.certs import CertificateError, ensure_certs
+
+    paths = generate(tmp_path, NAMES)
+    other = generate(tmp_path / "other", NAMES)
+    os.replace(other.key, paths.key)
+    with pytest.raises(CertificateError, match=f"{paths.key} is not the private key of {paths.cert}"):
+        ensure_certs(tmp_path)
+    paths.cert.write_text("-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----\n")
+    with pytest.raises(CertificateError, match=f"{paths.cert} is not a PEM certificate"):
+        ensure_certs(tmp_path)

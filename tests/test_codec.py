@@ -13,7 +13,11 @@ from conftest import load_review
 
 def body(**request: object) -> bytes:
     return json.dumps(
-        {"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {"uid": "u", **request}}
+        {
+            "kind": "AdmissionReview",
+            "apiVersion": "admission.k8s.io/v1",
+            "request": {"uid": "u", "operation": "CREATE", **request},
+        }
     ).encode()
 
 

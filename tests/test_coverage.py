@@ -324,9 +324,12 @@ def test_an_opt_in_switch_that_is_neither_true_nor_false_is_a_gap_and_a_group_sp
     lws["metadata"]["annotations"] = {key: "yes"}
     (gap,) = [g for g in coverage_gaps(view_from_objects(objects)) if g.kind == ANNOTATION_UNREADABLE]
     assert f'annotation {key}: "yes" cannot be read; "false"' in gap.message
-    for readable in ("true", "False", "TRUE"):
+    for readable in ("true", "false"):
         lws["metadata"]["annotations"] = {key: readable}
         assert [g for g in coverage_gaps(view_from_objects(objects)) if g.kind == ANNOTATION_UNREADABLE] == []
+    for unreadable in (" true", "TRUE", "True", "true "):  # docs/policies.md: only true/false
+        lws["metadata"]["annotations"] = {key: unreadable}
+        assert [g for g in coverage_gaps(view_from_objects(objects)) if g.kind == ANNOTATION_UNREADABLE]
     lws["metadata"]["annotations"] = {key: "enabled"}
     manifest = tmp_path / "lws.yaml"
     manifest.write_text(yaml.safe_dump(lws))
@@ -360,3 +363,24 @@ def test_an_lws_in_a_namespace_every_entry_leaves_out_is_unguarded() -> None:
             g for g in coverage_gaps(view_from_objects([*objects, *extra])) if g.kind == EVICTIONS_UNGUARDED
         ]
         assert gap.name == "kube-system" and "left out by every guardhook webhook entry" in gap.message
+
+
+@pytest.mark.parametrize("value", ["true", "false", " true", "True", "TRUE", "yes", ""])
+def test_both_opt_in_switches_read_a_value_alike(value: str) -> None:
+    # group-readiness once trimmed and case-folded, group-pdbs only case-folded: " true" opted in
+    # to one and was unreadable to the other. One parser (guardhook.cluster.annotations) now.
+    from guardhook.cluster.coverage import unreadable_annotations
+    from guardhook.cluster.group_ready import opted_in
+    from guardhook.cluster.lws import LeaderWorkerSet
+    from guardhook.pdbsync.desired import opted_in as wants_group_pdbs
+
+    objects = embedded_fleet_objects()
+    raw = next(o for o in objects if o["kind"] == "LeaderWorkerSet")
+    raw["metadata"]["annotations"] = {"guardhook.io/group-readiness": value, "guardhook.io/group-pdbs": value}
+    lws = LeaderWorkerSet(raw)
+    assert opted_in(lws) is wants_group_pdbs(lws) is (value == "true")
+    unreadable = {g.annotation for g in unreadable_annotations(lws)}
+    expected = (
+        set() if value in ("true", "false") else {"guardhook.io/group-readiness", "guardhook.io/group-pdbs"}
+    )
+    assert unreadable == expected

@@ -225,3 +225,32 @@ def test_configure_leaves_a_foreign_handler_alone_and_replaces_its_own() -> None
         for handler in saved_handlers:
             root.addHandler(handler)
         root.setLevel(saved_level)
+
+
+RAW_CONTROLS = [chr(c) for c in (*range(0x00, 0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0))]
+BIDI = ["\u202e", "\u202d", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f", "\u061c"]
+
+
+@pytest.mark.parametrize("formatter", [TextFormatter(), JsonFormatter()], ids=["text", "json"])
+def test_no_format_writes_controls_or_bidi_overrides_raw(
+    caplog: pytest.LogCaptureFixture, formatter: logging.Formatter
+) -> None:
+    review = load_review("s01-worker-delete.validating")
+    review["request"]["userInfo"]["username"] = "eve\x1b[2K\rFAKE\x00\x85"
+    review["request"]["name"] = "worker-\u202egnp.exe"
+    engine = Engine(embedded_fleet_view(), log_decisions=True)
+    with caplog.at_level(logging.INFO, logger="guardhook.decisions"):
+        engine.judge(review["request"])
+    logging.getLogger("guardhook.server").warning("rejected a request body: %s", "bad\x1b]0;title\x07\u202e")
+    records = [*decision_records(caplog), caplog.records[-1]]
+    for record in records:
+        line = formatter.format(record)
+        assert not [c for c in RAW_CONTROLS + BIDI if c in line], repr(line)
+    decision, rejected = (formatter.format(r) for r in records)
+    if isinstance(formatter, JsonFormatter):  # the values survive a JSON parser unchanged
+        assert json.loads(decision)["user"] == "eve\x1b[2K\rFAKE\x00\x85"
+        assert json.loads(rejected)["msg"].endswith("\x07\u202e")
+    else:
+        assert 'user="eve\\u001b[2K\\rFAKE\\u0000\\u0085"' in decision
+        assert 'name="worker-\\u202egnp.exe"' in decision
+        assert "bad\\x1b]0;title\\x07\\u202e" in rejected

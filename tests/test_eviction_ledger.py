@@ -219,3 +219,29 @@ def test_an_entry_keeps_what_it_recorded_through_the_lease(tmp_path: Path) -> No
     assert Disruption.from_json({**legacy, "cause": "quake"}) == Disruption(0, "llm-0", "u", 4e9)
     assert Disruption.from_json({**legacy, "cause": 5}) == Disruption(0, "llm-0", "u", 4e9)
     assert "cause" not in Disruption(0, "llm-0", "u", 4e9).to_json()  # read as before by older replicas
+
+
+def test_sweep_deletes_leases_whose_entries_all_expired_and_keeps_the_rest() -> None:
+    # A Lease cannot be owned by an LWS in another namespace: one whose LWS is gone (an e2e
+    # namespace deleted) would stay for good. The sweep removes it once its entries expired.
+    with running_fake() as fake:
+        now = [1000.0]
+        ledger = LeaseLedger(fake.api_client(), "gh", clock=lambda: now[0])
+        gone, live = ("e2e", "lws-of-a-deleted-namespace"), ("serve", "llm")
+        ledger.update(gone, lambda e: (None, (Disruption(0, "a", "", 1010.0),)))
+        ledger.update(live, lambda e: (None, (Disruption(0, "b", "", 5000.0),)))
+        fake.put(
+            "leases",
+            {
+                "kind": "Lease",
+                "apiVersion": "coordination.k8s.io/v1",
+                "metadata": {"name": "someone-elses", "namespace": "gh"},
+            },
+        )
+        assert ledger.sweep() == []  # nothing expired yet
+        now[0] = 2000.0
+        assert ledger.sweep() == [lease_name(gone)]
+        assert sorted(fake.names("leases")) == sorted([lease_name(live), "someone-elses"])
+        assert [e.pod for e in ledger.entries(live)] == ["b"]
+        ledger.update(gone, lambda e: (None, (Disruption(1, "c", "", 3000.0),)))  # created again
+        assert [e.pod for e in ledger.entries(gone)] == ["c"]

@@ -8,6 +8,7 @@ import json
 import re
 import socket
 import ssl
+import time
 from collections.abc import Callable
 
 import pytest
@@ -56,7 +57,7 @@ def test_the_metrics_port_answers_errors_in_text(fresh_server: Callable[..., Ser
         requests.get(f"http://127.0.0.1:{port}/healthz", timeout=10),
         requests.post(f"http://127.0.0.1:{port}/metrics", timeout=10),
     ):
-        assert answer.status_code in (404, 501)
+        assert answer.status_code in (404, 405)
         assert answer.headers["Content-Type"].startswith("text/plain")
         assert answer.text.startswith(str(answer.status_code)) and "<" not in answer.text
 
@@ -131,3 +132,127 @@ def test_an_oversized_body_announced_with_expect_gets_the_400_instead_of_a_100(s
         reply = read_answer(tls)  # no body sent: the answer comes at once
     assert reply.startswith(b"HTTP/1.1 400"), reply[:200]
     assert b"100 Continue" not in reply
+
+
+def raw_exchange(server: Server, data: bytes) -> bytes:
+    """Send `data` on a fresh TLS connection and read the answer up to its end or the close."""
+    with tls_connection(server) as tls:
+        tls.sendall(data)
+        return read_answer(tls)
+
+
+def json_status_of(reply: bytes, code: int) -> dict:
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.1 {code} ".encode()), reply[:300]
+    assert b"content-type: application/json" in head.lower(), head
+    assert b"<" not in body  # no HTML page
+    status = json.loads(body)
+    assert (status["kind"], status["status"], status["code"]) == ("Status", "Failure", code)
+    return status
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "code", "words"),
+    [
+        (
+            b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"0\r\n\r\n",
+            400,
+            "Content-Length",
+        ),
+        (
+            b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+            400,
+            "Content-Length",
+        ),
+        (b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", 400, "Content-Length"),
+        (b"NOT A REQUEST LINE\r\nHost: x\r\n\r\n", 400, "invalid"),
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n", 431, "too large"),
+        (b"POST /validate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 400, "Transfer-Encoding"),
+    ],
+)
+def test_protocol_errors_get_the_json_status(
+    server: Server, request_bytes: bytes, code: int, words: str
+) -> None:
+    status = json_status_of(raw_exchange(server, request_bytes), code)
+    assert words.lower() in status["message"].lower()
+
+
+def test_a_gzip_body_gets_415_naming_the_coding(server: Server) -> None:
+    import gzip
+
+    body = gzip.compress(json.dumps(load_review("s01-worker-delete.validating")).encode())
+    answer = server.post("/validate", body, headers={"Content-Encoding": "gzip"})
+    assert answer.status_code == 415
+    assert "Content-Encoding gzip is not supported" in status_of(answer)["message"]
+    assert answer.headers["Accept-Encoding"] == "identity"
+    # the connection stays usable: the next review on it is judged
+    assert server.post("/validate", load_review("s01-worker-delete.validating")).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/validate", "/mutate", "/healthz", "/metrics"])
+def test_options_gets_the_json_405(server: Server, path: str) -> None:
+    answer = server.session.options(server.url + path, timeout=10)
+    assert answer.status_code == 405
+    assert "method not allowed" in status_of(answer)["message"]
+
+
+def test_the_metrics_port_refuses_other_methods_with_405(fresh_server: Callable[..., Server]) -> None:
+    port = free_port()
+    fresh_server("--metrics-port", str(port))
+    answer = requests.post(f"http://127.0.0.1:{port}/metrics", data=b"x" * 1000, timeout=10)
+    assert answer.status_code == 405 and answer.headers["Allow"] == "GET"
+    assert answer.text.startswith("405 POST is not allowed")
+
+
+def _mistyped(edit: Callable[[dict], None]) -> dict:
+    review = load_review("s01-worker-delete.validating")  # a worker DELETE: denied when judged
+    edit(review["request"])
+    return review
+
+
+@pytest.mark.parametrize(
+    ("edit", "path"),
+    [
+        (
+            lambda r: r["oldObject"].__setitem__("metadata", "x"),
+            "request.oldObject.metadata must be an object",
+        ),
+        (
+            lambda r: r["oldObject"]["metadata"].__setitem__("labels", ["a"]),
+            "request.oldObject.metadata.labels",
+        ),
+        (
+            lambda r: r["oldObject"]["metadata"]["labels"].__setitem__("app", 5),
+            "request.oldObject.metadata.labels[",
+        ),
+        (lambda r: r.__setitem__("operation", "FROB"), 'request.operation is "FROB"'),
+        (lambda r: r.pop("operation"), "request.operation is missing"),
+    ],
+)
+def test_a_mistyped_captured_review_gets_400_naming_the_field(
+    server: Server, edit: Callable[[dict], None], path: str
+) -> None:
+    answer = server.post("/validate", _mistyped(edit))
+    assert answer.status_code == 400, answer.text
+    assert path in status_of(answer)["message"]
+
+
+def test_a_request_cut_off_by_the_read_timeout_gets_its_408_and_no_reset(
+    fresh_server: Callable[..., Server],
+) -> None:
+    # The 408 used to be followed by an abrupt close: bytes the client still sent then drew a reset.
+    running = fresh_server("--request-timeout", "1", wait_ready=False)
+    with tls_connection(running) as tls:
+        tls.sendall(review_request(b"x" * 1000)[:-2] + b"\r\n\r\n" + b"x" * 10)  # the body stops short
+        reply = read_answer(tls)
+        status = json_status_of(reply, 408)
+        assert "no complete request" in status["message"]
+        tls.sendall(b"x" * 100)  # the rest arrives late: read and dropped, not answered with a reset
+        time.sleep(0.3)  # a reset would be back by now, and fail the next write
+        tls.sendall(b"x" * 100)
+        try:
+            end = tls.recv(1)
+        except ssl.SSLEOFError:
+            end = b""
+    assert end == b""

@@ -499,7 +499,12 @@ def test_lease_writes_are_confined_to_its_own_namespace(default_install: list[Ob
     role = one(default_install, "Role", "guardhook-eviction-ledger")
     assert role["metadata"]["namespace"] == OWN_NAMESPACE
     assert role["rules"] == [
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            # list, delete: the sweep of Leases whose entries all expired (issue 42 item 9)
+            "verbs": ["get", "list", "create", "update", "delete"],
+        }
     ]
     binding = one(default_install, "RoleBinding", "guardhook-eviction-ledger")
     assert binding["metadata"]["namespace"] == OWN_NAMESPACE

@@ -144,8 +144,8 @@ def test_what_is_still_there_afterwards_is_reported_and_exits_1(
     fake, kubeconfig = cluster
     real_apply = uninstall.apply_uninstall
 
-    def apply_then_a_reconciler_writes_again(api: Any, planned: Any) -> list[str]:
-        errors = real_apply(api, planned)
+    def apply_then_a_reconciler_writes_again(api: Any, planned: Any, **kwargs: Any) -> list[str]:
+        errors = real_apply(api, planned, **kwargs)
         fake.put("poddisruptionbudgets", pdb("llm-xl-group-0", True))  # a pdb-sync not yet stopped
         return errors
 
@@ -223,3 +223,57 @@ def test_dry_run_of_a_cluster_state_without_the_deployment_does_not_name_it(
     assert main(["uninstall", "--cluster-state", str(state), "--format", "json"]) == 0
     steps = json.loads(capsys.readouterr().out)["steps"]
     assert [s for s in steps if s["kind"] == "Deployment"] == []
+
+
+def guardhook_pod(name: str) -> Object:
+    """A guardhook pod in its preStop (terminating), labelled as the Deployment selects."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": {"app.kubernetes.io/name": "guardhook"},
+            "deletionTimestamp": "2026-12-01T00:00:00Z",
+        },
+        "spec": {"containers": [{"name": "guardhook", "image": "guardhook"}]},
+    }
+
+
+def test_uninstall_waits_for_guardhook_pods_to_stop_before_releasing_gates(
+    cluster: tuple[FakeApiServer, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A pod still in its preStop holds the readiness Lease and would set a released leader's
+    # condition back to False: the gates are released only once guardhook's pods are gone.
+    import threading
+
+    fake, kubeconfig = cluster
+    fake.put("pods", guardhook_pod("guardhook-abc"))
+    released_before_gone: list[bool] = []
+
+    def kubelet_finishes_the_pod() -> None:
+        while not any(w[2] == "deployments" for w in fake.writes):  # scaled to 0
+            threading.Event().wait(0.05)
+        threading.Event().wait(1.5)  # the preStop delay, shortened
+        released_before_gone.append(any(w[2] == "pods/status" for w in fake.writes))
+        fake.delete("pods", NAMESPACE, "guardhook-abc")
+
+    kubelet = threading.Thread(target=kubelet_finishes_the_pod, daemon=True)
+    kubelet.start()
+    assert main(["uninstall", "--kubeconfig", str(kubeconfig), "--wait", "30"]) == 0
+    kubelet.join(timeout=30)
+    assert released_before_gone == [False]
+    for name in LEADERS:
+        assert group_ready(fake.get("pods", "serve", name))["status"] == "True", name
+    assert "still" not in capsys.readouterr().out
+
+
+def test_guardhook_pods_that_do_not_stop_in_time_exit_1_naming_them(
+    cluster: tuple[FakeApiServer, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake, kubeconfig = cluster
+    fake.put("pods", guardhook_pod("guardhook-stuck"))
+    assert main(["uninstall", "--kubeconfig", str(kubeconfig), "--wait", "1"]) == 1
+    out = capsys.readouterr().out
+    assert f"Deployment {NAMESPACE}/guardhook: pods still stopping after 1 s (guardhook-stuck)" in out
+    assert "run it again" in out

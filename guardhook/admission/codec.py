@@ -21,6 +21,9 @@ MAX_BODY_BYTES = 6 * 1024 * 1024
 _MAP_FIELDS = ("kind", "resource", "requestKind", "requestResource", "userInfo")
 _OBJECT_FIELDS = ("object", "oldObject", "options")
 _STRING_FIELDS = ("name", "namespace", "operation", "subResource", "requestSubResource")
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+"""admission.k8s.io/v1 AdmissionRequest.operation: the only values the API server sends."""
+_METADATA_STRINGS = ("name", "namespace", "generateName", "uid", "resourceVersion")
 
 
 class ReviewError(ValueError):
@@ -36,9 +39,11 @@ class DecodedReview:
 
 
 def decode(body: bytes) -> DecodedReview:
-    """Parse and check a review body. Raises ReviewError with the reason when it is not JSON, not
-    an AdmissionReview of a known version, has no request or uid, has mistyped request fields, or
-    is over MAX_BODY_BYTES."""
+    """Parse and check a review body. Raises ReviewError with the reason (naming the field's path)
+    when it is not JSON, not an AdmissionReview of a known version, has no request or uid, has
+    mistyped request fields, an operation other than CREATE/UPDATE/DELETE/CONNECT (or none), a
+    mistyped object/oldObject metadata (not an object; labels or annotations not strings), or is
+    over MAX_BODY_BYTES."""
     if len(body) > MAX_BODY_BYTES:
         raise ReviewError(f"body of {len(body)} bytes is over the {MAX_BODY_BYTES}-byte cap")
     try:
@@ -117,9 +122,43 @@ def _check_request(request: dict[str, Any]) -> None:
         for key, value in (request.get(name) or {}).items():
             if not isinstance(value, str):
                 raise ReviewError(f"request.{name}.{key} must be a string")
+    for name in ("object", "oldObject"):
+        if request.get(name) is not None:
+            _check_metadata(f"request.{name}", request[name])
     _check_user(request.get("userInfo") or {})
     if "dryRun" in request and request["dryRun"] is not None and not isinstance(request["dryRun"], bool):
         raise ReviewError("request.dryRun must be a boolean")
+    operation = request.get("operation")
+    if operation not in OPERATIONS:
+        shown = "missing" if operation is None else orjson.dumps(operation).decode()[:60]
+        raise ReviewError(f"request.operation is {shown}, expected one of {', '.join(OPERATIONS)}")
+
+
+def _check_metadata(where: str, obj: dict[str, Any]) -> None:
+    # Every policy reads an object's metadata (names, labels, owner): mistyped, it would be read as
+    # empty and the object allowed, so it fails closed here (a 400 naming the field).
+    metadata = obj.get("metadata")
+    if metadata is None:
+        return
+    if not isinstance(metadata, dict):
+        raise ReviewError(f"{where}.metadata must be an object")
+    for key in _METADATA_STRINGS:
+        if metadata.get(key) is not None and not isinstance(metadata[key], str):
+            raise ReviewError(f"{where}.metadata.{key} must be a string")
+    for key in ("labels", "annotations"):
+        value = metadata.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise ReviewError(f"{where}.metadata.{key} must be an object of strings")
+        for name, text in value.items():
+            if not isinstance(text, str):
+                raise ReviewError(
+                    f"{where}.metadata.{key}[{orjson.dumps(name).decode()[:80]}] must be a string"
+                )
+    owners = metadata.get("ownerReferences")
+    if owners is not None and not (isinstance(owners, list) and all(isinstance(o, dict) for o in owners)):
+        raise ReviewError(f"{where}.metadata.ownerReferences must be a list of objects")
 
 
 def _check_user(user: dict[str, Any]) -> None:

@@ -38,8 +38,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from guardhook.cluster.annotations import count_unreadable, switch_unreadable
 from guardhook.cluster.lws import SERVING_PODS_ANNOTATION, LeaderWorkerSet
-from guardhook.cluster.model import digits
 from guardhook.cluster.view.store import FLOOR_KINDS, NAMESPACES, WEBHOOK_KINDS, ClusterView
 from guardhook.cluster.webhooks import (
     CERT_MANAGER_INJECT,
@@ -58,15 +58,11 @@ SPARE_GROUPS_ANNOTATION = "guardhook.io/spare-groups"
 GROUP_READINESS_ANNOTATION = "guardhook.io/group-readiness"  # guardhook.cluster.group_ready.OPT_IN_ANNOTATION
 GROUP_PDBS_ANNOTATION = "guardhook.io/group-pdbs"  # guardhook.policies.group_pdb.GROUP_PDBS_ANNOTATION
 OPT_INS = (
-    # (annotation, how its readers normalise the value, what any other value means)
-    (
-        GROUP_READINESS_ANNOTATION,
-        lambda v: v.strip().lower(),
-        '"false" (not opted in, unless allLeaderWorkerSets)',
-    ),
-    (GROUP_PDBS_ANNOTATION, lambda v: v.lower(), '"false" (no per-group PDBs)'),
+    # (annotation, what any value but exactly "true" or "false" means)
+    (GROUP_READINESS_ANNOTATION, '"false" (not opted in, unless allLeaderWorkerSets)'),
+    (GROUP_PDBS_ANNOTATION, '"false" (no per-group PDBs)'),
 )
-"""The opt-in switches: read as "true" or "false" (any case); any other value opts out silently."""
+"""The opt-in switches (guardhook.cluster.annotations.switch): exactly "true" or "false"."""
 BUILTIN_BUDGET = 1
 """group-eviction's (and group-taint's) maxDisruptedGroups when not configured."""
 BUILTIN_SPARE_GROUPS = 0
@@ -143,16 +139,15 @@ def unreadable_annotations(
         (SPARE_GROUPS_ANNOTATION, "spareGroups", spare_default, BUILTIN_SPARE_GROUPS),
     ):
         raw = annotations.get(key)
-        if raw is not None and not digits(raw):
+        if raw is not None and count_unreadable(annotations, key):
             value = f"({default})" if default is not None else f"(default {builtin})"
             found.append(UnreadableAnnotation(key, raw, f"the configured {parameter} {value}"))
     serving = lws.serving_pods_unreadable
     if serving is not None:
         found.append(UnreadableAnnotation(SERVING_PODS_ANNOTATION, serving, '"leaders"'))
-    for key, normalise, meaning in OPT_INS:
-        raw = annotations.get(key)
-        if raw is not None and normalise(raw) not in ("true", "false"):
-            found.append(UnreadableAnnotation(key, raw, meaning))
+    for key, meaning in OPT_INS:
+        if switch_unreadable(annotations, key):
+            found.append(UnreadableAnnotation(key, annotations[key], meaning))
     return found
 
 

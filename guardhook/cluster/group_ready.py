@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from guardhook.cluster.annotations import switch
 from guardhook.cluster.groups import populated_groups
 from guardhook.cluster.lws import (
     LEADER_READY,
@@ -60,9 +61,10 @@ calls it held (the group-readiness parameter `startupWindowSeconds`)."""
 
 def opted_in(lws: LeaderWorkerSet, all_lws: bool = False) -> bool:
     """Whether `lws` gates its leaders on the group: the annotation `guardhook.io/group-readiness`
-    "true" (or, with `all_lws` from the config, anything but "false")."""
-    value = lws.annotations.get(OPT_IN_ANNOTATION, "").strip().lower()
-    return value != "false" if all_lws else value == "true"
+    exactly "true" (or, with `all_lws` from the config, anything but exactly "false"); read by
+    guardhook.cluster.annotations, as every guardhook annotation is."""
+    value = switch(lws.annotations, OPT_IN_ANNOTATION)
+    return value is not False if all_lws else value is True
 
 
 def gates_workers(lws: LeaderWorkerSet) -> bool:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from guardhook.cluster.annotations import count
 from guardhook.cluster.model import OwnerRef, PodRecord, as_dict, digits, metadata, str_map
 from guardhook.wire import KubeObject
 
@@ -473,6 +474,6 @@ def lws_owner(obj: KubeObject) -> OwnerRef | None:
 
 
 def int_annotation(annotations: Mapping[str, str], key: str, default: int) -> int:
-    """A non-negative integer annotation, or `default` when absent or malformed."""
-    raw = annotations.get(key, "")
-    return int(raw) if digits(raw) else default
+    """A non-negative integer annotation, or `default` when absent or malformed
+    (guardhook.cluster.annotations.count)."""
+    return count(annotations, key, default)

@@ -45,6 +45,14 @@ def add_parser(commands: Any) -> None:
         help="time from a connection's first byte to a complete request, else it is closed (default 5)",
     )
     serve.add_argument(
+        "--max-connections",
+        type=argtypes.positive_int,
+        default=1000,
+        metavar="N",
+        help="open connections at once (gunicorn's worker_connections); at the limit the oldest idle "
+        "kept-alive ones are closed (default 1000)",
+    )
+    serve.add_argument(
         "--cert-dir", default="certs", help="folder with ca.crt, tls.crt, tls.key (default certs/)"
     )
     serve.add_argument(
@@ -89,6 +97,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from guardhook.cluster.sources import choose_source, in_cluster, in_cluster_namespace
     from guardhook.config import load_config
     from guardhook.ledger import open_ledger
+    from guardhook.ledger.lease import start_sweeper
     from guardhook.pdbsync.runner import start_background_sync
     from guardhook.server.app import Runtime
     from guardhook.server.certs import ensure_certs
@@ -144,6 +153,7 @@ def run_serve(args: argparse.Namespace) -> int:
         # Runs in the gunicorn worker after fork, so the watch threads live there.
         # The eviction ledger: in memory for a static view, Leases in `namespace` for a live one.
         ledger = open_ledger(source, namespace)
+        start_sweeper(ledger)  # Leases of LWSs gone (whose entries all expired) are deleted
         if static_view is not None:
             view = static_view
             scaling_startup(view, config)
@@ -171,6 +181,7 @@ def run_serve(args: argparse.Namespace) -> int:
         threads=args.threads,
         certs=certs,
         request_timeout=args.request_timeout,
+        max_connections=args.max_connections,
     )
     server = WebhookServer(options, make_runtime)
     server.run()

@@ -8,7 +8,10 @@ The steps, in this order, each safe to repeat (a second run finds nothing left t
    it would refuse every eviction in opted-in namespaces; and because a leader created while the
    group-readiness entry is still there would get a gate after step 4 released the others.
 2. Stop the reconcilers: scale the Deployment (`--namespace`/`--deployment`) to 0, so pdb-sync does
-   not recreate the PDBs step 3 deletes, nor group-readiness set a condition False again.
+   not recreate the PDBs step 3 deletes, nor group-readiness set a condition False again; then wait
+   (at most `--wait` seconds, default WAIT_SECONDS) until the Deployment's pods are gone: a pod in
+   its preStop delay and graceful stop still holds the readiness reconciler's Lease and would set a
+   released leader's condition back to False. Pods still there at the end are an error (exit 1).
 3. Delete every per-group PDB guardhook wrote (label `app.kubernetes.io/managed-by: guardhook`,
    guardhook.pdbsync.desired.is_managed): left behind, a whole group's PDB blocks drains for as long
    as its LWS lives.
@@ -46,6 +49,10 @@ if TYPE_CHECKING:
 UNINSTALLED = "GuardhookUninstalled"
 RELEASE_MESSAGE = "guardhook is being uninstalled; gate released"
 EXIT_LEFT_OVER = 1
+WAIT_SECONDS = 120.0
+"""Default bound on waiting for guardhook's pods to stop: the manifests' terminationGracePeriodSeconds
+(45: preStop 10 s + gunicorn's 25 s graceful stop) with room for a slow kubelet."""
+POLL_SECONDS = 1.0
 LEFT_FOR_KUBECTL = (
     "left for `kubectl delete -k manifests/overlays/<the overlay you installed>` (or "
     "`kubectl delete namespace {namespace}` and the ClusterRoles/ClusterRoleBindings labelled "
@@ -129,6 +136,13 @@ def add_parser(commands: Any) -> None:
     )
     cmd.add_argument("--deployment", default="guardhook", help="guardhook's Deployment (default guardhook)")
     cmd.add_argument(
+        "--wait",
+        type=float,
+        default=WAIT_SECONDS,
+        metavar="SECONDS",
+        help=f"how long to wait for guardhook's pods to stop after scaling to 0 (default {WAIT_SECONDS:g})",
+    )
+    cmd.add_argument(
         "--format", choices=("text", "json"), default="text", help="output format (default text)"
     )
     cmd.add_argument(
@@ -202,7 +216,7 @@ def run_uninstall(args: argparse.Namespace) -> int:
     ):
         raise SourceError("cannot list the webhook configurations (RBAC): run it as a cluster admin")
     api = live_client(source, retries=False)
-    errors = apply_uninstall(api, planned)
+    errors = apply_uninstall(api, planned, wait_seconds=max(0.0, args.wait))
     after = plan_uninstall(open_view(source, 60.0), args.namespace, args.deployment)
     _print(args, planned, errors, after.leftovers, dry_run=False)
     return EXIT_LEFT_OVER if errors or after.leftovers else 0
@@ -224,8 +238,12 @@ def _has_deployment(paths: tuple[str, ...], namespace: str, name: str) -> bool:
     return False
 
 
-def apply_uninstall(api: client.ApiClient, planned: UninstallPlan) -> list[str]:
-    """Carry out `planned` in order; a 404 (gone already) is no error. Returns the errors."""
+def apply_uninstall(
+    api: client.ApiClient, planned: UninstallPlan, wait_seconds: float = WAIT_SECONDS
+) -> list[str]:
+    """Carry out `planned` in order, waiting up to `wait_seconds` after the scale to 0 for the
+    Deployment's pods to be gone; a 404 (gone already) is no error. Returns the errors (one for
+    pods still there after the wait)."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
@@ -248,10 +266,18 @@ def apply_uninstall(api: client.ApiClient, planned: UninstallPlan) -> list[str]:
     for kind, name in planned.webhooks:
         attempt(f"delete {kind} {name}", lambda kind=kind, name=name: delete[kind](name))
     namespace, _, deployment = planned.deployment.partition("/")
+    selector: list[str] = []
     attempt(
         f"scale Deployment {planned.deployment}",
-        lambda: _scale_to_zero(client.AppsV1Api(api), namespace, deployment),
+        lambda: selector.append(_scale_to_zero(client.AppsV1Api(api), namespace, deployment)),
     )
+    if selector and selector[0]:
+        left = _wait_for_pods_gone(client.CoreV1Api(api), namespace, selector[0], wait_seconds)
+        if left:
+            errors.append(
+                f"Deployment {planned.deployment}: pods still stopping after {wait_seconds:g} s "
+                f"({', '.join(left[:5])}); one may still hold the readiness Lease: run it again"
+            )
     policy = client.PolicyV1Api(api)
     for ns, name in planned.pdbs:
         attempt(
@@ -271,12 +297,34 @@ def apply_uninstall(api: client.ApiClient, planned: UninstallPlan) -> list[str]:
     return errors + outcome.errors
 
 
-def _scale_to_zero(apps: Any, namespace: str, name: str) -> None:
-    """Set the Deployment's replicas to 0 (read, then replace: a conflict is an error to rerun)."""
+def _scale_to_zero(apps: Any, namespace: str, name: str) -> str:
+    """Set the Deployment's replicas to 0 (read, then replace: a conflict is an error to rerun);
+    returns its pods' label selector (matchLabels as `k=v,...`; "" when it has none)."""
     deployment = apps.read_namespaced_deployment(name, namespace, _preload_content=False)
     body = json.loads(deployment.data)
     body.setdefault("spec", {})["replicas"] = 0
     apps.replace_namespaced_deployment(name, namespace, body)
+    labels = ((body["spec"].get("selector") or {}).get("matchLabels")) or {}
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+
+def _wait_for_pods_gone(core: Any, namespace: str, selector: str, seconds: float) -> list[str]:
+    """Poll the pods matching `selector` in `namespace` until there are none or `seconds` passed;
+    the names still there (empty when all are gone). A failed list counts as still there."""
+    import time
+
+    from kubernetes.client.exceptions import ApiException
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            pods = core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)
+            names = [str(p["metadata"]["name"]) for p in json.loads(pods.data).get("items") or []]
+        except ApiException as exc:
+            names = [f"(cannot list pods: HTTP {exc.status})"]
+        if not names or time.monotonic() >= deadline:
+            return names
+        time.sleep(POLL_SECONDS)
 
 
 def _print(

@@ -6,6 +6,13 @@ Atomicity comes from the API server's optimistic concurrency: a replace carries 
 got there first (a create of an existing Lease is 409 AlreadyExists); the update is then re-read,
 re-planned and retried. The Lease lives in guardhook's namespace, which the webhooks exclude, so
 guardhook's own writes never come back through admission (an annotation on the LWS would).
+
+Garbage collection: an ownerReference cannot name the LWS (owners must be in the same namespace,
+and the Lease is in guardhook's), so a Lease would outlive its LWS (a deleted namespace, say).
+Instead `sweep` deletes every managed Lease whose entries have all expired: it holds nothing a
+judgement reads (an expired entry counts for nothing), and the next eviction of that LWS creates
+it again. `serve` sweeps every SWEEP_SECONDS (start_sweeper); a delete carries the
+resourceVersion listed, so a Lease written meanwhile by another replica is kept.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import hashlib
 import json
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +45,8 @@ REQUEST_TIMEOUT_SECONDS = 5.0
 UPDATE_BUDGET_SECONDS = 8.0
 CONFLICT = 409
 NOT_FOUND = 404
+SWEEP_SECONDS = 600.0
+"""How often `serve` deletes Leases whose entries all expired (entries live minutes)."""
 
 
 def lease_name(lws: LwsKey) -> str:
@@ -151,8 +161,63 @@ class LeaseLedger:
         except Exception as exc:
             raise LedgerError(f"cannot write Lease {self._where(lws)}: {exc}") from exc
 
+    def sweep(self) -> list[str]:
+        """Delete every managed eviction Lease in the namespace whose entries have all expired
+        (each with a resourceVersion precondition: one written since the list stays). Returns the
+        names deleted. Raises LedgerError when the Leases cannot be listed."""
+        selector = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
+        try:
+            listed = self.leases.list_namespaced_lease(
+                self.namespace, label_selector=selector, _request_timeout=REQUEST_TIMEOUT_SECONDS
+            )
+        except ApiException as exc:
+            raise LedgerError(f"cannot list Leases in {self.namespace}: {_reason(exc)}") from exc
+        except Exception as exc:
+            raise LedgerError(f"cannot list Leases in {self.namespace}: {exc}") from exc
+        deleted = []
+        for lease in listed.items:
+            meta: Any = lease.metadata
+            name = str(meta.name or "")
+            if not name.startswith(NAME_PREFIX) or self._unexpired(lease):
+                continue
+            options = client.V1DeleteOptions(
+                preconditions=client.V1Preconditions(resource_version=meta.resource_version)
+            )
+            try:
+                self.leases.delete_namespaced_lease(
+                    name, self.namespace, body=options, _request_timeout=REQUEST_TIMEOUT_SECONDS
+                )
+                deleted.append(name)
+            except ApiException as exc:
+                if exc.status not in (CONFLICT, NOT_FOUND):
+                    log.warning(
+                        "cannot delete the expired Lease %s/%s: %s", self.namespace, name, _reason(exc)
+                    )
+        if deleted:
+            log.info("deleted %d eviction-ledger Leases whose entries all expired", len(deleted))
+        return deleted
+
     def _where(self, lws: LwsKey) -> str:
         return f"{self.namespace}/{lease_name(lws)}"
+
+
+def start_sweeper(ledger: object, every_seconds: float = SWEEP_SECONDS) -> threading.Thread | None:
+    """For a LeaseLedger, sweep (LeaseLedger.sweep) every `every_seconds` from a daemon thread
+    (returned); other ledgers keep nothing in the cluster: None."""
+    if not isinstance(ledger, LeaseLedger):
+        return None
+
+    def loop() -> None:
+        while True:
+            time.sleep(every_seconds)
+            try:
+                ledger.sweep()
+            except LedgerError as exc:
+                log.warning("eviction-ledger Lease sweep: %s", exc)
+
+    thread = threading.Thread(target=loop, name="guardhook-lease-sweep", daemon=True)
+    thread.start()
+    return thread
 
 
 def _timeout(deadline: float) -> float:

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from guardhook.cluster.annotations import switch
 from guardhook.cluster.groups import empty_groups, populated_groups, view_group_health
 from guardhook.cluster.lws import (
     GROUP_INDEX_LABEL,
@@ -54,7 +55,7 @@ MAX_EMPTY_GROUP_PDBS = 1000
 
 def opted_in(lws: LeaderWorkerSet) -> bool:
     """Whether `lws` asks for per-group PDBs (annotation `guardhook.io/group-pdbs: "true"`)."""
-    return lws.annotations.get(GROUP_PDBS_ANNOTATION, "").lower() == "true"
+    return switch(lws.annotations, GROUP_PDBS_ANNOTATION) is True
 
 
 def is_managed(pdb: KubeObject) -> bool:

@@ -12,7 +12,6 @@ much as judging a review (issue 26). Every other request goes through flask.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from typing import Any
 
 import orjson
 from flask import Flask, Response, request
+from gunicorn.http.errors import NoMoreData, ParseException
 from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wsgi import get_content_length, get_input_stream
 
@@ -28,6 +28,7 @@ from guardhook.admission.codec import MAX_BODY_BYTES, ReviewError, decode, encod
 from guardhook.admission.engine import Endpoint, Engine
 from guardhook.server.metrics import CONTENT_TYPE, GroupCollector, Metrics
 from guardhook.server.spare_metrics import SpareGroupsCollector
+from guardhook.server.status import status_body
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +66,24 @@ def create_app(runtime: Runtime) -> Flask:
 
     def review(endpoint: Endpoint, environ: dict[str, Any]) -> ReviewAnswer:
         started = time.perf_counter()
-        body, too_large = _read_body(environ)
-        if too_large:
+        try:
+            body, too_large = _read_body(environ)
+        except ReviewError as exc:  # the body's framing broke: its end is unknown, so close
+            answer = _bad_request(str(exc), close=True)
+            runtime.metrics.answered(endpoint, answer.status, time.perf_counter() - started)
+            return answer
+        coding = _content_coding(environ)
+        if coding:
+            # The API server never compresses a review; a body we cannot read is refused by name
+            # (RFC 9110 §15.5.16), not reported as "not UTF-8".
+            reason = f"Content-Encoding {coding} is not supported: send the AdmissionReview uncompressed"
+            answer = ReviewAnswer(
+                415,
+                _status_body(415, reason),
+                close=too_large,
+                extra=(("Accept-Encoding", "identity"),),
+            )
+        elif too_large:
             # An unread body would stall a kept-alive connection: close it.
             answer = _bad_request(f"body is over the {MAX_BODY_BYTES}-byte cap", close=True)
         else:
@@ -81,25 +98,26 @@ def create_app(runtime: Runtime) -> Flask:
         runtime.metrics.answered(endpoint, answer.status, time.perf_counter() - started)
         return answer
 
-    @app.post("/validate")
+    # No automatic OPTIONS answer (flask's is a 200 with an empty HTML body): OPTIONS gets the JSON 405.
+    @app.post("/validate", provide_automatic_options=False)
     def validate() -> Response:
         return review("validate", request.environ).response()
 
-    @app.post("/mutate")
+    @app.post("/mutate", provide_automatic_options=False)
     def mutate() -> Response:
         return review("mutate", request.environ).response()
 
-    @app.get("/healthz")
+    @app.get("/healthz", provide_automatic_options=False)
     def healthz() -> Response:
         return Response("ok\n", mimetype="text/plain")
 
-    @app.get("/readyz")
+    @app.get("/readyz", provide_automatic_options=False)
     def readyz() -> Response:
         if runtime.ready:
             return Response("ready\n", mimetype="text/plain")
         return Response("cluster view has not synced yet\n", status=503, mimetype="text/plain")
 
-    @app.get("/metrics")
+    @app.get("/metrics", provide_automatic_options=False)
     def metrics() -> Response:
         runtime.refresh_metrics()
         return Response(runtime.metrics.render(), content_type=CONTENT_TYPE)
@@ -112,7 +130,7 @@ def create_app(runtime: Runtime) -> Flask:
             response.headers["Allow"] = ", ".join(getattr(exc, "valid_methods", None) or ())
         return response
 
-    for code in (400, 404, 405, 413, 500):  # werkzeug's HTTPExceptions flask can raise here
+    for code in (400, 404, 405, 413, 415, 500):  # werkzeug's HTTPExceptions flask can raise here
         app.register_error_handler(code, http_error)
 
     app.wsgi_app = ReviewFastPath(app, review)  # type: ignore[method-assign]
@@ -131,15 +149,19 @@ class ReviewAnswer:
     status: int
     body: bytes
     close: bool = False
+    extra: tuple[tuple[str, str], ...] = ()
+    """Further headers (a 415's Accept-Encoding)."""
 
     def headers(self) -> list[tuple[str, str]]:
         """The headers werkzeug's Response would send for this answer, in its order."""
-        headers = [("Content-Type", JSON_TYPE), ("Content-Length", str(len(self.body)))]
+        headers = [("Content-Type", JSON_TYPE), ("Content-Length", str(len(self.body))), *self.extra]
         return [*headers, ("Connection", "close")] if self.close else headers
 
     def response(self) -> Response:
         """The same answer as a werkzeug Response (for flask's routes)."""
         response = Response(self.body, status=self.status, mimetype=JSON_TYPE)
+        for name, value in self.extra:
+            response.headers[name] = value
         if self.close:
             response.headers["Connection"] = "close"
         return response
@@ -179,7 +201,7 @@ def _status_line(code: int) -> str:
     return f"{code} {HTTP_STATUS_CODES.get(code, 'UNKNOWN').upper()}"
 
 
-_STATUS_LINES = {code: _status_line(code) for code in (200, 400)}
+_STATUS_LINES = {code: _status_line(code) for code in (200, 400, 415)}
 
 
 def _error_message(code: int, exc: Exception) -> str:
@@ -196,7 +218,8 @@ def _error_message(code: int, exc: Exception) -> str:
 
 def _read_body(environ: dict[str, Any]) -> tuple[bytes, bool]:
     """The request body, or (b"", True) when it is over the cap (declared or actual); read as
-    flask's `request.stream` reads it (werkzeug's own input stream of the environ)."""
+    flask's `request.stream` reads it (werkzeug's own input stream of the environ). Raises
+    ReviewError when gunicorn's body reader finds the chunked framing broken or the body cut short."""
     declared = get_content_length(environ)
     if declared is not None and declared > MAX_BODY_BYTES:
         return b"", True
@@ -204,9 +227,17 @@ def _read_body(environ: dict[str, Any]) -> tuple[bytes, bool]:
         body = get_input_stream(environ).read(MAX_BODY_BYTES + 1)
     except TimeoutError:  # the client stalled mid-body (guardhook.server.tlssock): a 400, then closed
         return b"", False
+    except (ParseException, NoMoreData) as exc:  # a broken chunked body, or one cut short
+        raise ReviewError(f"body cannot be read: {str(exc)[:200] or type(exc).__name__}") from None
     if len(body) > MAX_BODY_BYTES:
         return b"", True
     return body, False
+
+
+def _content_coding(environ: dict[str, Any]) -> str:
+    """The request's Content-Encoding when it is not `identity` (none given: "")."""
+    coding = str(environ.get("HTTP_CONTENT_ENCODING", "")).strip().lower()
+    return "" if coding in ("", "identity") else coding[:40]
 
 
 def _bad_request(reason: str, close: bool = False) -> ReviewAnswer:
@@ -219,6 +250,4 @@ def _status(code: int, message: str) -> Response:
     return Response(_status_body(code, message), status=code, mimetype=JSON_TYPE)
 
 
-def _status_body(code: int, message: str) -> bytes:
-    status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "message": message}
-    return json.dumps(status).encode()
+_status_body = status_body

@@ -3,7 +3,8 @@ warning at start and once a day while either expires within EXPIRY_WARNING_DAYS.
 
 `guardhook_certificate_expiry_timestamp_seconds{certificate="serving"|"ca"}` is the certificate's
 notAfter as Unix seconds, read from the files at every scrape, so a rotated certificate shows at
-once (a file that cannot be read exports no sample: the scrape still answers). The alert
+once; while a file cannot be read (deleted, garbage) the certificate still served, or the CA last
+read, stays exported, so the alert can still fire. The alert
 GuardhookCertificateExpiringSoon (manifests/monitoring/prometheus-rule.yaml) fires on the same
 window: after cert-manager's renewal point (30 days before, manifests/components/cert-manager), so
 it means renewal failed; for `guardhook certs` it is the reminder to rotate.
@@ -54,6 +55,20 @@ class CertExpiryCollector(Collector):
     def __init__(self, paths: CertPaths, tls: Callable[[], Any] | None = None) -> None:
         self.paths = paths
         self.tls = tls
+        self.last_read: dict[str, datetime.datetime] = {}
+
+    def current(self) -> dict[str, datetime.datetime]:
+        """{"serving"|"ca": notAfter}: read from the files; for a file that cannot be read (deleted,
+        garbage), the certificate still served (the TLS context's) or, for the CA, the last one read,
+        so the gauge and its alert outlive a broken mount."""
+        found = expiries(self.paths)
+        context = self.tls() if self.tls else None
+        if "serving" not in found and context is not None and context.not_after is not None:
+            found["serving"] = context.not_after
+        for name, when in self.last_read.items():
+            found.setdefault(name, when)
+        self.last_read.update(found)
+        return found
 
     def collect(self) -> Iterator[Metric]:
         family = GaugeMetricFamily(
@@ -62,7 +77,7 @@ class CertExpiryCollector(Collector):
             "(tls.crt) and its CA (ca.crt).",
             labels=["certificate"],
         )
-        for name, when in sorted(expiries(self.paths).items()):
+        for name, when in sorted(self.current().items()):
             family.add_metric([name], when.timestamp())
         yield family
         if self.tls is None:

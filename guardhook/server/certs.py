@@ -179,7 +179,8 @@ def _check_loadable(paths: CertPaths) -> None:
         RotatingServerContext(paths)
     except (OSError, ssl.SSLError) as exc:
         raise CertificateError(
-            f"cannot load {paths.cert} and {paths.key} as a certificate and its private key ({exc}); "
+            f"cannot load {paths.cert} and {paths.key} as a certificate and its private key "
+            f"({pair_problem(paths) or exc}); "
             "replace them, or remove the folder's files to have a self-signed set generated"
         ) from exc
 
@@ -196,8 +197,11 @@ class RotatingServerContext:
 
     `context()` returns a cached SSLContext, rebuilt when tls.crt or tls.key changed on disk
     (by mtime and size). A connection keeps the context it was handshaken with, so in-flight
-    requests are unaffected; new connections get the new certificate. A half-written pair that
-    fails to load keeps the previous context.
+    requests are unaffected; new connections get the new certificate. Files that fail to load (half
+    written, garbage, a key of another certificate) or that cannot be read at all (deleted) keep the
+    previous context: each such change is logged once at WARNING, naming the file and what is
+    wrong, and counted in `failures`. `not_after` is the loaded certificate's notAfter (UTC), for
+    the expiry gauge while the files cannot be read.
     """
 
     def __init__(self, paths: CertPaths) -> None:
@@ -208,7 +212,8 @@ class RotatingServerContext:
         self.reloads = 0
         self.failures = 0
         """Changed files that did not load (each change counted once; the previous context kept)."""
-        self._failed_stamp: tuple[float, int, float, int] | None = None
+        self._failed: object = None
+        self.not_after: datetime.datetime | None = None
         self.context()
         if self._context is None:
             raise CertificateError(f"cannot load {paths.cert} and {paths.key}")
@@ -219,11 +224,13 @@ class RotatingServerContext:
 
     def context(self) -> ssl.SSLContext:
         """The current context, reloading changed files."""
-        stamp: tuple[float, int, float, int] | None
         try:
             stamp = self._file_stamp()
-        except OSError:
-            stamp = self._stamp
+        except OSError as exc:
+            if self._context is None:
+                raise
+            self._refused(f"missing:{exc.filename}", f"cannot read {exc.filename}: {exc.strerror or exc}")
+            return self._context
         if stamp == self._stamp and self._context is not None:
             return self._context
         with self._lock:
@@ -231,24 +238,59 @@ class RotatingServerContext:
                 try:
                     self._context = self._build()
                     self._stamp = stamp
+                    self._failed = None
                     self.reloads += 1
                     verb = "loaded" if self.reloads == 1 else "reloaded"
                     log.info("%s the serving certificate %s", verb, self.paths.cert)
                 except (OSError, ssl.SSLError) as exc:
                     if self._context is None:
                         raise
-                    if stamp != self._failed_stamp:  # once per change, not once per connection
-                        self._failed_stamp = stamp
-                        self.failures += 1
-                        log.warning(
-                            "keeping the previous serving certificate: cannot load %s (%s)",
-                            self.paths.cert,
-                            exc,
-                        )
+                    self._refused(stamp, pair_problem(self.paths) or str(exc))
         return self._context
+
+    def _refused(self, change: object, why: str) -> None:
+        """Log and count a change that did not load, once per change (not once per connection)."""
+        if change == self._failed:
+            return
+        self._failed = change
+        self.failures += 1
+        log.warning("keeping the previous serving certificate (%s): %s", self._expiry_words(), why)
+
+    def _expiry_words(self) -> str:
+        return f"notAfter {self.not_after.isoformat()}" if self.not_after else "loaded before"
 
     def _build(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(certfile=str(self.paths.cert), keyfile=str(self.paths.key))
+        try:
+            self.not_after = x509.load_pem_x509_certificate(self.paths.cert.read_bytes()).not_valid_after_utc
+        except (OSError, ValueError):
+            self.not_after = None  # OpenSSL loaded it (e.g. DER in a chain file): no gauge from here
         return bound_io(context)  # a stalled client must not hold a request thread for good
+
+
+def pair_problem(paths: CertPaths) -> str:
+    """What is wrong with tls.crt/tls.key in words that name the file ("" when nothing is found:
+    OpenSSL's own reason then stands): unreadable, not a PEM certificate, not a PEM private key,
+    or a key that is not the certificate's. OpenSSL alone says only `[SSL] PEM lib`."""
+    try:
+        cert_pem, key_pem = paths.cert.read_bytes(), paths.key.read_bytes()
+    except OSError as exc:
+        return f"cannot read {exc.filename}: {exc.strerror or exc}"
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+    except ValueError:
+        return (
+            f"{paths.cert} is not a PEM certificate ({len(cert_pem)} bytes; no valid BEGIN CERTIFICATE block)"
+        )
+    try:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except (ValueError, TypeError) as exc:
+        return f"{paths.key} is not an unencrypted PEM private key ({str(exc)[:120]})"
+    public = serialization.PublicFormat.SubjectPublicKeyInfo
+    if key.public_key().public_bytes(serialization.Encoding.PEM, public) != cert.public_key().public_bytes(
+        serialization.Encoding.PEM, public
+    ):
+        return f"{paths.key} is not the private key of {paths.cert}"
+    return ""

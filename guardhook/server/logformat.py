@@ -3,8 +3,11 @@
 `text`: `2026-12-01 12:00:00,123 INFO guardhook.decisions: admission decision policy=... uid=...`
 (the fields of a structured line as key=value pairs after the message). `json`: one JSON object
 per line, `{"time": RFC 3339 UTC, "level", "logger", "msg", ...fields}`, for log pipelines
-(Loki, Elasticsearch, Cloud Logging) that parse JSON. A structured line passes its fields as
-`extra={"fields": {...}}`. Standard library only: every command imports this at start-up.
+(Loki, Elasticsearch, Cloud Logging) that parse JSON. Neither writes a control character or a
+bidi override raw (a name or user is the client's text): `text` escapes them in the message and
+quotes a field holding one as a JSON string; `json` writes every non-ASCII character as a JSON
+escape. A structured line passes its fields as `extra={"fields": {...}}`. Standard library only:
+every command imports this at start-up.
 """
 
 from __future__ import annotations
@@ -43,6 +46,15 @@ class TextFormatter(logging.Formatter):
             return self._second[1]
         return self.default_msec_format % (self._second[1], record.msecs)
 
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802
+        """The line with the message's control and bidi characters escaped (see `escape_controls`)."""
+        message = record.message
+        record.message = escape_controls(message)
+        try:
+            return super().formatMessage(record)
+        finally:
+            record.message = message
+
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
         fields = getattr(record, "fields", None)
@@ -72,6 +84,30 @@ class JsonFormatter(logging.Formatter):
 
 
 _NEEDS_QUOTES = re.compile(r'[ "=\n]')
+_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""C0 controls but TAB, DEL, C1 controls, and the bidirectional marks, embeddings, overrides and
+isolates (Unicode TR9; CVE-2021-42574 "Trojan Source"): a user or object name carrying them could
+move the cursor, erase a line, end it early (CR, NUL) or reorder what a reader sees."""
+
+
+def escape_controls(text: str) -> str:
+    """`text` with each control or bidi character (see _CONTROLS) written as a visible escape:
+    `\\n`, `\\r`, `\\xNN` for the rest of C0/C1, `\\uNNNN` for bidi characters."""
+    if _CONTROLS.search(text) is None:
+        return text
+    return _CONTROLS.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    if char == "\n":
+        return "\\n"
+    if char == "\r":
+        return "\\r"
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
 _PLAIN_TYPES = (bool, int, float)
 """Types whose str() is never empty and holds no space, quote, `=` or newline: never quoted."""
 _quoted = json.encoder.encode_basestring_ascii  # what json.dumps does with a str, minus its call overhead
@@ -82,8 +118,8 @@ def _text_value(value: Any) -> str:
     if kind in _PLAIN_TYPES:  # a decision line's dryRun, policyMs, latencyMs
         return str(value)
     text = value if kind is str else str(value)
-    if not text or _NEEDS_QUOTES.search(text):
-        return _quoted(text)
+    if not text or _NEEDS_QUOTES.search(text) or _CONTROLS.search(text):
+        return _quoted(text)  # JSON string escapes for every control and non-ASCII character
     return text
 
 

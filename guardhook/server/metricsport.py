@@ -4,7 +4,8 @@ else, and only the API server reach the webhook port (manifests/components/netwo
 
 A small threaded HTTP server in the gunicorn worker (the process that holds the metrics); each
 connection gets its own thread and a 5 s socket timeout, so a slow scraper never touches the
-webhook's request threads. Only GET /metrics is served; every other path is 404.
+webhook's request threads. Only GET /metrics is served; every other path is 404, and every other
+method 405 with `Allow: GET` (RFC 9110 §15.5.6).
 """
 
 from __future__ import annotations
@@ -40,6 +41,22 @@ def serve_metrics(runtime: Runtime, host: str, port: int) -> ThreadingHTTPServer
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def refuse_method(self) -> None:
+            length = self.headers.get("Content-Length", "")
+            if length.isdigit() and int(length) <= 65536:  # read it: a close with it unread is a reset
+                self.rfile.read(int(length))
+            self.send_response(405)
+            body = f"405 {self.command} is not allowed: only GET /metrics is served on this port\n".encode()
+            self.send_header("Allow", "GET")
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+            self.close_connection = True
+
+        do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = refuse_method  # noqa: N815
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             pass  # scrapes are not worth a log line each

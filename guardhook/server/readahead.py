@@ -14,6 +14,21 @@ with the bytes already in the parser's buffer, so waiting connections never hold
 answer complete requests. Like the Go API server's `http.Server.ReadHeaderTimeout` (here covering
 the body too), a connection gets `request_timeout` seconds from its first byte (or from accept, for
 the TLS handshake of a new connection) to a complete request; past that it is closed.
+
+Stopping (SIGTERM to the master, or an old worker after SIGHUP), in this order, within gunicorn's
+`graceful_timeout` (webhook_server.GRACEFUL_TIMEOUT_SECONDS):
+
+1. stop accepting: connections already queued in the listening socket's backlog are accepted
+   first, then the worker's copy of the listening socket is closed (the master closed its own), so
+   no connection waits in a backlog nobody reads (a reset when the socket finally closes) and a
+   new one is refused at once;
+2. answer what was read: requests being read, queued or judged are answered; every answer after
+   the signal carries `Connection: close` (gunicorn's own rule for a stopping worker), so a client
+   opens its next connection elsewhere (a Service's other endpoint);
+3. kept-alive idle connections stay open SHUTDOWN_LINGER_SECONDS for a request a client may
+   already be sending (answered with `Connection: close`), then are closed last, gracefully: FIN
+   first, then whatever arrives is read and dropped until the client closes (at most
+   CLOSE_DRAIN_SECONDS), so a request crossing the close meets an end of stream, not a reset.
 """
 
 from __future__ import annotations
@@ -22,15 +37,18 @@ import contextlib
 import logging
 import re
 import selectors
+import socket
 import ssl
 import time
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from gunicorn import http
+from gunicorn import http, util
 from gunicorn.sock import ssl_context
 from gunicorn.workers.gthread import ThreadWorker
+
+from guardhook.server.status import protocol_error, raw_answer
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +61,23 @@ MAX_HEADER_BYTES = 64 * 1024
 limit_request_line / limit_request_field_size are lower)."""
 
 READ_CHUNK = 64 * 1024
-TIMEOUT_ANSWER = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+TIMEOUT_ANSWER = raw_answer(408, "no complete request in time")
 HEADER_END = b"\r\n\r\n"
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)[ \t]*(?=\r\n)", re.IGNORECASE)
 _CHUNKED = re.compile(rb"\r\ntransfer-encoding:[^\r\n]*chunked", re.IGNORECASE)
 _EXPECT_CONTINUE = re.compile(rb"\r\nexpect:[ \t]*100-continue[ \t]*(?=\r\n)", re.IGNORECASE)
+
+SHUTDOWN_LINGER_SECONDS = 5.0
+"""How long a stopping worker keeps idle kept-alive connections open (gunicorn's own default is
+2 s): a client sending every few seconds gets a `Connection: close` answer in that time and closes
+the connection itself, instead of meeting a close from the server."""
+
+CLOSE_DRAIN_SECONDS = 1.0
+"""After a stopping worker's FIN on an idle connection, how long bytes that still arrive are read
+and dropped (so the close is no reset) before the socket is closed."""
+
+ROOM_BATCH = 16
+"""Idle connections closed at once when the worker reaches worker_connections (see _make_room)."""
 
 DISCARD_FACTOR = 4
 """An oversized body declared up to this many times the cap is read and thrown away in the event
@@ -149,6 +179,8 @@ class ReadAheadWorker(ThreadWorker):
         self.reading: dict[Any, Reading] = {}
         self.discarding: dict[Any, Reading] = {}
         self.cut_off = 0
+        self.made_room = 0
+        """Idle kept-alive connections closed to stay under worker_connections."""
 
     def enqueue_req(self, conn: Any) -> None:
         """Called by gthread for a new connection, a kept-alive one that became readable, and one
@@ -289,6 +321,79 @@ class ReadAheadWorker(ThreadWorker):
         self.nr_conns -= 1
         conn.close()
 
+    def set_accept_enabled(self, enabled: bool) -> None:
+        """gthread's switch. At `worker_connections` open connections gthread stops accepting, so a
+        probe's new connection would wait behind idle kept-alive ones: here the oldest idle ones
+        are closed instead (gracefully, as at a stop) and accepting goes on, so /healthz and /readyz
+        answer at the limit. When a stopping worker turns accepting off, it first accepts what is
+        queued in the backlog (each read and answered, with Connection: close), then closes the
+        worker's copy of the listening sockets (see the module docstring, step 1)."""
+        if not enabled and self.alive and self._make_room():
+            return
+        if enabled or self.alive:
+            super().set_accept_enabled(enabled)
+            return
+        for listener in self.sockets:
+            self._accept_backlog(listener)
+        super().set_accept_enabled(False)
+        for listener in self.sockets:
+            with contextlib.suppress(OSError):
+                listener.close()
+
+    def _make_room(self) -> bool:
+        """At worker_connections: close the oldest idle kept-alive connections, at most ROOM_BATCH
+        closing at a time; whether accepting may go on (some are idle or closing, so the count
+        comes back under the limit within CLOSE_DRAIN_SECONDS)."""
+        if not self.keepalived_conns and not self.discarding:
+            return False
+        while self.keepalived_conns and len(self.discarding) < ROOM_BATCH:
+            self._close_idle(self.keepalived_conns.popleft(), time.monotonic())
+            self.made_room += 1
+        return True
+
+    def _accept_backlog(self, listener: Any) -> None:
+        with contextlib.suppress(OSError):
+            listener.setblocking(False)
+        for _ in range(self.worker_connections):
+            before = self.nr_conns
+            try:
+                self.accept(listener)
+            except OSError:
+                return
+            if self.nr_conns == before:  # EAGAIN: the backlog is empty
+                return
+
+    def _cap_keepalive(self, deadline: float) -> None:
+        """Keep idle kept-alive connections SHUTDOWN_LINGER_SECONDS after the stop, not gunicorn's 2 s."""
+        super()._cap_keepalive(time.monotonic() + SHUTDOWN_LINGER_SECONDS)
+
+    def murder_keepalived(self, force: bool = False) -> None:
+        """Close expired kept-alive connections; a stopping worker closes them gracefully (module
+        docstring, step 3): FIN, then read and drop what still comes until the client closes."""
+        if self.alive or force:
+            super().murder_keepalived(force)
+            return
+        now = time.monotonic()
+        while self.keepalived_conns and self.keepalived_conns[0].timeout <= now:
+            self._close_idle(self.keepalived_conns.popleft(), now)
+
+    def _close_idle(self, conn: Any, now: float) -> None:
+        """Close a connection no thread holds (an idle kept-alive one, already out of
+        keepalived_conns, or one cut off after its 408) gracefully: FIN, then read and drop what
+        still comes for CLOSE_DRAIN_SECONDS, so the close is no reset."""
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            self.poller.unregister(conn.sock)
+        try:
+            conn.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            self.nr_conns -= 1
+            conn.close()
+            return
+        state = Reading(deadline=now + CLOSE_DRAIN_SECONDS, discard=1 << 62)
+        self.discarding[conn] = state
+        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._discard, conn))
+        state.events = selectors.EVENT_READ
+
     def _watch(self, conn: Any, state: Reading, events: int) -> None:
         callback = partial(self._advance, conn)
         if state.events == 0:
@@ -317,9 +422,31 @@ class ReadAheadWorker(ThreadWorker):
             self.cut_off += 1
             log.debug("closed %s: no complete request within %gs", _peer(conn), self.request_timeout)
             self._time_out(conn)
-            self._drop(conn)
+            self._release(conn)
+            # FIN after the 408, then what the client still sends is read and dropped: closed with
+            # its bytes unread, the socket would answer them with a reset that can destroy the 408.
+            self._close_idle(conn, now)
         for conn in [c for c, s in self.discarding.items() if s.deadline <= now]:
             self._end_discard(conn)
+
+    def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
+        """Answer a request gunicorn's parser refused (or one the app failed on) with the JSON
+        `Status` the webhook port documents (guardhook.server.status), not gunicorn's HTML page;
+        the connection closes after it. A broken TLS session gets no answer: it cannot carry one."""
+        if isinstance(exc, ssl.SSLError):
+            log.debug("closing a connection after a TLS error: %s", exc)
+            return
+        known = protocol_error(exc)
+        if known is None:
+            self.log.exception("Error handling request %s", getattr(req, "uri", "(no URI read)"))
+            code, message = 500, "internal error while handling the request"
+        else:
+            code, message = known
+            self.log.warning("Invalid request from ip=%s: %s", (addr or ("",))[0], message)
+        try:
+            util.write_nonblock(client, raw_answer(code, message))
+        except Exception:  # the client may be gone: nothing left to tell it
+            log.debug("could not send the %d answer", code)
 
     def _time_out(self, conn: Any) -> None:
         """Tell a client that sent part of a request why it is closed (408, RFC 9110 §15.5.9);

@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 KEEPALIVE_SECONDS = 120
 REQUEST_TIMEOUT_SECONDS = 30
 GRACEFUL_TIMEOUT_SECONDS = 25
+WORKER_CONNECTIONS = 1000
+"""gunicorn's default, set explicitly: the API servers' kept-alive connections (one or a few per
+API server) and the kubelet's probes stay far below it."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,9 @@ class ServeOptions:
     certs: CertPaths
     request_timeout: float = READ_TIMEOUT_SECONDS
     """Seconds from a connection's first byte to a complete request (headers and body)."""
+    max_connections: int = WORKER_CONNECTIONS
+    """gunicorn's `worker_connections`: open connections at once; at the limit the oldest idle
+    kept-alive ones are closed to admit new ones (guardhook.server.readahead)."""
 
 
 class SameFormatLogger(GunicornLogger):
@@ -63,7 +69,9 @@ class WebhookServer(BaseApplication):
     def __init__(self, options: ServeOptions, make_runtime: Callable[[], Runtime]) -> None:
         self.options = options
         self.make_runtime = make_runtime
-        self._tls: RotatingServerContext | None = None
+        # Loaded here, in the master: every worker it forks (at start, and after SIGHUP) starts from
+        # the last pair that loaded, and keeps it when the files on disk no longer load.
+        self._tls: RotatingServerContext | None = RotatingServerContext(options.certs)
         super().__init__()
 
     def load_config(self) -> None:
@@ -73,6 +81,7 @@ class WebhookServer(BaseApplication):
             "workers": 1,
             "worker_class": worker_class(self.options.request_timeout, MAX_BODY_BYTES),
             "threads": self.options.threads,
+            "worker_connections": self.options.max_connections,
             "keepalive": KEEPALIVE_SECONDS,
             "timeout": REQUEST_TIMEOUT_SECONDS,
             "graceful_timeout": GRACEFUL_TIMEOUT_SECONDS,
@@ -92,8 +101,16 @@ class WebhookServer(BaseApplication):
 
     @property
     def tls(self) -> RotatingServerContext | None:
-        """The serving certificate's context (None before the first connection of this worker)."""
+        """The serving certificate's context."""
         return self._tls
+
+    def reload(self) -> None:
+        """SIGHUP in the master: reload the configuration, and look at the certificate files once,
+        so that files that do not load are logged and counted here (the new worker inherits the
+        count) and the new worker serves the last pair that loaded."""
+        super().reload()
+        if self._tls is not None:
+            self._tls.context()
 
     def _ssl_context(self, _conf: Any, _default_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
         # gunicorn asks for a context per connection: hand out the cached one, reloaded when the
