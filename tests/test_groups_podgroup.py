@@ -122,5 +122,65 @@ def test_delete_based_drains_of_gang_members_are_budgeted_other_deletes_are_not(
     first = dict(eng.judge(shapes.delete_request(shapes.pod(objects, "train-0-0")), "validate").response)
     second = dict(eng.judge(shapes.delete_request(shapes.pod(objects, "train-1-0")), "validate").response)
     plain = dict(eng.judge(shapes.delete_request(shapes.pod(objects, "train-2-1")), "validate").response)
-    assert (first["allowed"], second["allowed"], plain["allowed"]) == (True, False, True)
+    # train-2-1 is on a node left schedulable: an ordinary delete of a member of a whole gang
+    assert (first["allowed"], second["allowed"], plain["allowed"]) == (True, False, False)
     assert second["status"]["code"] == 429 and "from draining node" in second["status"]["message"]
+    assert plain["status"]["code"] == 403
+
+
+def delete(eng: Engine, objects: list, name: str, user: str = "kubernetes-admin") -> dict[str, Any]:
+    request = shapes.delete_request(shapes.pod(objects, name))
+    request["userInfo"] = {"username": user, "groups": ["system:authenticated"]}
+    return dict(eng.judge(request, "validate").response)
+
+
+def test_deleting_one_member_of_a_whole_gang_is_denied_with_advice() -> None:
+    objects = shapes.gang_objects()
+    denied = delete(engine(objects), objects, "train-1-0")
+    assert denied["allowed"] is False and denied["status"]["code"] == 403
+    message = denied["status"]["message"]
+    assert "worker-delete" in message
+    assert (
+        "pod train/train-1-0 is a member of PodGroup train/train-1 (disruptionMode all, 2 pods) of "
+        "Workload train/train, which is whole; deleting one member breaks the whole gang" in message
+    )
+    assert "evict its pods through the Eviction API" in message
+    assert "through its controller (Job train/train-1)" in message
+
+
+def test_members_of_a_broken_gang_and_of_single_mode_groups_may_be_deleted() -> None:
+    objects = shapes.gang_objects()
+    shapes.pod(objects, "train-1-1")["metadata"]["deletionTimestamp"] = "2026-11-29T17:00:00Z"
+    eng = engine(objects)
+    assert delete(eng, objects, "train-1-0")["allowed"] is True  # its gang is already broken
+    assert delete(eng, objects, "train-0-0")["allowed"] is False  # another, whole gang
+    single = shapes.gang_objects(mode="single")
+    assert delete(engine(single), single, "train-0-0")["allowed"] is True
+
+
+def test_a_gang_pod_whose_pod_group_the_view_does_not_hold_is_judged_as_any_pod() -> None:
+    objects = shapes.gang_objects()
+    pods_only = [o for o in objects if o["kind"] == "Pod"]
+    assert delete(engine(pods_only), objects, "train-1-0")["allowed"] is True
+
+
+def test_a_gang_member_marked_for_disruption_may_be_deleted() -> None:
+    objects = shapes.gang_objects()
+    shapes.pod(objects, "train-1-0")["status"]["conditions"].append(
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "lastTransitionTime": "2026-11-29T17:00:00Z",
+        }
+    )
+    assert delete(engine(objects), objects, "train-1-0", "system:kube-scheduler")["allowed"] is True
+
+
+def test_an_exempt_requester_may_delete_a_gang_member() -> None:
+    objects = shapes.gang_objects()
+    job_controller = "system:serviceaccount:kube-system:job-controller"
+    config = build_config({"policies": {"worker-delete": {"exemptions": {"users": [job_controller]}}}})
+    eng = Engine(shapes.view(objects), config, ledger=MemoryLedger())
+    assert delete(eng, objects, "train-1-0", job_controller)["allowed"] is True
+    assert delete(eng, objects, "train-1-0")["allowed"] is False
