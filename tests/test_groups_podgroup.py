@@ -184,3 +184,54 @@ def test_an_exempt_requester_may_delete_a_gang_member() -> None:
     eng = Engine(shapes.view(objects), config, ledger=MemoryLedger())
     assert delete(eng, objects, "train-1-0", job_controller)["allowed"] is True
     assert delete(eng, objects, "train-1-0")["allowed"] is False
+
+
+def audited(objects: list) -> Any:
+    from guardhook.commands.audit import audit
+    from guardhook.commands.scan import Located
+    from guardhook.config import default_config
+
+    return audit([Located("cluster", o) for o in objects], default_config())
+
+
+def test_audit_counts_gangs_per_set_whole_and_broken() -> None:
+    import io
+    import json
+
+    from guardhook.commands.audit import render_json, render_text
+
+    objects = shapes.gang_objects()
+    shapes.pod(objects, "train-1-1")["metadata"]["deletionTimestamp"] = "2026-11-29T17:00:00Z"
+    single = shapes.gang_objects(mode="single", namespace="batch", workload="solo")
+    result = audited(shapes.fleet() + objects + single)
+    # one set: Workload train/train with 3 gangs, train-1 broken; the single-mode PodGroups are no gangs
+    assert [g.as_dict() for g in result.gangs] == [
+        {
+            "namespace": "train",
+            "kind": "Workload",
+            "name": "train",
+            "gangs": 3,
+            "whole": 2,
+            "broken": 1,
+            "brokenPodGroups": ["train-1"],
+        }
+    ]
+    text = io.StringIO()
+    render_text(result, text)
+    lines = text.getvalue().splitlines()
+    heading = lines.index("Gangs per set (Workload API PodGroups, disruptionMode all):")
+    assert lines[heading + 2].split() == ["train", "Workload/train", "3", "2", "1", "train-1"]
+    document = io.StringIO()
+    render_json(result, document)
+    assert json.loads(document.getvalue())["gangs"][0]["brokenPodGroups"] == ["train-1"]
+
+
+def test_audit_of_a_cluster_without_gangs_prints_no_gang_table() -> None:
+    import io
+
+    from guardhook.commands.audit import render_text
+
+    result = audited(shapes.fleet())
+    text = io.StringIO()
+    render_text(result, text)
+    assert result.gangs == [] and "Gangs per set" not in text.getvalue()

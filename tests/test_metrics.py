@@ -83,3 +83,20 @@ def test_enforcement_audit_allows_a_worker_delete_with_an_audit_annotation(
     samples = scrape(server)
     audited = {"policy": "worker-delete", "action": "Audit", "outcome": "audited"}
     assert value(samples, "guardhook_decisions_total", **audited) == 1
+
+
+def test_gang_gauges_per_set_follow_the_view(fresh_server: Callable[..., Server], tmp_path: Path) -> None:
+    import group_shapes as shapes
+
+    gangs = shapes.gang_objects()
+    shapes.pod(gangs, "train-2-0")["metadata"]["deletionTimestamp"] = "2026-11-29T17:00:00Z"
+    state = tmp_path / "state.yaml"
+    state.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": shapes.fleet() + gangs}))
+    samples = scrape(fresh_server("--cluster-state", str(state)))
+    workload = {"namespace": "train", "kind": "Workload", "name": "train"}
+    assert value(samples, "guardhook_gang_groups", **workload) == 3
+    assert value(samples, "guardhook_gang_groups_whole", **workload) == 2
+    assert not any(
+        name.startswith("guardhook_gang") and dict(labels).get("namespace") == "serve"
+        for name, labels in samples
+    )

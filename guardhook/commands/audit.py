@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from guardhook.cluster.sources import Source
     from guardhook.commands.scan import Finding, Located
     from guardhook.config import Config
+    from guardhook.groups.podgroup import GangSetGroups
     from guardhook.leadersync.desired import Entry
     from guardhook.policies.base import Policy
     from guardhook.wire import KubeObject
@@ -90,6 +91,9 @@ class AuditResult:
     unnarrowed: list[Entry] = field(default_factory=list)
     """Services and InferencePools that can match LWS workers, with why they are not narrowed
     (guardhook.leadersync.desired: pending the reconciler, reported, opted out, cannot be)."""
+    gangs: list[GangSetGroups] = field(default_factory=list)
+    """Gang counts per set of Workload API `disruptionMode: all` PodGroups
+    (guardhook.groups.podgroup.each_gang_set)."""
 
     @property
     def violations(self) -> list[Finding]:
@@ -113,6 +117,7 @@ def audit(
     from guardhook.cluster.view.store import NAMESPACES, WEBHOOK_KINDS
     from guardhook.commands.scan import scan, usable_policies
     from guardhook.floor.export import export_floor
+    from guardhook.groups.podgroup import each_gang_set
     from guardhook.planning.spare import spare_by_lws
     from guardhook.policies import REGISTRY
     from guardhook.policies.worker_delete import POLICY as WORKER_DELETE
@@ -147,6 +152,7 @@ def audit(
         unchecked=not_read,
         floor=floor,
         unnarrowed=unnarrowed(view, objects, config),
+        gangs=list(each_gang_set(view)),
     )
 
 
@@ -244,6 +250,7 @@ def render_text(result: AuditResult, out: TextIO) -> None:
             "  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip(),
             file=out,
         )
+    render_gangs(result, out)
     print(f"Unnarrowed Services and InferencePools ({len(result.unnarrowed)}):", file=out)
     for entry in result.unnarrowed:
         lws = ", ".join(entry.lws)
@@ -264,6 +271,32 @@ def render_text(result: AuditResult, out: TextIO) -> None:
         print(f"Note: {note}", file=out)
 
 
+def render_gangs(result: AuditResult, out: TextIO) -> None:
+    """The table of gangs per set (Workload API PodGroups with `disruptionMode: all`), printed
+    only when the objects hold such PodGroups."""
+    if not result.gangs:
+        return
+    print("Gangs per set (Workload API PodGroups, disruptionMode all):", file=out)
+    header = ("NAMESPACE", "SET", "GANGS", "WHOLE", "BROKEN", "BROKEN-PODGROUPS")
+    rows = [header] + [
+        (
+            g.namespace,
+            f"{g.kind}/{g.name}",
+            str(g.gangs),
+            str(g.whole),
+            str(g.broken),
+            ",".join(g.broken_names) or "-",
+        )
+        for g in result.gangs
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        print(
+            "  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip(),
+            file=out,
+        )
+
+
 def gaps_heading(result: AuditResult) -> str:
     """`Protection gaps (N):`, saying what was not checked when something could not be read:
     `Protection gaps: not checked (Namespaces and webhook configurations could not be read; see
@@ -277,8 +310,9 @@ def gaps_heading(result: AuditResult) -> str:
 
 
 def render_json(result: AuditResult, out: TextIO) -> None:
-    """`{"violations": [Finding…], "groups": [LwsGroups…], "notes": […]}` on `out`, with camelCase
-    keys throughout (`apiVersion`, `leaderReadyGroupIncomplete`), as Kubernetes writes JSON."""
+    """`{"violations": [Finding…], "groups": [LwsGroups…], "gangs": [GangSetGroups…], "notes": […]}`
+    on `out`, with camelCase keys throughout (`apiVersion`, `leaderReadyGroupIncomplete`), as
+    Kubernetes writes JSON."""
     document = {
         "violations": [f.as_dict() for f in result.violations],
         "groups": [
@@ -294,6 +328,7 @@ def render_json(result: AuditResult, out: TextIO) -> None:
             }
             for g in result.groups
         ],
+        "gangs": [g.as_dict() for g in result.gangs],
         "drainingNodes": result.draining,
         "unnarrowed": [
             {k: v for k, v in e.as_dict().items() if k != "patch"} | {"state": UNNARROWED_STATE[e.state]}

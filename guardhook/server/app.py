@@ -26,7 +26,7 @@ from werkzeug.wsgi import get_content_length, get_input_stream
 
 from guardhook.admission.codec import MAX_BODY_BYTES, ReviewError, decode, encode
 from guardhook.admission.engine import Endpoint, Engine
-from guardhook.server.metrics import CONTENT_TYPE, GroupCollector, Metrics
+from guardhook.server.metrics import CONTENT_TYPE, GangCollector, GroupCollector, Metrics
 from guardhook.server.spare_metrics import SpareGroupsCollector
 from guardhook.server.status import status_body
 
@@ -44,6 +44,7 @@ class Runtime:
         self.metrics = metrics or Metrics()
         self.collectors: list[Callable[[Runtime], None]] = []
         self.metrics.registry.register(GroupCollector(lambda: self.engine.view))
+        self.metrics.registry.register(GangCollector(lambda: self.engine.view))
         self.metrics.registry.register(SpareGroupsCollector(lambda: self.engine.view))
 
     @property

@@ -19,6 +19,7 @@ from guardhook.cluster.giveway import giving_way
 from guardhook.cluster.group_ready import DEFAULT_STARTUP_WINDOW_SECONDS, gate_counts
 from guardhook.cluster.groups import each_lws_groups
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.podgroup import each_gang_set
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -203,6 +204,38 @@ class GroupCollector(LwsGaugeCollector):
 
     def rows(self, view: ClusterView) -> Iterable[Any]:
         return each_lws_groups(view)
+
+
+class GangCollector(Collector):
+    """`guardhook_gang_groups` and `guardhook_gang_groups_whole` per set of Workload API
+    `disruptionMode: all` PodGroups (labels namespace, kind, name: the Workload, the common
+    controller owner, or a lone PodGroup; guardhook.groups.podgroup.each_gang_set), computed from
+    the cluster view at scrape time as the per-LWS gauges are."""
+
+    GAUGES = (
+        ("gangs", "guardhook_gang_groups", "PodGroups with disruptionMode all in a set."),
+        (
+            "whole",
+            "guardhook_gang_groups_whole",
+            "Of those, gangs with every pod present, none terminating or going, all Ready.",
+        ),
+    )
+
+    def __init__(self, view: Callable[[], ClusterView]) -> None:
+        self.view = view
+
+    def collect(self) -> Iterator[Metric]:
+        families = [
+            (field, GaugeMetricFamily(name, text, labels=["namespace", "kind", "name"]))
+            for field, name, text in self.GAUGES
+        ]
+        for row in giving_way(each_gang_set(self.view())):
+            for field, family in families:
+                family.add_metric([row.namespace, row.kind, row.name], getattr(row, field))
+        yield from (family for _, family in families)
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
 
 
 GROUP_READY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)

@@ -637,6 +637,11 @@ class ClusterView:
         with self.lock:
             return [g for (ns, _), g in self._dra[PODGROUPS].items() if ns == namespace]
 
+    def all_pod_groups(self) -> list[PodGroupRecord]:
+        """Every PodGroup held (scheduling.k8s.io), in no particular order."""
+        with self.lock:
+            return [g for g in self._dra[PODGROUPS].values() if isinstance(g, PodGroupRecord)]
+
     def node_pools(self) -> list[NodePoolRecord]:
         """Every Karpenter NodePool held."""
         with self.lock:
