@@ -235,3 +235,61 @@ def test_audit_of_a_cluster_without_gangs_prints_no_gang_table() -> None:
     text = io.StringIO()
     render_text(result, text)
     assert result.gangs == [] and "Gangs per set" not in text.getvalue()
+
+
+def gang_drain(objects: list, *pods: str) -> Any:
+    from guardhook.planning.drain import plan_drain
+
+    nodes = [o for o in shapes.fleet() if o["kind"] == "Node"]
+    order = [shapes.pod(objects, name)["spec"]["nodeName"] for name in pods]
+    return plan_drain(nodes + objects, order, {"maxDisruptedGroups": 1})
+
+
+def test_drain_plan_takes_gangs_in_waves_under_their_budget() -> None:
+    import io
+
+    from guardhook.commands.drain_plan import render_text
+
+    objects = shapes.gang_objects()
+    plan = gang_drain(objects, "train-0-0", "train-1-0")  # two nodes, one gang each
+    assert [w.nodes for w in plan.waves] == [["gpu-node-01"], ["gpu-node-03"]]
+    assert [str(g) for w in plan.waves for g in w.groups] == [
+        "Workload train/train PodGroup train-0",
+        "Workload train/train PodGroup train-1",
+    ]
+    assert [str(g) for g in plan.waves[1].waits_for] == ["Workload train/train PodGroup train-0"]
+    assert [(r.pod, r.node) for r in plan.at_once] == [("train-1-0", "gpu-node-03")]
+    assert (
+        "would break PodGroup train-1 (disruptionMode all) of Workload train/train" in plan.at_once[0].reason
+    )
+    assert [g.as_dict() for g in plan.gangs] == [
+        {
+            "namespace": "train",
+            "kind": "Workload",
+            "name": "train",
+            "budget": 1,
+            "losing": ["train-0", "train-1"],
+            "broken": [],
+        }
+    ]
+    assert plan.as_dict()["waves"][0]["groups"] == [
+        {"namespace": "train", "kind": "Workload", "set": "train", "podGroup": "train-0"}
+    ]
+    text = io.StringIO()
+    render_text(plan, text)
+    assert "    train      Workload/train  1       train-0,train-1  -" in text.getvalue().splitlines()
+
+
+def test_drain_plan_counts_a_gang_broken_now_against_the_budget() -> None:
+    objects = shapes.gang_objects()
+    shapes.pod(objects, "train-2-1")["metadata"]["deletionTimestamp"] = "2026-11-29T17:00:00Z"
+    plan = gang_drain(objects, "train-0-0")
+    assert plan.gangs[0].broken == ("train-2",) and plan.gangs[0].losing == ("train-0",)
+    assert [str(g) for g in plan.waves[0].waits_for] == ["Workload train/train PodGroup train-2"]
+    assert [r.pod for r in plan.at_once] == ["train-0-0"]
+
+
+def test_drain_plan_single_mode_pod_groups_break_no_group() -> None:
+    objects = shapes.gang_objects(mode="single")
+    plan = gang_drain(objects, "train-0-0", "train-1-0")
+    assert (len(plan.waves), plan.waves[0].groups, plan.gangs, plan.at_once) == (1, [], (), ())

@@ -139,6 +139,7 @@ def render_text(plan: DrainPlan, out: TextIO) -> None:
             print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)
     else:
         print("  No LeaderWorkerSet group loses a pod and none is broken.", file=out)
+    _render_gangs(plan, out)
     for item in plan.lws:
         for warning in item.warnings:
             print(f"  warning: {item.namespace}/{item.name}: {warning}", file=out)
@@ -165,6 +166,22 @@ def render_text(plan: DrainPlan, out: TextIO) -> None:
         print(line + (f" ({item.short})" if item.short else ""), file=out)
     if not plan.lws:
         print("  nothing to rebuild", file=out)
+
+
+def _render_gangs(plan: DrainPlan, out: TextIO) -> None:
+    """A table per gang set (Workload API PodGroups, disruptionMode all), only when the drain
+    touches one or one has a broken gang."""
+    if not plan.gangs:
+        return
+    print("  Gangs (Workload API PodGroups, disruptionMode all):", file=out)
+    header = ("NAMESPACE", "SET", "BUDGET", "LOSING", "BROKEN-NOW")
+    rows = [header] + [
+        (g.namespace, f"{g.kind}/{g.name}", str(g.budget), _indexes(g.losing), _indexes(g.broken))
+        for g in plan.gangs
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        print("    " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)
 
 
 def _wave_detail(wave: Wave) -> str:

@@ -13,6 +13,9 @@
 - After the drain: can each lost group be rebuilt (guardhook.planning.rebuild)? Lost are the groups
   losing a pod on the drained nodes and every group already broken, of any LWS (they compete for
   the same free capacity).
+- Workload API gangs (`disruptionMode: all` PodGroups, guardhook.groups.podgroup) are evicted in
+  the waves under their own budget per set, as group-eviction judges them; per set the plan lists
+  the PodGroups losing a pod and those already broken (no rebuild is planned for a gang).
 - Which of the nodes are draining already (guardhook.cluster.going: cordoned, or an autoscaler's
   drain taint such as Karpenter's `karpenter.sh/disrupted` or cluster-autoscaler's
   `ToBeDeletedByClusterAutoscaler`); with no nodes given, the plan is for exactly those. Groups a
@@ -31,9 +34,11 @@ from guardhook.cluster.lws import GroupKey, key_order, member_of_pod
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.ref import SetRef
 from guardhook.planning.evictions import GroupRef, LwsKey, Refusal, evict_in_turn
 from guardhook.planning.rebuild import rebuild_after_drain
 from guardhook.policies.group_eviction import eviction_context
+from guardhook.policies.shared.gang_budget import gang_disruption, gang_reading
 from guardhook.policies.shared.group_budget import BrokenGroups
 from guardhook.wire import KubeObject
 
@@ -107,6 +112,31 @@ class LwsDrain:
 
 
 @dataclass(frozen=True)
+class GangDrain:
+    """One set of Workload API gangs (`disruptionMode: all` PodGroups; its Workload, else their
+    common controller owner) under the drain: its budget, the PodGroups that lose a pod on the
+    drained nodes and those already broken, by name. Nothing rebuilds a gang for guardhook, so
+    no rebuild is planned for it."""
+
+    namespace: str
+    kind: str
+    name: str
+    budget: int
+    losing: tuple[str, ...]
+    broken: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "kind": self.kind,
+            "name": self.name,
+            "budget": self.budget,
+            "losing": list(self.losing),
+            "broken": list(self.broken),
+        }
+
+
+@dataclass(frozen=True)
 class DrainPlan:
     """The whole answer. `ok`: every lost group can be rebuilt and no node is blocked."""
 
@@ -117,6 +147,8 @@ class DrainPlan:
     lws: tuple[LwsDrain, ...]
     draining: Mapping[str, str] = field(default_factory=dict)
     """The planned nodes already draining, and why (guardhook.cluster.going.draining)."""
+    gangs: tuple[GangDrain, ...] = ()
+    """The gang sets that lose a pod on the nodes or have a broken gang, by namespace, kind, name."""
 
     @property
     def ok(self) -> bool:
@@ -130,6 +162,7 @@ class DrainPlan:
             "refusedAtOnce": [r.as_dict() for r in self.at_once],
             "lws": [item.as_dict() for item in self.lws],
             "draining": dict(self.draining),
+            "gangs": [item.as_dict() for item in self.gangs],
             "rebuildable": self.ok,
         }
 
@@ -177,7 +210,33 @@ def plan_drain(
         if key in rebuilt
     )
     draining = {node: already[node] for node in order if node in already}
-    return DrainPlan(tuple(order), tuple(waves), tuple(blocked), tuple(at_once.refused), lws, draining)
+    gangs = _gang_sets(view, order, params)
+    return DrainPlan(tuple(order), tuple(waves), tuple(blocked), tuple(at_once.refused), lws, draining, gangs)
+
+
+def _gang_sets(view: ClusterView, nodes: Sequence[str], params: Mapping[str, Any]) -> tuple[GangDrain, ...]:
+    """Per gang set (guardhook.groups.podgroup) with a PodGroup losing a pod on `nodes` or one
+    already broken: its budget and those PodGroups, as group-eviction's gang budget reads them
+    (the view alone: a plan consults no ledger)."""
+    on_nodes = {pod.key for pod in _pods_on(view, nodes)}
+    found: dict[SetRef, tuple[int, set[str], tuple[str, ...]]] = {}
+    for pod in view.all_pods():
+        if pod.terminal or not pod.pod_group:
+            continue
+        gang = gang_disruption(view, pod, int(params.get("maxDisruptedGroups", 1)))
+        if gang is None:
+            continue
+        if gang.set not in found:
+            found[gang.set] = (gang.budget, set(), tuple(sorted(gang_reading(view, gang, ()))))
+        if pod.key in on_nodes:
+            found[gang.set][1].add(gang.group.name)
+    return tuple(
+        GangDrain(s.namespace, s.kind, s.name, budget, tuple(sorted(losing)), broken)
+        for s, (budget, losing, broken) in sorted(
+            found.items(), key=lambda i: (i[0].namespace, i[0].kind, i[0].name)
+        )
+        if losing or broken
+    )
 
 
 def _warnings(view: ClusterView, key: LwsKey, params: Mapping[str, Any]) -> tuple[str, ...]:
@@ -246,27 +305,37 @@ def _set_waits(view: ClusterView, waves: list[Wave], params: Mapping[str, Any]) 
     before: set[GroupRef] = set()
     for wave in waves:
         if wave.healed:
-            touched = {(g.namespace, g.lws) for g in wave.groups} | {
-                (r.namespace, _lws_of(view, r)) for r in wave.retried
+            touched = {(g.namespace, g.kind, g.lws) for g in wave.groups} | {
+                (r.namespace, *_set_of(view, r, params)) for r in wave.retried
             }
             wait = before | broken_now
-            wave.waits_for = sorted(g for g in wait if (g.namespace, g.lws) in touched)
+            wave.waits_for = sorted(g for g in wait if (g.namespace, g.kind, g.lws) in touched)
         before |= set(wave.groups)
 
 
-def _lws_of(view: ClusterView, refusal: Refusal) -> str:
+def _set_of(view: ClusterView, refusal: Refusal, params: Mapping[str, Any]) -> tuple[str, str]:
+    """(kind, name) of the refused pod's set as GroupRef spells it: ("", LWS name) for an LWS
+    member, (set kind, set name) for a gang member, ("", "") for neither."""
     pod = view.pod(refusal.namespace, refusal.pod)
     member = member_of_pod(pod) if pod is not None else None
-    return member.lws_name if member is not None else ""
+    if member is not None:
+        return ("", member.lws_name)
+    gang = gang_disruption(view, pod, int(params.get("maxDisruptedGroups", 1))) if pod is not None else None
+    return (gang.set.kind, gang.set.name) if gang is not None else ("", "")
 
 
 def _all_broken(view: ClusterView, params: Mapping[str, Any]) -> dict[LwsKey, set[GroupRef]]:
     """The broken groups of every LWS, as far as a listing names them (BrokenGroups.shown)."""
     _, broken, _ = _groups(view, [], params, every_lws=True)
-    return {
+    found = {
         key: {GroupRef(key[0], key[1], g) for g in groups.shown(GROUPS_LISTED)}
         for key, groups in broken.items()
     }
+    for gang in _gang_sets(view, [], params):
+        found[(gang.namespace, f"{gang.kind}/{gang.name}")] = {
+            GroupRef(gang.namespace, gang.name, name, gang.kind) for name in gang.broken
+        }
+    return found
 
 
 def _groups(

@@ -2,7 +2,8 @@
 
 Each eviction is judged with the policy's own pieces (`eviction_context`, `pdb_refusal`,
 `within_budget`) in the policy's order: a pod outside any LWS the view knows is allowed; a
-PodDisruptionBudget that refuses the pod gives 429; else the group budget decides. An allowed
+PodDisruptionBudget that refuses the pod gives 429; else the group budget decides. A member of a
+Workload API gang (`disruptionMode: all` PodGroup) is judged by the gang budget per set instead. An allowed
 eviction then changes what the next one sees, as in the cluster: its group counts as broken, the
 pod is terminating, and each matching PDB with a status has one disruption fewer allowed (the API
 server's eviction handler decrements `status.disruptionsAllowed`). The ledger is not consulted: a
@@ -19,7 +20,9 @@ from typing import Any
 from guardhook.cluster.model import PodRecord, as_dict
 from guardhook.cluster.pdb_budget import matching_pdbs
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.ref import SetRef
 from guardhook.policies.group_eviction import eviction_context, pdb_refusal, within_budget
+from guardhook.policies.shared.gang_budget import gang_disruption, gang_reading
 from guardhook.policies.shared.group_budget import BrokenGroups, budget_source, groups_broken
 from guardhook.wire import KubeObject
 
@@ -29,17 +32,24 @@ LwsKey = tuple[str, str]
 
 @dataclass(frozen=True, order=True)
 class GroupRef:
-    """One group: namespace, LWS name, group index."""
+    """One group: namespace, LWS name, group index; for a Workload API gang, `lws` is the name of
+    its set, `kind` the set's kind (Workload, or the PodGroups' controller owner's) and `group` the
+    PodGroup's name ("" `kind` for an LWS group)."""
 
     namespace: str
     lws: str
     group: int | str
     """The group's key: ordinal, or a Hash group's key (guardhook.cluster.lws.GroupKey)."""
+    kind: str = ""
 
     def as_dict(self) -> dict[str, Any]:
+        if self.kind:
+            return {"namespace": self.namespace, "kind": self.kind, "set": self.lws, "podGroup": self.group}
         return {"namespace": self.namespace, "lws": self.lws, "group": self.group}
 
     def __str__(self) -> str:
+        if self.kind:
+            return f"{self.kind} {self.namespace}/{self.lws} PodGroup {self.group}"
         return f"{self.namespace}/{self.lws} group {self.group}"
 
 
@@ -78,11 +88,13 @@ def evict_in_turn(
     broken: dict[LwsKey, BrokenGroups] = {}  # not sets: an LWS may have 2^31 - 1 broken groups
     namespace_pods: dict[str, dict[str, PodRecord]] = {}
     pdbs: dict[str, list[KubeObject]] = {}
+    gangs: dict[SetRef, set[str]] = {}  # per gang set, the PodGroups broken so far
     for pod in pods:
         if pod.terminal or pod.terminating:
             continue
         eviction = eviction_context(view, pod, params)
         if eviction is None:
+            _evict_gang_member(view, pod, params, healed, gangs, outcome)
             continue
         key = (eviction.lws.namespace, eviction.lws.name)
         none_broken = BrokenGroups({}, eviction.lws.replicas, (), None)
@@ -110,6 +122,37 @@ def evict_in_turn(
         for pdb in matching:
             _take_disruption(pdb)
     return outcome
+
+
+def _evict_gang_member(
+    view: ClusterView,
+    pod: PodRecord,
+    params: Mapping[str, Any],
+    healed: bool,
+    gangs: dict[SetRef, set[str]],
+    outcome: Outcome,
+) -> None:
+    """Judge evicting `pod` when it is a member of a `disruptionMode: all` PodGroup, as
+    group-eviction's gang budget does (guardhook.policies.shared.gang_budget; PDBs are not
+    simulated for gangs); `gangs` holds the broken PodGroups per set, updated in place, read from
+    the view on a set's first pod unless `healed`. Anything else is allowed and changes nothing."""
+    gang = gang_disruption(view, pod, int(params.get("maxDisruptedGroups", 1)))
+    if gang is None:
+        return
+    if gang.set not in gangs:
+        gangs[gang.set] = set() if healed else set(gang_reading(view, gang, ()))
+    broken = gangs[gang.set]
+    name = gang.group.name
+    if name not in broken and len(broken) >= gang.budget:
+        reason = (
+            f"would break PodGroup {name} (disruptionMode all) of {gang.set} while "
+            f"{groups_broken(len(broken))} broken (budget {gang.budget})"
+        )
+        outcome.refused.append(Refusal(pod.namespace, pod.name, pod.node_name, reason))
+        return
+    if name not in broken:
+        broken.add(name)
+        outcome.broken.append(GroupRef(gang.set.namespace, gang.set.name, name, gang.set.kind))
 
 
 def _take_disruption(pdb: KubeObject) -> None:
