@@ -190,3 +190,63 @@ def test_audit_counts_hash_groups_whole_and_finds_no_broken_ones() -> None:
     result = audit([Located("cluster", o) for o in objects], default_config())
     xl = next(g for g in result.groups if (g.namespace, g.name) == ("serve", "llm-xl"))
     assert (xl.desired, xl.whole, xl.broken) == (4, 4, 0)
+
+
+def leader_service(objects: list, selector: dict) -> tuple[dict, dict]:
+    """s12 (a Service selecting the LWS's pods) with `selector`, judged on /mutate: the response
+    and the Service as the patch leaves it."""
+    import base64
+    import json
+
+    import jsonpatch
+
+    request = copy.deepcopy(load_review("s12-service-app-selector.mutating")["request"])
+    request["object"]["spec"]["selector"] = selector
+    engine = Engine(shapes.view(objects), build_config({}), ledger=MemoryLedger())
+    response = dict(engine.judge(request, "mutate").response)
+    patch = json.loads(base64.b64decode(response["patch"])) if "patch" in response else []
+    return response, jsonpatch.apply_patch(request["object"], patch)
+
+
+def test_leader_service_narrows_a_service_to_the_hash_leaders() -> None:
+    # LWS main stamps worker-index "0" on the leader Deployment's pod template
+    # (buildLeaderPodTemplateApplyConfiguration), so it still marks Hash leaders.
+    objects, groups = hash_fleet()
+    response, service = leader_service(objects, {"app": "llm-xl"})
+    selector = service["spec"]["selector"]
+    assert response["allowed"] is True
+    assert selector == {"app": "llm-xl", "leaderworkerset.sigs.k8s.io/worker-index": "0"}
+    selected = sorted(
+        o["metadata"]["name"]
+        for o in objects
+        if o["kind"] == "Pod"
+        and o["metadata"]["namespace"] == service["metadata"]["namespace"]
+        and all(o["metadata"]["labels"].get(k) == v for k, v in selector.items())
+    )
+    assert selected == sorted(leader for _, leader in groups.values())
+    again, _ = leader_service(objects, selector)
+    assert again["allowed"] is True and "patch" not in again
+
+
+def test_a_per_group_service_of_a_hash_group_is_narrowed_to_its_leader() -> None:
+    # group-index holds the group's key on every pod of a Hash group (lws pod webhook)
+    objects, groups = hash_fleet()
+    key, leader = groups[2]
+    per_group = {"leaderworkerset.sigs.k8s.io/name": "llm-xl", GROUP_INDEX_LABEL: key}
+    response, service = leader_service(objects, per_group)
+    selector = service["spec"]["selector"]
+    assert response["allowed"] is True and selector == {
+        **per_group,
+        "leaderworkerset.sigs.k8s.io/worker-index": "0",
+    }
+    selected = [
+        o["metadata"]["name"]
+        for o in objects
+        if o["kind"] == "Pod" and all(o["metadata"]["labels"].get(k) == v for k, v in selector.items())
+    ]
+    assert selected == [leader]
+    # an ordinal names no Hash group: nothing to narrow
+    ordinal, _ = leader_service(
+        objects, {"leaderworkerset.sigs.k8s.io/name": "llm-xl", GROUP_INDEX_LABEL: "2"}
+    )
+    assert "patch" not in ordinal

@@ -13,6 +13,11 @@ leader is 0) carries (LWS v0.10 pod webhook, StatefulSet controller, Kubernetes 
 - opaque labels present with values guardhook cannot know: `group-key` (a hash, distinct per
   group), `template-revision-hash` and `controller-revision-hash`.
 
+For a Hash LWS (`spec.groupIdentity: Hash`, lws KEP-898) `group-index` holds the group's random
+40-character key, as `group-key` does: it is opaque (any key may match, an ordinal none), and
+naming keys caps the groups reached. Hash leaders still carry `worker-index: "0"` (the leader
+Deployment's template sets it); their StatefulSet labels are not modelled.
+
 The answer is exact for that model: a selector is said to reach a pod when some values of the
 opaque labels make it match. Labels that other controllers or admission plugins add are not
 modelled (treated as absent).
@@ -34,6 +39,7 @@ from guardhook.cluster.lws import (
     PREFIX,
     WORKER_INDEX_LABEL,
     LeaderWorkerSet,
+    is_hash_key,
 )
 from guardhook.cluster.model import digits, metadata, str_map
 from guardhook.cluster.selectors import Requirement, Selector, matches
@@ -79,8 +85,10 @@ def reach(selector: Selector | None, lws: LeaderWorkerSet) -> Reach:
     create, per the module docstring's model. Never raises."""
     if selector is None:
         return NOTHING
-    opaque, plain = _split_opaque(selector)
+    opaque, plain = _split_opaque(selector, lws.hashed)
     if not all(_opaque_satisfiable(reqs) for reqs in opaque.values()):
+        return NOTHING
+    if lws.hashed and not _hash_index_satisfiable(opaque.get(GROUP_INDEX_LABEL, [])):
         return NOTHING
     named_groups = _named_indexes(plain, lws.name, group=True)
     named_workers = _named_indexes(plain, lws.name, group=False)
@@ -101,9 +109,10 @@ def reach(selector: Selector | None, lws: LeaderWorkerSet) -> Reach:
             worker_groups.add(g)
     reached = leader_groups | worker_groups
     count = sum(groups.weight(g) for g in reached)
-    cap = _group_key_cap(opaque.get(GROUP_KEY_LABEL, []))
-    if cap is not None:
-        count = min(count, cap)
+    for key in (GROUP_KEY_LABEL, GROUP_INDEX_LABEL):  # a Hash group-index is its group-key
+        cap = _group_key_cap(opaque.get(key, []))
+        if cap is not None:
+            count = min(count, cap)
     named = None if None in reached else frozenset(g for g in reached if g is not None)
     return Reach(bool(leader_groups) and count > 0, bool(worker_groups) and count > 0, count, named)
 
@@ -151,11 +160,14 @@ class _Indexes:
         return self.sample if value is None and self.sample is not None else int(value or 0)
 
 
-def _split_opaque(selector: Selector) -> tuple[dict[str, list[Requirement]], Selector]:
+def _split_opaque(selector: Selector, hashed: bool = False) -> tuple[dict[str, list[Requirement]], Selector]:
+    """The requirements on opaque labels by key, and the rest; for a Hash LWS `group-index` is
+    opaque too (it holds the group's random key)."""
+    keys = OPAQUE_LABELS | {GROUP_INDEX_LABEL} if hashed else OPAQUE_LABELS
     opaque: dict[str, list[Requirement]] = {}
     plain = []
     for req in selector:
-        if req.key in OPAQUE_LABELS:
+        if req.key in keys:
             opaque.setdefault(req.key, []).append(req)
         else:
             plain.append(req)
@@ -180,6 +192,13 @@ def _opaque_satisfiable(reqs: list[Requirement]) -> bool:
         return False
     allowed = _allowed_values(reqs)
     return allowed is None or bool(allowed)
+
+
+def _hash_index_satisfiable(reqs: list[Requirement]) -> bool:
+    """Whether a Hash group's `group-index` (a 40-character key) can meet `reqs`: an In list
+    must name some value of that shape (an ordinal such as "1" is no Hash group's index)."""
+    allowed = _allowed_values(reqs)
+    return allowed is None or any(is_hash_key(v) for v in allowed)
 
 
 def _group_key_cap(reqs: list[Requirement]) -> int | None:
