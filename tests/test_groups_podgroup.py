@@ -293,3 +293,23 @@ def test_drain_plan_single_mode_pod_groups_break_no_group() -> None:
     objects = shapes.gang_objects(mode="single")
     plan = gang_drain(objects, "train-0-0", "train-1-0")
     assert (len(plan.waves), plan.waves[0].groups, plan.gangs, plan.at_once) == (1, [], (), ())
+
+
+def test_an_unseen_pod_of_the_one_gang_short_of_pods_is_recorded_against_it() -> None:
+    objects = shapes.gang_objects()
+    lagging = [o for o in objects if o["metadata"]["name"] != "train-1-1"]  # the view lags train-1-1
+    ledger = MemoryLedger()
+    assert evict(engine(lagging, ledger), "train-1-1")["allowed"] is True  # train-1 is broken in the view
+    # the view catches up: train-1 looks whole, but the eviction just allowed keeps it counted
+    denied = evict(engine(objects, ledger), "train-0-0")
+    assert denied["allowed"] is False and denied["status"]["code"] == 429
+    assert "PodGroup train-1 (eviction of train-1-1 recorded" in denied["status"]["message"]
+
+
+def test_an_unseen_pod_is_allowed_when_no_gang_or_several_gangs_miss_pods() -> None:
+    objects = shapes.gang_objects()
+    assert evict(engine(objects), "train-9-9")["allowed"] is True  # every gang whole: no gang of its
+    two_short = [o for o in objects if o["metadata"]["name"] not in ("train-1-1", "train-2-1")]
+    ledger = MemoryLedger()
+    assert evict(engine(two_short, ledger), "train-1-1")["allowed"] is True
+    assert evict(engine(objects, ledger), "train-0-0")["allowed"] is True  # nothing was recorded

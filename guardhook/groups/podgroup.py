@@ -134,3 +134,19 @@ def each_gang_set(view: ClusterView) -> Iterator[GangSetGroups]:
         yield GangSetGroups(
             target.namespace, target.kind, target.name, len(groups), whole, len(broken), broken
         )
+
+
+def short_gangs(view: ClusterView, namespace: str) -> list[PodGroupRecord]:
+    """The `disruptionMode: all` PodGroups of `namespace` with a gang `minCount` that the view
+    holds fewer live (not terminal) pods of, by name: the gangs an unseen pod of the namespace
+    may belong to (the view lags a pod just created)."""
+    counts: dict[str, int] = {}
+    for pod in view.pods_in_namespace(namespace):
+        if pod.pod_group and not pod.terminal:
+            counts[pod.pod_group] = counts.get(pod.pod_group, 0) + 1
+    found = [
+        g
+        for g in view.pod_groups(namespace)
+        if g.all_mode and g.min_count is not None and counts.get(g.name, 0) < g.min_count
+    ]
+    return sorted(found, key=lambda g: g.name)

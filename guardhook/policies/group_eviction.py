@@ -37,9 +37,11 @@ either gone (the API server answers 404, which a drain treats as done; the LWS d
 a group once one pod is evicted, so this is common) or the view lags a group that has healed
 since, and the pod evicted is the replacement, which breaks that group again; the entry keeps it
 counted until the view shows it (group_budget.budget_reading). Answering 429 would wedge a drain
-on a pod that no longer exists. Other pods the view does not know are allowed. When the API server
-did not serve LeaderWorkerSets when the view last asked (the CRD was installed after guardhook
-started), the view cannot tell, and an LWS pod's eviction is answered 429.
+on a pod that no longer exists. A pod the view does not know in a namespace where exactly one
+`disruptionMode: all` gang misses pods the view has not seen is judged and recorded as that
+gang's. Other pods the view does not know are allowed.
+When the API server did not serve LeaderWorkerSets when the view last asked (the CRD was installed
+after guardhook started), the view cannot tell, and an LWS pod's eviction is answered 429.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from guardhook.cluster.lws import GROUP_INDEX_LABEL, NAME_LABEL, WORKER_INDEX_LA
 from guardhook.cluster.model import PodRecord, digits, metadata
 from guardhook.cluster.pdb_budget import matching_pdbs, refusal
 from guardhook.cluster.view.store import LEADERWORKERSETS, ClusterView
+from guardhook.groups.podgroup import short_gangs
 from guardhook.policies.base import (
     ALLOW,
     TOO_MANY_REQUESTS,
@@ -102,7 +105,9 @@ class GroupEviction(Policy):
         namespace, name = _evicted_pod(ctx)
         seen = ctx.view.pod(namespace, name)
         pod = seen if seen is not None else unseen_member(ctx.view, namespace, name)
-        if pod is None or pod.terminal:
+        if pod is None:
+            return self._unseen_gang_member(ctx, namespace, name)
+        if pod.terminal:
             return ALLOW
         if pod.disruption and not pod.terminating:
             return allowed_disruption_target(pod.disruption, ctx.user)
@@ -140,6 +145,22 @@ class GroupEviction(Policy):
         ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
         what = f"evicting pod {pod.namespace}/{pod.name}"
         return judge_gang_budget(ctx.view, gang, ctx.ledger, ctx.may_record, ttl, what, cause="eviction")
+
+    def _unseen_gang_member(self, ctx: PolicyContext, namespace: str, name: str) -> Judgement:
+        """A pod the view does not hold, of no LWS: when the namespace has exactly one
+        `disruptionMode: all` gang the view holds fewer pods of than its `minCount`, the pod is
+        judged and recorded as that gang's — broken in the view, so allowed, and the entry keeps
+        it counted should the view lag a gang healed since. Otherwise allowed: with several such
+        gangs which one it is cannot be told, and a 429 would wedge a drain on a pod that may be
+        gone (the API server answers 404 only after admission)."""
+        short = short_gangs(ctx.view, namespace)
+        if len(short) != 1:
+            return ALLOW
+        stand_in = PodRecord(namespace, name, "", {}, {}, "", "", False, False, (), pod_group=short[0].name)
+        gang = gang_disruption(ctx.view, stand_in, int(ctx.params.get("maxDisruptedGroups", 1)))
+        if gang is None:  # short_gangs holds only `all` PodGroups of the view, so never
+            return ALLOW
+        return self._judge_gang(ctx, stand_in, gang, False)
 
 
 def lws_unknowable(view: ClusterView, pod: PodRecord) -> Judgement | None:
