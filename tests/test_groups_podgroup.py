@@ -313,3 +313,27 @@ def test_an_unseen_pod_is_allowed_when_no_gang_or_several_gangs_miss_pods() -> N
     ledger = MemoryLedger()
     assert evict(engine(two_short, ledger), "train-1-1")["allowed"] is True
     assert evict(engine(objects, ledger), "train-0-0")["allowed"] is True  # nothing was recorded
+
+
+def workload(annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": "train", "namespace": "train", "uid": "uid-wl", "annotations": annotations},
+        "spec": {"podGroupTemplates": [{"name": "workers"}]},
+    }
+
+
+def test_the_budget_annotation_on_the_workload_sets_its_gangs_budget() -> None:
+    objects = shapes.gang_objects() + [workload({"guardhook.io/max-disrupted-groups": "2"})]
+    eng = engine(objects)
+    assert [evict(eng, f"train-{g}-0")["allowed"] for g in range(3)] == [True, True, False]
+
+
+def test_the_workloads_annotation_wins_over_its_pod_groups() -> None:
+    objects = shapes.gang_objects(budget=2) + [workload({"guardhook.io/max-disrupted-groups": "1"})]
+    eng = engine(objects)
+    assert [evict(eng, f"train-{g}-0")["allowed"] for g in range(2)] == [True, False]
+    unreadable = shapes.gang_objects(budget=2) + [workload({"guardhook.io/max-disrupted-groups": "two"})]
+    eng = engine(unreadable)  # an unreadable Workload annotation leaves the PodGroups' in force
+    assert [evict(eng, f"train-{g}-0")["allowed"] for g in range(3)] == [True, True, False]

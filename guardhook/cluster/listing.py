@@ -172,6 +172,12 @@ LISTS: tuple[Listed, ...] = (
         "podgroups",
         "Workload API PodGroups (disruptionMode all) are not counted as groups",
     ),
+    _crd(
+        SCHEDULING_API_VERSION,
+        "Workload",
+        "workloads",
+        "a Workload's guardhook.io/max-disrupted-groups is not read (its PodGroups' is)",
+    ),
     Listed(
         "v1", "Namespace", "namespaces", lambda api: client.CoreV1Api(api).list_namespace, unchecked=_COVERAGE
     ),

@@ -58,6 +58,30 @@ class PodGroupRecord:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class WorkloadRecord:
+    """A Workload (scheduling.k8s.io/v1beta1): what guardhook reads of it, its annotations (the
+    set's `guardhook.io/max-disrupted-groups`)."""
+
+    namespace: str
+    name: str
+    annotations: dict[str, str]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+    @staticmethod
+    def from_object(obj: KubeObject) -> WorkloadRecord:
+        """The record of a decoded Workload (never raises)."""
+        meta = metadata(obj)
+        return WorkloadRecord(
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+            annotations=str_map(meta.get("annotations")),
+        )
+
+
 def pod_group_name(spec: dict[str, Any]) -> str:
     """`spec.schedulingGroup.podGroupName` of a pod spec ("" when absent)."""
     return str(as_dict(spec.get("schedulingGroup")).get("podGroupName") or "")

@@ -46,6 +46,7 @@ from guardhook.cluster.view.store import (
     PODGROUPS,
     PODS,
     SERVICES,
+    WORKLOADS,
     ClusterView,
     Key,
     object_key,
@@ -82,7 +83,7 @@ class NotServed(WatchError):
 
 
 OPTIONAL_KINDS = frozenset(
-    {LEADERWORKERSETS, NODEPOOLS, PODGROUPS, *DRA_KINDS, *COVERAGE_KINDS, *FLOOR_KINDS}
+    {LEADERWORKERSETS, NODEPOOLS, PODGROUPS, WORKLOADS, *DRA_KINDS, *COVERAGE_KINDS, *FLOOR_KINDS}
 )
 """Kinds a cluster may lack: a CRD (LeaderWorkerSet, Karpenter's NodePool), the Workload API's
 PodGroups (served from Kubernetes 1.37 behind the GenericWorkload gate), or resource.k8s.io, which

@@ -29,7 +29,7 @@ from guardhook.cluster.lws import GroupKey as LwsGroupKey
 from guardhook.cluster.lws import LeaderWorkerSet, group_of_pod, key_order
 from guardhook.cluster.model import NodeRecord, PodRecord, StatefulSetRecord, metadata
 from guardhook.cluster.nodepools import NodePoolRecord
-from guardhook.cluster.podgroups import PodGroupRecord
+from guardhook.cluster.podgroups import PodGroupRecord, WorkloadRecord
 from guardhook.cluster.podwire import PodWire, pod_record
 from guardhook.cluster.resources import Resources
 from guardhook.cluster.webhooks import AdmissionPolicyRecord, NamespaceRecord, WebhookConfigurationRecord
@@ -53,6 +53,8 @@ NODEPOOLS = "nodepools"
 """Karpenter NodePools (guardhook.cluster.nodepools)."""
 PODGROUPS = "podgroups"
 """Workload API PodGroups (scheduling.k8s.io/v1beta1; guardhook.cluster.podgroups)."""
+WORKLOADS = "workloads"
+"""Workload API Workloads (scheduling.k8s.io/v1beta1): read for a gang set's budget annotation."""
 NAMESPACES = "namespaces"
 VALIDATINGWEBHOOKCONFIGURATIONS = "validatingwebhookconfigurations"
 MUTATINGWEBHOOKCONFIGURATIONS = "mutatingwebhookconfigurations"
@@ -66,7 +68,7 @@ coverage kinds, one the view cannot read (RBAC 403, or 404 before Kubernetes 1.3
 `readable(kind)` False."""
 """Kinds read only to report where guardhook does not protect (guardhook.cluster.coverage); one
 the view cannot read (RBAC: 403) is empty and `readable(kind)` False, never a reason to be unready."""
-RECORD_KINDS = (*DRA_KINDS, NODEPOOLS, PODGROUPS, *COVERAGE_KINDS, *FLOOR_KINDS)
+RECORD_KINDS = (*DRA_KINDS, NODEPOOLS, PODGROUPS, WORKLOADS, *COVERAGE_KINDS, *FLOOR_KINDS)
 """Kinds kept as compact records in one generic table (no listeners, no secondary indexes)."""
 KINDS = (NODES, PODS, LEADERWORKERSETS, STATEFULSETS, SERVICES, PODDISRUPTIONBUDGETS, *RECORD_KINDS)
 NOTIFIED_RECORD_KINDS = (RESOURCESLICES, RESOURCECLAIMS)
@@ -86,6 +88,7 @@ KIND_TO_RESOURCE = {
     "DeviceTaintRule": DEVICETAINTRULES,
     "NodePool": NODEPOOLS,
     "PodGroup": PODGROUPS,
+    "Workload": WORKLOADS,
     "Namespace": NAMESPACES,
     "ValidatingWebhookConfiguration": VALIDATINGWEBHOOKCONFIGURATIONS,
     "MutatingWebhookConfiguration": MUTATINGWEBHOOKCONFIGURATIONS,
@@ -101,6 +104,7 @@ _DRA_RECORDS: dict[str, Callable[[KubeObject], Any]] = {
     DEVICETAINTRULES: DeviceTaintRuleRecord.from_object,
     NODEPOOLS: NodePoolRecord.from_object,
     PODGROUPS: PodGroupRecord.from_object,
+    WORKLOADS: WorkloadRecord.from_object,
     NAMESPACES: NamespaceRecord.from_object,
     VALIDATINGWEBHOOKCONFIGURATIONS: lambda o: WebhookConfigurationRecord.from_object(
         o, "ValidatingWebhookConfiguration"
@@ -636,6 +640,12 @@ class ClusterView:
         """The PodGroups of `namespace`."""
         with self.lock:
             return [g for (ns, _), g in self._dra[PODGROUPS].items() if ns == namespace]
+
+    def workload(self, namespace: str, name: str) -> WorkloadRecord | None:
+        """Workload `namespace/name` (scheduling.k8s.io), or None."""
+        with self.lock:
+            found = self._dra[WORKLOADS].get((namespace, name))
+            return found if isinstance(found, WorkloadRecord) else None
 
     def all_pod_groups(self) -> list[PodGroupRecord]:
         """Every PodGroup held (scheduling.k8s.io), in no particular order."""

@@ -2,7 +2,8 @@
 all` PodGroups of one set (their Workload, else their common controller owner) broken at a time.
 
 It is group_budget's rule with PodGroups for groups: B is the `guardhook.io/max-disrupted-groups`
-annotation (on the set's PodGroups: the smallest value set) else the policy's `maxDisruptedGroups`;
+annotation — on the set's Workload when the view holds it and it is set, else on the set's
+PodGroups (the smallest value set) — else the policy's `maxDisruptedGroups`;
 a gang counts as broken when the view shows it not whole or an unexpired ledger entry records a
 disruption of it not yet seen through (group_budget.budget_reading states the invariant; the same
 reading — one view snapshot under its lock, the entries of one ledger update — is kept here). The
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from guardhook.cluster.going import Going
 from guardhook.cluster.lws import int_annotation
 from guardhook.cluster.model import PodRecord
-from guardhook.cluster.podgroups import PodGroupRecord
+from guardhook.cluster.podgroups import WORKLOAD_KIND, PodGroupRecord
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.podgroup import all_mode_group, gang_health, members, set_groups, set_of
 from guardhook.groups.ref import SetRef
@@ -51,9 +52,12 @@ def gang_disruption(view: ClusterView, pod: PodRecord, default_budget: int) -> G
         return None
     target = set_of(group)
     groups = tuple(set_groups(view, target))
-    budgets = [int_annotation(g.annotations, BUDGET_ANNOTATION, -1) for g in groups]
-    set_budgets = [b for b in budgets if b >= 0]
-    budget = min(set_budgets) if set_budgets else default_budget
+    workload = view.workload(target.namespace, target.name) if target.kind == WORKLOAD_KIND else None
+    budget = int_annotation(workload.annotations, BUDGET_ANNOTATION, -1) if workload is not None else -1
+    if budget < 0:
+        budgets = [int_annotation(g.annotations, BUDGET_ANNOTATION, -1) for g in groups]
+        set_budgets = [b for b in budgets if b >= 0]
+        budget = min(set_budgets) if set_budgets else default_budget
     return GangDisruption(pod, group, target, budget, groups)
 
 
