@@ -250,3 +250,102 @@ def test_a_per_group_service_of_a_hash_group_is_narrowed_to_its_leader() -> None
         objects, {"leaderworkerset.sigs.k8s.io/name": "llm-xl", GROUP_INDEX_LABEL: "2"}
     )
     assert "patch" not in ordinal
+
+
+def opted_in_hash_fleet() -> tuple[list, dict[int, tuple[str, str]]]:
+    objects, groups = hash_fleet()
+    lws = next(o for o in objects if o["kind"] == "LeaderWorkerSet" and o["metadata"]["name"] == "llm-xl")
+    lws["metadata"].setdefault("annotations", {})["guardhook.io/group-pdbs"] = "true"
+    return objects, groups
+
+
+def test_per_group_pdbs_of_a_hash_lws_select_each_group_by_its_key() -> None:
+    from guardhook.pdbsync.desired import plan
+
+    objects, groups = opted_in_hash_fleet()
+    _, broken_leader = groups[1]
+    set_ready(shapes.pod(objects, broken_leader), False)
+    planned = plan(shapes.view(objects))
+    by_key = {p["spec"]["selector"]["matchLabels"][GROUP_INDEX_LABEL]: p for p in planned.create}
+    assert set(by_key) == {key for key, _ in groups.values()}
+    for ordinal, (key, _) in groups.items():
+        pdb = by_key[key]
+        assert pdb["metadata"]["name"] == f"llm-xl-group-{key}"
+        assert pdb["spec"]["selector"]["matchLabels"] == {
+            "leaderworkerset.sigs.k8s.io/name": "llm-xl",
+            GROUP_INDEX_LABEL: key,
+        }
+        assert pdb["spec"]["minAvailable"] == (0 if ordinal == 1 else 4)
+        members = [
+            o["metadata"]["name"]
+            for o in objects
+            if o["kind"] == "Pod" and o["metadata"]["labels"].get(GROUP_INDEX_LABEL) == key
+        ]
+        assert len(members) == 4  # the leader and its three workers
+    assert (planned.update, planned.delete, planned.warnings) == ([], [], [])
+
+
+def test_a_user_pdb_over_one_hash_group_keeps_guardhooks_off_that_group_only() -> None:
+    from guardhook.pdbsync.desired import plan
+
+    objects, groups = opted_in_hash_fleet()
+    key, _ = groups[2]
+    objects.append(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "mine", "namespace": "serve", "resourceVersion": "7"},
+            "spec": {"selector": {"matchLabels": {GROUP_INDEX_LABEL: key}}, "minAvailable": 1},
+        }
+    )
+    planned = plan(shapes.view(objects))
+    kept = {p["spec"]["selector"]["matchLabels"][GROUP_INDEX_LABEL] for p in planned.create}
+    assert kept == {k for k, _ in groups.values()} - {key}
+    assert len(planned.warnings) == 1 and "mine" in planned.warnings[0] and key in planned.warnings[0]
+
+
+def test_every_per_group_pdb_of_a_hash_lws_passes_group_pdb() -> None:
+    from guardhook.pdbsync.desired import plan
+
+    objects, _ = opted_in_hash_fleet()
+    engine = Engine(shapes.view(objects), build_config({}), ledger=MemoryLedger())
+    request = copy.deepcopy(load_review("s01-worker-delete.validating")["request"])
+    for pdb in plan(shapes.view(objects)).create:
+        request.update(
+            resource={"group": "policy", "version": "v1", "resource": "poddisruptionbudgets"},
+            operation="CREATE",
+            namespace="serve",
+            name=pdb["metadata"]["name"],
+            object=pdb,
+            oldObject=None,
+            userInfo={"username": "system:serviceaccount:guardhook-system:guardhook"},
+        )
+        request["kind"] = {"group": "policy", "version": "v1", "kind": "PodDisruptionBudget"}
+        response = engine.judge(request, "validate").response
+        assert response["allowed"] is True and not response.get("warnings"), response
+
+
+def test_group_pdb_advice_for_a_hash_lws_pins_a_key_not_an_ordinal() -> None:
+    objects, _ = hash_fleet()
+    engine = Engine(shapes.view(objects), build_config({}), ledger=MemoryLedger())
+    request = copy.deepcopy(load_review("s01-worker-delete.validating")["request"])
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "all-of-it", "namespace": "serve"},
+        "spec": {
+            "selector": {"matchLabels": {"leaderworkerset.sigs.k8s.io/name": "llm-xl"}},
+            "maxUnavailable": 1,
+        },
+    }
+    request.update(
+        resource={"group": "policy", "version": "v1", "resource": "poddisruptionbudgets"},
+        kind={"group": "policy", "version": "v1", "kind": "PodDisruptionBudget"},
+        operation="CREATE",
+        name="all-of-it",
+        object=pdb,
+        oldObject=None,
+    )
+    message = engine.judge(request, "validate").response["status"]["message"]
+    assert "can match pods of 4 groups of LeaderWorkerSet llm-xl" in message
+    assert f"{GROUP_INDEX_LABEL}: <the group's key>" in message and f'{GROUP_INDEX_LABEL}: "0"' not in message

@@ -131,11 +131,13 @@ def _spanning_message(namespace: str, name: str, spanning: list[tuple[LeaderWork
     for lws, reached in spanning:
         parts.append(f"{reached.groups} groups of LeaderWorkerSet {lws.name} (replicas {lws.replicas})")
     example = spanning[0][0]
+    # a Hash group's group-index is its random 40-character key (lws KEP-898), not an ordinal
+    index = "<the group's key>" if example.hashed else '"0"'
     return (
         f"PodDisruptionBudget {namespace}/{name} can match pods of {'; '.join(parts)}. A PDB counts "
         f"pods, not replicas: one eviction in each of two groups takes two replicas down. Use one "
         f"budget per group (pin {GROUP_INDEX_LABEL} or group-key, e.g. selector {{{NAME_LABEL}: "
-        f'{example.name}, {GROUP_INDEX_LABEL}: "0"}} with an integer minAvailable), or annotate the '
+        f"{example.name}, {GROUP_INDEX_LABEL}: {index}}} with an integer minAvailable), or annotate the "
         f'LeaderWorkerSet {GROUP_PDBS_ANNOTATION}: "true" to have guardhook keep them; the '
         f"group-eviction policy budgets whole groups across the LeaderWorkerSet"
     )
