@@ -337,3 +337,25 @@ def test_the_workloads_annotation_wins_over_its_pod_groups() -> None:
     unreadable = shapes.gang_objects(budget=2) + [workload({"guardhook.io/max-disrupted-groups": "two"})]
     eng = engine(unreadable)  # an unreadable Workload annotation leaves the PodGroups' in force
     assert [evict(eng, f"train-{g}-0")["allowed"] for g in range(3)] == [True, True, False]
+
+
+def namespace(name: str, guarded: bool) -> dict[str, Any]:
+    labels = {"kubernetes.io/metadata.name": name}
+    if guarded:
+        labels["guardhook.io/guard-evictions"] = "true"
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+def test_a_gang_namespace_whose_evictions_are_unguarded_is_a_gap_in_the_policy_report() -> None:
+    from guardhook.commands.audit import policy_reports
+
+    objects = shapes.fleet() + shapes.gang_objects()
+    unguarded = audited([*objects, namespace("train", guarded=False)])
+    gaps = [g for g in unguarded.gaps if g.name == "train"]
+    assert [(g.kind, g.object_kind) for g in gaps] == [("evictions-unguarded", "Namespace")]
+    assert gaps[0].message.endswith("(3 PodGroups with disruptionMode all)")
+    report = next(r for r in policy_reports(unguarded, now=0) if r["metadata"]["namespace"] == "train")
+    coverage = [(r["rule"], r["result"]) for r in report["results"] if r["policy"] == "coverage"]
+    assert coverage == [("evictions-unguarded", "fail")]
+    guarded = audited([*objects, namespace("train", guarded=True)])
+    assert not [g for g in guarded.gaps if g.name == "train"]

@@ -2,7 +2,8 @@
 
 Read from the cluster view only (Namespaces, guardhook's own webhook configurations, LWSs):
 
-- `evictions-unguarded`: an LWS namespace without the label `guardhook.io/guard-evictions=true`.
+- `evictions-unguarded`: a namespace holding an LWS or a Workload API gang (`disruptionMode: all`
+  PodGroup) without the label `guardhook.io/guard-evictions=true`.
   The eviction entry selects only labelled namespaces (manifests/base/validating-webhook.yaml), so
   there an eviction is never judged, and a drain takes whole groups down.
 - `webhook-unreachable`: a guardhook entry the API server cannot call: no caBundle (and so the API
@@ -219,13 +220,24 @@ def unchecked(view: ClusterView) -> list[str]:
 
 
 def _namespace_gaps(view: ClusterView) -> Iterator[Gap]:
+    """An `evictions-unguarded` gap per namespace holding an LWS or a Workload API gang (a
+    `disruptionMode: all` PodGroup) whose evictions do not reach guardhook."""
     by_namespace: dict[str, list[str]] = {}
     for lws in view.all_lws():
         by_namespace.setdefault(lws.namespace, []).append(lws.name)
-    for namespace in sorted(by_namespace):
+    gangs: dict[str, int] = {}
+    for group in view.all_pod_groups():
+        if group.all_mode:
+            gangs[group.namespace] = gangs.get(group.namespace, 0) + 1
+    for namespace in sorted({*by_namespace, *gangs}):
         if evictions_guarded(view, namespace) is False:
-            names = ", ".join(sorted(by_namespace[namespace]))
-            message = f"{unguarded_sentence(namespace)} (LeaderWorkerSets {names})"
+            what = []
+            if by_namespace.get(namespace):
+                what.append(f"LeaderWorkerSets {', '.join(sorted(by_namespace[namespace]))}")
+            if gangs.get(namespace):
+                count = gangs[namespace]
+                what.append(f"{count} PodGroup{'' if count == 1 else 's'} with disruptionMode all")
+            message = f"{unguarded_sentence(namespace)} ({'; '.join(what)})"
             yield Gap(EVICTIONS_UNGUARDED, "Namespace", "", namespace, message)
 
 
