@@ -179,11 +179,21 @@ def test_a_gang_member_marked_for_disruption_may_be_deleted() -> None:
 
 def test_an_exempt_requester_may_delete_a_gang_member() -> None:
     objects = shapes.gang_objects()
-    job_controller = "system:serviceaccount:kube-system:job-controller"
-    config = build_config({"policies": {"worker-delete": {"exemptions": {"users": [job_controller]}}}})
+    jobset = "system:serviceaccount:jobset-system:jobset-controller-manager"
+    config = build_config({"policies": {"worker-delete": {"exemptions": {"users": [jobset]}}}})
     eng = Engine(shapes.view(objects), config, ledger=MemoryLedger())
-    assert delete(eng, objects, "train-1-0", job_controller)["allowed"] is True
+    assert delete(eng, objects, "train-1-0", jobset)["allowed"] is True
     assert delete(eng, objects, "train-1-0")["allowed"] is False
+
+
+def test_the_job_controller_stopping_a_gang_may_delete_its_members_by_default() -> None:
+    """A Job suspended by Kueue (or failed): the Job controller deletes every pod of the gang; a
+    denial of one would leave the Job half-stopped. Other identities stay denied."""
+    objects = shapes.gang_objects()
+    eng = engine(objects)
+    job_controller = "system:serviceaccount:kube-system:job-controller"
+    assert delete(eng, objects, "train-1-0", job_controller)["allowed"] is True
+    assert delete(eng, objects, "train-1-0", "system:serviceaccount:train:job-controller")["allowed"] is False
 
 
 def audited(objects: list) -> Any:

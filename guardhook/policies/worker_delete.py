@@ -35,8 +35,10 @@ be disrupted together). From a draining node the delete is judged by the same bu
 (gang_budget); otherwise it is denied while the gang is whole, with advice: disrupt it through the
 Eviction API (budgeted by `group-eviction`) or through its controller. Nothing names a pod whose
 deletion restarts a gang, so there is no "delete this pod instead". A gang controller that deletes
-its own pods (the Job controller on suspend or failure, JobSet, Grove) is not exempt by default:
-name its identity in `exemptions.users` (or this policy's own exemptions).
+its own pods is allowed when it is a kube-system controller (`system:serviceaccount:kube-system:*`,
+e.g. the Job controller on a suspend by Kueue or on failure, which stops the gang as a whole); any other
+(JobSet, Grove) is not exempt by default: name its identity in `exemptions.users` (or this policy's
+own exemptions).
 
 Denials say what the delete would do under the LWS's `restartPolicy` (lws pod_controller.go
 `handleRestartPolicy`): under `RecreateGroupOnPodRestart` (the default) and
@@ -76,6 +78,11 @@ from guardhook.policies.shared.group_budget import group_disruption, judge_budge
 
 DRAIN_TAINT_KEYS_PARAM = "drainTaintKeys"
 DRAIN_CONDITIONS_PARAM = "drainConditions"
+
+
+KUBE_SYSTEM_SERVICE_ACCOUNTS = "system:serviceaccount:kube-system:"
+"""The built-in controllers' identities (only cluster administrators hold them): a gang member's
+DELETE by one of them (the Job controller) is its workload controller stopping the gang whole."""
 
 
 class WorkerDelete(Policy):
@@ -138,6 +145,10 @@ class WorkerDelete(Policy):
         not hold or that are not `all` (then the pod is no group member)."""
         if pod.disruption:
             return allowed_disruption_target(pod.disruption, ctx.user)
+        if (ctx.user.get("username") or "").startswith(KUBE_SYSTEM_SERVICE_ACCOUNTS):
+            # The Job controller deletes a gang's pods on suspend (Kueue) or failure, as a whole:
+            # denying one of them would leave the Job half-stopped.
+            return ALLOW
         group = all_mode_group(ctx.view, pod)
         if group is None:
             return ALLOW
