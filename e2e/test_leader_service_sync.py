@@ -59,12 +59,17 @@ def lws(name: str, replicas: int = 1) -> dict[str, Any]:
     }
 
 
+def service_name(name: str) -> str:
+    """The Service of LWS `name`: not `name` itself, the headless Service the LWS controller makes."""
+    return f"{name}-api"
+
+
 def service(name: str) -> dict[str, Any]:
     """A ClusterIP Service selecting `app: <name>`: leaders and workers of lws(name)."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": name},
+        "metadata": {"name": service_name(name)},
         "spec": {"selector": {"app": name}, "ports": [{"port": 8000}]},
     }
 
@@ -84,7 +89,7 @@ def narrowed_within(cluster: Cluster, name: str, bound: float) -> float:
     """Seconds until Service `name` selects leaders only; fails past `bound`."""
     started = time.monotonic()
     eventually(
-        lambda: selector(cluster, name).get(WORKER_INDEX) == "0",
+        lambda: selector(cluster, service_name(name)).get(WORKER_INDEX) == "0",
         bound,
         f"Service {name} narrowed to leaders",
         0.5,
@@ -93,7 +98,7 @@ def narrowed_within(cluster: Cluster, name: str, bound: float) -> float:
 
 
 def delete(cluster: Cluster, name: str) -> None:
-    cluster.kubectl("delete", "-n", cluster.namespace, "service", name, "--wait=false")
+    cluster.kubectl("delete", "-n", cluster.namespace, "service", service_name(name), "--wait=false")
     cluster.kubectl("delete", "-n", cluster.namespace, "leaderworkerset", name, "--wait=false")
 
 
@@ -108,7 +113,7 @@ def test_an_lws_and_its_service_in_one_file_are_narrowed_within_the_bound_every_
         try:
             took[name] = narrowed_within(cluster, name, BOUND_SECONDS)
         except TimeoutError:
-            late.append(f"{name}: {selector(cluster, name)}")
+            late.append(f"{name}: {selector(cluster, service_name(name))}")
         finally:
             delete(cluster, name)
     assert not late, f"not narrowed within {BOUND_SECONDS:.0f} s: {late} (times of the others: {took})"
@@ -120,7 +125,7 @@ def test_a_service_created_before_its_lws_is_narrowed_within_the_bound(cluster: 
     try:
         apply(cluster, service(name))
         time.sleep(2.0)  # admission has judged it: no LWS of that name, nothing to narrow
-        assert WORKER_INDEX not in selector(cluster, name)
+        assert WORKER_INDEX not in selector(cluster, service_name(name))
         apply(cluster, lws(name, replicas=0))  # arrives later, at replicas 0: judged from its spec
         narrowed_within(cluster, name, BOUND_SECONDS)
     finally:
@@ -159,7 +164,7 @@ def test_with_the_crd_installed_after_guardhook_started_services_are_narrowed(
             try:
                 narrowed_within(cluster, name, CRD_BOUND_SECONDS)
             except TimeoutError:
-                late.append(f"{name}: {selector(cluster, name)}")
+                late.append(f"{name}: {selector(cluster, service_name(name))}")
             finally:
                 delete(cluster, name)
         assert not late, f"not narrowed within {CRD_BOUND_SECONDS:.0f} s of the CRD: {late}"
