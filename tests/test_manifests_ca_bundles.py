@@ -24,8 +24,10 @@ from kustomize_lite import render, user_overlay
 Object = dict[str, Any]
 KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 HA = "ha"
+SHIPPED = "leader-service-sync"
+"""A component every shipped overlay lists (opt-out): never added again, never left out here."""
 COMPONENTS = sorted(
-    p.name for p in (MANIFESTS / "components").iterdir() if p.name not in ("cert-manager", HA)
+    p.name for p in (MANIFESTS / "components").iterdir() if p.name not in ("cert-manager", HA, SHIPPED)
 )
 COMBINATIONS = [list(c) for n in range(len(COMPONENTS) + 1) for c in itertools.combinations(COMPONENTS, n)]
 """Every subset of the opt-in components (none, each alone, every pair, ..., all of them)."""
@@ -56,8 +58,8 @@ def _self_managed(tmp_path: Path, components: list[str], ha: bool = True) -> Pat
 def _set_components(manifests: Path, components: list[str], ha: bool = True) -> None:
     path = manifests / "overlays" / "self-managed" / "kustomization.yaml"
     spec = yaml.safe_load(path.read_text())
-    assert spec["components"] == [f"../../components/{HA}"]  # as shipped
-    spec["components"] = [f"../../components/{c}" for c in ([HA] if ha else []) + components]
+    assert spec["components"] == [f"../../components/{c}" for c in (HA, SHIPPED)]  # as shipped
+    spec["components"] = [f"../../components/{c}" for c in ([HA] if ha else []) + [SHIPPED] + components]
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
 
 
