@@ -85,7 +85,9 @@ def test_certs_into_a_path_that_is_a_file_exits_2_naming_it(
     occupied = tmp_path / "certs"
     occupied.write_text("not a folder")
     assert cli.main(["certs", "--out", str(occupied)]) == 2
-    assert f"cannot create the certificate folder {occupied}" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # one line naming the path once, as every command error does (docs/commands.md)
+    assert err == f"guardhook certs: cannot create the certificate folder {occupied}: File exists\n"
     assert occupied.read_text() == "not a folder"
 
 
