@@ -132,3 +132,24 @@ def test_custom_resources_have_their_crd_schemas() -> None:
     alpha = {**pool, "apiVersion": "inference.networking.x-k8s.io/v1alpha2", "spec": {"selector": "x"}}
     assert 'spec.selector: "x" is not a mapping' in validate(alpha)  # type: ignore[operator]
     assert validate({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}) is None
+
+
+@pytest.mark.parametrize(
+    "api_version",
+    ["scheduling.volcano.sh/v1beta1", "scheduling.x-k8s.io/v1beta1", "apps.kruise.io/v1"],
+)
+def test_a_custom_resource_is_not_validated_against_a_built_in_kind_of_the_same_name(
+    api_version: str,
+) -> None:
+    # Volcano's and coscheduling's PodGroup, and a StatefulSet CRD of an apps.* group, share a kind
+    # and the first label of their group with a built-in kind, whose schema does not describe them
+    kind = "StatefulSet" if api_version.startswith("apps.") else "PodGroup"
+    custom = {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": "pg", "namespace": "serve"},
+        "spec": {"minMember": 4, "queue": "default"},
+    }
+    assert validate(custom) is None
+    built_in = {**custom, "apiVersion": "apps/v1" if kind == "StatefulSet" else "scheduling.k8s.io/v1beta1"}
+    assert validate(built_in)  # the built-in kind itself is still validated

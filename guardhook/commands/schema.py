@@ -137,7 +137,13 @@ def _validator(api_version: str, kind: str) -> Any:
     path = _kubernetes_schemas().joinpath(f"{kind.lower()}-{prefix}{version}.json")
     if not path.is_file():
         return None
-    return _validator_for(json.loads(path.read_text(encoding="utf-8")))
+    schema = json.loads(path.read_text(encoding="utf-8"))
+    # the file name keeps only the group's first label: scheduling.volcano.sh/v1beta1 PodGroup
+    # (a CRD) names the file of scheduling.k8s.io/v1beta1 PodGroup, so the group must match too
+    served = schema.get("x-kubernetes-group-version-kind") or []
+    if not any(gvk.get("group") == group and gvk.get("version") == version for gvk in served):
+        return None
+    return _validator_for(schema)
 
 
 def _kubernetes_schemas() -> Any:
