@@ -98,7 +98,22 @@ def test_audit_with_a_kubeconfig_that_is_not_one_exits_2_naming_it(
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(text)
     assert cli.main(["audit", "--kubeconfig", str(kubeconfig)]) == 2
-    assert f"cannot use kubeconfig {kubeconfig}: Invalid kube-config file" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # one line naming the file once (PyYAML's own text spans three and names it again)
+    assert err.startswith(f"guardhook audit: cannot use kubeconfig {kubeconfig}: not ")
+    assert err.count("\n") == 1 and err.count(str(kubeconfig)) == 1, err
+
+
+def test_a_test_suite_that_is_not_yaml_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = tmp_path / "guardhook-test.yaml"
+    suite.write_text("results: [\n")
+    assert cli.main(["test", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"guardhook test: {suite}: not valid YAML: while parsing a flow node; expected the node "
+        "content, but found '<stream end>' (line 2, column 1)\n"
+    )
 
 
 def test_check_refuses_a_manifest_that_repeats_a_key(

@@ -169,8 +169,12 @@ def _load(path: Path) -> dict[str, Any]:
         suite = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise SuiteError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise SuiteError(f"{path}: not valid YAML: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise SuiteError(f"{path}: not UTF-8 text") from exc
+    except yaml.YAMLError as exc:
+        from guardhook.cluster.view.manifests import yaml_error_line
+
+        raise SuiteError(f"{path}: not valid YAML: {yaml_error_line(exc)}") from exc
     if not isinstance(suite, dict):
         raise SuiteError(f"{path}: a suite is a mapping (apiVersion: {API_VERSION}, kind: Test)")
     if suite.get("apiVersion") != API_VERSION or suite.get("kind") != "Test":
