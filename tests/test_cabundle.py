@@ -69,9 +69,8 @@ def test_certs_refuses_to_overwrite_certificates_in_use_without_force(
     assert captured.out == ""
     assert captured.err == (
         "guardhook certs: certs already holds ca.crt, tls.crt, tls.key, which a running webhook or an "
-        "applied overlay may be using; pass --force to replace them (or --keep-certs to rewrite the "
-        "patches only)\n"
-    )
+        "applied overlay may be using; pass --force to replace them\n"
+    )  # no --keep-certs hint: without patches to write, --keep-certs is refused
     assert {name: (folder / name).read_bytes() for name in before} == before  # untouched
     (folder / "ca.crt").unlink()
     assert main(["certs"]) == 2  # one file left is still a certificate in use
