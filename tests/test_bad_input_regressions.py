@@ -418,3 +418,24 @@ def test_serve_warns_of_the_sample_fleet_once(fresh_server: Callable[..., Server
     # It was logged twice: once by the fail-fast read before forking, once by the worker (whose
     # line the writer thread may write late: counted after stop).
     assert fresh_server().final_log().count("serving the bundled sample fleet") == 1
+
+
+def test_check_refuses_a_yaml_alias_bomb_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Nine anchors of nine aliases each ("billion laughs"): 38 values written, 490 million read;
+    # check walked them and ran out of time and memory. kubectl (go-yaml) refuses such aliasing.
+    lines = ["apiVersion: v1", "kind: ConfigMap", "metadata: {name: lol, namespace: default}"]
+    lines.append('x0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]')
+    lines += [f"x{i}: &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    manifest = tmp_path / "lol.yaml"
+    manifest.write_text("\n".join(lines) + "\n")
+    assert cli.main(["check", str(manifest)]) == 2
+    assert (
+        f"guardhook check: {manifest}: not valid YAML or JSON: excessive aliasing: 38 values written "
+        "expand to 490,329,074 (at most 1,000,000 are read)"
+    ) in capsys.readouterr().err.splitlines()
+    # a few aliases, as a hand-written manifest uses them, are read as before
+    manifest.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: default, labels: &l {a: b}, "
+        "annotations: *l}\ndata: {x: y}\n"
+    )
+    assert cli.main(["check", str(manifest)]) == 0
