@@ -324,3 +324,13 @@ def test_metrics_report_the_floor_layer() -> None:
 def test_the_helm_chart_ships_the_same_floor() -> None:
     chart_file = REPO / "charts" / "guardhook" / "files" / "admission-policy-floor.yaml"
     assert chart_file.read_text() == (COMPONENT / "floor.yaml").read_text()
+
+
+def test_export_without_what_names_the_missing_argument(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["export"])
+    assert exited.value.code == 2
+    # not "required: what", the argument's internal name
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "guardhook export: error: the following arguments are required: admission-policies"
+    )

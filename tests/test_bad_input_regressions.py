@@ -85,7 +85,9 @@ def test_certs_into_a_path_that_is_a_file_exits_2_naming_it(
     occupied = tmp_path / "certs"
     occupied.write_text("not a folder")
     assert cli.main(["certs", "--out", str(occupied)]) == 2
-    assert f"cannot create the certificate folder {occupied}" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # one line naming the path once, as every command error does (docs/commands.md)
+    assert err == f"guardhook certs: cannot create the certificate folder {occupied}: File exists\n"
     assert occupied.read_text() == "not a folder"
 
 
@@ -96,7 +98,22 @@ def test_audit_with_a_kubeconfig_that_is_not_one_exits_2_naming_it(
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(text)
     assert cli.main(["audit", "--kubeconfig", str(kubeconfig)]) == 2
-    assert f"cannot use kubeconfig {kubeconfig}: Invalid kube-config file" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # one line naming the file once (PyYAML's own text spans three and names it again)
+    assert err.startswith(f"guardhook audit: cannot use kubeconfig {kubeconfig}: not ")
+    assert err.count("\n") == 1 and err.count(str(kubeconfig)) == 1, err
+
+
+def test_a_test_suite_that_is_not_yaml_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = tmp_path / "guardhook-test.yaml"
+    suite.write_text("results: [\n")
+    assert cli.main(["test", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"guardhook test: {suite}: not valid YAML: while parsing a flow node; expected the node "
+        "content, but found '<stream end>' (line 2, column 1)\n"
+    )
 
 
 def test_check_refuses_a_manifest_that_repeats_a_key(
@@ -401,3 +418,24 @@ def test_serve_warns_of_the_sample_fleet_once(fresh_server: Callable[..., Server
     # It was logged twice: once by the fail-fast read before forking, once by the worker (whose
     # line the writer thread may write late: counted after stop).
     assert fresh_server().final_log().count("serving the bundled sample fleet") == 1
+
+
+def test_check_refuses_a_yaml_alias_bomb_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Nine anchors of nine aliases each ("billion laughs"): 38 values written, 490 million read;
+    # check walked them and ran out of time and memory. kubectl (go-yaml) refuses such aliasing.
+    lines = ["apiVersion: v1", "kind: ConfigMap", "metadata: {name: lol, namespace: default}"]
+    lines.append('x0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]')
+    lines += [f"x{i}: &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    manifest = tmp_path / "lol.yaml"
+    manifest.write_text("\n".join(lines) + "\n")
+    assert cli.main(["check", str(manifest)]) == 2
+    assert (
+        f"guardhook check: {manifest}: not valid YAML or JSON: excessive aliasing: 38 values written "
+        "expand to 490,329,074 (at most 1,000,000 are read)"
+    ) in capsys.readouterr().err.splitlines()
+    # a few aliases, as a hand-written manifest uses them, are read as before
+    manifest.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: default, labels: &l {a: b}, "
+        "annotations: *l}\ndata: {x: y}\n"
+    )
+    assert cli.main(["check", str(manifest)]) == 0

@@ -69,9 +69,8 @@ def test_certs_refuses_to_overwrite_certificates_in_use_without_force(
     assert captured.out == ""
     assert captured.err == (
         "guardhook certs: certs already holds ca.crt, tls.crt, tls.key, which a running webhook or an "
-        "applied overlay may be using; pass --force to replace them (or --keep-certs to rewrite the "
-        "patches only)\n"
-    )
+        "applied overlay may be using; pass --force to replace them\n"
+    )  # no --keep-certs hint: without patches to write, --keep-certs is refused
     assert {name: (folder / name).read_bytes() for name in before} == before  # untouched
     (folder / "ca.crt").unlink()
     assert main(["certs"]) == 2  # one file left is still a certificate in use
@@ -161,3 +160,19 @@ def test_patch_manifests_refuses_an_absolute_component_path_before_writing(
             ["kubectl", "kustomize", str(probe)], capture_output=True, text=True, timeout=60
         )
         assert printed.returncode != 0 and "cannot be absolute" in printed.stderr, printed.stderr
+
+
+@pytest.mark.parametrize("make_base", [False, True], ids=["no-base-folder", "empty-base-folder"])
+def test_patch_manifests_into_a_folder_that_is_not_guardhooks_says_what_is_wrong(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make_base: bool
+) -> None:
+    if make_base:
+        (tmp_path / "base").mkdir()
+    out = tmp_path / "certs"
+    assert main(["certs", "--patch-manifests", str(tmp_path), "--out", str(out)]) == 2
+    missing = "no webhook configurations there" if make_base else "no such folder"
+    assert capsys.readouterr().err == (
+        f"guardhook certs: {tmp_path / 'base'}: {missing}; give guardhook's manifests folder, the one "
+        "holding base/ and overlays/ (--patch-manifests DIR, --manifests DIR)\n"
+    )
+    assert not out.exists()  # nothing written

@@ -132,3 +132,42 @@ def test_custom_resources_have_their_crd_schemas() -> None:
     alpha = {**pool, "apiVersion": "inference.networking.x-k8s.io/v1alpha2", "spec": {"selector": "x"}}
     assert 'spec.selector: "x" is not a mapping' in validate(alpha)  # type: ignore[operator]
     assert validate({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}) is None
+
+
+@pytest.mark.parametrize(
+    "api_version",
+    ["scheduling.volcano.sh/v1beta1", "scheduling.x-k8s.io/v1beta1", "apps.kruise.io/v1"],
+)
+def test_a_custom_resource_is_not_validated_against_a_built_in_kind_of_the_same_name(
+    api_version: str,
+) -> None:
+    # Volcano's and coscheduling's PodGroup, and a StatefulSet CRD of an apps.* group, share a kind
+    # and the first label of their group with a built-in kind, whose schema does not describe them
+    kind = "StatefulSet" if api_version.startswith("apps.") else "PodGroup"
+    custom = {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": "pg", "namespace": "serve"},
+        "spec": {"minMember": 4, "queue": "default"},
+    }
+    assert validate(custom) is None
+    built_in = {**custom, "apiVersion": "apps/v1" if kind == "StatefulSet" else "scheduling.k8s.io/v1beta1"}
+    assert validate(built_in)  # the built-in kind itself is still validated
+
+
+def test_an_object_without_api_version_or_of_a_kind_its_group_lacks_is_invalid(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # the API server refuses both (kubectl: "apiVersion not set", "no matches for kind")
+    typo = {**DEPLOYMENT, "kind": "Deploymnet"}
+    [problem] = validate(typo) or []
+    assert problem.startswith("kind: apps/v1 has no kind Deploymnet (it has ControllerRevision, DaemonSet,")
+    no_version = {key: value for key, value in DEPLOYMENT.items() if key != "apiVersion"}
+    assert validate(no_version) == ["apiVersion: is required (the API server refuses an object without one)"]
+    path = tmp_path / "typo.yaml"
+    path.write_text(yaml.safe_dump_all([typo, no_version]))
+    assert main(["check", str(path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(": Invalid [schema] ")[1].split(":")[0] for line in out] == ["kind", "apiVersion"]
+    # a kind guardhook knows no group/version of is still judged as it is
+    assert validate({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}) is None

@@ -53,3 +53,18 @@ def test_every_flag_of_a_command_is_documented(command: str) -> None:
 def test_the_global_flags_are_documented() -> None:
     missing = {flag for flag in long_flags(build_parser()) if f"--{flag.lstrip('-')}" not in shared_text()}
     assert not missing
+
+
+def test_the_audit_json_keys_are_the_documented_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from guardhook.commands.main import main
+
+    from conftest import FIXTURES
+
+    text = " ".join(section(COMMANDS_DOC, "## `guardhook audit`").split())
+    match = re.search(r"`--format json` prints `\{([^}]*)\}`", text)
+    assert match, "the audit section names its JSON keys"
+    documented = re.findall(r'"([A-Za-z]+)"', match.group(1))
+    assert main(["audit", "--format", "json", "--cluster-state", str(FIXTURES / "fleet")]) == 0
+    assert documented == list(json.loads(capsys.readouterr().out))

@@ -98,8 +98,12 @@ def test_a_wrong_patch_fails(capsys: pytest.CaptureFixture[str], tmp_path: Path)
         (lambda d: d.update(resultz=[]), "unknown key resultz"),
         (lambda d: d["results"][0].update(result="refused"), "results[0].result must be one of"),
         (lambda d: d.pop("clusterState"), "clusterState is required"),
+        (
+            lambda d: d["results"][0].update(policy="worker-delet"),
+            "results[0].policy: unknown policy worker-delet",
+        ),
     ],
-    ids=["empty", "unknown-key", "bad-result", "no-state"],
+    ids=["empty", "unknown-key", "bad-result", "no-state", "unknown-policy"],
 )
 def test_a_bad_suite_exits_2_with_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, edit: object, message: str
@@ -118,3 +122,20 @@ def test_a_bad_suite_exits_2_with_one_line(
 def test_a_folder_without_suites_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, str(tmp_path))
     assert code == 2 and err == f"guardhook test: {tmp_path}: no guardhook-test.yaml below it\n"
+
+
+def test_fail_only_lists_only_failures_in_json_and_keeps_their_ids(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    suites = copy_examples(tmp_path)
+    suite = suites / "group-disrupted" / "guardhook-test.yaml"
+    document = yaml.safe_load(suite.read_text())
+    document["results"][1]["code"] = 403  # the eviction over budget answers 429
+    suite.write_text(yaml.safe_dump(document))
+    code, out, _ = run(capsys, "--fail-only", "--format", "json", str(suites))
+    document = json.loads(out)
+    assert code == 1 and (document["passed"], document["failed"]) == (5, 1)
+    assert [(r["policy"], r["passed"]) for r in document["results"]] == [("group-eviction", False)]
+    code, out, _ = run(capsys, "--fail-only", str(suites))
+    [row] = out.splitlines()[1:-1]
+    assert row.split()[0] == "6" and "FAIL" in row  # its ID in the full table, not 1

@@ -54,8 +54,15 @@ def _configured_client(source: Source) -> client.ApiClient:
             raise ConfigException("not a file" if files and os.path.exists(files[0]) else "no such file")
         try:
             return config.new_client_from_config(config_file=source.paths[0])
-        except (yaml.YAMLError, UnicodeDecodeError, TypeError, AttributeError) as exc:
-            raise ConfigException(f"Invalid kube-config file {source.paths[0]}: {exc}") from exc
+        except yaml.YAMLError as exc:
+            # PyYAML's own text spans lines and names the file again: one line, as every error
+            from guardhook.cluster.view.manifests import yaml_error_line
+
+            raise ConfigException(f"not valid YAML: {yaml_error_line(exc)}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigException("not UTF-8 text") from exc
+        except (TypeError, AttributeError) as exc:  # YAML, but a list or a scalar where a map goes
+            raise ConfigException("not a kubeconfig (a mapping of clusters, contexts and users)") from exc
     if source.kind == IN_CLUSTER:
         configuration = client.Configuration()
         config.load_incluster_config(client_configuration=configuration)

@@ -126,9 +126,11 @@ def run_certs(args: argparse.Namespace) -> int:
         return code
     present = [p.name for p in (existing.ca, existing.cert, existing.key) if p.exists()]
     if present and not args.force:
+        # --keep-certs goes only with patches to write: offering it to a bare `certs` led to its refusal
+        keep = " (or --keep-certs to rewrite the patches only)" if manifests or static else ""
         raise CommandError(
             f"{out} already holds {', '.join(present)}, which a running webhook or an applied "
-            "overlay may be using; pass --force to replace them (or --keep-certs to rewrite the patches only)"
+            f"overlay may be using; pass --force to replace them{keep}"
         )
     previous_ca = existing.ca.read_bytes() if existing.ca.is_file() else None
     paths = generate(out, names)

@@ -23,7 +23,8 @@ def add_parser(commands: Any) -> None:
         help="write guardhook's lookup-free rules as ValidatingAdmissionPolicies (the floor that holds "
         "while guardhook is down)",
     )
-    cmd.add_argument("what", choices=WHAT, help="what to export: admission-policies")
+    # named after its one choice, so a bare `guardhook export` says which argument is missing
+    cmd.add_argument("what", choices=WHAT, metavar="admission-policies", help="what to export")
     cmd.add_argument("--config", metavar="FILE", help="guardhook's configuration (default: the defaults)")
     cmd.add_argument(
         "--enforcement",

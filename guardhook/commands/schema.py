@@ -41,13 +41,21 @@ MAX_PROBLEMS = 20
 def validate(obj: KubeObject) -> list[str] | None:
     """The schema problems of `obj`, one `path: what` line each (`spec.replicas: -4 is less than
     the minimum of 0`), in document order; [] for a valid object; None when guardhook has no
-    schema for its apiVersion and kind (then it is judged as it is)."""
+    schema for its apiVersion and kind (then it is judged as it is). An object without an
+    apiVersion, or of a kind a built-in group/version does not have (`apps/v1 Deploymnet`), is a
+    problem: the API server refuses both (kubectl: "apiVersion not set", "no matches for kind")."""
     api_version = obj.get("apiVersion")
     kind = obj.get("kind")
-    if not isinstance(api_version, str) or not isinstance(kind, str):
+    if not isinstance(kind, str):
         return None
+    if not isinstance(api_version, str) or not api_version:
+        return ["apiVersion: is required (the API server refuses an object without one)"]
     validator = _validator(api_version, kind)
     if validator is None:
+        group, _, version = api_version.rpartition("/")
+        kinds = _built_in_kinds().get((group, version))
+        if kinds is not None and kind not in kinds and _crd_file(api_version, kind) is None:
+            return [f"kind: {api_version} has no kind {kind} (it has {', '.join(sorted(kinds))})"]
         return None
     problems = [(list(e.absolute_path), _message(e)) for e in validator.iter_errors(obj)]
     if _crd_file(api_version, kind) is not None:
@@ -137,7 +145,33 @@ def _validator(api_version: str, kind: str) -> Any:
     path = _kubernetes_schemas().joinpath(f"{kind.lower()}-{prefix}{version}.json")
     if not path.is_file():
         return None
-    return _validator_for(json.loads(path.read_text(encoding="utf-8")))
+    schema = json.loads(path.read_text(encoding="utf-8"))
+    # the file name keeps only the group's first label: scheduling.volcano.sh/v1beta1 PodGroup
+    # (a CRD) names the file of scheduling.k8s.io/v1beta1 PodGroup, so the group must match too
+    served = schema.get("x-kubernetes-group-version-kind") or []
+    if not any(gvk.get("group") == group and gvk.get("version") == version for gvk in served):
+        return None
+    return _validator_for(schema)
+
+
+@functools.cache
+def _built_in_kinds() -> dict[tuple[str, str], frozenset[str]]:
+    """(group, version) -> the kinds Kubernetes serves there, from the schemas' definitions
+    (their `x-kubernetes-group-version-kind`), List kinds and the meta kinds left out."""
+    definitions = json.loads(_kubernetes_schemas().joinpath("_definitions.json").read_text(encoding="utf-8"))
+    kinds: dict[tuple[str, str], set[str]] = {}
+    for definition in definitions["$defs"].values():
+        for gvk in definition.get("x-kubernetes-group-version-kind") or ():
+            kinds.setdefault((gvk["group"], gvk["version"]), set()).add(gvk["kind"])
+    meta = {"DeleteOptions", "WatchEvent", "Status", "APIGroup", "APIGroupList", "APIResourceList"}
+    meta |= {"APIVersions", "ListOptions", "GetOptions", "CreateOptions", "PatchOptions", "UpdateOptions"}
+    served = {
+        gv: frozenset(k for k in found if k not in meta and not k.endswith("List"))
+        for gv, found in kinds.items()
+    }
+    # a group/version with no resource kind here (admission.k8s.io/v1: AdmissionReview is in no
+    # schema) says nothing about which kinds it has
+    return {gv: found for gv, found in served.items() if found}
 
 
 def _kubernetes_schemas() -> Any:

@@ -90,7 +90,7 @@ def run_suites(args: argparse.Namespace) -> int:
         import json
 
         document = {
-            "results": [row.__dict__ for row in rows],
+            "results": [row.__dict__ for row in rows if not (args.fail_only and row.passed)],
             "passed": sum(r.passed for r in rows),
             "failed": sum(not r.passed for r in rows),
         }
@@ -169,8 +169,12 @@ def _load(path: Path) -> dict[str, Any]:
         suite = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise SuiteError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise SuiteError(f"{path}: not valid YAML: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise SuiteError(f"{path}: not UTF-8 text") from exc
+    except yaml.YAMLError as exc:
+        from guardhook.cluster.view.manifests import yaml_error_line
+
+        raise SuiteError(f"{path}: not valid YAML: {yaml_error_line(exc)}") from exc
     if not isinstance(suite, dict):
         raise SuiteError(f"{path}: a suite is a mapping (apiVersion: {API_VERSION}, kind: Test)")
     if suite.get("apiVersion") != API_VERSION or suite.get("kind") != "Test":
@@ -197,6 +201,10 @@ def _check_entry(path: Path, number: int, entry: Any) -> None:
         raise SuiteError(f"{where}: give exactly one of review and resource")
     if not isinstance(entry.get("policy"), str):
         raise SuiteError(f"{where}.policy must be a policy id")
+    known = _policy_ids()
+    if entry["policy"] not in known:
+        # a misspelt id would otherwise read "expected denied, got skipped", a wrong failure
+        raise SuiteError(f"{where}.policy: unknown policy {entry['policy']} (known: {', '.join(known)})")
     if entry.get("result") not in RESULTS:
         raise SuiteError(f"{where}.result must be one of {', '.join(RESULTS)}")
     if "patch" in entry and ("resource" in entry or entry["result"] != "patched"):
@@ -205,6 +213,13 @@ def _check_entry(path: Path, number: int, entry: Any) -> None:
         resource = entry["resource"]
         if not isinstance(resource, dict) or not isinstance(resource.get("kind"), str):
             raise SuiteError(f"{where}.resource must be {{kind, namespace, name}}")
+
+
+def _policy_ids() -> tuple[str, ...]:
+    """The ids a result may name: every registered policy's, and `schema` for an invalid resource."""
+    from guardhook.policies import REGISTRY
+
+    return (*(policy.id for policy in REGISTRY), "schema")
 
 
 def _paths(suite: dict[str, Any], key: str, path: Path, required: bool = False) -> list[str]:
@@ -302,13 +317,11 @@ def _review_problem(expected: dict[str, Any], verdict: Any, actual: str) -> str:
 def render(rows: list[Row], out: Output, fail_only: bool = False) -> None:
     """The table (ID, SUITE, POLICY, RESOURCE, RESULT, REASON), one row per expected result, then
     `Test summary: N passed, M failed`."""
-    shown = [r for r in rows if not (fail_only and r.passed)]
+    # IDs count every row, so a failure keeps its ID under --fail-only
+    shown = [(i, r) for i, r in enumerate(rows, start=1) if not (fail_only and r.passed)]
     out.table(
         ("ID", "SUITE", "POLICY", "RESOURCE", "RESULT", "REASON"),
-        [
-            (str(i), r.suite, r.policy, r.subject, "PASS" if r.passed else "FAIL", r.reason)
-            for i, r in enumerate(shown, start=1)
-        ],
+        [(str(i), r.suite, r.policy, r.subject, "PASS" if r.passed else "FAIL", r.reason) for i, r in shown],
         styles={4: lambda cell: "green" if cell == "PASS" else "red"},
     )
     failed = sum(not r.passed for r in rows)

@@ -85,7 +85,12 @@ def _base_documents(manifests: Path) -> list[dict[str, Any]]:
     for path in sorted((manifests / BASE).glob("*.yaml")):
         found += [d for d in _read_yaml(path) if isinstance(d, dict) and d.get("kind") in WEBHOOK_KINDS]
     if not found:
-        raise ManifestsError(f"no webhook configurations in {manifests / BASE}: is {manifests} manifests/?")
+        # name what is wrong with the folder given (`is manifests manifests/?` said neither)
+        missing = "no such folder" if not (manifests / BASE).is_dir() else "no webhook configurations there"
+        raise ManifestsError(
+            f"{manifests / BASE}: {missing}; give guardhook's manifests folder, the one holding base/ "
+            "and overlays/ (--patch-manifests DIR, --manifests DIR)"
+        )
     return found
 
 

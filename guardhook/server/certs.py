@@ -92,7 +92,9 @@ def generate(folder: str | Path, names: Iterable[str]) -> CertPaths:
     try:
         paths.folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise CertificateError(f"cannot create the certificate folder {paths.folder}: {exc}") from exc
+        raise CertificateError(
+            f"cannot create the certificate folder {paths.folder}: {exc.strerror or exc}"
+        ) from exc
     names = list(dict.fromkeys(names))
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "guardhook-ca")])
@@ -136,7 +138,9 @@ def generate(folder: str | Path, names: Iterable[str]) -> CertPaths:
         _write(paths.key, _pem_key(key), private=True)
         _write(paths.cert, cert.public_bytes(serialization.Encoding.PEM))
     except OSError as exc:
-        raise CertificateError(f"cannot write certificates into {paths.folder}: {exc}") from exc
+        raise CertificateError(
+            f"cannot write certificates into {paths.folder}: {exc.strerror or exc}"
+        ) from exc
     return paths
 
 

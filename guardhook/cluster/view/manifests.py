@@ -104,15 +104,56 @@ def parse_text(text: str, source: str) -> list[Manifest]:
     ]
 
 
+MAX_EXPANDED_VALUES = 1_000_000
+"""A document whose aliases expand it past this many values, and past 10 times the values it
+writes out, is refused: a "billion laughs" of nine nested anchors of nine aliases each is 9^9
+values that checking and judging would walk one by one (go-yaml, which kubectl uses, refuses
+such "excessive aliasing" too)."""
+
+
+def _refuse_alias_bomb(root: yaml.Node) -> None:
+    """Raise a yaml.YAMLError (so the caller names the file) when `root`'s aliases expand it
+    past MAX_EXPANDED_VALUES values and 10 times its distinct nodes."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:  # post-order, each distinct node once: an alias is the same node object again
+        node, done = stack.pop()
+        if id(node) in sizes:
+            continue
+        children = _children(node)
+        if not done:
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if id(child) not in sizes)
+            continue
+        sizes[id(node)] = 1 + sum(sizes.get(id(child), 1) for child in children)
+    expanded = sizes[id(root)]
+    if expanded > MAX_EXPANDED_VALUES and expanded > 10 * len(sizes):
+        raise yaml.YAMLError(
+            f"excessive aliasing: {len(sizes):,} values written expand to {expanded:,} (at most "
+            f"{MAX_EXPANDED_VALUES:,} are read)"
+        )
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
 def _documents(text: str) -> list[tuple[int, Any]]:
     """Each YAML document of `text` with the line (1-based) its content starts on; what
     yaml.load_all does, keeping the marks."""
     loader = _UniqueKeyLoader(text)  # a SafeLoader subclass
+    anchors = "&" in text  # no anchor, no alias: a big `kubectl get -o yaml` dump is not walked twice
     try:
         docs = []
         while loader.check_node():
             node = loader.get_node()
             if node is not None:  # check_node said there is one
+                if anchors:
+                    _refuse_alias_bomb(node)
                 docs.append((node.start_mark.line + 1, loader.construct_document(node)))
         return docs
     finally:
