@@ -172,5 +172,6 @@ def test_metrics_port_serves_metrics_only(fresh_server: Callable[..., Server], p
     assert answer.status_code == 200 and answer.headers["Content-Type"].startswith("text/plain")
     assert 'guardhook_requests_total{code="200",endpoint="validate"}' in answer.text
     assert "guardhook_cluster_view_synced 1.0" in answer.text  # refreshed before rendering
-    assert requests.post(f"http://127.0.0.1:{port}/validate", timeout=10).status_code in (404, 501)
+    # another method: 405 with `Allow: GET` (the metrics port serves GET only)
+    assert requests.post(f"http://127.0.0.1:{port}/validate", timeout=10).status_code in (404, 405)
     assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 404
