@@ -20,6 +20,7 @@ from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from guardhook.leadersync.desired import PATCH, Entry, Plan
+from guardhook.reconcile.outcome import RoundOutcome
 
 log = logging.getLogger(__name__)
 
@@ -36,24 +37,11 @@ NOT_FOUND = 404
 
 
 @dataclass
-class Outcome:
+class Outcome(RoundOutcome):
     """What one round did: "Kind namespace/name" per result, and error messages."""
 
-    patched: list[str] = field(default_factory=list)
-    conflicts: list[str] = field(default_factory=list)
-    gone: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
     unnarrowed: list[str] = field(default_factory=list)
     """Entries left as they are (reported, opted out, cannot be narrowed): their lines."""
-
-    def as_dict(self) -> dict[str, list[str]]:
-        return {
-            "patched": self.patched,
-            "conflicts": self.conflicts,
-            "gone": self.gone,
-            "errors": self.errors,
-            "unnarrowed": self.unnarrowed,
-        }
 
 
 def apply_plan(api: client.ApiClient, planned: Plan, counted: Any = None) -> Outcome:

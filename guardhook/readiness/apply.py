@@ -12,7 +12,6 @@ answers 409 and is planned afresh next round instead of getting its predecessor'
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -21,6 +20,7 @@ from urllib3.exceptions import HTTPError
 
 from guardhook.cluster.group_ready import GATE
 from guardhook.readiness.desired import Entry
+from guardhook.reconcile.outcome import RoundOutcome
 
 log = logging.getLogger(__name__)
 
@@ -37,24 +37,9 @@ class PodStatusApi(Protocol):
         """PATCH pods/<name>/status in `namespace` with `body`."""
 
 
-@dataclass
-class Outcome:
-    """What one round wrote ("namespace/pod" each): patched, replaced meanwhile (409), gone (404),
-    and errors (messages)."""
-
-    patched: list[str] = field(default_factory=list)
-    conflicts: list[str] = field(default_factory=list)
-    gone: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, list[str]]:
-        """The outcome as printed by `guardhook group-readiness --once`."""
-        return {
-            "patched": self.patched,
-            "conflicts": self.conflicts,
-            "gone": self.gone,
-            "errors": self.errors,
-        }
+class Outcome(RoundOutcome):
+    """What one group-readiness round wrote ("namespace/pod" each): patched, replaced meanwhile
+    (409), gone (404), and errors (messages); printed by `guardhook group-readiness --once`."""
 
 
 def now_rfc3339() -> str:
