@@ -48,7 +48,7 @@ def test_evicting_a_pod_the_view_shows_terminating_is_recorded() -> None:
     eng = engine(view, ledger=MemoryLedger(clock=lambda: NOW))
     # The view still shows the old llm-0 going; the API server evicts its Ready replacement.
     assert judge(eng, eviction("llm-0"))["allowed"] is True
-    assert [(e.group, e.pod) for e in eng.ledger.entries(KEY)] == [(0, "llm-0")]
+    assert [(e.group, e.pod) for e in eng.ledger.entries(KEY)] == [("0", "llm-0")]
     # The view catches up with the replacement, created before the eviction was recorded: group 0
     # still counts (the eviction took the replacement), so group 1 must wait.
     apply_watch_event(view, {"type": "DELETED", "object": old})
@@ -63,7 +63,7 @@ def test_evicting_an_lws_pod_the_view_does_not_hold_yet_is_recorded() -> None:
     view = view_from_objects([lws_object("llm", 2, 2, {}), *objects])
     eng = engine(view, ledger=MemoryLedger(clock=lambda: NOW))
     assert judge(eng, eviction("llm-0-1"))["allowed"] is True
-    assert [(e.group, e.pod, e.uid) for e in eng.ledger.entries(KEY)] == [(0, "llm-0-1", "")]
+    assert [(e.group, e.pod, e.uid) for e in eng.ledger.entries(KEY)] == [("0", "llm-0-1", "")]
     apply_watch_event(view, {"type": "ADDED", "object": replacement(gone, NOW - 1)})
     assert judge(eng, eviction("llm-1-1"))["status"]["code"] == 429
 
@@ -89,7 +89,10 @@ def test_a_group_counted_only_through_the_ledger_is_judged_against_the_other_gro
         name = f"llm-{group}"
         ledger.update(
             KEY,
-            lambda e, g=group, n=name: (None, (*e, Disruption(g, n, f"uid-{n}", NOW + 60, NOW, "eviction"))),
+            lambda e, g=group, n=name: (
+                None,
+                (*e, Disruption(str(g), n, f"uid-{n}", NOW + 60, NOW, "eviction")),
+            ),
         )
     eng = engine(view, ledger=ledger)
     denied = judge(eng, eviction("llm-0-1"))

@@ -139,4 +139,6 @@ def test_numbers_in_labels_and_annotations_are_ascii_digits_only() -> None:
     assert group_member("serve", labels, {}) is None  # unreadable position: not an LWS pod
     labels["leaderworkerset.sigs.k8s.io/worker-index"] = "1"
     member = group_member("serve", labels, {"leaderworkerset.sigs.k8s.io/size": "²"})
-    assert member is not None and member.size is None and (member.group_index, member.worker_index) == (1, 1)
+    assert (
+        member is not None and member.size is None and (member.group_index, member.worker_index) == ("1", 1)
+    )

@@ -195,7 +195,7 @@ def test_drain_delete_within_budget_is_allowed_with_a_warning_and_recorded() -> 
     (warning,) = answer["warnings"]
     assert warning.startswith("[worker-delete]") and "cordoned node gpu-node-02" in warning
     assert "group 0" in warning
-    assert [(e.group, e.pod) for e in ledger.entries(("serve", "llm-xl"))] == [(0, "llm-xl-0-2")]
+    assert [(e.group, e.pod) for e in ledger.entries(("serve", "llm-xl"))] == [("0", "llm-xl-0-2")]
 
 
 def test_drain_delete_over_budget_is_429_naming_the_groups_down() -> None:

@@ -71,12 +71,12 @@ def test_two_nodes_of_two_groups_take_two_waves_and_can_be_rebuilt(tmp_path: Pat
     document = json.loads(done.stdout)
     assert wave_nodes(document) == [["gpu-node-01"], ["gpu-node-05"]]
     assert [w["groups"] for w in document["waves"]] == [
-        [{"namespace": "serve", "lws": "llm-xl", "group": 0}],
-        [{"namespace": "serve", "lws": "llm-xl", "group": 1}],
+        [{"namespace": "serve", "lws": "llm-xl", "group": "0"}],
+        [{"namespace": "serve", "lws": "llm-xl", "group": "1"}],
     ]
-    assert document["waves"][1]["waitsFor"] == [{"namespace": "serve", "lws": "llm-xl", "group": 0}]
+    assert document["waves"][1]["waitsFor"] == [{"namespace": "serve", "lws": "llm-xl", "group": "0"}]
     row = lws_row(document)
-    assert (row["lost"], row["rebuildable"], row["losing"], row["broken"]) == (2, 2, [0, 1], [])
+    assert (row["lost"], row["rebuildable"], row["losing"], row["broken"]) == (2, 2, ["0", "1"], [])
     [refused] = document["refusedAtOnce"]
     assert (refused["pod"], refused["node"]) == ("llm-xl-1-1", "gpu-node-05")
     assert (
@@ -160,7 +160,7 @@ def test_a_group_already_broken_uses_up_the_first_wave_and_counts_as_lost() -> N
     objects = fleet(lambda o: set_ready(find(o, "Pod", "llm-xl-2-3"), False))
     plan = plan_drain(objects, ["gpu-node-01", "gpu-node-10"], PARAMS)
     [xl] = plan.lws
-    assert (xl.losing, xl.broken, xl.lost, xl.rebuildable) == ((0, 2), (2,), 2, 2)
+    assert (xl.losing, xl.broken, xl.lost, xl.rebuildable) == (("0", "2"), ("2",), 2, 2)
     # gpu-node-10 holds a pod of the broken group: always allowed, so it goes first; gpu-node-01
     # waits for group 2 to be whole again.
     assert [w.nodes for w in plan.waves] == [["gpu-node-10"], ["gpu-node-01"]]

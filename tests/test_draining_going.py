@@ -186,7 +186,7 @@ def test_delete_on_a_drain_tainted_node_is_a_drain_judged_by_the_budget(
     assert first["allowed"] is True, first
     (warning,) = first["warnings"]
     assert f"draining node gpu-node-02 (drain taint {taint['key']}" in warning
-    assert [(e.group, e.pod) for e in ledger.entries(("serve", "llm-xl"))] == [(0, "llm-xl-0-2")]
+    assert [(e.group, e.pod) for e in ledger.entries(("serve", "llm-xl"))] == [("0", "llm-xl-0-2")]
     second = respond(eng, worker_delete("llm-xl-1-1", user))
     assert second["allowed"] is False and second["status"]["code"] == 429
     assert "draining node gpu-node-05" in second["status"]["message"]
@@ -265,7 +265,7 @@ def test_taints_back_to_back_count_before_the_view_shows_them(
     seen = [group_taint_warnings(respond(eng, request)) for request in requests]
     assert [bool(w) for w in seen] == warned
     recorded = [(e.group, e.pod) for e in ledger.entries(("serve", "llm-xl"))]
-    assert recorded == [(0, "llm-xl-0-2"), (1, "llm-xl-1-2")][:budget]
+    assert recorded == [("0", "llm-xl-0-2"), ("1", "llm-xl-1-2")][:budget]
     # What was recorded is a taint dooming the group, not an eviction of the pod it names.
     assert (
         "group 0 (a NoExecute taint dooming it recorded (it evicts llm-xl-0-2), not visible yet)"
@@ -454,7 +454,7 @@ def test_drain_plan_of_the_draining_nodes_plans_the_autoscaler_tainted_ones() ->
 def test_drain_plan_counts_a_group_doomed_by_a_no_execute_taint_as_broken() -> None:
     plan = plan_drain(fleet(tainted("gpu-node-10")), ["gpu-node-02"], {"maxDisruptedGroups": 1}).as_dict()
     (row,) = plan["lws"]
-    assert row["broken"] == [2] and row["losing"] == [0]
+    assert row["broken"] == ["2"] and row["losing"] == ["0"]
     (refused,) = plan["refusedAtOnce"]  # group 2 uses up budget 1
     assert refused["pod"] == "llm-xl-0-2" and "while 1 of its groups is broken" in refused["reason"]
 

@@ -62,7 +62,7 @@ def test_memory_ledger_update_is_atomic_under_threads() -> None:
     ledger = MemoryLedger()
 
     def add_one(entries: Entries) -> tuple[int, Entries]:
-        return len(entries), (*entries, Disruption(len(entries), "p", "u", 4e9))
+        return len(entries), (*entries, Disruption(str(len(entries)), "p", "u", 4e9))
 
     seen = run_together([lambda: ledger.update(LWS, add_one) for _ in range(16)])
     assert sorted(seen) == list(range(16))
@@ -75,9 +75,9 @@ def test_memory_ledger_update_is_atomic_under_threads() -> None:
 def test_lease_ledger_creates_then_updates_one_lease_per_lws() -> None:
     with running_fake() as fake:
         ledger = LeaseLedger(fake.api_client(), "guardhook-system")
-        entry = Disruption(1, "llm-1-1", "uid-llm-1-1", 4e9)
+        entry = Disruption("1", "llm-1-1", "uid-llm-1-1", 4e9)
         ledger.update(LWS, lambda entries: (None, (*entries, entry)))
-        ledger.update(LWS, lambda entries: (None, (*entries, Disruption(2, "llm-2", "u2", 4e9))))
+        ledger.update(LWS, lambda entries: (None, (*entries, Disruption("2", "llm-2", "u2", 4e9))))
         assert ledger.entries(LWS)[0] == entry and len(ledger.entries(LWS)) == 2
         stored = fake.get("leases", "guardhook-system", "guardhook-eviction.serve.llm")
         assert stored is not None and stored["metadata"]["resourceVersion"] == "2"
@@ -91,14 +91,16 @@ def test_lease_ledger_drops_expired_and_malformed_entries() -> None:
     with running_fake() as fake:
         now = [1000.0]
         ledger = LeaseLedger(fake.api_client(), "gh", clock=lambda: now[0])
-        ledger.update(LWS, lambda e: (None, (Disruption(0, "a", "", 1010.0), Disruption(1, "b", "", 1100.0))))
+        ledger.update(
+            LWS, lambda e: (None, (Disruption("0", "a", "", 1010.0), Disruption("1", "b", "", 1100.0)))
+        )
         now[0] = 1050.0
         assert [e.pod for e in ledger.entries(LWS)] == ["b"]
         lease = fake.objects["leases"][("gh", lease_name(LWS))]
         lease["metadata"]["annotations"][ENTRIES_ANNOTATION] = (
             '[{"group": "x"}, 7, {"group": 1, "expires": 2000}]'
         )
-        assert [e.group for e in ledger.entries(LWS)] == [1]
+        assert [e.group for e in ledger.entries(LWS)] == ["1"]  # a key is a string; the wire's 1 reads as "1"
         lease["metadata"]["annotations"][ENTRIES_ANNOTATION] = "not json"
         assert ledger.entries(LWS) == ()
 
@@ -114,10 +116,10 @@ def test_stale_write_gets_409_and_is_replanned() -> None:
         def plan_a(entries: Entries) -> tuple[bool, Entries | None]:
             calls.append(entries)
             if len(calls) == 1:  # B sneaks in between A's read and A's write
-                second.update(LWS, lambda e: (True, (*e, Disruption(2, "llm-2", "u", 4e9))))
+                second.update(LWS, lambda e: (True, (*e, Disruption("2", "llm-2", "u", 4e9))))
             if entries:
                 return False, None  # budget 1 is taken
-            return True, (Disruption(1, "llm-1", "u", 4e9),)
+            return True, (Disruption("1", "llm-1", "u", 4e9),)
 
         assert first.update(LWS, plan_a) is False
         assert fake.conflicts == 1 and len(calls) == 2
@@ -129,10 +131,10 @@ def test_racing_creates_of_a_new_lease_conflict_and_retry() -> None:
         ledgers = [LeaseLedger(fake.api_client(), "gh") for _ in range(6)]
 
         def add(ledger: LeaseLedger, i: int) -> None:
-            ledger.update(LWS, lambda e: (None, (*e, Disruption(i, f"p{i}", "u", 4e9))))
+            ledger.update(LWS, lambda e: (None, (*e, Disruption(str(i), f"p{i}", "u", 4e9))))
 
         run_together([lambda i=i, led=led: add(led, i) for i, led in enumerate(ledgers)])
-        assert sorted(e.group for e in ledgers[0].entries(LWS)) == list(range(6))  # no write lost
+        assert sorted(e.group for e in ledgers[0].entries(LWS)) == [str(i) for i in range(6)]  # no write lost
 
 
 @pytest.mark.parametrize("budget", [1, 2])
@@ -178,7 +180,7 @@ def test_open_ledger_picks_memory_for_static_sources_and_leases_for_a_kubeconfig
         kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
         ledger = open_ledger(Source(KUBECONFIG, (str(kubeconfig),)), "guardhook-ns")
         assert isinstance(ledger, LeaseLedger)
-        ledger.update(LWS, lambda e: (None, (Disruption(0, "llm-0", "u", 4e9),)))
+        ledger.update(LWS, lambda e: (None, (Disruption("0", "llm-0", "u", 4e9),)))
         assert fake.get("leases", "guardhook-ns", "guardhook-eviction.serve.llm") is not None
 
 
@@ -207,18 +209,24 @@ def test_an_entry_keeps_what_it_recorded_through_the_lease(tmp_path: Path) -> No
     # with one this version does not know (a newer replica's) still counts, as cause "".
     with running_fake() as fake:
         ledger = open_ledger(Source(KUBECONFIG, (str(fake.write_kubeconfig(tmp_path / "kc")),)), "gh")
-        written = tuple(Disruption(g, f"llm-{g}", "u", 4e9, 1e9, cause) for g, cause in enumerate(CAUSES))
+        written = tuple(
+            Disruption(str(g), f"llm-{g}", "u", 4e9, 1e9, cause) for g, cause in enumerate(CAUSES)
+        )
         ledger.update(LWS, lambda e: (None, written))
         assert ledger.entries(LWS) == written
         lease = fake.get("leases", "gh", lease_name(LWS))
         assert lease is not None
         stored = json.loads(lease["metadata"]["annotations"][ENTRIES_ANNOTATION])
         assert [raw["cause"] for raw in stored] == list(CAUSES)
+        # An ordinal key stays a JSON number on the wire, the Lease format every replica reads.
+        assert [raw["group"] for raw in stored] == list(range(len(CAUSES)))
+    hashed = Disruption("0123456789abcdef0123456789abcdef01234567", "h", "u", 4e9)
+    assert Disruption.from_json(hashed.to_json()) == hashed and hashed.to_json()["group"] == hashed.group
     legacy = {"group": 0, "pod": "llm-0", "uid": "u", "expires": 4e9}
-    assert Disruption.from_json(legacy) == Disruption(0, "llm-0", "u", 4e9)
-    assert Disruption.from_json({**legacy, "cause": "quake"}) == Disruption(0, "llm-0", "u", 4e9)
-    assert Disruption.from_json({**legacy, "cause": 5}) == Disruption(0, "llm-0", "u", 4e9)
-    assert "cause" not in Disruption(0, "llm-0", "u", 4e9).to_json()  # read as before by older replicas
+    assert Disruption.from_json(legacy) == Disruption("0", "llm-0", "u", 4e9)
+    assert Disruption.from_json({**legacy, "cause": "quake"}) == Disruption("0", "llm-0", "u", 4e9)
+    assert Disruption.from_json({**legacy, "cause": 5}) == Disruption("0", "llm-0", "u", 4e9)
+    assert "cause" not in Disruption("0", "llm-0", "u", 4e9).to_json()  # read as before by older replicas
 
 
 def test_sweep_deletes_leases_whose_entries_all_expired_and_keeps_the_rest() -> None:
@@ -228,8 +236,8 @@ def test_sweep_deletes_leases_whose_entries_all_expired_and_keeps_the_rest() -> 
         now = [1000.0]
         ledger = LeaseLedger(fake.api_client(), "gh", clock=lambda: now[0])
         gone, live = ("e2e", "lws-of-a-deleted-namespace"), ("serve", "llm")
-        ledger.update(gone, lambda e: (None, (Disruption(0, "a", "", 1010.0),)))
-        ledger.update(live, lambda e: (None, (Disruption(0, "b", "", 5000.0),)))
+        ledger.update(gone, lambda e: (None, (Disruption("0", "a", "", 1010.0),)))
+        ledger.update(live, lambda e: (None, (Disruption("0", "b", "", 5000.0),)))
         fake.put(
             "leases",
             {
@@ -243,5 +251,5 @@ def test_sweep_deletes_leases_whose_entries_all_expired_and_keeps_the_rest() -> 
         assert ledger.sweep() == [lease_name(gone)]
         assert sorted(fake.names("leases")) == sorted([lease_name(live), "someone-elses"])
         assert [e.pod for e in ledger.entries(live)] == ["b"]
-        ledger.update(gone, lambda e: (None, (Disruption(1, "c", "", 3000.0),)))  # created again
+        ledger.update(gone, lambda e: (None, (Disruption("1", "c", "", 3000.0),)))  # created again
         assert [e.pod for e in ledger.entries(gone)] == ["c"]

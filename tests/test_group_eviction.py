@@ -91,7 +91,7 @@ def test_a_group_broken_in_the_view_drains_freely_and_holds_the_budget() -> None
     # Recorded all the same (a lagging view may show broken a group that has healed since); the
     # entries count group 1 once, as the view does.
     recorded = eng.ledger.entries(("serve", "llm"))
-    assert sorted((e.group, e.pod) for e in recorded) == [(1, "llm-1"), (1, "llm-1-1")]
+    assert sorted((e.group, e.pod) for e in recorded) == [("1", "llm-1"), ("1", "llm-1-1")]
 
 
 @pytest.mark.parametrize(
@@ -213,7 +213,7 @@ def test_a_retried_eviction_of_one_pod_refreshes_its_entry_instead_of_adding_one
     now = [1_000_000.0]
     ledger = MemoryLedger(clock=lambda: now[0])
     uid = find(fleet_objects(), "Pod", "llm-xl-0-3")["metadata"]["uid"]
-    legacy = Disruption(0, "llm-xl-0-3", uid, 2e6)  # written before entries had `recorded`
+    legacy = Disruption("0", "llm-xl-0-3", uid, 2e6)  # written before entries had `recorded`
     ledger.update(("serve", "llm-xl"), lambda _: (None, (legacy,)))
     eng = engine(embedded_fleet_view(), ledger=ledger)
     for _ in range(3):
@@ -238,7 +238,7 @@ def test_a_denial_names_what_each_ledger_entry_recorded() -> None:
     denied = judge(eng, eviction("llm-xl-2-1"))["status"]["message"]
     assert "group 0 (eviction of llm-xl-0-3 recorded, not visible yet)" in denied
     legacy = MemoryLedger()
-    legacy.update(("serve", "llm-xl"), lambda _: (None, (Disruption(0, "llm-xl-0-3", "u", 4e9),)))
+    legacy.update(("serve", "llm-xl"), lambda _: (None, (Disruption("0", "llm-xl-0-3", "u", 4e9),)))
     denied = judge(engine(embedded_fleet_view(), ledger=legacy), eviction("llm-xl-2-1"))["status"]["message"]
     assert "group 0 (disruption of llm-xl-0-3 recorded, not visible yet)" in denied
 

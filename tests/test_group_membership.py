@@ -49,7 +49,7 @@ def test_a_relabelled_worker_is_the_worker_its_statefulset_makes_it() -> None:
     )
     member = member_of_object(pod)
     assert member is not None
-    assert (member.is_leader, member.group_index, member.worker_index) == (False, 0, 2)
+    assert (member.is_leader, member.group_index, member.worker_index) == (False, "0", 2)
     assert "worker-index 0" in member.inconsistent and "worker StatefulSet of group 0" in member.inconsistent
     record = member_of_pod(PodRecord.from_object(pod))
     assert record == member  # the view's records and the review's objects read alike
@@ -60,7 +60,7 @@ def test_captured_pods_are_consistent() -> None:
     leader = member_of_object(load_review("p01-leader-pod-create.mutating")["request"]["object"])
     assert worker is not None and leader is not None
     assert (worker.worker_index, worker.inconsistent) == (2, "")
-    assert (leader.is_leader, leader.group_index, leader.inconsistent) == (True, 4, "")
+    assert (leader.is_leader, leader.group_index, leader.inconsistent) == (True, "4", "")
 
 
 def test_a_leader_labelled_a_worker_is_judged_as_a_worker() -> None:
@@ -75,8 +75,8 @@ def test_a_leader_labelled_a_worker_is_judged_as_a_worker() -> None:
 
 def test_the_view_files_a_relabelled_worker_under_its_real_group() -> None:
     view = fleet_view(lambda objects: relabel(find(objects, "Pod", "llm-xl-0-1"), group="9", worker="0"))
-    assert "llm-xl-0-1" in {p.name for p in view.group_pods("serve", "llm-xl", 0)}
-    assert view.group_pods("serve", "llm-xl", 9) == []
+    assert "llm-xl-0-1" in {p.name for p in view.group_pods("serve", "llm-xl", "0")}
+    assert view.group_pods("serve", "llm-xl", "9") == []
 
 
 # ---- delete, eviction, drain ------------------------------------------------------------------
@@ -116,5 +116,5 @@ def test_a_drain_plan_counts_a_relabelled_worker_in_its_real_group() -> None:
     objects = relabelled_fleet("llm-xl-0-1", group="9", worker="0")
     planned = plan_drain(objects, ["gpu-node-01"], PARAMS)
     [row] = [lws for lws in planned.lws if lws.name == "llm-xl"]
-    assert row.losing == (0,)
-    assert [[(g.lws, g.group) for g in wave.groups] for wave in planned.waves] == [[("llm-xl", 0)]]
+    assert row.losing == ("0",)
+    assert [[(g.lws, g.group) for g in wave.groups] for wave in planned.waves] == [[("llm-xl", "0")]]

@@ -139,7 +139,7 @@ def test_a_restarting_resize_under_a_recreating_policy_is_a_group_disruption(pol
     shown = policy or "RecreateGroupOnPodRestart"
     assert warning.startswith("[group-resize] resizing pod serve/llm-xl-0-2 restarts container shard")
     assert f"under restartPolicy {shown} the LWS controller then recreates the whole group 0" in warning
-    assert [(e.group, e.pod) for e in ledger.entries(("serve", "llm-xl"))] == [(0, "llm-xl-0-2")]
+    assert [(e.group, e.pod) for e in ledger.entries(("serve", "llm-xl"))] == [("0", "llm-xl-0-2")]
     # a second group over budget 1: 429, naming the group already down
     second = respond(eng, resize("llm-xl-1-1", objects, memory="1600Gi"))
     assert second["allowed"] is False and second["status"]["code"] == 429

@@ -81,7 +81,7 @@ def test_a_restarting_pod_level_resize_is_budgeted_like_a_container_level_one() 
     first = respond(eng, pod_resize("llm-xl-0-2", objects, memory="1900Gi"))
     assert first["allowed"] is True
     assert "memory inherited from the pod-level spec.resources" in first["warnings"][0]
-    assert [(e.group, e.pod) for e in ledger.entries(("serve", "llm-xl"))] == [(0, "llm-xl-0-2")]
+    assert [(e.group, e.pod) for e in ledger.entries(("serve", "llm-xl"))] == [("0", "llm-xl-0-2")]
     second = respond(eng, pod_resize("llm-xl-1-1", objects, memory="1900Gi"))
     assert second["allowed"] is False and second["status"]["code"] == 429
     assert "group 0 (resize of llm-xl-0-2 recorded" in second["status"]["message"]

@@ -46,7 +46,7 @@ def test_a_hash_pod_resolves_to_its_group_by_key_and_rank() -> None:
     worker = shapes.pod(objects, f"llm-xl-{key[:8]}-2")
     ref = resolve_object(shapes.view(objects), worker)
     assert ref is not None
-    assert (ref.maker, ref.key, ref.index, str(ref.rank), ref.size) == (LWS_HASH, key, key, "worker 2", 4)
+    assert (ref.maker, ref.key, str(ref.rank), ref.size) == (LWS_HASH, key, "worker 2", 4)
     assert (ref.set.kind, ref.set.name, ref.restart) == ("LeaderWorkerSet", "llm-xl", (leader,))
     leader_ref = resolve_object(shapes.view(objects), shapes.pod(objects, leader))
     assert leader_ref is not None and leader_ref.is_leader and leader_ref.key == key

@@ -280,6 +280,9 @@ def test_drain_plan_takes_gangs_in_waves_under_their_budget() -> None:
             "budget": 1,
             "losing": ["train-0", "train-1"],
             "broken": [],
+            "lost": 2,
+            "rebuildable": 2,
+            "short": "",
         }
     ]
     assert plan.as_dict()["waves"][0]["groups"] == [
@@ -288,6 +291,46 @@ def test_drain_plan_takes_gangs_in_waves_under_their_budget() -> None:
     text = io.StringIO()
     render_text(plan, text)
     assert "    train      Workload/train  1       train-0,train-1  -" in text.getvalue().splitlines()
+
+
+def test_drain_plan_places_lost_gangs_whole_on_what_is_left_and_says_what_the_rest_lack() -> None:
+    import io
+
+    from guardhook.commands.drain_plan import render_text
+    from guardhook.planning.drain import plan_drain
+
+    objects = shapes.gang_objects()  # train-0 on gpu-node-01/02, train-1 on 03/05, train-2 on 06/07
+    kept = {f"gpu-node-0{n}" for n in range(8)}
+    nodes = [o for o in shapes.fleet() if o["kind"] == "Node" and o["metadata"]["name"] in kept]
+    # Left after the drain: 02, 05 (freed by their lost gangs), 06, 07 (train-2): room for one gang.
+    plan = plan_drain(nodes + objects, ["gpu-node-01", "gpu-node-03", "gpu-node-00", "gpu-node-04"], {})
+    gang = plan.gangs[0]
+    assert (gang.losing, gang.lost, gang.rebuildable) == (("train-0", "train-1"), 2, 1)
+    assert gang.short == "train-1: short 1500Gi memory, 8 nvidia.com/gpu on 2 nodes" and not plan.ok
+    text = io.StringIO()
+    render_text(plan, text)
+    assert (
+        "  train/Workload/train: 2 gangs to place whole again, room for 1 (train-1: short" in text.getvalue()
+    )
+    roomy = plan_drain(nodes + objects, ["gpu-node-01", "gpu-node-03"], {})
+    assert (roomy.gangs[0].rebuildable, roomy.gangs[0].short, roomy.ok) == (2, "", True)
+
+
+def test_a_gang_of_mixed_pods_is_asked_for_the_largest_request_of_each_resource() -> None:
+    import copy
+
+    from guardhook.capacity import shape_of_template
+    from guardhook.planning.rebuild import gang_demand
+
+    objects = shapes.gang_objects(groups=1, size=3)
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    small = copy.deepcopy(pods[2])
+    small["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1", "memory": "2000Gi"}}
+    demand = gang_demand("train", [pods[0], pods[1], small], size=4)
+    assert (demand.size, demand.leader) == (4, shape_of_template(pods[0]))
+    worker = demand.worker.request_map
+    assert (worker["nvidia.com/gpu"], worker["memory"] >= 2000 * 2**30) == (8, True)
+    assert worker["cpu"] == demand.leader.request_map["cpu"]  # 90 cpu, not the small pod's 1
 
 
 def test_drain_plan_counts_a_gang_broken_now_against_the_budget() -> None:

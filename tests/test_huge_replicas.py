@@ -29,7 +29,7 @@ def bounded(view: ClusterView) -> ClusterView:
     real = view.group_pods
     calls = [0]
 
-    def group_pods(namespace: str, lws_name: str, group_index: int) -> list[Any]:
+    def group_pods(namespace: str, lws_name: str, group_index: str) -> list[Any]:
         calls[0] += 1
         assert calls[0] <= LOOKUPS, "group_pods called once per group index: work grows with replicas"
         return real(namespace, lws_name, group_index)
@@ -55,11 +55,11 @@ def huge_view(
 
 def test_the_view_indexes_the_groups_that_have_pods() -> None:
     view = huge_view(groups=(0, 5, 7))
-    assert view.group_indexes("serve", "llm") == [0, 5, 7]
+    assert view.group_indexes("serve", "llm") == ["0", "5", "7"]
     view.remove(PODS, ("serve", "llm-5"))
-    assert view.group_indexes("serve", "llm") == [0, 5, 7]  # llm-5-1 is still there
+    assert view.group_indexes("serve", "llm") == ["0", "5", "7"]  # llm-5-1 is still there
     view.remove(PODS, ("serve", "llm-5-1"))
-    assert view.group_indexes("serve", "llm") == [0, 7]
+    assert view.group_indexes("serve", "llm") == ["0", "7"]
     assert view.group_indexes("serve", "other") == []
 
 
@@ -77,7 +77,7 @@ def test_an_eviction_is_judged_with_groups_without_pods_counted_not_walked() -> 
 def test_a_budget_above_the_groups_without_pods_allows_and_records() -> None:
     eng = engine(huge_view(annotations={"guardhook.io/max-disrupted-groups": str(INT32_MAX)}))
     assert judge(eng, eviction("llm-0-1"))["allowed"] is True
-    assert [e.group for e in eng.ledger.entries(("serve", "llm"))] == [0]
+    assert [e.group for e in eng.ledger.entries(("serve", "llm"))] == ["0"]
     assert judge(eng, eviction("llm-1-1"))["allowed"] is True  # INT32_MAX - 1 broken: still < B
 
 
@@ -109,7 +109,7 @@ def test_a_group_of_int32_max_pods_is_judged_from_its_pods() -> None:
     view = huge_view(replicas=3, size=INT32_MAX, groups=(0,))
     lws = view.lws("serve", "llm")
     assert lws is not None
-    health = view_group_health(view, lws, 0)
+    health = view_group_health(view, lws, "0")
     assert not health.whole and health.problems == (f"3 of {INT32_MAX} pods exist",)
     counts = count_groups(view, lws)
     assert (counts.whole, counts.broken, counts.leader_ready_group_incomplete) == (0, 3, 1)
@@ -120,8 +120,8 @@ def test_leaders_of_the_readiness_gate_are_those_of_groups_with_pods() -> None:
     lws = view.lws("serve", "llm")
     assert lws is not None
     assert [(leader.group_index, leader.pod.name) for leader in leaders(view, lws)] == [
-        (0, "llm-0"),
-        (4, "llm-4"),
+        ("0", "llm-0"),
+        ("4", "llm-4"),
     ]
 
 
@@ -183,7 +183,7 @@ def test_drain_plan_counts_groups_without_pods_and_lists_a_bounded_few(
     real = ClusterView.group_pods
     calls = [0]
 
-    def group_pods(self: ClusterView, namespace: str, lws_name: str, group_index: int) -> list[Any]:
+    def group_pods(self: ClusterView, namespace: str, lws_name: str, group_index: str) -> list[Any]:
         calls[0] += 1
         assert calls[0] <= LOOKUPS, "group_pods called once per group index: work grows with replicas"
         return real(self, namespace, lws_name, group_index)
@@ -191,7 +191,7 @@ def test_drain_plan_counts_groups_without_pods_and_lists_a_bounded_few(
     monkeypatch.setattr(ClusterView, "group_pods", group_pods)
     document = plan_drain(huge_cluster(), ["node-0-1"], {}).as_dict()
     row = document["lws"][0]
-    assert row["losing"] == [0] and row["broken"] == list(range(2, GROUPS_LISTED + 2))
+    assert row["losing"] == ["0"] and row["broken"] == [str(g) for g in range(2, GROUPS_LISTED + 2)]
     assert row["brokenNotListed"] == INT32_MAX - 2 - GROUPS_LISTED and row["lost"] == INT32_MAX - 1
     assert row["rebuildable"] == 3  # 3 nodes left, 3 pod slots each, 2 taken by group 1's pods
     assert f"{INT32_MAX - 2} of its groups are broken" in document["refusedAtOnce"][0]["reason"]
@@ -199,4 +199,4 @@ def test_drain_plan_counts_groups_without_pods_and_lists_a_bounded_few(
 
 def test_drain_plan_of_a_small_lws_lists_every_broken_group() -> None:
     row = plan_drain(huge_cluster(replicas=GROUPS_LISTED + 2), ["node-0-1"], {}).as_dict()["lws"][0]
-    assert row["broken"] == list(range(2, GROUPS_LISTED + 2)) and "brokenNotListed" not in row
+    assert row["broken"] == [str(g) for g in range(2, GROUPS_LISTED + 2)] and "brokenNotListed" not in row

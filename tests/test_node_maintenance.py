@@ -94,7 +94,7 @@ def test_a_worker_delete_on_a_maintenance_planned_node_is_a_budgeted_drain() -> 
     first = respond(eng, worker_delete("llm-xl-0-2", KARPENTER))
     assert first["allowed"] is True, first
     assert "draining node gpu-node-02 (node condition MaintenancePlanned=True)" in first["warnings"][0]
-    assert [(e.group, e.pod) for e in ledger.entries(("serve", "llm-xl"))] == [(0, "llm-xl-0-2")]
+    assert [(e.group, e.pod) for e in ledger.entries(("serve", "llm-xl"))] == [("0", "llm-xl-0-2")]
     second = respond(eng, worker_delete("llm-xl-1-1", KARPENTER))
     assert second["allowed"] is False and second["status"]["code"] == 429
 

@@ -29,9 +29,9 @@ def test_embedded_fleet_matches_the_fixture_description() -> None:
 
 def test_group_pods_and_health() -> None:
     view = embedded_fleet_view()
-    pods = view.group_pods("serve", "llm-xl", 1)
+    pods = view.group_pods("serve", "llm-xl", "1")
     assert sorted(p.name for p in pods) == ["llm-xl-1", "llm-xl-1-1", "llm-xl-1-2", "llm-xl-1-3"]
-    assert group_health(1, 4, pods).whole
+    assert group_health("1", 4, pods).whole
     leader = view.pod("serve", "llm-xl-1")
     assert leader is not None
     member = member_of_pod(leader)
@@ -40,7 +40,7 @@ def test_group_pods_and_health() -> None:
 
 def test_unready_pod_breaks_its_group_and_says_why() -> None:
     view = fleet_view(lambda objs: set_ready(find(objs, "Pod", "llm-xl-2-3"), False))
-    health = group_health(2, 4, view.group_pods("serve", "llm-xl", 2))
+    health = group_health("2", 4, view.group_pods("serve", "llm-xl", "2"))
     assert not health.whole
     assert health.problems == ("not Ready: llm-xl-2-3",)
 
@@ -51,7 +51,7 @@ def test_node_requests_follow_pod_changes() -> None:
     assert view.node_requested("gpu-node-16") == {}
     view.remove(PODS, ("serve", "llm-xl-1-1"))  # bound to gpu-node-05
     assert view.node_requested("gpu-node-05") == {}
-    assert [p.name for p in view.group_pods("serve", "llm-xl", 1)].count("llm-xl-1-1") == 0
+    assert [p.name for p in view.group_pods("serve", "llm-xl", "1")].count("llm-xl-1-1") == 0
 
 
 def test_pods_in_namespace_follow_pod_changes() -> None:
@@ -78,7 +78,7 @@ def test_a_page_applied_at_once_indexes_and_notifies_as_upsert_does() -> None:
     assert heard == [p["metadata"]["name"] for p in pods]
     for view in (paged, watched):
         assert view.all_pods() == one_by_one.all_pods()
-        assert view.group_pods("serve", "llm-xl", 1) == one_by_one.group_pods("serve", "llm-xl", 1)
+        assert view.group_pods("serve", "llm-xl", "1") == one_by_one.group_pods("serve", "llm-xl", "1")
         assert view.node_requested("gpu-node-05") == one_by_one.node_requested("gpu-node-05")
         assert view.generation(PODS) == one_by_one.generation(PODS) == len(pods)
 

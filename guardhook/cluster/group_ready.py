@@ -34,6 +34,7 @@ from guardhook.cluster.lws import (
     LeaderWorkerSet,
     hash_host,
     member_of_pod,
+    ordinal,
 )
 from guardhook.cluster.model import OwnerRef, PodRecord
 from guardhook.cluster.view.store import ClusterView
@@ -174,7 +175,7 @@ def gate_targets(view: ClusterView, lws: LeaderWorkerSet) -> Iterator[GatedPod]:
 def worker_statefulset_name(lws: LeaderWorkerSet, group_index: GroupKey) -> str:
     """The worker StatefulSet of a group: `<lws>-<g>`, named after its leader pod; for a Hash
     group `<lws>-<key8>`, named after its leader's host name (lws KEP-898)."""
-    if isinstance(group_index, str):
+    if ordinal(group_index) is None:
         return hash_host(lws.name, group_index)
     return f"{lws.name}-{group_index}"
 

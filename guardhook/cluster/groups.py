@@ -70,7 +70,7 @@ def empty_groups(lws: LeaderWorkerSet, populated: list[GroupKey]) -> int:
     return max(0, lws.replicas - len(populated))
 
 
-def empty_group_health(lws: LeaderWorkerSet, index: GroupKey = 0) -> GroupHealth:
+def empty_group_health(lws: LeaderWorkerSet, index: GroupKey = "0") -> GroupHealth:
     """`group_health` of a group of `lws` with no pods (broken, "0 of N pods exist", unless the
     size is 0)."""
     return group_health(index, lws.size, ())

@@ -9,7 +9,7 @@ Hash group identity (`spec.groupIdentity: Hash`, KEP-898, lws PRs #987 and #1050
 leaders come from a Deployment named `L` through its ReplicaSets (generated pod names), the
 group-index and group-key labels both hold the group's random 40-character key, and each group's
 worker StatefulSet is named after its leader's host name `L-<first 8 characters of the key>`
-(workers `L-<key8>-<w>`). Such a group's key is a string; an ordinal group's an int (`GroupKey`).
+(workers `L-<key8>-<w>`). Every group key is a string (`GroupKey`): "3" or the Hash key.
 A pod's position is read from its controller ownerReference together with those labels
 (`group_member`): labels anyone may edit cannot turn a worker into a leader.
 """
@@ -82,20 +82,36 @@ def _int_or(value: Any, default: int) -> int:
     return default
 
 
-GroupKey = int | str
-"""A group's key within its LWS: the ordinal (int) of an Ordinal LWS's group, the 40-character key
-(str) of a Hash group."""
+GroupKey = str
+"""A group's key within its set, always a string: an Ordinal LWS group's ordinal ("3", as its
+group-index label says it), a Hash group's 40-character key. Only the Lease ledger's wire form
+keeps an ordinal as a JSON number (guardhook.ledger.base), so replicas of two versions agree."""
+
+ORDINAL_DIGITS = 10
+"""An ordinal is at most 10 digits (spec.replicas is an int32); a longer all-digit key is a key."""
+
+
+def ordinal(key: GroupKey) -> int | None:
+    """The ordinal `key` stands for ("3" -> 3), or None for a Hash key (or anything else)."""
+    return int(key) if len(key) <= ORDINAL_DIGITS and digits(key) else None
+
+
+def ordinal_key(index: int) -> GroupKey:
+    """The key of ordinal group `index` ("3" for 3)."""
+    return str(index)
 
 
 def key_order(key: GroupKey) -> tuple[bool, int, str]:
     """A sort key putting ordinal groups first in numeric order, then Hash keys in text order."""
-    return (True, 0, key) if isinstance(key, str) else (False, key, "")
+    number = ordinal(key)
+    return (True, 0, key) if number is None else (False, number, "")
 
 
 def below_replicas(key: GroupKey, replicas: int) -> bool:
     """Whether group `key` is one `spec.replicas` asks for: an ordinal below it; a Hash group
     always (Hash groups have no order: the leader Deployment's ReplicaSet chooses whom to remove)."""
-    return isinstance(key, str) or 0 <= key < replicas
+    number = ordinal(key)
+    return number is None or 0 <= number < replicas
 
 
 def is_hash_key(value: str) -> bool:
@@ -130,15 +146,15 @@ class GroupMember:
 
     @property
     def hashed(self) -> bool:
-        """Whether the group is a Hash group (its key a string)."""
-        return isinstance(self.group_index, str)
+        """Whether the group is a Hash group (its key no ordinal)."""
+        return ordinal(self.group_index) is None
 
     @property
     def leader_pod_name(self) -> str:
         """The leader pod of this group: `<lws>-<group>` (leader StatefulSet ordinal naming); for a
         Hash group, whose leader's name the ReplicaSet generated, its host name `<lws>-<key8>`
         (guardhook.groups reads the leader's real name from the view)."""
-        if isinstance(self.group_index, str):
+        if self.hashed:
             return hash_host(self.lws_name, self.group_index)
         return f"{self.lws_name}-{self.group_index}"
 
@@ -182,12 +198,12 @@ def owned_position(lws_name: str, owners: Iterable[OwnerRef], pod_name: str) -> 
         return None
     if controller.name == lws_name:
         group = _suffix_index(pod_name, lws_name)
-        return None if group is None else (group, 0)
+        return None if group is None else (ordinal_key(group), 0)
     group = _suffix_index(controller.name, lws_name)
     worker = _suffix_index(pod_name, controller.name)
     if group is None or worker is None or worker < 1:
         return None
-    return (group, worker)
+    return (ordinal_key(group), worker)
 
 
 def hash_owned_position(
@@ -216,8 +232,8 @@ def _labelled_position(labels: Mapping[str, str]) -> Position | None:
     worker = labels.get(WORKER_INDEX_LABEL, "")
     if not digits(worker):
         return None
-    if digits(group):
-        return (int(group), int(worker))
+    if digits(group) and len(group) <= ORDINAL_DIGITS:
+        return (ordinal_key(int(group)), int(worker))
     # A Hash group: group-index and group-key hold the same 40-character key.
     if is_hash_key(group) and labels.get(GROUP_KEY_LABEL) == group:
         return (group, int(worker))
@@ -241,7 +257,7 @@ def _judged_position(labelled: Position | None, owned: Position | None) -> tuple
 
 def _leader_maker(owned: Position) -> str:
     """What makes a leader: the leader StatefulSet (Ordinal) or the leader Deployment's ReplicaSet."""
-    return "leader ReplicaSet" if isinstance(owned[0], str) else "leader StatefulSet"
+    return "leader StatefulSet" if ordinal(owned[0]) is not None else "leader ReplicaSet"
 
 
 def group_member(
@@ -283,7 +299,7 @@ def _placed(
     if not lws_name:
         return None
     labelled = _labelled_position(labels)
-    if labelled is not None and isinstance(labelled[0], str):
+    if labelled is not None and ordinal(labelled[0]) is None:
         owned = hash_owned_position(lws_name, labelled[0], owners, pod_name)
     else:
         owned = owned_position(lws_name, owners, pod_name)

@@ -164,7 +164,14 @@ def render_text(plan: DrainPlan, out: TextIO) -> None:
             f"room for {item.rebuildable}"
         )
         print(line + (f" ({item.short})" if item.short else ""), file=out)
-    if not plan.lws:
+    for gang in plan.gangs:
+        if gang.lost:
+            line = (
+                f"  {gang.namespace}/{gang.kind}/{gang.name}: {gang.lost} gang{_s(gang.lost)} to place "
+                f"whole again, room for {gang.rebuildable}"
+            )
+            print(line + (f" ({gang.short})" if gang.short else ""), file=out)
+    if not plan.lws and not any(gang.lost for gang in plan.gangs):
         print("  nothing to rebuild", file=out)
 
 
@@ -199,7 +206,7 @@ def _wave_detail(wave: Wave) -> str:
     return " — " + "; ".join(parts)
 
 
-def _indexes(groups: tuple[int | str, ...]) -> str:
+def _indexes(groups: tuple[str, ...]) -> str:
     return ",".join(map(str, groups)) or "-"
 
 

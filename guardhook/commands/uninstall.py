@@ -189,7 +189,7 @@ def plan_uninstall(view: ClusterView, namespace: str, deployment: str) -> Uninst
         current = pod.gate_conditions.get(GATE)
         if gated(pod) and not pod.terminating and (current is None or current.status != "True"):
             member = member_of_pod(pod)
-            lws, group = (member.lws_name, member.group_index) if member else ("", -1)
+            lws, group = (member.lws_name, member.group_index) if member else ("", "")
             result.releases.append(
                 Entry(pod.namespace, pod.name, pod.uid, lws, group, release, current, "patch")
             )

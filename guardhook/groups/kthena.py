@@ -39,7 +39,7 @@ def model_serving(owners: Iterable[OwnerRef]) -> OwnerRef | None:
     return None
 
 
-def entry_pod_name(serving: str, group: int | str) -> str:
+def entry_pod_name(serving: str, group: str) -> str:
     """Kthena's entry pod of serving group g: `<modelserving>-<g>-default-0-0`
     (utils.GeneratePodName of the group `<ms>-<g>` and role id `default-0`, pod index 0)."""
     return f"{serving}-{group}-{ROLE}-0-0"

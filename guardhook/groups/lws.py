@@ -48,8 +48,7 @@ def group_ref(view: ClusterView, member: GroupMember, owners: Iterable[OwnerRef]
         recreator = Recreator(LWS_CONTROLLER_NAME, "restartPolicy", policy, policy in RECREATING_POLICIES)
     return GroupRef(
         set=SetRef(member.namespace, LWS_KIND, member.lws_name),
-        key=str(member.group_index),
-        index=member.group_index,
+        key=member.group_index,
         rank=Rank(member.worker_index),
         size=size,
         restart=(restart,) if restart else (),

@@ -74,7 +74,6 @@ def podgroup_ref(view: ClusterView, pod: PodRecord) -> GroupRef | None:
     return GroupRef(
         set=set_of(group),
         key=group.name,
-        index=group.name,
         rank=Rank(None),
         size=size_of(group, members(view, group)),
         restart=(),

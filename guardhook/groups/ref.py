@@ -75,15 +75,15 @@ class GroupRef:
     """A pod's group, however it is made (guardhook.groups).
 
     `key` is the group's key as a string: an ordinal ("3"), a Hash group's 40-character key, a
-    Kthena group's ordinal, or a PodGroup's name. `index` is the key the view and the ledger index
-    the group by (an int ordinal or a str key). `size` is None when nothing says how big the group
-    is. `restart` lists the pods a user deletes to restart the group (empty when there is no such
-    pod, e.g. a gang). `maker` is one of guardhook.groups.ref.MAKERS. `inconsistent` says how the
-    pod's labels disagreed with its controller ("" when they agree)."""
+    Kthena group's ordinal, or a PodGroup's name; the view, the ledger and every plan index the
+    group by it (guardhook.cluster.lws.GroupKey: no integer index anywhere). `size` is None when
+    nothing says how big the group is. `restart` lists the pods a user deletes to restart the
+    group (empty when there is no such pod, e.g. a gang). `maker` is one of
+    guardhook.groups.ref.MAKERS. `inconsistent` says how the pod's labels disagreed with its
+    controller ("" when they agree)."""
 
     set: SetRef
     key: str
-    index: int | str
     rank: Rank
     size: int | None
     restart: tuple[str, ...]

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from guardhook.cluster.lws import GroupKey, ordinal, ordinal_key
+
 T = TypeVar("T")
 
 
@@ -22,8 +24,9 @@ class Disruption:
     entries written before it existed), and its `cause`, one of CAUSES ("" in entries written
     before it existed, or naming a cause this version does not know)."""
 
-    group: int | str
-    """The group's key: its ordinal, or a Hash group's 40-character key (guardhook.cluster.lws)."""
+    group: GroupKey
+    """The group's key, a string: its ordinal ("3") or a Hash group's 40-character key
+    (guardhook.cluster.lws.GroupKey)."""
     pod: str
     uid: str
     expires: float
@@ -31,7 +34,11 @@ class Disruption:
     cause: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        raw: dict[str, Any] = {"group": self.group, "pod": self.pod, "uid": self.uid, "expires": self.expires}
+        # An ordinal stays a JSON number on the wire: the Lease format every replica (and every
+        # earlier version) reads.
+        number = ordinal(self.group)
+        group: int | str = self.group if number is None else number
+        raw: dict[str, Any] = {"group": group, "pod": self.pod, "uid": self.uid, "expires": self.expires}
         if self.recorded:
             raw["recorded"] = self.recorded
         if self.cause:
@@ -55,8 +62,9 @@ class Disruption:
         at = float(recorded) if isinstance(recorded, int | float) and not isinstance(recorded, bool) else 0.0
         cause = raw.get("cause")
         known = cause if isinstance(cause, str) and cause in CAUSES else ""
+        key = ordinal_key(group) if isinstance(group, int) else group
         return Disruption(
-            group, str(raw.get("pod") or ""), str(raw.get("uid") or ""), float(expires), at, known
+            key, str(raw.get("pod") or ""), str(raw.get("uid") or ""), float(expires), at, known
         )
 
 

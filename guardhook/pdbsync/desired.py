@@ -38,6 +38,7 @@ from guardhook.cluster.lws import (
     GroupKey,
     LeaderWorkerSet,
     key_order,
+    ordinal_key,
 )
 from guardhook.cluster.model import as_dict, metadata, str_map
 from guardhook.cluster.reach import both, reach
@@ -160,7 +161,8 @@ def _planned_groups(view: ClusterView, lws: LeaderWorkerSet, warnings: list[str]
     populated = populated_groups(view, lws)
     taken: set[GroupKey] = set(populated)
     # A Hash group with no pods has no key yet: its PDB is planned once its pods carry one.
-    empty = () if lws.hashed else (g for g in range(lws.replicas) if g not in taken)
+    ordinals = (ordinal_key(g) for g in range(lws.replicas))
+    empty = () if lws.hashed else (key for key in ordinals if key not in taken)
     chosen = list(itertools.islice(empty, MAX_EMPTY_GROUP_PDBS))
     left_out = empty_groups(lws, populated) - len(chosen)
     if left_out > 0:

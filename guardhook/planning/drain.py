@@ -15,7 +15,8 @@
   the same free capacity).
 - Workload API gangs (`disruptionMode: all` PodGroups, guardhook.groups.podgroup) are evicted in
   the waves under their own budget per set, as group-eviction judges them; per set the plan lists
-  the PodGroups losing a pod and those already broken (no rebuild is planned for a gang).
+  the PodGroups losing a pod and those already broken, and whether each can be placed whole again
+  after the LWS rebuilds (guardhook.planning.rebuild: a gang schedules all or nothing).
 - Which of the nodes are draining already (guardhook.cluster.going: cordoned, or an autoscaler's
   drain taint such as Karpenter's `karpenter.sh/disrupted` or cluster-autoscaler's
   `ToBeDeletedByClusterAutoscaler`); with no nodes given, the plan is for exactly those. Groups a
@@ -25,7 +26,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from guardhook.cluster.coverage import evictions_guarded, unguarded_sentence, unreadable_annotations
@@ -34,9 +35,10 @@ from guardhook.cluster.lws import GroupKey, key_order, member_of_pod
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.podgroup import members, size_of
 from guardhook.groups.ref import SetRef
 from guardhook.planning.evictions import GroupRef, LwsKey, Refusal, evict_in_turn
-from guardhook.planning.rebuild import rebuild_after_drain
+from guardhook.planning.rebuild import GangSetKey, Rebuild, rebuild_everything
 from guardhook.policies.group_eviction import eviction_context
 from guardhook.policies.shared.gang_budget import gang_disruption, gang_reading
 from guardhook.policies.shared.group_budget import BrokenGroups
@@ -115,8 +117,10 @@ class LwsDrain:
 class GangDrain:
     """One set of Workload API gangs (`disruptionMode: all` PodGroups; its Workload, else their
     common controller owner) under the drain: its budget, the PodGroups that lose a pod on the
-    drained nodes and those already broken, by name. Nothing rebuilds a gang for guardhook, so
-    no rebuild is planned for it."""
+    drained nodes and those already broken, by name; how many gangs are `lost` (the union, those
+    with pods to read a shape from) and how many of them fit whole again (`rebuildable`) on what is
+    left, and what the rest lack (`short`). Whoever made the gang recreates it, not guardhook: the
+    plan says whether the cluster has room for it."""
 
     namespace: str
     kind: str
@@ -124,6 +128,9 @@ class GangDrain:
     budget: int
     losing: tuple[str, ...]
     broken: tuple[str, ...]
+    lost: int = 0
+    rebuildable: int = 0
+    short: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -133,12 +140,15 @@ class GangDrain:
             "budget": self.budget,
             "losing": list(self.losing),
             "broken": list(self.broken),
+            "lost": self.lost,
+            "rebuildable": self.rebuildable,
+            "short": self.short,
         }
 
 
 @dataclass(frozen=True)
 class DrainPlan:
-    """The whole answer. `ok`: every lost group can be rebuilt and no node is blocked."""
+    """The whole answer. `ok`: every lost group and gang can be rebuilt and no node is blocked."""
 
     nodes: tuple[str, ...]
     waves: tuple[Wave, ...]
@@ -152,7 +162,9 @@ class DrainPlan:
 
     @property
     def ok(self) -> bool:
-        return not self.blocked and all(item.rebuildable >= item.lost for item in self.lws)
+        rebuilt = [(item.lost, item.rebuildable) for item in self.lws]
+        rebuilt += [(item.lost, item.rebuildable) for item in self.gangs]
+        return not self.blocked and all(fits >= lost for lost, fits in rebuilt)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -191,7 +203,9 @@ def plan_drain(
     losing, broken, budgets = _groups(view, order, params, every_lws=True)
     # BrokenGroups, not sets: an LWS may have 2^31 - 1 groups with no pods, counted, not listed
     lost = {key: broken[key].with_groups(losing.get(key, ()), "loses a pod") for key in broken}
-    rebuilt = rebuild_after_drain(objects, order, lost)
+    gangs = _gang_sets(view, order, params)
+    rebuilds = rebuild_everything(objects, order, lost, _lost_gangs(view, gangs))
+    rebuilt = rebuilds.lws
     lws = tuple(
         LwsDrain(
             namespace=key[0],
@@ -210,8 +224,30 @@ def plan_drain(
         if key in rebuilt
     )
     draining = {node: already[node] for node in order if node in already}
-    gangs = _gang_sets(view, order, params)
+    gangs = tuple(_with_rebuild(gang, rebuilds.gangs.get(_set_key(gang))) for gang in gangs)
     return DrainPlan(tuple(order), tuple(waves), tuple(blocked), tuple(at_once.refused), lws, draining, gangs)
+
+
+def _lost_gangs(view: ClusterView, gangs: Sequence[GangDrain]) -> dict[GangSetKey, dict[str, int]]:
+    """Per gang set, its PodGroups losing a pod or broken -> the gang's size (podgroup.size_of)."""
+    lost: dict[GangSetKey, dict[str, int]] = {}
+    for gang in gangs:
+        sizes = lost.setdefault(_set_key(gang), {})
+        for name in {*gang.losing, *gang.broken}:
+            group = view.pod_group(gang.namespace, name)
+            if group is not None:
+                sizes[name] = size_of(group, members(view, group))
+    return lost
+
+
+def _set_key(gang: GangDrain) -> GangSetKey:
+    return (gang.namespace, gang.kind, gang.name)
+
+
+def _with_rebuild(gang: GangDrain, rebuilt: Rebuild | None) -> GangDrain:
+    if rebuilt is None:
+        return gang
+    return replace(gang, lost=rebuilt.lost, rebuildable=rebuilt.rebuildable, short=rebuilt.short)
 
 
 def _gang_sets(view: ClusterView, nodes: Sequence[str], params: Mapping[str, Any]) -> tuple[GangDrain, ...]:

@@ -38,8 +38,8 @@ class GroupRef:
 
     namespace: str
     lws: str
-    group: int | str
-    """The group's key: ordinal, or a Hash group's key (guardhook.cluster.lws.GroupKey)."""
+    group: str
+    """The group's key: its ordinal ("3"), a Hash group's key, or a gang's PodGroup name."""
     kind: str = ""
 
     def as_dict(self) -> dict[str, Any]:

@@ -7,16 +7,33 @@ nothing; groups already broken count as lost. Other pods on a drained node that 
 other than a DaemonSet owns are recreated elsewhere: they become pending and claim capacity
 first. LeaderWorkerSets are rebuilt one after another (by namespace and name), each seeing the
 groups rebuilt before it as pending pods, since rebuilds compete for the same free capacity.
+
+Workload API gangs (`disruptionMode: all` PodGroups, guardhook.groups.podgroup) are re-placed after
+them, gang by gang and all or nothing (a gang schedules whole or not at all): every pod of a lost
+gang is removed and comes back pending with its own requests, `size` pods in all (the gang's
+`minCount` when its pods are fewer; the extra pods take the most common member shape). The solver
+places a leader and same-shape workers, so a gang of mixed shapes is asked for its first pod and,
+for every other pod, the largest request of each resource among them (never less than it needs).
+A gang with no pod left in the objects has no shape to read and is not planned.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from guardhook.capacity import CapacityIndex, Fit, GroupDemand, fit_groups, index_for, shape_of_template
+from guardhook.capacity import (
+    CapacityIndex,
+    Fit,
+    GroupDemand,
+    PodShape,
+    fit_groups,
+    index_for,
+    shape_of_template,
+)
 from guardhook.capacity.shapes import PODS, format_amount
 from guardhook.cluster.lws import (
     GROUP_INDEX_LABEL,
@@ -26,10 +43,12 @@ from guardhook.cluster.lws import (
     GroupKey,
     LeaderWorkerSet,
     member_of_object,
+    ordinal,
 )
 from guardhook.cluster.model import as_dict, metadata
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import PODS as PODS_KIND
+from guardhook.cluster.view.store import ClusterView
 from guardhook.planning.evictions import LwsKey
 from guardhook.wire import KubeObject
 
@@ -47,16 +66,52 @@ class Rebuild:
     short: str
 
 
+GangSetKey = tuple[str, str, str]
+"""(namespace, set kind, set name) of a gang set (guardhook.groups.podgroup.set_of)."""
+
+LostGangs = Mapping[GangSetKey, Mapping[str, int]]
+"""Per gang set, its lost PodGroups: name -> the gang's size (guardhook.groups.podgroup.size_of)."""
+
+
+@dataclass(frozen=True)
+class Rebuilds:
+    """`rebuild_everything`'s answer: per LWS with lost groups, and per gang set with lost gangs."""
+
+    lws: dict[LwsKey, Rebuild]
+    gangs: dict[GangSetKey, Rebuild] = field(default_factory=dict)
+
+
 def rebuild_after_drain(
     objects: Sequence[KubeObject], drained: Iterable[str], lost: Mapping[LwsKey, Collection[GroupKey]]
 ) -> dict[LwsKey, Rebuild]:
-    """For each LWS with lost groups (`lost`: group indexes per (namespace, name), each collection
+    """For each LWS with lost groups (`lost`: group keys per (namespace, name), each collection
     iterating in ascending order, e.g. BrokenGroups; only membership, len() and as many groups as
     fit are read, as there may be 2^31 - 1 of them), how many can be rebuilt on `objects` without
     the `drained` nodes. Objects are the cluster's (any kinds)."""
+    return rebuild_everything(objects, drained, lost, {}).lws
+
+
+def rebuild_everything(
+    objects: Sequence[KubeObject],
+    drained: Iterable[str],
+    lost: Mapping[LwsKey, Collection[GroupKey]],
+    lost_gangs: LostGangs,
+) -> Rebuilds:
+    """`rebuild_after_drain`, then the lost gangs (`lost_gangs`) re-placed on what the rebuilt
+    groups leave (module docstring): per gang set, how many of its lost gangs that have pods in
+    `objects` fit again, and what the others lack."""
     gone = set(drained)
-    after = view_from_objects(_after_drain(objects, gone, lost), source="after drain")
+    gang_pods = _gang_members(objects, lost_gangs)
+    after = view_from_objects(_after_drain(objects, gone, lost, set(gang_pods)), source="after drain")
     index = index_for(after)
+    answers = _rebuild_lws(after, index, lost)
+    gangs = {key: _rebuild_gangs(after, index, key, lost_gangs[key], gang_pods) for key in sorted(lost_gangs)}
+    return Rebuilds(answers, {key: answer for key, answer in gangs.items() if answer.lost})
+
+
+def _rebuild_lws(
+    after: ClusterView, index: CapacityIndex, lost: Mapping[LwsKey, Collection[GroupKey]]
+) -> dict[LwsKey, Rebuild]:
     answers: dict[LwsKey, Rebuild] = {}
     for lws in sorted(after.all_lws(), key=lambda item: (item.namespace, item.name)):
         groups = lost.get((lws.namespace, lws.name), ())
@@ -80,14 +135,97 @@ def rebuild_after_drain(
     return answers
 
 
+def _rebuild_gangs(
+    after: ClusterView,
+    index: CapacityIndex,
+    key: GangSetKey,
+    sizes: Mapping[str, int],
+    gang_pods: Mapping[tuple[str, str], list[KubeObject]],
+) -> Rebuild:
+    """Re-place set `key`'s lost gangs one by one, by name; each that fits waits, pending, for
+    the next. Gangs with no pods in the objects are left out."""
+    lost = fits = 0
+    short: list[str] = []
+    for name in sorted(sizes):
+        pods = gang_pods.get((key[0], name), [])
+        if not pods:
+            continue
+        lost += 1
+        fit = fit_groups(index, gang_demand(key[0], pods, sizes[name]))
+        if fit.fits:
+            fits += 1
+            for pod in pods:
+                after.upsert(PODS_KIND, _pending(pod))
+        else:
+            short.append(f"{name}: {shortfall(fit, index)}")
+    return Rebuild(lost, fits, "; ".join(short))
+
+
+def gang_demand(namespace: str, pods: Sequence[KubeObject], size: int) -> GroupDemand:
+    """One gang as the solver asks for it: its first pod (by name) as the leader and, for the
+    others, one shape with the largest request of each resource among them (module docstring);
+    `size` pods in all, never fewer than `pods`."""
+    shapes = [shape_of_template(pod) for pod in sorted(pods, key=lambda p: str(metadata(p).get("name")))]
+    rest = shapes[1:] or shapes
+    worker = rest[0] if len(set(rest)) == 1 else _widest(rest)
+    return GroupDemand(
+        leader=shapes[0], worker=worker, size=max(size, len(shapes), 1), count=1, namespace=namespace
+    )
+
+
+def _widest(shapes: Sequence[PodShape]) -> PodShape:
+    """The most common of `shapes`, asking for the largest request of each resource among all."""
+    common = Counter(shapes).most_common(1)[0][0]
+    largest: dict[str, int] = {}
+    for shape in shapes:
+        for name, amount in shape.requests:
+            largest[name] = max(largest.get(name, 0), amount)
+    return PodShape(
+        requests=tuple(sorted(largest.items())),
+        node_selector=common.node_selector,
+        affinity_terms=common.affinity_terms,
+        tolerations=common.tolerations,
+    )
+
+
+def _gang_members(
+    objects: Sequence[KubeObject], lost_gangs: LostGangs
+) -> dict[tuple[str, str], list[KubeObject]]:
+    """(namespace, PodGroup name) -> its pods in `objects` that are not terminal, for every lost
+    gang."""
+    wanted = {(key[0], name) for key, sizes in lost_gangs.items() for name in sizes}
+    found: dict[tuple[str, str], list[KubeObject]] = {}
+    for obj in objects:
+        if obj.get("kind") != "Pod" or not wanted:
+            continue
+        group = _gang_of(obj)
+        phase = as_dict(obj.get("status")).get("phase")
+        if group in wanted and phase not in ("Succeeded", "Failed"):
+            found.setdefault(group, []).append(obj)
+    return found
+
+
+def _pending(pod: KubeObject) -> KubeObject:
+    """`pod` recreated, not yet bound."""
+    moved = copy.deepcopy(pod)
+    as_dict(moved.get("spec")).pop("nodeName", None)
+    moved["status"] = {"phase": "Pending"}
+    return moved
+
+
 def _after_drain(
-    objects: Sequence[KubeObject], gone: set[str], lost: Mapping[LwsKey, Collection[GroupKey]]
+    objects: Sequence[KubeObject],
+    gone: set[str],
+    lost: Mapping[LwsKey, Collection[GroupKey]],
+    lost_gangs: Collection[tuple[str, str]] = frozenset(),
 ) -> list[KubeObject]:
     kept: list[KubeObject] = []
     for obj in objects:
         kind = obj.get("kind")
         if kind == "Node" and metadata(obj).get("name") in gone:
             continue
+        if kind == "Pod" and _in_gang(obj, lost_gangs):
+            continue  # a lost gang goes whole; rebuild_everything asks for it again
         if kind == "Pod":
             pod = _pod_after_drain(obj, gone, lost)
             if pod is None:
@@ -95,6 +233,16 @@ def _after_drain(
             obj = pod
         kept.append(obj)
     return kept
+
+
+def _gang_of(pod: KubeObject) -> tuple[str, str]:
+    """(namespace, `spec.schedulingGroup.podGroupName`) of a pod object ("" for none)."""
+    group = as_dict(as_dict(pod.get("spec")).get("schedulingGroup")).get("podGroupName")
+    return (str(metadata(pod).get("namespace") or ""), str(group or ""))
+
+
+def _in_gang(pod: KubeObject, gangs: Collection[tuple[str, str]]) -> bool:
+    return bool(gangs) and _gang_of(pod) in gangs
 
 
 def _pod_after_drain(
@@ -110,10 +258,7 @@ def _pod_after_drain(
         o.get("controller") and o.get("kind") in RECREATED_OWNERS for o in owners
     ):
         return None  # evicted for good (or an LWS pod beyond spec.replicas, being scaled away)
-    moved = copy.deepcopy(pod)
-    moved["spec"].pop("nodeName", None)
-    moved["status"] = {"phase": "Pending"}
-    return moved
+    return _pending(pod)
 
 
 def recreated_group(lws: LeaderWorkerSet, group: GroupKey) -> list[KubeObject]:
@@ -127,7 +272,7 @@ def recreated_group(lws: LeaderWorkerSet, group: GroupKey) -> list[KubeObject]:
             NAME_LABEL: lws.name,
             GROUP_INDEX_LABEL: str(group),
             WORKER_INDEX_LABEL: str(worker),
-            GROUP_KEY_LABEL: group if isinstance(group, str) else f"{lws.name}-{group}-rebuilt",
+            GROUP_KEY_LABEL: group if ordinal(group) is None else f"{lws.name}-{group}-rebuilt",
         }
         pods.append(
             {

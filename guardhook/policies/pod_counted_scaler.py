@@ -93,9 +93,9 @@ class OwnedStatefulSet:
     """An LWS-owned StatefulSet: the LWS's name and the group index (None for the leader one)."""
 
     lws_name: str
-    group: int | str | None
-    """The group's ordinal; for a Hash LWS's worker StatefulSet `<lws>-<key8>`, the key's first 8
-    characters."""
+    group: str | None
+    """The group's key (its ordinal, "3"); for a Hash LWS's worker StatefulSet `<lws>-<key8>`,
+    the key's first 8 characters."""
 
     def describe(self, namespace: str, name: str) -> str:
         if self.group is None:
@@ -314,12 +314,12 @@ def _from_markers(name: str, owners: tuple[OwnerRef, ...], labels: dict[str, str
     return OwnedStatefulSet(lws_name, _group_of(lws_name, name))
 
 
-def _group_of(lws_name: str, name: str, hashed: bool = True) -> int | str | None:
+def _group_of(lws_name: str, name: str, hashed: bool = True) -> str | None:
     """The group of worker StatefulSet `name` of LWS `lws_name`: `<lws>-<g>` (Ordinal) or, when
     `hashed` may be, `<lws>-<key8>` (Hash: the leader's host name, lws KEP-898); None otherwise."""
     suffix = name[len(lws_name) + 1 :] if name.startswith(lws_name + "-") else ""
     if digits(suffix):
-        return int(suffix)
+        return str(int(suffix))
     hash_prefix = len(suffix) == HASH_HOST_PREFIX and suffix.isascii() and suffix.isalnum()
     return suffix if hashed and hash_prefix and suffix.lower() == suffix else None
 

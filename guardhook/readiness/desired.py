@@ -36,7 +36,7 @@ from guardhook.cluster.group_ready import (
     opted_in,
     pod_readiness,
 )
-from guardhook.cluster.lws import GROUP_READY_GATE
+from guardhook.cluster.lws import GROUP_READY_GATE, GroupKey
 from guardhook.cluster.model import ConditionRecord
 from guardhook.cluster.view.store import ClusterView
 
@@ -56,7 +56,7 @@ class Entry:
     pod: str
     uid: str
     lws: str
-    group_index: int | str
+    group_index: GroupKey
     """The group's key: ordinal, or a Hash group's key (guardhook.cluster.lws.GroupKey)."""
     want: GroupReadiness
     current: ConditionRecord | None
@@ -100,11 +100,11 @@ class Plan:
         return [e for e in self.entries if e.action == PATCH]
 
 
-GroupKey = tuple[str, str, int | str]
+GroupId = tuple[str, str, GroupKey]
 """(namespace, LWS name, group key: ordinal, or a Hash group's key)."""
 
 
-def plan(view: ClusterView, all_lws: bool = False, only: Collection[GroupKey] | None = None) -> Plan:
+def plan(view: ClusterView, all_lws: bool = False, only: Collection[GroupId] | None = None) -> Plan:
     """The plan for `view`; `all_lws` is the `group-readiness` policy's `allLeaderWorkerSets`.
     With `only`, just those groups are planned (a round woken by pod changes)."""
     result = Plan()

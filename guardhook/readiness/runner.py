@@ -24,7 +24,7 @@ from kubernetes import client
 from guardhook.cluster.lws import member_of_pod
 from guardhook.cluster.view.store import PODS, ClusterView
 from guardhook.readiness.apply import PATCHED, Outcome, PodStatusApi, patch_condition
-from guardhook.readiness.desired import PATCH, Entry, GroupKey, Plan, plan
+from guardhook.readiness.desired import PATCH, Entry, GroupId, Plan, plan
 from guardhook.reconcile import election, loop
 
 NAME = "group-readiness"
@@ -65,8 +65,8 @@ class Reconciler:
         self.observer = observer or Observer()
         self.wake = threading.Event()
         self._lock = threading.Lock()
-        self._changed: dict[GroupKey, float] = {}
-        self._dirty: set[GroupKey] = set()
+        self._changed: dict[GroupId, float] = {}
+        self._dirty: set[GroupId] = set()
         self._last_full = float("-inf")
         self.full_every = DEFAULT_INTERVAL_SECONDS
         # Per leader: our last write, the states the view may still show from before it (its state

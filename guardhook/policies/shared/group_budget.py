@@ -33,6 +33,8 @@ from guardhook.cluster.lws import (
     int_annotation,
     key_order,
     member_of_pod,
+    ordinal,
+    ordinal_key,
 )
 from guardhook.cluster.model import PodRecord, digits
 from guardhook.cluster.view.store import ClusterView
@@ -74,9 +76,10 @@ class BrokenGroups(Mapping[GroupKey, str]):
 
     def _empty(self, index: GroupKey) -> bool:
         # A Hash group with no pods has no key to name it by: such groups are only counted.
-        if self.empty_why is None or isinstance(index, str):
+        number = ordinal(index)
+        if self.empty_why is None or number is None:
             return False
-        return 0 <= index < self.replicas and index not in self.populated
+        return 0 <= number < self.replicas and index not in self.populated
 
     @property
     def empty_count(self) -> int:
@@ -94,17 +97,18 @@ class BrokenGroups(Mapping[GroupKey, str]):
         raise KeyError(index)
 
     def __contains__(self, index: object) -> bool:
-        return isinstance(index, int | str) and (index in self.listed or self._empty(index))
+        return isinstance(index, str) and (index in self.listed or self._empty(index))
 
     def __len__(self) -> int:
         return len(self.listed) + self.empty_count
 
-    def empty_indexes(self) -> Iterator[int]:
+    def empty_indexes(self) -> Iterator[GroupKey]:
         """The unlisted groups with no pods, ascending (lazily: there may be 2^31 of them); none for
         a Hash LWS, whose groups with no pods have no key."""
         if self.empty_why is None or self.hashed:
             return iter(())
-        return (i for i in range(self.replicas) if i not in self.populated and i not in self.listed)
+        keys = (ordinal_key(i) for i in range(self.replicas))
+        return (key for key in keys if key not in self.populated and key not in self.listed)
 
     def __iter__(self) -> Iterator[GroupKey]:
         return heapq.merge(sorted(self.listed, key=key_order), self.empty_indexes(), key=key_order)
