@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from kubernetes import config  # noqa: E402
 
-from guardhook.cluster.group_ready import GATE, OPT_IN_ANNOTATION  # noqa: E402
 from guardhook.cluster.kube_transport import live_view  # noqa: E402
 from guardhook.cluster.sources import KUBECONFIG, Source  # noqa: E402
+from guardhook.groups.ready import GATE, OPT_IN_ANNOTATION  # noqa: E402
 from guardhook.readiness.runner import start_background_sync  # noqa: E402
 
 from fake_apiserver import FakeApiServer, running_fake  # noqa: E402

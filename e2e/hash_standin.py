@@ -1,5 +1,5 @@
 """A stand-in for LWS main's Hash group identity (lws KEP-898, PRs #987/#1050), enough for drain
-scenarios on the real cluster; not a product. The installed LWS controller (v0.10) does not know
+scenarios on the real cluster; not a product. The installed LWS controller (v0.9) does not know
 Hash mode, so the e2e code plays its part, as ../shared/realcluster/lws/lws_standin.py does for
 Ordinal mode:
 
@@ -9,9 +9,10 @@ Ordinal mode:
 - each leader without a group key gets one: a random 40-character key in group-index and
   group-key (the LWS pod webhook sets them at admission; the stand-in labels the pod after it is
   created, the one difference);
-- each keyed leader gets its worker StatefulSet `<lws>-<key[:8]>` (its host name), owned by the
-  leader pod, replicas size-1, ordinals from 1, pods labelled with the LWS name and the key; each
-  worker is labelled with its worker-index (its `apps.kubernetes.io/pod-index`).
+- each keyed leader gets its worker StatefulSet, named after the leader pod as LWS names it (lws
+  pod_controller.go; KEP-898), owned by the leader pod, replicas size-1, ordinals from 1, pods
+  labelled with the LWS name and the key; each worker is labelled with its worker-index (its
+  `apps.kubernetes.io/pod-index`).
 Not done: the group-ready readiness gate, the group-replacement scheduling gate, restartPolicy.
 """
 
@@ -121,7 +122,7 @@ class HashStandin:
             "apiVersion": "apps/v1",
             "kind": "StatefulSet",
             "metadata": {
-                "name": f"{self.name}-{key[:8]}",
+                "name": leader,
                 "labels": labels,
                 "ownerReferences": [
                     {

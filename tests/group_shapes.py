@@ -53,9 +53,10 @@ def _controller(kind: str, name: str, api_version: str = "apps/v1") -> dict[str,
 def to_hash(objects: list[KubeObject], lws: str = LWS) -> dict[int, tuple[str, str]]:
     """Turn LWS `lws` into a Hash one in place: each group's key is the 40-character key its
     group-key label holds, set in group-index too; the leader is the ReplicaSet's pod
-    `<rs>-<5 chars>` with the `group-ready` readiness gate (True); workers are `<lws>-<key8>-<w>`
-    of StatefulSet `<lws>-<key8>`; the leader StatefulSet is gone. Returns ordinal -> (key, leader
-    pod name)."""
+    `<rs>-<5 chars>` with the `group-ready` readiness gate (True) and the host name `<lws>-<key8>`;
+    workers are `<leader>-<w>` of the worker StatefulSet named after the leader pod (lws
+    pod_controller.go); the leader StatefulSet is gone. Returns ordinal -> (key, leader pod
+    name)."""
     spec = next(o for o in objects if o["kind"] == "LeaderWorkerSet" and o["metadata"]["name"] == lws)["spec"]
     spec["groupIdentity"] = "Hash"
     groups: dict[int, tuple[str, str]] = {}
@@ -80,9 +81,10 @@ def to_hash(objects: list[KubeObject], lws: str = LWS) -> dict[int, tuple[str, s
             )
             labels["pod-template-hash"] = REPLICA_SET.rsplit("-", 1)[1]
             pod["spec"]["readinessGates"] = [{"conditionType": GROUP_READY_GATE}]
+            pod["spec"]["hostname"] = hash_host(lws, key)
             pod["status"]["conditions"].append({"type": GROUP_READY_GATE, "status": "True"})
         else:
-            sts = hash_host(lws, key)
+            sts = leader
             meta.update(
                 name=f"{sts}-{worker}",
                 generateName=f"{sts}-",
@@ -93,6 +95,11 @@ def to_hash(objects: list[KubeObject], lws: str = LWS) -> dict[int, tuple[str, s
         o for o in objects if not (o["kind"] == "StatefulSet" and o["metadata"]["name"].startswith(lws))
     ]
     return groups
+
+
+def hash_worker(groups: dict[int, tuple[str, str]], ordinal: int, worker: int) -> str:
+    """The name of worker `worker` of what was group `ordinal` before `to_hash`: `<leader>-<w>`."""
+    return f"{groups[ordinal][1]}-{worker}"
 
 
 def to_kthena(objects: list[KubeObject], lws: str = LWS) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from guardhook.cluster.group_ready import GATE, OPT_IN_ANNOTATION
 from guardhook.cluster.view.static import embedded_fleet_objects
+from guardhook.groups.ready import GATE, OPT_IN_ANNOTATION
 
 P = "leaderworkerset.sigs.k8s.io/"
 Object = dict[str, Any]

@@ -125,8 +125,9 @@ def test_shared_template_requests_read_as_pod_requests_reads() -> None:
 
 
 def test_numbers_in_labels_and_annotations_are_ascii_digits_only() -> None:
-    from guardhook.cluster.lws import group_member, int_annotation
+    from guardhook.cluster.lws import int_annotation
     from guardhook.cluster.model import digits, scaled
+    from guardhook.groups.placement import group_member
 
     assert digits("12") and not digits("") and not digits("²") and not digits("٣") and not digits("-1")
     assert int_annotation({"k": "²"}, "k", 7) == 7 and int_annotation({"k": "٣"}, "k", 7) == 7

@@ -71,7 +71,7 @@ def self_managed(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Object]
 def test_the_constants_are_the_policies_and_manifests_own() -> None:
     assert coverage.BUDGET_ANNOTATION == BUDGET_ANNOTATION
     assert coverage.SPARE_GROUPS_ANNOTATION == SPARE_GROUPS_ANNOTATION
-    from guardhook.cluster.group_ready import OPT_IN_ANNOTATION
+    from guardhook.groups.ready import OPT_IN_ANNOTATION
     from guardhook.policies.group_pdb import GROUP_PDBS_ANNOTATION
 
     assert coverage.GROUP_READINESS_ANNOTATION == OPT_IN_ANNOTATION
@@ -370,8 +370,8 @@ def test_both_opt_in_switches_read_a_value_alike(value: str) -> None:
     # group-readiness once trimmed and case-folded, group-pdbs only case-folded: " true" opted in
     # to one and was unreadable to the other. One parser (guardhook.cluster.annotations) now.
     from guardhook.cluster.coverage import unreadable_annotations
-    from guardhook.cluster.group_ready import opted_in
     from guardhook.cluster.lws import LeaderWorkerSet
+    from guardhook.groups.ready import opted_in
     from guardhook.pdbsync.desired import opted_in as wants_group_pdbs
 
     objects = embedded_fleet_objects()

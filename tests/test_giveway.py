@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from guardhook.cluster import giveway, groups
+from guardhook.cluster import giveway
 from guardhook.cluster.giveway import CHUNK
 from guardhook.cluster.view.live import Reflector
 from guardhook.cluster.view.static import embedded_fleet_objects
 from guardhook.cluster.view.store import PODS, ClusterView
+from guardhook.groups import counts as groups
 from guardhook.planning import spare
 from guardhook.server.metrics import GroupCollector, Metrics
 from guardhook.server.spare_metrics import SpareGroupsCollector

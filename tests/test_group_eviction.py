@@ -11,6 +11,7 @@ from eviction_helpers import engine, eviction, find, fleet_objects, judge, lws_o
 
 from guardhook.cluster.view.static import embedded_fleet_view, view_from_objects
 from guardhook.cluster.view.store import PODDISRUPTIONBUDGETS, PODS
+from guardhook.groups.index import group_index
 from guardhook.ledger import Disruption, LedgerError, MemoryLedger
 
 from conftest import Server, expected_answers, load_review
@@ -405,7 +406,8 @@ def test_an_eviction_reads_its_lws_pods_once(monkeypatch: pytest.MonkeyPatch) ->
     # of the view's broken groups (GroupDisruption.broken_in_view) is read only when asked for.
     view = embedded_fleet_view()
     reads: list[tuple[str, str]] = []
-    lws_pods = view.lws_pods
-    monkeypatch.setattr(view, "lws_pods", lambda ns, name: reads.append((ns, name)) or lws_pods(ns, name))
+    index = group_index(view)
+    lws_pods = index.lws_pods
+    monkeypatch.setattr(index, "lws_pods", lambda ns, name: reads.append((ns, name)) or lws_pods(ns, name))
     answer = judge(engine(view), load_review("s07-eviction-worker.validating")["request"])
     assert answer["allowed"] and reads == [("serve", "llm-xl")]

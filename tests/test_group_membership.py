@@ -12,9 +12,11 @@ from typing import Any
 from eviction_helpers import engine, eviction
 
 from guardhook.admission.engine import Engine
-from guardhook.cluster.lws import GROUP_INDEX_LABEL, WORKER_INDEX_LABEL, member_of_object, member_of_pod
+from guardhook.cluster.lws import GROUP_INDEX_LABEL, WORKER_INDEX_LABEL
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import embedded_fleet_objects, view_from_objects
+from guardhook.groups.index import group_pods
+from guardhook.groups.placement import member_of_object, member_of_pod
 from guardhook.planning.drain import plan_drain
 from guardhook.wire import KubeObject
 
@@ -75,8 +77,8 @@ def test_a_leader_labelled_a_worker_is_judged_as_a_worker() -> None:
 
 def test_the_view_files_a_relabelled_worker_under_its_real_group() -> None:
     view = fleet_view(lambda objects: relabel(find(objects, "Pod", "llm-xl-0-1"), group="9", worker="0"))
-    assert "llm-xl-0-1" in {p.name for p in view.group_pods("serve", "llm-xl", "0")}
-    assert view.group_pods("serve", "llm-xl", "9") == []
+    assert "llm-xl-0-1" in {p.name for p in group_pods(view, "serve", "llm-xl", "0")}
+    assert group_pods(view, "serve", "llm-xl", "9") == []
 
 
 # ---- delete, eviction, drain ------------------------------------------------------------------

@@ -20,10 +20,10 @@ from typing import Any
 
 from kubernetes import client, config
 
-from guardhook.cluster.group_ready import GATE, OPT_IN_ANNOTATION
 from guardhook.cluster.kube_transport import live_view
 from guardhook.cluster.sources import KUBECONFIG, Source
 from guardhook.cluster.view.static import view_from_objects
+from guardhook.groups.ready import GATE, OPT_IN_ANNOTATION
 from guardhook.readiness.apply import PATCHED, Outcome, patch_condition
 from guardhook.readiness.desired import NO_GATE, PATCH, UNCHANGED, plan
 from guardhook.readiness.runner import Observer, Reconciler, start_background_sync

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from guardhook.cluster.group_ready import GATE, OPT_IN_ANNOTATION
+from guardhook.groups.ready import GATE, OPT_IN_ANNOTATION
 
 from conftest import REPO, clean_env, start_server
 from envtest import ApiServer, api_server, requires_api_server, wait_for

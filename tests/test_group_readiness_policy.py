@@ -13,9 +13,9 @@ import jsonpatch
 import pytest
 
 from guardhook.admission.engine import Engine
-from guardhook.cluster.group_ready import GATE, OPT_IN_ANNOTATION
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.config import build_config
+from guardhook.groups.ready import GATE, OPT_IN_ANNOTATION
 
 from conftest import Server, load_review, start_server
 from readiness_helpers import fleet

@@ -14,13 +14,13 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 from test_group_readiness import condition, edit_pod, load, reconciling, wait_for
 
-from guardhook.cluster.group_ready import GATE, gate_counts, held_too_long
 from guardhook.cluster.lws import EXCLUSIVE_TOPOLOGY_ANNOTATION, SERVING_PODS_ANNOTATION
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.commands.audit import audit
 from guardhook.commands.scan import Located
 from guardhook.config import build_config, default_config
+from guardhook.groups.ready import GATE, gate_counts, held_too_long
 from guardhook.readiness.desired import PATCH, plan
 from guardhook.server.metrics import GateCollector
 

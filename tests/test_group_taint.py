@@ -16,6 +16,7 @@ import yaml
 from guardhook.admission.engine import Engine
 from guardhook.cluster.view.store import PODS, ClusterView
 from guardhook.config import build_config
+from guardhook.groups.index import group_index
 
 from conftest import Server, clean_env, load_review
 from helpers import find, fleet_view, request_of
@@ -260,14 +261,15 @@ def test_an_lws_of_int32_max_replicas_is_judged_from_its_pods() -> None:
         find(objects, "LeaderWorkerSet", "llm-xl")["spec"]["replicas"] = 2**31 - 1
 
     view = fleet_view(huge)
-    real, calls = view.group_pods, [0]
+    index = group_index(view)
+    real, calls = index.pods, [0]
 
-    def group_pods(namespace: str, lws_name: str, group_index: int) -> list[Any]:
+    def group_pods(namespace: str, lws_name: str, key: str) -> list[Any]:
         calls[0] += 1
-        assert calls[0] < 5_000, "group_pods called once per group index: work grows with replicas"
-        return real(namespace, lws_name, group_index)
+        assert calls[0] < 5_000, "group_pods called once per group key: work grows with replicas"
+        return real(namespace, lws_name, key)
 
-    view.group_pods = group_pods  # type: ignore[method-assign]
+    index.pods = group_pods  # type: ignore[method-assign]
     (warning,) = warnings(answer(taint_request(), view))
     assert f"would lose 1 whole group of {2**31 - 1}: group 1 (llm-xl-1-2)" in warning
     assert "already broken: group 4 (0 of 4 pods exist); group 5 (0 of 4 pods exist); " in warning

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from guardhook.admission.engine import Engine
-from guardhook.cluster.groups import count_groups
 from guardhook.cluster.view.store import PODS
 from guardhook.config import build_config
+from guardhook.groups.counts import count_groups
 from guardhook.groups.podgroup import gang_health
 from guardhook.ledger import MemoryLedger
 

@@ -9,17 +9,13 @@ import copy
 import group_shapes as shapes
 
 from guardhook.admission.engine import Engine
-from guardhook.cluster.groups import count_groups
-from guardhook.cluster.lws import (
-    GROUP_INDEX_LABEL,
-    GROUP_KEY_LABEL,
-    GROUP_REPLACEMENT_GATE,
-    member_of_object,
-)
+from guardhook.cluster.lws import GROUP_INDEX_LABEL, GROUP_KEY_LABEL, GROUP_REPLACEMENT_GATE
 from guardhook.commands.audit import audit
 from guardhook.commands.scan import Located
 from guardhook.config import build_config, default_config
 from guardhook.groups import resolve_object
+from guardhook.groups.counts import count_groups
+from guardhook.groups.placement import member_of_object
 from guardhook.groups.ref import LWS_HASH
 from guardhook.ledger import MemoryLedger
 from guardhook.planning.drain import plan_drain
@@ -40,10 +36,17 @@ def judge(objects: list, request: dict, ledger: MemoryLedger | None = None) -> d
     return dict(engine.judge(request, "validate").response)
 
 
+def worker_of(groups: dict[int, tuple[str, str]], key: str, worker: int) -> str:
+    """Worker `worker` of the Hash group keyed `key`: `<leader pod>-<w>` (its StatefulSet is named
+    after the leader pod)."""
+    (leader,) = [name for found, name in groups.values() if found == key]
+    return f"{leader}-{worker}"
+
+
 def test_a_hash_pod_resolves_to_its_group_by_key_and_rank() -> None:
     objects, groups = hash_fleet()
     key, leader = groups[1]
-    worker = shapes.pod(objects, f"llm-xl-{key[:8]}-2")
+    worker = shapes.pod(objects, worker_of(groups, key, 2))
     ref = resolve_object(shapes.view(objects), worker)
     assert ref is not None
     assert (ref.maker, ref.key, str(ref.rank), ref.size) == (LWS_HASH, key, "worker 2", 4)
@@ -55,7 +58,7 @@ def test_a_hash_pod_resolves_to_its_group_by_key_and_rank() -> None:
 def test_labels_cannot_turn_a_hash_worker_into_a_leader() -> None:
     objects, groups = hash_fleet()
     key, _ = groups[0]
-    worker = shapes.pod(objects, f"llm-xl-{key[:8]}-1")
+    worker = shapes.pod(objects, worker_of(groups, key, 1))
     worker["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"] = "0"
     member = member_of_object(worker)
     assert member is not None and member.worker_index == 1 and "worker StatefulSet" in member.inconsistent
@@ -64,7 +67,7 @@ def test_labels_cannot_turn_a_hash_worker_into_a_leader() -> None:
 def test_a_worker_delete_of_a_whole_hash_group_is_denied_naming_its_leader() -> None:
     objects, groups = hash_fleet()
     key, leader = groups[2]
-    response = judge(objects, shapes.delete_request(shapes.pod(objects, f"llm-xl-{key[:8]}-3")))
+    response = judge(objects, shapes.delete_request(shapes.pod(objects, worker_of(groups, key, 3))))
     assert response["allowed"] is False
     message = response["status"]["message"]
     assert f"worker 3 of group {key} of LeaderWorkerSet llm-xl (groupIdentity Hash)" in message
@@ -75,22 +78,22 @@ def test_a_worker_delete_of_a_whole_hash_group_is_denied_naming_its_leader() -> 
 def test_a_worker_delete_of_a_broken_hash_group_is_allowed() -> None:
     objects, groups = hash_fleet()
     key, _ = groups[2]
-    set_ready(shapes.pod(objects, f"llm-xl-{key[:8]}-1"), False)
-    response = judge(objects, shapes.delete_request(shapes.pod(objects, f"llm-xl-{key[:8]}-3")))
+    set_ready(shapes.pod(objects, worker_of(groups, key, 1)), False)
+    response = judge(objects, shapes.delete_request(shapes.pod(objects, worker_of(groups, key, 3))))
     assert response["allowed"] is True
 
 
 def test_hash_evictions_are_budgeted_per_group_key() -> None:
     objects, groups = hash_fleet()
     ledger = MemoryLedger()
-    first = judge(objects, shapes.eviction_request(f"llm-xl-{groups[0][0][:8]}-1"), ledger)
-    same_group = judge(objects, shapes.eviction_request(f"llm-xl-{groups[0][0][:8]}-2"), ledger)
+    first = judge(objects, shapes.eviction_request(worker_of(groups, groups[0][0], 1)), ledger)
+    same_group = judge(objects, shapes.eviction_request(worker_of(groups, groups[0][0], 2)), ledger)
     other = judge(objects, shapes.eviction_request(groups[3][1]), ledger)
     assert (first["allowed"], same_group["allowed"], other["allowed"]) == (True, True, False)
     assert other["status"]["code"] == 429
     assert f"group {groups[3][0]} of LeaderWorkerSet serve/llm-xl" in other["status"]["message"]
     assert (
-        f"group {groups[0][0]} (eviction of llm-xl-{groups[0][0][:8]}-1 recorded"
+        f"group {groups[0][0]} (eviction of {worker_of(groups, groups[0][0], 1)} recorded"
         in other["status"]["message"]
     )
 
@@ -149,14 +152,14 @@ def test_a_noexecute_taint_on_two_hash_groups_meets_the_budget() -> None:
     key0, _ = groups[0]
     # group 1 already broken: a taint dooming another whole group exceeds budget 1
     set_ready(shapes.pod(objects, groups[1][1]), False)
-    node = shapes.pod(objects, f"llm-xl-{key0[:8]}-1")["spec"]["nodeName"]
+    node = shapes.pod(objects, worker_of(groups, key0, 1))["spec"]["nodeName"]
     request = request_of(load_review("n01-node-taint-noexecute.validating"))
     request["name"] = node
     request["object"]["metadata"]["name"] = node
     request["object"]["spec"]["taints"][0]["effect"] = "NoExecute"
     (warning,) = judge(objects, request)["warnings"]
     assert "LeaderWorkerSet serve/llm-xl would lose 1 whole group of 4" in warning
-    assert f"group {key0} (llm-xl-{key0[:8]}-1)" in warning
+    assert f"group {key0} ({worker_of(groups, key0, 1)})" in warning
     assert f"already broken: group {groups[1][0]} (not Ready: {groups[1][1]})" in warning
 
 
@@ -178,9 +181,9 @@ def test_a_restarting_resize_of_a_hash_worker_is_a_group_disruption() -> None:
         request.update(object=new, oldObject=old)
         return judge(objects, request, ledger)
 
-    first = resize(f"llm-xl-{key0[:8]}-2")
+    first = resize(worker_of(groups, key0, 2))
     assert first["allowed"] is True
-    second = resize(f"llm-xl-{key1[:8]}-1")
+    second = resize(worker_of(groups, key1, 1))
     assert second["allowed"] is False and second["status"]["code"] == 429
     assert f"would break group {key1}" in second["status"]["message"]
 

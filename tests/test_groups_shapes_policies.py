@@ -13,9 +13,9 @@ import group_shapes as shapes
 import pytest
 
 from guardhook.admission.engine import Engine
-from guardhook.cluster.group_ready import OPT_IN_ANNOTATION
 from guardhook.config import build_config
 from guardhook.groups import resolve_object
+from guardhook.groups.ready import OPT_IN_ANNOTATION
 from guardhook.groups.ref import KTHENA
 from guardhook.ledger import MemoryLedger
 from guardhook.readiness.desired import plan
@@ -59,13 +59,12 @@ def test_a_scaler_on_a_deployment_of_an_ordinal_lws_name_is_allowed() -> None:
 
 def test_a_scaler_on_a_hash_worker_statefulset_is_denied() -> None:
     objects = shapes.fleet()
-    key, _ = shapes.to_hash(objects)[1]
-    response = judge(objects, scaler("s21-hpa-worker-sts.validating", "StatefulSet", f"llm-xl-{key[:8]}"))
+    key, leader = shapes.to_hash(objects)[1]
+    # The worker StatefulSet is named after its leader pod (a generated name): the view's leader
+    # of that name gives the group, even with no StatefulSet record to read labels from.
+    response = judge(objects, scaler("s21-hpa-worker-sts.validating", "StatefulSet", leader))
     assert response["allowed"] is False
-    assert (
-        f"the worker StatefulSet of group {key[:8]} of LeaderWorkerSet llm-xl"
-        in response["status"]["message"]
-    )
+    assert f"the worker StatefulSet of group {key} of LeaderWorkerSet llm-xl" in response["status"]["message"]
 
 
 # ---- Hash: group-readiness ----------------------------------------------------------------------

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 from eviction_helpers import engine, eviction, judge, lws_object, pod_object
 
-from guardhook.cluster.group_ready import leaders
-from guardhook.cluster.groups import all_groups, count_groups, view_group_health
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import PODS, ClusterView
+from guardhook.groups.counts import all_groups, count_groups, view_group_health
+from guardhook.groups.index import GroupIndex, group_index, group_keys
+from guardhook.groups.ready import leaders
 from guardhook.pdbsync.desired import MAX_EMPTY_GROUP_PDBS, plan
 from guardhook.planning.drain import GROUPS_LISTED, plan_drain
 from guardhook.policies.group_capacity import POLICY as GROUP_CAPACITY
@@ -25,16 +26,17 @@ LOOKUPS = 5_000
 
 
 def bounded(view: ClusterView) -> ClusterView:
-    """`view`, whose `group_pods` fails after LOOKUPS calls (a walk over 2^31 groups would)."""
-    real = view.group_pods
+    """`view`, whose group index's `pods` fails after LOOKUPS calls (a walk over 2^31 groups would)."""
+    index = group_index(view)
+    real = index.pods
     calls = [0]
 
-    def group_pods(namespace: str, lws_name: str, group_index: str) -> list[Any]:
+    def group_pods(namespace: str, lws_name: str, key: str) -> list[Any]:
         calls[0] += 1
-        assert calls[0] <= LOOKUPS, "group_pods called once per group index: work grows with replicas"
-        return real(namespace, lws_name, group_index)
+        assert calls[0] <= LOOKUPS, "group_pods called once per group key: work grows with replicas"
+        return real(namespace, lws_name, key)
 
-    view.group_pods = group_pods  # type: ignore[method-assign]
+    index.pods = group_pods  # type: ignore[method-assign]
     return view
 
 
@@ -55,12 +57,12 @@ def huge_view(
 
 def test_the_view_indexes_the_groups_that_have_pods() -> None:
     view = huge_view(groups=(0, 5, 7))
-    assert view.group_indexes("serve", "llm") == ["0", "5", "7"]
+    assert group_keys(view, "serve", "llm") == ["0", "5", "7"]
     view.remove(PODS, ("serve", "llm-5"))
-    assert view.group_indexes("serve", "llm") == ["0", "5", "7"]  # llm-5-1 is still there
+    assert group_keys(view, "serve", "llm") == ["0", "5", "7"]  # llm-5-1 is still there
     view.remove(PODS, ("serve", "llm-5-1"))
-    assert view.group_indexes("serve", "llm") == ["0", "7"]
-    assert view.group_indexes("serve", "other") == []
+    assert group_keys(view, "serve", "llm") == ["0", "7"]
+    assert group_keys(view, "serve", "other") == []
 
 
 def test_an_eviction_is_judged_with_groups_without_pods_counted_not_walked() -> None:
@@ -180,15 +182,15 @@ def huge_cluster(replicas: int = INT32_MAX) -> list[dict[str, Any]]:
 def test_drain_plan_counts_groups_without_pods_and_lists_a_bounded_few(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real = ClusterView.group_pods
+    real = GroupIndex.pods
     calls = [0]
 
-    def group_pods(self: ClusterView, namespace: str, lws_name: str, group_index: str) -> list[Any]:
+    def group_pods(self: GroupIndex, namespace: str, lws_name: str, key: str) -> list[Any]:
         calls[0] += 1
-        assert calls[0] <= LOOKUPS, "group_pods called once per group index: work grows with replicas"
-        return real(self, namespace, lws_name, group_index)
+        assert calls[0] <= LOOKUPS, "group_pods called once per group key: work grows with replicas"
+        return real(self, namespace, lws_name, key)
 
-    monkeypatch.setattr(ClusterView, "group_pods", group_pods)
+    monkeypatch.setattr(GroupIndex, "pods", group_pods)
     document = plan_drain(huge_cluster(), ["node-0-1"], {}).as_dict()
     row = document["lws"][0]
     assert row["losing"] == ["0"] and row["broken"] == [str(g) for g in range(2, GROUPS_LISTED + 2)]

@@ -25,6 +25,7 @@ from guardhook.cluster.view.live import (
 )
 from guardhook.cluster.view.static import embedded_fleet_objects
 from guardhook.cluster.view.store import KINDS, LEADERWORKERSETS, NODES, PODS, SERVICES, ClusterView
+from guardhook.groups.index import group_pods
 
 Step = Any  # a page/event list, or an exception to raise
 
@@ -119,7 +120,7 @@ def test_relist_follows_continue_tokens_and_records_the_list_version() -> None:
     assert transport.list_calls == [None, "t1", "t2"]
     assert r.view.count(PODS) == 16
     assert r.resource_version == "500"
-    assert len(r.view.group_pods("serve", "llm-xl", "2")) == 4
+    assert len(group_pods(r.view, "serve", "llm-xl", "2")) == 4
     assert r.view.pods_on_node("gpu-node-05")[0].name == "llm-xl-1-1"
 
 
@@ -152,7 +153,7 @@ def test_recorded_event_sequence_updates_store_and_indexes() -> None:
         r.apply(recorded)
     assert view.pod("serve", "llm-xl-0-2").ready is False  # type: ignore[union-attr]
     assert view.pod("serve", "llm-xl-0") is None
-    group = {p.name for p in view.group_pods("serve", "llm-xl", "0")}
+    group = {p.name for p in group_pods(view, "serve", "llm-xl", "0")}
     assert group == {"llm-xl-0-1", "llm-xl-0-2", "llm-xl-0-3"}
     assert view.node_requested("gpu-node-00").get("nvidia.com/gpu", 0) == 0  # leader's node freed
     assert [p.name for p in view.pods_on_node("gpu-node-16")] == ["llm-xl-3-4"]

@@ -13,11 +13,11 @@ import pytest
 import yaml
 from test_manifests import MANIFESTS
 
-from guardhook.cluster.group_ready import GATE
 from guardhook.commands import uninstall
 from guardhook.commands.main import main
 from guardhook.config import default_config
 from guardhook.floor.export import export_floor
+from guardhook.groups.ready import GATE
 
 from fake_apiserver import FakeApiServer, running_fake
 from kustomize_lite import render

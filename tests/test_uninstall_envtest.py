@@ -12,8 +12,8 @@ import pytest
 import yaml
 from test_manifests import MANIFESTS
 
-from guardhook.cluster.group_ready import GATE
 from guardhook.commands.main import main
+from guardhook.groups.ready import GATE
 
 from conftest import FIXTURES
 from envtest import ApiServer, api_server, requires_api_server

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
 import pytest
 
-from guardhook.cluster.lws import group_health, member_of_pod
 from guardhook.cluster.view.manifests import ManifestError, load_paths
 from guardhook.cluster.view.static import embedded_fleet_objects, embedded_fleet_view, view_from_paths
 from guardhook.cluster.view.store import PODS, ClusterView
+from guardhook.groups.health import group_health
+from guardhook.groups.index import group_index, group_keys, group_pods, lws_pods
+from guardhook.groups.placement import member_of_pod
 
 from helpers import find, fleet_view, set_ready
 
@@ -29,7 +32,7 @@ def test_embedded_fleet_matches_the_fixture_description() -> None:
 
 def test_group_pods_and_health() -> None:
     view = embedded_fleet_view()
-    pods = view.group_pods("serve", "llm-xl", "1")
+    pods = group_pods(view, "serve", "llm-xl", "1")
     assert sorted(p.name for p in pods) == ["llm-xl-1", "llm-xl-1-1", "llm-xl-1-2", "llm-xl-1-3"]
     assert group_health("1", 4, pods).whole
     leader = view.pod("serve", "llm-xl-1")
@@ -40,7 +43,7 @@ def test_group_pods_and_health() -> None:
 
 def test_unready_pod_breaks_its_group_and_says_why() -> None:
     view = fleet_view(lambda objs: set_ready(find(objs, "Pod", "llm-xl-2-3"), False))
-    health = group_health("2", 4, view.group_pods("serve", "llm-xl", "2"))
+    health = group_health("2", 4, group_pods(view, "serve", "llm-xl", "2"))
     assert not health.whole
     assert health.problems == ("not Ready: llm-xl-2-3",)
 
@@ -51,7 +54,7 @@ def test_node_requests_follow_pod_changes() -> None:
     assert view.node_requested("gpu-node-16") == {}
     view.remove(PODS, ("serve", "llm-xl-1-1"))  # bound to gpu-node-05
     assert view.node_requested("gpu-node-05") == {}
-    assert [p.name for p in view.group_pods("serve", "llm-xl", "1")].count("llm-xl-1-1") == 0
+    assert [p.name for p in group_pods(view, "serve", "llm-xl", "1")].count("llm-xl-1-1") == 0
 
 
 def test_pods_in_namespace_follow_pod_changes() -> None:
@@ -78,9 +81,30 @@ def test_a_page_applied_at_once_indexes_and_notifies_as_upsert_does() -> None:
     assert heard == [p["metadata"]["name"] for p in pods]
     for view in (paged, watched):
         assert view.all_pods() == one_by_one.all_pods()
-        assert view.group_pods("serve", "llm-xl", "1") == one_by_one.group_pods("serve", "llm-xl", "1")
+        assert group_pods(view, "serve", "llm-xl", "1") == group_pods(one_by_one, "serve", "llm-xl", "1")
         assert view.node_requested("gpu-node-05") == one_by_one.node_requested("gpu-node-05")
         assert view.generation(PODS) == one_by_one.generation(PODS) == len(pods)
+
+
+def test_the_group_index_follows_the_view_whenever_it_was_built() -> None:
+    # Built before the pods arrive (as `serve` warms it) or after (on first use), the index files
+    # every pod under the group its placement gives, and refiles a pod an update moves.
+    pods = [obj for obj in embedded_fleet_objects() if obj.get("kind") == "Pod"]
+    early, late = ClusterView("early"), ClusterView("late")
+    group_index(early)
+    early.upsert_all(PODS, pods)
+    late.upsert_all(PODS, pods)
+    keys = group_keys(late, "serve", "llm-xl")
+    assert keys == group_keys(early, "serve", "llm-xl") == ["0", "1", "2", "3"]
+    for key in keys:
+        assert group_pods(early, "serve", "llm-xl", key) == group_pods(late, "serve", "llm-xl", key)
+    moved = copy.deepcopy(find(pods, "Pod", "llm-xl-3"))  # the leader StatefulSet's pod of group 3
+    moved["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/name"] = "other"
+    for view in (early, late):
+        view.upsert(PODS, moved)
+        assert "llm-xl-3" not in {p.name for p in group_pods(view, "serve", "llm-xl", "3")}
+        view.replace_kind(PODS, [])
+        assert group_keys(view, "serve", "llm-xl") == [] and lws_pods(view, "serve", "llm-xl") == {}
 
 
 def test_replace_kind_relists(tmp_path: Path) -> None:

@@ -56,7 +56,7 @@ GUARD_EVICTIONS_LABEL = "guardhook.io/guard-evictions"
 """The Namespace label (value "true") the eviction entry's namespaceSelector requires."""
 BUDGET_ANNOTATION = "guardhook.io/max-disrupted-groups"
 SPARE_GROUPS_ANNOTATION = "guardhook.io/spare-groups"
-GROUP_READINESS_ANNOTATION = "guardhook.io/group-readiness"  # guardhook.cluster.group_ready.OPT_IN_ANNOTATION
+GROUP_READINESS_ANNOTATION = "guardhook.io/group-readiness"  # guardhook.groups.ready.OPT_IN_ANNOTATION
 GROUP_PDBS_ANNOTATION = "guardhook.io/group-pdbs"  # guardhook.policies.group_pdb.GROUP_PDBS_ANNOTATION
 OPT_INS = (
     # (annotation, what any value but exactly "true" or "false" means)

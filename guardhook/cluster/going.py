@@ -29,7 +29,7 @@ the shortest has passed, counted from when it saw the taint; only removing the t
 So a timed toleration counts as going *now*: the group's place in the budget is taken the moment
 the taint is in force, not minutes later when the pod is deleted (the same count `group-taint`
 makes of a taint about to be added). A group with a going pod is broken for every budget decision
-(guardhook.cluster.groups.view_group_health).
+(guardhook.groups.counts.view_group_health).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ groups per LeaderWorkerSet (design.md §4).
 Objects come from a live cluster (listed once through guardhook.cluster.kube.api_client) or, offline,
 from `--cluster-state` manifests. Each object is judged as a CREATE (guardhook.commands.scan), except by
 `group-capacity`: an existing LWS judged as new would be counted twice against free capacity, so
-capacity is reported as group counts instead (guardhook.cluster.groups).
+capacity is reported as group counts instead (guardhook.groups.counts).
 
 The groups table's SPARE column counts how many more whole groups of each LWS fit in free
 capacity now (guardhook.planning.spare: the capacity solver, the spare reserve ignored).
@@ -41,10 +41,10 @@ if TYPE_CHECKING:
     from kubernetes import client
 
     from guardhook.cluster.coverage import FloorLayer, Gap
-    from guardhook.cluster.groups import LwsGroups
     from guardhook.cluster.sources import Source
     from guardhook.commands.scan import Finding, Located
     from guardhook.config import Config
+    from guardhook.groups.counts import LwsGroups
     from guardhook.groups.podgroup import GangSetGroups
     from guardhook.leadersync.desired import Entry
     from guardhook.policies.base import Policy
@@ -112,11 +112,11 @@ def audit(
     manifests)."""
     from guardhook.cluster.coverage import coverage_gaps, floor_layer, unchecked
     from guardhook.cluster.going import draining_nodes
-    from guardhook.cluster.groups import all_groups
     from guardhook.cluster.view.static import view_from_objects
     from guardhook.cluster.view.store import NAMESPACES, WEBHOOK_KINDS
     from guardhook.commands.scan import scan, usable_policies
     from guardhook.floor.export import export_floor
+    from guardhook.groups.counts import all_groups
     from guardhook.groups.podgroup import each_gang_set
     from guardhook.planning.spare import spare_by_lws
     from guardhook.policies import REGISTRY
@@ -179,9 +179,9 @@ def held_findings(view: Any, config: Config, objects: Sequence[Located]) -> list
     """The group-readiness watchdog as findings: a gated pod whose containers are ready but whose
     guardhook.io/group-ready condition has been False (or never written, counted from the pod's
     creation) longer than the policy's
-    `startupWindowSeconds` (guardhook.cluster.group_ready.held_pods)."""
-    from guardhook.cluster.group_ready import GATE, held_pods
+    `startupWindowSeconds` (guardhook.groups.ready.held_pods)."""
     from guardhook.commands.scan import Finding
+    from guardhook.groups.ready import GATE, held_pods
 
     params = config.settings("group-readiness").params
     window = float(params.get("startupWindowSeconds", 1800))

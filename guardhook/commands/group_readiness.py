@@ -83,7 +83,7 @@ def _print_plan(planned: Any, view: Any, all_lws: bool) -> None:
 def nothing_to_plan(view: Any, all_lws: bool) -> str:
     """The one line for an empty plan: no LeaderWorkerSet opted in (and how to opt in), or the
     opted-in ones have no leader pods yet."""
-    from guardhook.cluster.group_ready import OPT_IN_ANNOTATION, opted_in
+    from guardhook.groups.ready import OPT_IN_ANNOTATION, opted_in
 
     opted = [lws for lws in view.all_lws() if opted_in(lws, all_lws)]
     if not opted:

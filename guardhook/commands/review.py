@@ -96,11 +96,11 @@ def run_review(args: argparse.Namespace) -> int:
 def not_judged(view: ClusterView, request: AdmissionRequest) -> str | None:
     """Why the group policies could not judge `request` against `view`: "LeaderWorkerSet ns/name
     is not in the cluster view" for a pod (object or oldObject, by its group labels, as
-    guardhook.cluster.lws.member_of_object reads them) whose LWS the view lacks; "Pod ns/name is not in
+    guardhook.groups.placement.member_of_object reads them) whose LWS the view lacks; "Pod ns/name is not in
     the cluster view" for an eviction of a pod the view lacks. None when the view holds what the
     request is about, or the request is not about a pod."""
-    from guardhook.cluster.lws import member_of_object, member_of_pod
     from guardhook.cluster.model import as_dict
+    from guardhook.groups.placement import member_of_object, member_of_pod
 
     resource = as_dict(request.get("resource")).get("resource")
     if resource != "pods":

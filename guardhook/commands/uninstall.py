@@ -164,9 +164,9 @@ def add_parser(commands: Any) -> None:
 
 def plan_uninstall(view: ClusterView, namespace: str, deployment: str) -> UninstallPlan:
     """The steps for the cluster `view` shows (pure: reads the view only)."""
-    from guardhook.cluster.group_ready import GATE, GroupReadiness, gated
-    from guardhook.cluster.lws import member_of_pod
     from guardhook.cluster.model import metadata
+    from guardhook.groups.placement import member_of_pod
+    from guardhook.groups.ready import GATE, GroupReadiness, gated
     from guardhook.pdbsync.desired import is_managed
     from guardhook.readiness.desired import Entry
 

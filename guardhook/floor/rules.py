@@ -93,7 +93,7 @@ def _suffix_digits(name: str, prefix: str) -> str:
 
 def worker_delete(params: Mapping[str, Any]) -> Rule:
     """The worker-delete floor: a DELETE of a pod that `oldObject` places as a worker (by
-    guardhook.cluster.lws.group_member's rule: its controller ownerReference, then its labels,
+    guardhook.groups.placement.group_member's rule: its controller ownerReference, then its labels,
     which cannot turn a worker into a leader), not terminating, carrying no DisruptionTarget or
     TerminationTarget True, and Ready, is denied, naming the leader to delete instead."""
     ctrl = "variables.controllers[0]"

@@ -6,7 +6,8 @@ pods a user deletes to restart the group, and who recreates it and how. One modu
 is made:
 
 - `lws`: a LeaderWorkerSet's groups, Ordinal (leader StatefulSet `L`, worker StatefulSets `L-<g>`)
-  and Hash (leader Deployment `L`, worker StatefulSets `L-<key8>`; lws KEP-898);
+  and Hash (leader Deployment `L`, worker StatefulSets named after their generated leader pods;
+  lws KEP-898);
 - `kthena`: a LeaderWorkerSet served by Kthena (volcano-sh/kthena): a ModelServing creates the
   pods directly and recovers a broken group by its `recoveryPolicy`;
 - `rbg`: LeaderWorkerSets a RoleBasedGroup (sgl-project/rbg) runs, one per role;

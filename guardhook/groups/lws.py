@@ -1,20 +1,21 @@
 """LeaderWorkerSet groups, Ordinal and Hash (lws api/leaderworkerset/v1; KEP-898 for Hash).
 
-The placement itself (labels and controller ownerReference, guardhook.cluster.lws.group_member)
-stays with the raw records, since the view indexes every pod by it; here it becomes a GroupRef:
-the set is the LWS, the key its ordinal or Hash key, the restart pod its leader, and the recreator
-the LWS controller under the LWS `restartPolicy` — or Kthena's ModelServing when Kthena serves the
-LWS (guardhook.groups.kthena).
+A pod's placement (controller ownerReference first, labels second: guardhook.groups.placement)
+becomes a GroupRef here: the set is the LWS, the key its ordinal or Hash key, the restart pod its
+leader, and the recreator the LWS controller under the LWS `restartPolicy` — or Kthena's
+ModelServing when Kthena serves the LWS (guardhook.groups.kthena).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from guardhook.cluster.lws import LWS_KIND, RECREATING_POLICIES, GroupMember, LeaderWorkerSet, member_of_pod
+from guardhook.cluster.lws import LWS_KIND, RECREATING_POLICIES, LeaderWorkerSet
 from guardhook.cluster.model import OwnerRef, PodRecord
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups import kthena
+from guardhook.groups.index import group_keys, group_pods
+from guardhook.groups.placement import GroupMember, member_of_pod
 from guardhook.groups.ref import KTHENA, LWS_HASH, LWS_ORDINAL, GroupRef, Rank, Recreator, SetRef
 
 LWS_CONTROLLER_NAME = "LeaderWorkerSet controller"
@@ -22,7 +23,7 @@ LWS_CONTROLLER_NAME = "LeaderWorkerSet controller"
 
 def leader_in_view(view: ClusterView, member: GroupMember) -> str:
     """The name of the group's leader pod as the view holds it ("" when it holds none)."""
-    for pod in view.group_pods(member.namespace, member.lws_name, member.group_index):
+    for pod in group_pods(view, member.namespace, member.lws_name, member.group_index):
         found = member_of_pod(pod)
         if found is not None and found.is_leader and not pod.terminal:
             return pod.name
@@ -66,8 +67,8 @@ def gated_hash_leaders(view: ClusterView, lws: LeaderWorkerSet) -> int:
     if not lws.hashed:
         return 0
     count = 0
-    for key in view.group_indexes(lws.namespace, lws.name):
-        for pod in view.group_pods(lws.namespace, lws.name, key):
+    for key in group_keys(view, lws.namespace, lws.name):
+        for pod in group_pods(view, lws.namespace, lws.name, key):
             member = member_of_pod(pod)
             if (
                 member is not None

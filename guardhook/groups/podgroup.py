@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from guardhook.cluster.going import Going
-from guardhook.cluster.lws import GroupHealth, group_health
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.podgroups import POD_GROUP_KIND, WORKLOAD_KIND, PodGroupRecord
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.health import GroupHealth, group_health
 from guardhook.groups.ref import NO_RECREATOR, POD_GROUP, GroupRef, Rank, SetRef
 
 
@@ -61,7 +61,7 @@ def set_groups(view: ClusterView, target: SetRef) -> list[PodGroupRecord]:
 def gang_health(
     view: ClusterView, group: PodGroupRecord, pods: list[PodRecord] | None = None, doomed=None
 ) -> GroupHealth:
-    """Whole or broken, as for an LWS group (guardhook.cluster.lws.group_health)."""
+    """Whole or broken, as for an LWS group (guardhook.groups.health.group_health)."""
     pods = members(view, group) if pods is None else pods
     return group_health(group.name, size_of(group, pods), pods, doomed)
 

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from guardhook.cluster.annotations import switch
-from guardhook.cluster.groups import empty_groups, populated_groups, view_group_health
 from guardhook.cluster.lws import (
     GROUP_INDEX_LABEL,
     LWS_API_VERSION,
@@ -43,6 +42,7 @@ from guardhook.cluster.lws import (
 from guardhook.cluster.model import as_dict, metadata, str_map
 from guardhook.cluster.reach import both, reach
 from guardhook.cluster.view.store import ClusterView, Key, object_key
+from guardhook.groups.counts import empty_groups, populated_groups, view_group_health
 from guardhook.policies.group_pdb import GROUP_PDBS_ANNOTATION, pdb_selector
 from guardhook.wire import KubeObject
 

@@ -31,10 +31,11 @@ from typing import Any
 
 from guardhook.cluster.coverage import evictions_guarded, unguarded_sentence, unreadable_annotations
 from guardhook.cluster.going import DRAIN_CONDITIONS, draining_nodes
-from guardhook.cluster.lws import GroupKey, key_order, member_of_pod
+from guardhook.cluster.lws import GroupKey, key_order
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.placement import member_of_pod
 from guardhook.groups.podgroup import members, size_of
 from guardhook.groups.ref import SetRef
 from guardhook.planning.evictions import GroupRef, LwsKey, Refusal, evict_in_turn

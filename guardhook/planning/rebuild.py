@@ -42,13 +42,13 @@ from guardhook.cluster.lws import (
     WORKER_INDEX_LABEL,
     GroupKey,
     LeaderWorkerSet,
-    member_of_object,
     ordinal,
 )
 from guardhook.cluster.model import as_dict, metadata
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import PODS as PODS_KIND
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.placement import member_of_object
 from guardhook.planning.evictions import LwsKey
 from guardhook.wire import KubeObject
 

@@ -34,10 +34,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from guardhook.cluster.groups import populated_groups
 from guardhook.cluster.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation
 from guardhook.cluster.model import as_dict, scaled, spec_replicas
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.counts import populated_groups
 from guardhook.groups.lws import gated_hash_leaders
 from guardhook.policies.base import (
     ALLOW,

@@ -49,10 +49,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from guardhook.cluster.lws import GROUP_INDEX_LABEL, NAME_LABEL, WORKER_INDEX_LABEL, member_of_pod
+from guardhook.cluster.lws import GROUP_INDEX_LABEL, NAME_LABEL, WORKER_INDEX_LABEL
 from guardhook.cluster.model import PodRecord, digits, metadata
 from guardhook.cluster.pdb_budget import matching_pdbs, refusal
 from guardhook.cluster.view.store import LEADERWORKERSETS, ClusterView
+from guardhook.groups.placement import member_of_pod
 from guardhook.groups.podgroup import short_gangs
 from guardhook.policies.base import (
     ALLOW,

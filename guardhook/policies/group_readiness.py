@@ -29,9 +29,10 @@ warning), as it would be while guardhook is down.
 
 from __future__ import annotations
 
-from guardhook.cluster.group_ready import DEFAULT_STARTUP_WINDOW_SECONDS, GATE, gates_workers, opted_in
-from guardhook.cluster.lws import GROUP_READY_GATE, group_member
+from guardhook.cluster.lws import GROUP_READY_GATE
 from guardhook.cluster.model import OwnerRef, as_dict, metadata, readiness_gates, str_map
+from guardhook.groups.placement import group_member
+from guardhook.groups.ready import DEFAULT_STARTUP_WINDOW_SECONDS, GATE, gates_workers, opted_in
 from guardhook.policies.base import (
     ALLOW,
     Judgement,

@@ -36,8 +36,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from guardhook.cluster.lws import RECREATING_POLICIES, member_of_pod
+from guardhook.cluster.lws import RECREATING_POLICIES
 from guardhook.cluster.model import PodRecord, as_dict, as_list
+from guardhook.groups.placement import member_of_pod
 from guardhook.policies.base import (
     ALLOW,
     TOO_MANY_REQUESTS,

@@ -29,9 +29,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from guardhook.cluster.going import Unless, describe_taint
-from guardhook.cluster.lws import member_of_pod
 from guardhook.cluster.model import PodRecord, Taint, node_taints
 from guardhook.cluster.taints import added_no_execute, eviction_delay
+from guardhook.groups.placement import member_of_pod
 from guardhook.policies.base import ALLOW, Judgement, Policy, PolicyContext, stale_judgement, target
 from guardhook.policies.shared.device_taint_rules import (
     DEVICE_TAINT_RULES,

@@ -20,11 +20,12 @@ scaler is denied too. For it, and for the StatefulSets of such an LWS, the messa
 `DisaggregatedSetRoleScaler` `<disaggregatedset>-<role>` (lws KEP-849) as the target instead.
 
 A LeaderWorkerSet with `groupIdentity: Hash` (lws KEP-898) has a leader Deployment named after it
-and worker StatefulSets `L-<key8>`: a scaler aimed at that Deployment or at such a StatefulSet is
-denied as for the Ordinal ones. A scaler aimed at an LWS a RoleBasedGroup runs (sgl-project/rbg,
-workloads.x-k8s.io; guardhook.groups.rbg) is denied naming the role's RoleBasedGroupScalingAdapter
-`<rbg>-<role>`; one aimed at a RoleBasedGroupSet is warned about (its replicas count whole
-RoleBasedGroups, not pods).
+and worker StatefulSets named after their leader pods (generated names; the group-index label, or
+the view's leader pod of that name, says the group): a scaler aimed at that Deployment or at such
+a StatefulSet is denied as for the Ordinal ones. A scaler aimed at an LWS a RoleBasedGroup runs
+(sgl-project/rbg, workloads.x-k8s.io; guardhook.groups.rbg) is denied naming the role's
+RoleBasedGroupScalingAdapter `<rbg>-<role>`; one aimed at a RoleBasedGroupSet is warned about (its
+replicas count whole RoleBasedGroups, not pods).
 
 A StatefulSet is LWS-owned when its ownerReferences name a LeaderWorkerSet or it carries the LWS
 name label (from the request object or the view); for one the view has not seen, by the naming
@@ -44,7 +45,7 @@ from typing import Any, Protocol
 
 from guardhook.cluster.disaggregated import DS_API_VERSION, DS_ROLE_LABEL, ROLE_SCALER_KIND, RoleOf, role_of
 from guardhook.cluster.lws import (
-    HASH_HOST_PREFIX,
+    GROUP_INDEX_LABEL,
     LWS_API_GROUP,
     LWS_API_VERSION,
     LWS_CONTROLLER,
@@ -53,6 +54,7 @@ from guardhook.cluster.lws import (
 )
 from guardhook.cluster.model import OwnerRef, as_dict, digits, metadata, spec_replicas, str_map
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.placement import member_of_pod
 from guardhook.groups.rbg import (
     RBG_API_VERSION,
     RBG_SET_KIND,
@@ -94,8 +96,7 @@ class OwnedStatefulSet:
 
     lws_name: str
     group: str | None
-    """The group's key (its ordinal, "3"); for a Hash LWS's worker StatefulSet `<lws>-<key8>`,
-    the key's first 8 characters."""
+    """The group's key: its ordinal ("3") or a Hash group's key."""
 
     def describe(self, namespace: str, name: str) -> str:
         if self.group is None:
@@ -311,25 +312,32 @@ def _from_markers(name: str, owners: tuple[OwnerRef, ...], labels: dict[str, str
     lws_name = labels.get(NAME_LABEL)
     if not lws_name:
         return None
-    return OwnedStatefulSet(lws_name, _group_of(lws_name, name))
+    # A worker StatefulSet carries its group's group-index label (lws pod_controller.go
+    # constructWorkerStatefulSetApplyConfiguration); the leader StatefulSet does not.
+    group = labels.get(GROUP_INDEX_LABEL) or _group_of(lws_name, name)
+    return OwnedStatefulSet(lws_name, group)
 
 
-def _group_of(lws_name: str, name: str, hashed: bool = True) -> str | None:
-    """The group of worker StatefulSet `name` of LWS `lws_name`: `<lws>-<g>` (Ordinal) or, when
-    `hashed` may be, `<lws>-<key8>` (Hash: the leader's host name, lws KEP-898); None otherwise."""
+def _group_of(lws_name: str, name: str) -> str | None:
+    """The group of worker StatefulSet `name` of an Ordinal LWS `lws_name`, `<lws>-<g>`; None
+    otherwise."""
     suffix = name[len(lws_name) + 1 :] if name.startswith(lws_name + "-") else ""
-    if digits(suffix):
-        return str(int(suffix))
-    hash_prefix = len(suffix) == HASH_HOST_PREFIX and suffix.isascii() and suffix.isalnum()
-    return suffix if hashed and hash_prefix and suffix.lower() == suffix else None
+    return str(int(suffix)) if digits(suffix) else None
 
 
 def _from_naming(view: ClusterView, namespace: str, name: str) -> OwnedStatefulSet | None:
+    """By the names the LWS controller gives: `L` (leader StatefulSet) or a worker StatefulSet
+    named after its leader pod, `L-<g>` (Ordinal) or a Hash leader's generated name (then the
+    view's leader pod of that name says the group)."""
     candidates = view.lws_in_namespace(namespace)
     if any(lws.name == name for lws in candidates):  # `L` itself before `L'-<g>` of another LWS
         return OwnedStatefulSet(name, None)
+    leader = view.pod(namespace, name)
+    member = member_of_pod(leader) if leader is not None else None
+    if member is not None and member.is_leader and any(lws.name == member.lws_name for lws in candidates):
+        return OwnedStatefulSet(member.lws_name, member.group_index)
     for lws in candidates:
-        group = _group_of(lws.name, name, lws.hashed)
+        group = None if lws.hashed else _group_of(lws.name, name)
         if group is not None:
             return OwnedStatefulSet(lws.name, group)
     return None

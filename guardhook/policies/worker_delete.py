@@ -57,10 +57,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from guardhook.cluster.going import DRAIN_CONDITIONS, draining
-from guardhook.cluster.groups import member_group_health
-from guardhook.cluster.lws import GROUP_KEY_LABEL, RECREATING_POLICIES, WORKER_INDEX_LABEL, member_of_pod
+from guardhook.cluster.lws import GROUP_KEY_LABEL, RECREATING_POLICIES, WORKER_INDEX_LABEL
 from guardhook.cluster.model import NodeRecord, PodRecord
 from guardhook.groups import GroupRef, resolve
+from guardhook.groups.counts import member_group_health
+from guardhook.groups.placement import member_of_pod
 from guardhook.groups.podgroup import all_mode_group, gang_health
 from guardhook.groups.ref import KTHENA, LWS_HASH, NO_RECREATOR
 from guardhook.policies.base import (

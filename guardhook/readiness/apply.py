@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from guardhook.cluster.group_ready import GATE
+from guardhook.groups.ready import GATE
 from guardhook.readiness.desired import Entry
 from guardhook.reconcile.outcome import RoundOutcome
 

@@ -5,10 +5,10 @@ opted out whose leader still carries guardhook's gate) — per pod of those grou
 data-parallel LWS (`guardhook.io/serving-pods: "all"`, whose workers carry the gate too). The
 condition's reason says why, per pod: `LeaderReadyBootstrap` for a LeaderReady leader whose
 workers its own readiness has yet to create, else the group's verdict
-(guardhook.cluster.group_ready.pod_readiness):
+(guardhook.groups.ready.pod_readiness):
 
 - `patch`: the leader carries the gate and its condition `guardhook.io/group-ready` differs from
-  what the group says (status, reason or message; guardhook.cluster.group_ready.group_readiness);
+  what the group says (status, reason or message; guardhook.groups.ready.group_readiness);
 - `unchanged`: it carries the gate and the condition already says so;
 - `no-gate`: an opted-in leader created without the gate (guardhook was down at its creation):
   nothing is written, `guardhook audit` lists it, restarting the group adds the gate;
@@ -26,7 +26,10 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from guardhook.cluster.group_ready import (
+from guardhook.cluster.lws import GROUP_READY_GATE, GroupKey
+from guardhook.cluster.model import ConditionRecord
+from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.ready import (
     GATE,
     OPTED_OUT,
     GatedPod,
@@ -36,9 +39,6 @@ from guardhook.cluster.group_ready import (
     opted_in,
     pod_readiness,
 )
-from guardhook.cluster.lws import GROUP_READY_GATE, GroupKey
-from guardhook.cluster.model import ConditionRecord
-from guardhook.cluster.view.store import ClusterView
 
 PATCH = "patch"
 UNCHANGED = "unchanged"

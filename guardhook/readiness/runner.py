@@ -21,8 +21,8 @@ from typing import Any
 
 from kubernetes import client
 
-from guardhook.cluster.lws import member_of_pod
 from guardhook.cluster.view.store import PODS, ClusterView
+from guardhook.groups.placement import member_of_pod
 from guardhook.readiness.apply import PATCHED, Outcome, PodStatusApi, patch_condition
 from guardhook.readiness.desired import PATCH, Entry, GroupId, Plan, plan
 from guardhook.reconcile import election, loop

@@ -16,10 +16,10 @@ from prometheus_client.registry import Collector
 
 from guardhook.admission.engine import Verdict
 from guardhook.cluster.giveway import giving_way
-from guardhook.cluster.group_ready import DEFAULT_STARTUP_WINDOW_SECONDS, gate_counts
-from guardhook.cluster.groups import each_lws_groups
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.counts import each_lws_groups
 from guardhook.groups.podgroup import each_gang_set
+from guardhook.groups.ready import DEFAULT_STARTUP_WINDOW_SECONDS, gate_counts
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -180,7 +180,7 @@ class LwsGaugeCollector(Collector):
 class GroupCollector(LwsGaugeCollector):
     """`guardhook_lws_groups_desired`, `guardhook_lws_groups_whole` and
     `guardhook_lws_leader_ready_group_incomplete` and `guardhook_lws_groups_doomed_by_taint` per LWS
-    (guardhook.cluster.groups.each_lws_groups)."""
+    (guardhook.groups.counts.each_lws_groups)."""
 
     GAUGES = (
         ("desired", "guardhook_lws_groups_desired", "Groups a LeaderWorkerSet asks for (spec.replicas)."),

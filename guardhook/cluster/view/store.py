@@ -25,8 +25,7 @@ from guardhook.cluster.dra import (
     devices_by_node,
     published_devices,
 )
-from guardhook.cluster.lws import GroupKey as LwsGroupKey
-from guardhook.cluster.lws import LeaderWorkerSet, group_of_pod, key_order
+from guardhook.cluster.lws import LeaderWorkerSet
 from guardhook.cluster.model import NodeRecord, PodRecord, StatefulSetRecord, metadata
 from guardhook.cluster.nodepools import NodePoolRecord
 from guardhook.cluster.podgroups import PodGroupRecord, WorkloadRecord
@@ -119,8 +118,6 @@ _DRA_RECORDS: dict[str, Callable[[KubeObject], Any]] = {
 }
 
 Key = tuple[str, str]
-GroupKey = tuple[str, str, LwsGroupKey]
-"""(namespace, LWS name, group key: an ordinal, or a Hash group's 40-character key)."""
 
 
 Listener = Callable[[str, Any, Any], None]
@@ -156,10 +153,6 @@ class ClusterView:
         self._broken_since: dict[str, float] = {}
         self._unreadable: set[str] = set()
         self._pods: dict[Key, PodRecord] = {}
-        self._pods_by_group: dict[GroupKey, dict[str, PodRecord]] = defaultdict(dict)
-        # (namespace, LWS name) -> the group indexes `_pods_by_group` holds pods of: lets a reader
-        # visit the groups that have pods instead of every index below spec.replicas (up to 2^31-1).
-        self._groups_by_lws: dict[Key, set[LwsGroupKey]] = defaultdict(set)
         self._pods_by_node: dict[str, dict[Key, PodRecord]] = defaultdict(dict)
         self._pods_by_namespace: dict[str, dict[str, PodRecord]] = defaultdict(dict)
         self._node_requested: dict[str, Resources] = defaultdict(dict)
@@ -381,11 +374,6 @@ class ClusterView:
             self._remove_pod(key)
         self._pods[key] = pod
         self._pods_by_namespace[pod.namespace][pod.name] = pod
-        group = group_of_pod(pod)
-        if group is not None:
-            lws_name, group_index = group
-            self._pods_by_group[(pod.namespace, lws_name, group_index)][pod.name] = pod
-            self._groups_by_lws[(pod.namespace, lws_name)].add(group_index)
         for claim in pod.claims:
             self._pods_by_claim[(pod.namespace, claim)].add(pod.name)
         if pod.node_name and not pod.terminal:
@@ -396,13 +384,6 @@ class ClusterView:
         if notify:
             self._notify(PODS, old, pod)
         return key
-
-    def _forget_group(self, namespace: str, lws_name: str, group_index: LwsGroupKey) -> None:
-        indexes = self._groups_by_lws.get((namespace, lws_name))
-        if indexes is not None:
-            indexes.discard(group_index)
-            if not indexes:
-                del self._groups_by_lws[(namespace, lws_name)]
 
     def _remove_pod(self, key: Key) -> None:
         old = self._pods.pop(key, None)
@@ -419,15 +400,6 @@ class ClusterView:
                 users.discard(old.name)
                 if not users:
                     del self._pods_by_claim[(old.namespace, claim)]
-        placed = group_of_pod(old)
-        if placed is not None:
-            group_key = (old.namespace, *placed)
-            group = self._pods_by_group.get(group_key)
-            if group is not None:
-                group.pop(old.name, None)
-                if not group:
-                    del self._pods_by_group[group_key]
-                    self._forget_group(old.namespace, *placed)
         on_node = self._pods_by_node.get(old.node_name)
         if on_node is not None and on_node.pop(key, None) is not None:
             requested = self._node_requested[old.node_name]
@@ -466,32 +438,6 @@ class ClusterView:
 
     def pod(self, namespace: str, name: str) -> PodRecord | None:
         return self._pods.get((namespace, name))
-
-    def group_pods(self, namespace: str, lws_name: str, group_index: LwsGroupKey) -> list[PodRecord]:
-        """The pods of one group (terminal ones included; see lws.group_health); `group_index`
-        the ordinal or, for a Hash group, its key."""
-        with self.lock:
-            return list(self._pods_by_group.get((namespace, lws_name, group_index), {}).values())
-
-    def group_indexes(self, namespace: str, lws_name: str) -> list[LwsGroupKey]:
-        """The group keys of LWS `namespace/lws_name` that the view holds at least one pod of
-        (terminal ones included, as in `group_pods`): ordinals ascending, then Hash keys
-        (lws.key_order). O(groups with pods), so callers never walk every index below
-        `spec.replicas` (an int32: up to 2^31 - 1)."""
-        with self.lock:
-            return sorted(self._groups_by_lws.get((namespace, lws_name), ()), key=key_order)
-
-    def lws_pods(self, namespace: str, lws_name: str) -> dict[LwsGroupKey, tuple[PodRecord, ...]]:
-        """One consistent snapshot of LWS `namespace/lws_name`'s pods: group index -> its pods
-        (terminal ones included, as in `group_pods`), for every group the view holds pods of, all
-        taken under the view's lock, so no watch event lands between two groups (or two reads)
-        of one decision. O(the LWS's pods)."""
-        with self.lock:
-            groups = self._groups_by_lws.get((namespace, lws_name), ())
-            return {
-                index: tuple(self._pods_by_group.get((namespace, lws_name, index), {}).values())
-                for index in groups
-            }
 
     def lws(self, namespace: str, name: str) -> LeaderWorkerSet | None:
         return self._lws.get((namespace, name))

@@ -34,9 +34,9 @@ from guardhook.cluster.dra import (
     rule_selects,
 )
 from guardhook.cluster.going import Unless
-from guardhook.cluster.lws import member_of_pod
 from guardhook.cluster.taints import NO_EXECUTE, eviction_delay
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.placement import member_of_pod
 from guardhook.policies.base import PolicyContext
 from guardhook.policies.shared.taint_blast import Blast, Victim
 

@@ -23,21 +23,21 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass, field
 
 from guardhook.cluster.going import Going
-from guardhook.cluster.groups import empty_group_health, empty_groups
 from guardhook.cluster.lws import (
     GroupKey,
-    GroupMember,
     LeaderWorkerSet,
     below_replicas,
-    group_health,
     int_annotation,
     key_order,
-    member_of_pod,
     ordinal,
     ordinal_key,
 )
 from guardhook.cluster.model import PodRecord, digits
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.counts import empty_group_health, empty_groups
+from guardhook.groups.health import group_health
+from guardhook.groups.index import lws_pods
+from guardhook.groups.placement import GroupMember, member_of_pod
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
 from guardhook.policies.base import ALLOW, TOO_MANY_REQUESTS, Judgement, Violation
 
@@ -210,7 +210,7 @@ def broken_in_view(view: ClusterView, lws: LeaderWorkerSet, going: Going | None 
     """`broken_in_pods` of one snapshot of `lws`'s pods in `view`; `going`: the judge of going
     pods to use (default Going(view))."""
     judge = going if going is not None else Going(view)
-    return broken_in_pods(lws, view.lws_pods(lws.namespace, lws.name), judge.doomed)
+    return broken_in_pods(lws, lws_pods(view, lws.namespace, lws.name), judge.doomed)
 
 
 def group_disruption(view: ClusterView, pod: PodRecord, default_budget: int) -> GroupDisruption | None:
@@ -264,7 +264,7 @@ def budget_reading(
     Clocks: the entry's `recorded` is the ledger's clock and `created` the API server's (whole
     seconds); a replacement created within the second of the recording, or an entry with no
     `recorded`, counts until its TTL (the safe side)."""
-    groups = view.lws_pods(lws.namespace, lws.name)
+    groups = lws_pods(view, lws.namespace, lws.name)
     # Going pods (guardhook.cluster.going) are judged on this snapshot's records; the node and
     # device taints they meet are the view's current ones, which can only add broken groups.
     broken = broken_in_pods(lws, groups, (going if going is not None else Going(view)).doomed)

@@ -21,9 +21,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from guardhook.cluster.going import Going, Unless
-from guardhook.cluster.lws import GroupKey, LeaderWorkerSet, below_replicas, member_of_pod
+from guardhook.cluster.lws import GroupKey, LeaderWorkerSet, below_replicas
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.placement import member_of_pod
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
 from guardhook.policies.base import Judgement, PolicyContext, Violation
 from guardhook.policies.shared.group_budget import (

@@ -2,7 +2,7 @@
 their group is incomplete (the leader's readiness is what Services see, so such a group takes
 traffic it cannot serve). Used by `guardhook audit` and the /metrics gauges.
 
-Whole and broken follow design.md §1 (guardhook.cluster.lws.group_health); only group indexes below
+Whole and broken follow design.md §1 (guardhook.groups.health.group_health); only groups below
 `spec.replicas` count (higher ones are being scaled away).
 
 `spec.replicas` and `size` are int32s the API server accepts up to 2^31 - 1, so nothing here walks
@@ -16,17 +16,12 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from guardhook.cluster.going import Going
-from guardhook.cluster.lws import (
-    GroupHealth,
-    GroupKey,
-    GroupMember,
-    LeaderWorkerSet,
-    below_replicas,
-    group_health,
-    member_of_pod,
-)
+from guardhook.cluster.lws import GroupKey, LeaderWorkerSet, below_replicas
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.health import GroupHealth, group_health
+from guardhook.groups.index import group_keys, group_pods
+from guardhook.groups.placement import GroupMember, member_of_pod
 
 
 @dataclass(frozen=True)
@@ -54,14 +49,14 @@ def view_group_health(
     (guardhook.cluster.going: marked for removal, or under a NoExecute taint it does not tolerate
     forever) breaking the group. `going`: a judge of `view` to reuse across groups."""
     judge = going if going is not None else Going(view)
-    return group_health(index, lws.size, view.group_pods(lws.namespace, lws.name, index), judge.doomed)
+    return group_health(index, lws.size, group_pods(view, lws.namespace, lws.name, index), judge.doomed)
 
 
 def populated_groups(view: ClusterView, lws: LeaderWorkerSet) -> list[GroupKey]:
     """The group keys of `lws` that have pods in `view` and count (ordinals below `spec.replicas`;
     every Hash group: lws.below_replicas), in lws.key_order."""
     return [
-        index for index in view.group_indexes(lws.namespace, lws.name) if below_replicas(index, lws.replicas)
+        index for index in group_keys(view, lws.namespace, lws.name) if below_replicas(index, lws.replicas)
     ]
 
 
@@ -85,7 +80,7 @@ def member_group_health(view: ClusterView, member: GroupMember) -> GroupHealth |
         return view_group_health(view, lws, member.group_index)
     if member.size is None:
         return None
-    pods = view.group_pods(member.namespace, member.lws_name, member.group_index)
+    pods = group_pods(view, member.namespace, member.lws_name, member.group_index)
     return group_health(member.group_index, member.size, pods, Going(view).doomed)
 
 
@@ -100,7 +95,7 @@ def count_groups(view: ClusterView, lws: LeaderWorkerSet) -> LwsGroups:
         if view_group_health(view, lws, index, going).whole:
             whole += 1
             continue
-        pods = view.group_pods(lws.namespace, lws.name, index)
+        pods = group_pods(view, lws.namespace, lws.name, index)
         if any(_serving_leader(pod) for pod in pods):
             leader_ready_incomplete += 1
         if any(_tainted(going, pod) for pod in pods):

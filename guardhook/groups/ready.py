@@ -7,7 +7,7 @@ condition in `status.conditions` is "True"; a missing condition counts as not Tr
 condition of pod readiness gate ... does not exist", reason ReadinessGatesNotReady). So a leader
 carrying the gate is judged by its ContainersReady, never by its Ready (which waits on the gate).
 
-A group is whole in the sense of `worker-delete` (guardhook.cluster.lws.group_health): all `size`
+A group is whole in the sense of `worker-delete` (guardhook.groups.health.group_health): all `size`
 pods exist (terminal ones count as absent), none terminating, every worker Ready, plus here the
 leader's own ContainersReady (a gated worker, of a `serving-pods: all` LWS, by its ContainersReady).
 
@@ -26,18 +26,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from guardhook.cluster.annotations import switch
-from guardhook.cluster.groups import populated_groups
-from guardhook.cluster.lws import (
-    LEADER_READY,
-    SERVING_ALL,
-    GroupKey,
-    LeaderWorkerSet,
-    hash_host,
-    member_of_pod,
-    ordinal,
-)
+from guardhook.cluster.lws import LEADER_READY, SERVING_ALL, GroupKey, LeaderWorkerSet
 from guardhook.cluster.model import OwnerRef, PodRecord
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.counts import populated_groups
+from guardhook.groups.index import group_pods
+from guardhook.groups.placement import member_of_pod
 
 GATE = "guardhook.io/group-ready"
 """The readiness gate's conditionType, and the pod condition type the reconciler writes."""
@@ -143,7 +137,7 @@ class Leader:
 
     @property
     def is_leader(self) -> bool:
-        """Whether the pod is its group's leader (guardhook.cluster.lws.group_member)."""
+        """Whether the pod is its group's leader (guardhook.groups.placement.group_member)."""
         return _is_leader(self.pod)
 
 
@@ -154,7 +148,7 @@ def leaders(view: ClusterView, lws: LeaderWorkerSet) -> Iterator[Leader]:
     """The leader pods of groups 0..replicas-1 of `lws` in `view` (groups above are being scaled
     away: their pods are deleted next, and keep their last condition until then)."""
     for group_index in populated_groups(view, lws):  # a group without pods has no leader
-        for pod in view.group_pods(lws.namespace, lws.name, group_index):
+        for pod in group_pods(view, lws.namespace, lws.name, group_index):
             if _is_leader(pod):
                 yield Leader(lws, group_index, pod)
 
@@ -166,30 +160,30 @@ def gate_targets(view: ClusterView, lws: LeaderWorkerSet) -> Iterator[GatedPod]:
         yield from leaders(view, lws)
         return
     for group_index in populated_groups(view, lws):
-        pods = view.group_pods(lws.namespace, lws.name, group_index)
+        pods = group_pods(view, lws.namespace, lws.name, group_index)
         for pod in sorted(pods, key=lambda p: (not _is_leader(p), p.name)):
             if member_of_pod(pod) is not None:
                 yield GatedPod(lws, group_index, pod)
 
 
-def worker_statefulset_name(lws: LeaderWorkerSet, group_index: GroupKey) -> str:
-    """The worker StatefulSet of a group: `<lws>-<g>`, named after its leader pod; for a Hash
-    group `<lws>-<key8>`, named after its leader's host name (lws KEP-898)."""
-    if ordinal(group_index) is None:
-        return hash_host(lws.name, group_index)
-    return f"{lws.name}-{group_index}"
+def worker_statefulset_name(leader: PodRecord) -> str:
+    """The worker StatefulSet of `leader`'s group: named after the leader pod in both group
+    identities (`<lws>-<g>` Ordinal; the ReplicaSet's generated name Hash: lws pod_controller.go,
+    KEP-898 "named after its leader pod, as today")."""
+    return leader.name
 
 
 def workers_created(view: ClusterView, leader: GatedPod) -> bool:
     """Whether the LWS controller has created the worker StatefulSet of `leader`'s group: the view
-    holds StatefulSet `<lws>-<g>` controlled by this leader pod (not by a predecessor of the same
-    name, whose StatefulSet the garbage collector is removing), or a live worker pod of the group
-    (which only that StatefulSet creates; covers a view that does not list StatefulSets)."""
+    holds the StatefulSet named after the leader pod and controlled by it (not by a predecessor
+    of the same name, whose StatefulSet the garbage collector is removing), or a live worker pod of
+    the group (which only that StatefulSet creates; covers a view that does not list
+    StatefulSets)."""
     pod = leader.pod
-    sts = view.statefulset(pod.namespace, worker_statefulset_name(leader.lws, leader.group_index))
+    sts = view.statefulset(pod.namespace, worker_statefulset_name(pod))
     if sts is not None and any(_controls(owner, pod) for owner in sts.owners):
         return True
-    group = view.group_pods(pod.namespace, leader.lws.name, leader.group_index)
+    group = group_pods(view, pod.namespace, leader.lws.name, leader.group_index)
     return any(not _is_leader(p) and not p.terminal and not p.terminating for p in group)
 
 
@@ -217,14 +211,14 @@ def pod_readiness(view: ClusterView, target: GatedPod) -> GroupReadiness:
     group is whole (the LWS controller never removes a created worker StatefulSet because its
     leader became unready)."""
     if bootstrapping(view, target):
-        name = worker_statefulset_name(target.lws, target.group_index)
+        name = worker_statefulset_name(target.pod)
         return GroupReadiness(
             True,
             LEADER_READY_BOOTSTRAP,
             f"startupPolicy LeaderReady creates worker StatefulSet {name} only once this leader is "
             "Ready; held again when it appears, until the group is whole",
         )
-    pods = view.group_pods(target.lws.namespace, target.lws.name, target.group_index)
+    pods = group_pods(view, target.lws.namespace, target.lws.name, target.group_index)
     return group_readiness(target.lws.size, pods)
 
 
