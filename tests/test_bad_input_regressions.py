@@ -168,6 +168,10 @@ def test_certificates_that_do_not_load_are_refused_before_serving(tmp_path: Path
         (["serve", "--port", "99999"], "argument --port: 99999 is not a port (1-65535)"),  # was a traceback
         (["serve", "--threads", "0"], "argument --threads: 0 must be at least 1"),  # was "failed to boot"
         (["pdb-sync", "--interval", "0"], "argument --interval: 0 must be a number of seconds above 0"),
+        # A negative or endless wait was taken (and clamped, or waited for ever).
+        (["uninstall", "--wait", "-5"], "argument --wait: -5 must be a number of seconds, 0 or more"),
+        (["uninstall", "--wait", "inf"], "argument --wait: inf must be a number of seconds, 0 or more"),
+        (["uninstall", "--wait", "soon"], "argument --wait: soon is not a number of seconds"),
         (["--log-level", "bogus", "certs"], "argument --log-level: invalid choice: 'BOGUS'"),  # was ignored
         # These wrote a certificate with an unusable SAN, or for a Service no cluster can have.
         (["certs", "--dns", ""], "argument --dns: '' is neither a DNS name nor an IP address"),

@@ -36,6 +36,18 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def seconds_or_zero(text: str) -> float:
+    """A finite number of seconds, 0 or more (0: do not wait). Raises argparse.ArgumentTypeError
+    otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text} must be a number of seconds, 0 or more")
+    return value
+
+
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 

@@ -38,6 +38,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from guardhook.commands import argtypes
 from guardhook.commands.common import live_client, require_cluster
 
 if TYPE_CHECKING:
@@ -137,7 +138,7 @@ def add_parser(commands: Any) -> None:
     cmd.add_argument("--deployment", default="guardhook", help="guardhook's Deployment (default guardhook)")
     cmd.add_argument(
         "--wait",
-        type=float,
+        type=argtypes.seconds_or_zero,
         default=WAIT_SECONDS,
         metavar="SECONDS",
         help=f"how long to wait for guardhook's pods to stop after scaling to 0 (default {WAIT_SECONDS:g})",
@@ -216,7 +217,7 @@ def run_uninstall(args: argparse.Namespace) -> int:
     ):
         raise SourceError("cannot list the webhook configurations (RBAC): run it as a cluster admin")
     api = live_client(source, retries=False)
-    errors = apply_uninstall(api, planned, wait_seconds=max(0.0, args.wait))
+    errors = apply_uninstall(api, planned, wait_seconds=args.wait)
     after = plan_uninstall(open_view(source, 60.0), args.namespace, args.deployment)
     _print(args, planned, errors, after.leftovers, dry_run=False)
     return EXIT_LEFT_OVER if errors or after.leftovers else 0
