@@ -184,7 +184,7 @@ def groups_broken(count: int, replicas: int | None = None) -> str:
 
 
 LwsPods = Mapping[GroupKey, Sequence[PodRecord]]
-"""One snapshot of an LWS's pods: group key -> its pods (ClusterView.lws_pods)."""
+"""One snapshot of an LWS's pods: group key -> its pods (guardhook.groups.index.lws_pods)."""
 
 
 def broken_in_pods(
@@ -229,8 +229,9 @@ def budget_reading(
     view: ClusterView, lws: LeaderWorkerSet, entries: Entries, going: Going | None = None
 ) -> BrokenGroups:
     """The groups of `lws` that count as broken for a budget decision, from ONE reading: one
-    snapshot of the LWS's pods (`ClusterView.lws_pods`, taken under the view's lock) and the
-    ledger `entries` read in the same ledger update (whose write is a compare-and-swap on them).
+    snapshot of the LWS's pods (`guardhook.groups.index.lws_pods`, taken under the view's lock)
+    and the ledger `entries` read in the same ledger update (whose write is a compare-and-swap on
+    them).
 
     The invariant, kept by every budget decision (evictions, delete-based drains, group-taint,
     resize) and across replicas sharing the ledger: at no time are more than B groups of an LWS
