@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 import pytest
-from hash_standin import GROUP_KEY, HashStandin, hash_lws
+from hash_standin import GROUP_KEY, WORKER_INDEX, HashStandin, hash_lws
 
 from cluster import LWS_NAME_LABEL, Cluster, eventually, pod_image
 
@@ -30,13 +30,16 @@ def _need_cluster_mode(cluster: Cluster) -> None:
 
 
 def _groups_broken(cluster: Cluster, lws: str, groups: int, size: int) -> int:
-    """Groups of Hash LWS `lws` not whole now: `groups` minus the keys with `size` Ready pods."""
+    """Groups of Hash LWS `lws` not whole now: `groups` minus the keys with `size` Ready pods that
+    carry every label LWS gives at admission (the stand-in labels a worker's index after it is
+    created, the one step it does later than LWS)."""
     out = cluster.must("get", "pods", "-n", cluster.namespace, "-l", f"{LWS_NAME_LABEL}={lws}", "-o", "json")
     ready: dict[str, int] = {}
     for pod in json.loads(out)["items"]:
         key = pod["metadata"].get("labels", {}).get(GROUP_KEY)
         conditions = {c["type"]: c["status"] for c in pod.get("status", {}).get("conditions", [])}
-        if key and not pod["metadata"].get("deletionTimestamp") and conditions.get("Ready") == "True":
+        labelled = key and WORKER_INDEX in pod["metadata"].get("labels", {})
+        if labelled and not pod["metadata"].get("deletionTimestamp") and conditions.get("Ready") == "True":
             ready[key] = ready.get(key, 0) + 1
     return groups - sum(1 for count in ready.values() if count >= size)
 

@@ -1,5 +1,5 @@
 """LWS Hash group identity (lws KEP-898, PRs #987/#1050): groups keyed by 40-character keys, leaders
-from the leader Deployment's ReplicaSet, workers from StatefulSets `<lws>-<key8>`. The sample
+from the leader Deployment's ReplicaSet, workers from StatefulSets named after their leader pod. The sample
 fleet turned Hash (tests/group_shapes.py), judged by the engine as an Ordinal LWS is."""
 
 from __future__ import annotations
@@ -352,3 +352,19 @@ def test_group_pdb_advice_for_a_hash_lws_pins_a_key_not_an_ordinal() -> None:
     message = engine.judge(request, "validate").response["status"]["message"]
     assert "can match pods of 4 groups of LeaderWorkerSet llm-xl" in message
     assert f"{GROUP_INDEX_LABEL}: <the group's key>" in message and f'{GROUP_INDEX_LABEL}: "0"' not in message
+
+
+def test_a_hash_worker_without_its_worker_index_label_is_placed_by_its_statefulset() -> None:
+    # The LWS pod webhook labels worker-index at admission; a pod without it (the label removed,
+    # or admitted while that webhook was bypassed) is still the worker its StatefulSet makes it.
+    objects, groups = hash_fleet()
+    key, _ = groups[1]
+    worker = shapes.pod(objects, worker_of(groups, key, 2))
+    del worker["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"]
+    member = member_of_object(worker)
+    assert member is not None and (member.group_index, member.worker_index) == (key, 2)
+    assert "labels say unreadable" in member.inconsistent
+    ledger = MemoryLedger()
+    assert judge(objects, shapes.eviction_request(worker_of(groups, groups[0][0], 1)), ledger)["allowed"]
+    second = judge(objects, shapes.eviction_request(worker["metadata"]["name"]), ledger)
+    assert second["allowed"] is False and second["status"]["code"] == 429  # a member, budgeted

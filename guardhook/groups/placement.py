@@ -143,9 +143,14 @@ def _labelled_position(labels: Mapping[str, str]) -> Position | None:
     if digits(group) and len(group) <= ORDINAL_DIGITS:
         return (ordinal_key(int(group)), int(worker))
     # A Hash group: group-index and group-key hold the same 40-character key.
-    if is_hash_key(group) and labels.get(GROUP_KEY_LABEL) == group:
-        return (group, int(worker))
-    return None
+    key = _hash_key_label(labels)
+    return (key, int(worker)) if key else None
+
+
+def _hash_key_label(labels: Mapping[str, str]) -> str:
+    """The Hash key the group-index and group-key labels agree on ("" when they do not hold one)."""
+    group = labels.get(GROUP_INDEX_LABEL, "")
+    return group if is_hash_key(group) and labels.get(GROUP_KEY_LABEL) == group else ""
 
 
 def _judged_position(labelled: Position | None, owned: Position | None) -> tuple[Position | None, str]:
@@ -207,8 +212,11 @@ def _placed(
     if not lws_name:
         return None
     labelled = _labelled_position(labels)
-    if labelled is not None and ordinal(labelled[0]) is None:
-        owned = hash_owned_position(lws_name, labelled[0], owners, pod_name)
+    key = labelled[0] if labelled is not None else _hash_key_label(labels)
+    if key and ordinal(key) is None:
+        # A Hash group: its key is the labels' (no name says it), the controller says the rank,
+        # also when the worker-index label is missing or unreadable.
+        owned = hash_owned_position(lws_name, key, owners, pod_name)
     else:
         owned = owned_position(lws_name, owners, pod_name)
     position, inconsistent = _judged_position(labelled, owned)
