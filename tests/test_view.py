@@ -148,3 +148,16 @@ def test_malformed_objects_do_not_break_the_view() -> None:
     )
     pod = view.pod("", "p")
     assert pod is not None and pod.labels == {} and pod.requests == {}
+
+
+def test_a_view_no_longer_used_is_freed_with_its_group_index() -> None:
+    # The index is kept in a weak mapping keyed by its view: it must not keep the view alive.
+    import gc
+    import weakref
+
+    view = embedded_fleet_view()
+    group_index(view)
+    gone = weakref.ref(view)
+    del view
+    gc.collect()
+    assert gone() is None

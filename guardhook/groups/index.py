@@ -32,7 +32,9 @@ class GroupIndex:
     """The pods of every LWS group a view holds pods of, by (namespace, LWS name, group key)."""
 
     def __init__(self, view: ClusterView) -> None:
-        self._view = view
+        # The view's lock, not the view: the index is the value of a weak mapping keyed by the view,
+        # and must not keep its key alive.
+        self._lock = view.lock
         self._pods_by_group: dict[tuple[str, str, GroupKey], dict[str, PodRecord]] = defaultdict(dict)
         self._groups_by_lws: dict[SetKey, set[GroupKey]] = defaultdict(set)
 
@@ -80,20 +82,20 @@ class GroupIndex:
 
     def pods(self, namespace: str, lws_name: str, key: GroupKey) -> list[PodRecord]:
         """The pods of one group (terminal ones included; see guardhook.groups.health)."""
-        with self._view.lock:
+        with self._lock:
             return list(self._pods_by_group.get((namespace, lws_name, key), {}).values())
 
     def keys(self, namespace: str, lws_name: str) -> list[GroupKey]:
         """The keys of LWS `namespace/lws_name`'s groups that have at least one pod (terminal ones
         included, as in `pods`): ordinals ascending, then Hash keys (lws.key_order)."""
-        with self._view.lock:
+        with self._lock:
             return sorted(self._groups_by_lws.get((namespace, lws_name), ()), key=key_order)
 
     def lws_pods(self, namespace: str, lws_name: str) -> dict[GroupKey, tuple[PodRecord, ...]]:
         """One consistent snapshot of LWS `namespace/lws_name`'s pods: group key -> its pods, for
         every group with pods, all taken under the view's lock, so no watch event lands between
         two groups of one decision. O(the LWS's pods)."""
-        with self._view.lock:
+        with self._lock:
             return {
                 key: tuple(self._pods_by_group.get((namespace, lws_name, key), {}).values())
                 for key in self._groups_by_lws.get((namespace, lws_name), ())
