@@ -361,22 +361,3 @@ def test_an_unreadable_budget_annotation_is_a_warning_naming_the_default(tmp_pat
         'annotation guardhook.io/max-disrupted-groups: "two" cannot be read; '
         "the configured maxDisruptedGroups (1) is used instead"
     ]
-
-
-def test_an_lws_with_no_pods_is_planned_to_rebuild_as_audit_counts_it_broken() -> None:
-    # A copy of llm-xl with no pod at all: every one of its 4 groups is broken (audit says so), and
-    # they compete for what the drain leaves as much as llm-xl's own lost groups.
-    def podless(objects: list[KubeObject]) -> None:
-        twin = copy.deepcopy(find(objects, "LeaderWorkerSet", "llm-xl"))
-        twin["metadata"].update(name="llm-idle", uid="uid-llm-idle")
-        objects.append(twin)
-
-    plan = plan_drain(fleet(podless), ["gpu-node-01"], PARAMS)
-    rows = {row.name: row for row in plan.lws}
-    idle = rows["llm-idle"]
-    assert (idle.losing, idle.lost, idle.broken) == ((), 4, ("0", "1", "2", "3"))
-    # Rebuilt by name, llm-idle first: 1 of its 4 groups fits, and llm-xl's lost group no longer
-    # does, so the plan is not ok (without llm-idle it is).
-    assert (idle.rebuildable, rows["llm-xl"].lost, rows["llm-xl"].rebuildable, plan.ok) == (1, 1, 0, False)
-    assert idle.short == "short 1500Gi memory, 8 nvidia.com/gpu on 9 nodes"
-    assert plan_drain(fleet(), ["gpu-node-01"], PARAMS).ok

@@ -42,7 +42,7 @@ from guardhook.planning.evictions import GroupRef, LwsKey, Refusal, evict_in_tur
 from guardhook.planning.rebuild import GangSetKey, Rebuild, rebuild_everything
 from guardhook.policies.group_eviction import eviction_context
 from guardhook.policies.shared.gang_budget import gang_disruption, gang_reading
-from guardhook.policies.shared.group_budget import BrokenGroups, broken_in_view, budget_of
+from guardhook.policies.shared.group_budget import BrokenGroups
 from guardhook.wire import KubeObject
 
 GROUPS_LISTED = 1000
@@ -202,7 +202,6 @@ def plan_drain(
     at_once = evict_in_turn(view, _pods_on(view, order), params)
     waves, blocked = _waves(view, order, params)
     losing, broken, budgets = _groups(view, order, params, every_lws=True)
-    _add_podless(view, broken, budgets, params)
     # BrokenGroups, not sets: an LWS may have 2^31 - 1 groups with no pods, counted, not listed
     lost = {key: broken[key].with_groups(losing.get(key, ()), "loses a pod") for key in broken}
     gangs = _gang_sets(view, order, params)
@@ -360,22 +359,6 @@ def _set_of(view: ClusterView, refusal: Refusal, params: Mapping[str, Any]) -> t
         return ("", member.lws_name)
     gang = gang_disruption(view, pod, int(params.get("maxDisruptedGroups", 1))) if pod is not None else None
     return (gang.set.kind, gang.set.name) if gang is not None else ("", "")
-
-
-def _add_podless(
-    view: ClusterView,
-    broken: dict[LwsKey, BrokenGroups],
-    budgets: dict[LwsKey, int],
-    params: Mapping[str, Any],
-) -> None:
-    """Add every LWS the view holds no live pod of (`audit` counts its groups broken): its groups
-    compete for what the drain leaves as much as any other broken group."""
-    default = int(params.get("maxDisruptedGroups", 1))
-    for lws in view.all_lws():
-        key = (lws.namespace, lws.name)
-        if key not in broken:
-            broken[key] = broken_in_view(view, lws)
-            budgets[key] = budget_of(lws, default)
 
 
 def _all_broken(view: ClusterView, params: Mapping[str, Any]) -> dict[LwsKey, set[GroupRef]]:
