@@ -58,15 +58,24 @@ def test_the_example_suite_passes(
     assert "CREATE Eviction serve/llm-xl-2-1" in out  # the eviction over budget is the one judged
 
 
-def test_a_wrong_expectation_fails_with_its_reason_and_exit_1(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def wrong_suites(tmp_path: Path, within_denied: bool = False) -> Path:
+    """The example suites with group-disrupted's expectations made wrong: the eviction over budget
+    expected to answer 403 (it answers 429) and, with `within_denied`, the one within it expected
+    denied (it is allowed)."""
     suites = copy_examples(tmp_path)
     suite = suites / "group-disrupted" / "guardhook-test.yaml"
     document = yaml.safe_load(suite.read_text())
-    document["results"][1]["code"] = 403  # the eviction over budget answers 429
-    document["results"][0]["result"] = "denied"  # and the one within it is allowed
+    document["results"][1]["code"] = 403
+    if within_denied:
+        document["results"][0]["result"] = "denied"
     suite.write_text(yaml.safe_dump(document))
+    return suites
+
+
+def test_a_wrong_expectation_fails_with_its_reason_and_exit_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    suites = wrong_suites(tmp_path, within_denied=True)
     code, out, _ = run(capsys, str(suites))
     assert code == 1
     assert out.splitlines()[-1] == "Test summary: 4 passed, 2 failed"
@@ -127,11 +136,7 @@ def test_a_folder_without_suites_exits_2(capsys: pytest.CaptureFixture[str], tmp
 def test_fail_only_lists_only_failures_in_json_and_keeps_their_ids(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    suites = copy_examples(tmp_path)
-    suite = suites / "group-disrupted" / "guardhook-test.yaml"
-    document = yaml.safe_load(suite.read_text())
-    document["results"][1]["code"] = 403  # the eviction over budget answers 429
-    suite.write_text(yaml.safe_dump(document))
+    suites = wrong_suites(tmp_path)
     code, out, _ = run(capsys, "--fail-only", "--format", "json", str(suites))
     document = json.loads(out)
     assert code == 1 and (document["passed"], document["failed"]) == (5, 1)
