@@ -81,25 +81,18 @@ class Rebuilds:
     gangs: dict[GangSetKey, Rebuild] = field(default_factory=dict)
 
 
-def rebuild_after_drain(
-    objects: Sequence[KubeObject], drained: Iterable[str], lost: Mapping[LwsKey, Collection[GroupKey]]
-) -> dict[LwsKey, Rebuild]:
-    """For each LWS with lost groups (`lost`: group keys per (namespace, name), each collection
-    iterating in ascending order, e.g. BrokenGroups; only membership, len() and as many groups as
-    fit are read, as there may be 2^31 - 1 of them), how many can be rebuilt on `objects` without
-    the `drained` nodes. Objects are the cluster's (any kinds)."""
-    return rebuild_everything(objects, drained, lost, {}).lws
-
-
 def rebuild_everything(
     objects: Sequence[KubeObject],
     drained: Iterable[str],
     lost: Mapping[LwsKey, Collection[GroupKey]],
     lost_gangs: LostGangs,
 ) -> Rebuilds:
-    """`rebuild_after_drain`, then the lost gangs (`lost_gangs`) re-placed on what the rebuilt
-    groups leave (module docstring): per gang set, how many of its lost gangs that have pods in
-    `objects` fit again, and what the others lack."""
+    """For each LWS with lost groups (`lost`: group keys per (namespace, name), each collection
+    iterating in ascending order, e.g. BrokenGroups; only membership, len() and as many groups as
+    fit are read, as there may be 2^31 - 1 of them), how many can be rebuilt on `objects` (the
+    cluster's, any kinds) without the `drained` nodes; then the lost gangs (`lost_gangs`) re-placed
+    on what the rebuilt groups leave (module docstring): per gang set, how many of its lost gangs
+    that have pods in `objects` fit again, and what the others lack."""
     gone = set(drained)
     gang_pods = _gang_members(objects, lost_gangs)
     after = view_from_objects(_after_drain(objects, gone, lost, set(gang_pods)), source="after drain")
