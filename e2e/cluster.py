@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 E2E = Path(__file__).resolve().parent
 REPO = E2E.parent
 EVICTION_OPT_IN_LABEL = "guardhook.io/guard-evictions=true"
@@ -100,3 +102,15 @@ def webhooks_answering(cluster: Cluster) -> bool:
     """Whether guardhook answers through the API server: a dry-run worker delete is denied."""
     done = cluster.kubectl("delete", "pod", cluster.worker(0), "-n", cluster.namespace, "--dry-run=server")
     return done.returncode != 0 and "[worker-delete]" in done.stderr
+
+
+REQUIRE_ENV = "GUARDHOOK_E2E_REQUIRE"
+"""`1` (e2e/realcluster/run.sh): a cluster that cannot run the suite fails it rather than skipping it."""
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip the test with `reason`, or fail it when the cluster was required (REQUIRE_ENV=1): a suite
+    run.sh runs that cannot run must not pass as "1 skipped". Raises pytest's Skipped or Failed."""
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{reason} ({REQUIRE_ENV}=1)")
+    pytest.skip(reason)

@@ -26,6 +26,7 @@ from cluster import (  # noqa: E402
     Cluster,
     eventually,
     pod_image,
+    skip_or_fail,
     webhooks_answering,
 )
 
@@ -54,7 +55,7 @@ def no_cluster_reason() -> str | None:
 def cluster() -> Iterator[Cluster]:
     reason = no_cluster_reason()
     if reason:
-        pytest.skip(reason)
+        skip_or_fail(reason)
     if os.environ.get(KUBECONFIG_ENV):
         yield from _existing_cluster(Path(os.environ[KUBECONFIG_ENV]))
     else:
@@ -73,7 +74,7 @@ def _existing_cluster(kubeconfig: Path) -> Iterator[Cluster]:
         worker_labels={"app": "e2e"},
     )
     if cluster.kubectl("get", "crd", "leaderworkersets.leaderworkerset.x-k8s.io").returncode != 0:
-        pytest.skip("the cluster has no LeaderWorkerSet CRD (e2e/run.sh installs it)")
+        skip_or_fail("the cluster has no LeaderWorkerSet CRD (e2e/run.sh installs it)")
     if os.environ.get(FLEET_ENV) == "0":
         # A phase with no LWS controller (e2e/realcluster/run.sh's hash phase, beside the stand-in):
         # no fleet; guardhook must answer a request every install judges, a cluster-wide PDB.

@@ -42,6 +42,31 @@ def test_e2e_suite_skips_every_test_with_the_reason_when_no_cluster_is_configure
     assert f"KUBEBUILDER_ASSETS={assets} has no executable etcd" in done.stdout
 
 
+def test_a_required_e2e_run_fails_instead_of_skipping_when_no_cluster_is_configured() -> None:
+    """run.sh sets GUARDHOOK_E2E_REQUIRE=1: its hash and helm suites once passed as "1 skipped" on a
+    cluster they could not use; they must fail, naming why."""
+    unset = ("GUARDHOOK_E2E_KUBECONFIG", "GUARDHOOK_REQUIRE_API_SERVER", "KUBEBUILDER_ASSETS")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env.update(GUARDHOOK_E2E_REQUIRE="1", GUARDHOOK_E2E_HELM="1")
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+            "e2e/test_group_makers.py::test_a_hash_lws_is_drained_one_group_at_a_time",
+            "e2e/test_helm.py::test_helm_install_denies_a_worker_delete",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    summary = done.stdout.strip().splitlines()[-1]
+    assert summary.startswith("2 errors in "), done.stdout
+    assert "Failed: no cluster: set GUARDHOOK_E2E_KUBECONFIG (GUARDHOOK_E2E_REQUIRE=1)" in done.stdout
+    assert "(KUBEBUILDER_ASSETS is not set) (GUARDHOOK_E2E_REQUIRE=1)" in done.stdout
+
+
 def test_missing_assets_names_what_is_missing(tmp_path: Path) -> None:
     assert missing_assets({}) == "KUBEBUILDER_ASSETS is not set"
     for name in ("etcd", "kube-apiserver"):

@@ -2,7 +2,8 @@
 # e2e/realcluster/run.sh: the suites that need a real Kubernetes, on the real single-node cluster of
 # ../shared/realcluster (Kubernetes v1.37.2 built from the Go module proxy), as .ci/run runs them:
 #
-#   1. the cluster binaries (build.sh: minutes cold, seconds warm) and images (images.sh);
+#   1. the cluster binaries (build.sh: minutes cold, seconds warm) and images (images.sh); what an
+#      interrupted earlier run left in podman's store taken out (tidy-podman.sh);
 #   2. the cluster (up.sh);
 #   3. install_and_drain.sh N: guardhook from its own Dockerfile and manifests, `kubectl drain` N times
 #      with the LWS stand-in, none may break more than one group;
@@ -78,6 +79,9 @@ trap 'exit 130' INT TERM
 
 eval "$("$RC/env.sh")"   # KUBECONFIG, KUBEBUILDER_ASSETS, PATH with the cluster's kubectl first
 step deps 900 "$RC/install-deps.sh"
+# what an interrupted earlier run left in podman's store (a killed build's working container) would
+# fail the drain suite's image build at its `podman rmi` (tidy-podman.sh says why)
+step tidy 120 "$PROJECT/e2e/realcluster/tidy-podman.sh"
 [ "${REALCLUSTER_BUILT:-0}" = 1 ] || step build 2700 "$RC/build.sh"
 [ "$failed" = 0 ] || exit 1
 if [ ! -s "$REALCLUSTER_WORK/images/pause.tar" ] || [ ! -s "$REALCLUSTER_WORK/images/py.tar" ]; then
@@ -99,7 +103,7 @@ for suite in $SUITES; do
       # stand-in (e2e/hash_standin.py) makes the pods as LWS main does, for this case alone.
       step hash-crd 60 kubectl patch crd leaderworkersets.leaderworkerset.x-k8s.io --type=json -p \
         '[{"op":"add","path":"/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/groupIdentity","value":{"type":"string","enum":["Ordinal","Hash"],"default":"Ordinal"}}]'
-      step e2e-hash 900 env GUARDHOOK_E2E_KUBECONFIG="$KUBECONFIG" GUARDHOOK_E2E_FLEET=0 GUARDHOOK_E2E_HASH=1 \
+      step e2e-hash 900 env GUARDHOOK_E2E_KUBECONFIG="$KUBECONFIG" GUARDHOOK_E2E_FLEET=0 GUARDHOOK_E2E_REQUIRE=1 \
         GUARDHOOK_E2E_IMAGE="${GUARDHOOK_E2E_IMAGE:-example.local/pause:3.9}" \
         "$PYTHON" -m pytest -q -rs -p no:cacheprovider e2e/test_group_makers.py -k hash
       kubectl delete namespace guardhook-e2e --wait=true --timeout=120s > /dev/null 2>&1 || true ;;
@@ -107,7 +111,7 @@ for suite in $SUITES; do
       step install 900 "$PROJECT/e2e/realcluster/install.sh" "$ARCHIVE"
       [ "$failed" = 0 ] || exit 1
       # shellcheck disable=SC2086
-      step e2e 2400 env GUARDHOOK_E2E_KUBECONFIG="$KUBECONFIG" GUARDHOOK_E2E_REALCLUSTER="$RC" \
+      step e2e 2400 env GUARDHOOK_E2E_KUBECONFIG="$KUBECONFIG" GUARDHOOK_E2E_REALCLUSTER="$RC" GUARDHOOK_E2E_REQUIRE=1 \
         GUARDHOOK_E2E_IMAGE="${GUARDHOOK_E2E_IMAGE:-example.local/pause:3.9}" \
         "$PYTHON" -m pytest -q -rs -p no:cacheprovider e2e ${E2E_ARGS:-} \
         --deselect e2e/test_group_makers.py::test_a_hash_lws_is_drained_one_group_at_a_time \
@@ -118,7 +122,7 @@ for suite in $SUITES; do
       # imported here too, for a run of this suite alone.
       "$RC/import-image.sh" "$ARCHIVE" > "$LOGS/helm-image.log" 2>&1 || { summary+=("realcluster: helm: image import FAILED"); failed=1; continue; }
       helm=${GUARDHOOK_HELM:-$("$PROJECT/.ci/helm.sh" 2> "$LOGS/helm-build.log")} || { summary+=("realcluster: helm: no helm (see $LOGS/helm-build.log)"); failed=1; continue; }
-      step e2e-helm 1800 env GUARDHOOK_E2E_KUBECONFIG="$KUBECONFIG" GUARDHOOK_E2E_HELM=1 GUARDHOOK_E2E_REPLACE=1 \
+      step e2e-helm 1800 env GUARDHOOK_E2E_KUBECONFIG="$KUBECONFIG" GUARDHOOK_E2E_HELM=1 GUARDHOOK_E2E_REPLACE=1 GUARDHOOK_E2E_REQUIRE=1 \
         GUARDHOOK_HELM="$helm" GUARDHOOK_E2E_IMAGE="${GUARDHOOK_E2E_IMAGE:-example.local/pause:3.9}" \
         "$PYTHON" -m pytest -q -rs -p no:cacheprovider e2e/test_helm.py ;;
     *) echo "realcluster: unknown suite $suite" >&2; failed=1 ;;
