@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from guardhook.capacity.index import index_for
 from guardhook.cluster.view.manifests import ManifestError, load_paths
 from guardhook.cluster.view.static import embedded_fleet_objects, embedded_fleet_view, view_from_paths
 from guardhook.cluster.view.store import PODS, ClusterView
@@ -150,13 +151,14 @@ def test_malformed_objects_do_not_break_the_view() -> None:
     assert pod is not None and pod.labels == {} and pod.requests == {}
 
 
-def test_a_view_no_longer_used_is_freed_with_its_group_index() -> None:
-    # The index is kept in a weak mapping keyed by its view: it must not keep the view alive.
+def test_a_view_no_longer_used_is_freed_with_its_group_and_capacity_indexes() -> None:
+    # Each index is kept in a weak mapping keyed by its view: it must not keep the view alive.
     import gc
     import weakref
 
     view = embedded_fleet_view()
     group_index(view)
+    index_for(view).free(("cpu",))  # reads the view (device counts) through its reference
     gone = weakref.ref(view)
     del view
     gc.collect()

@@ -114,7 +114,9 @@ class CapacityIndex:
         self._group_pods: dict[str, np.ndarray] = {}
         self.gated = 0
         """Non-terminal, unbound pods held by scheduling gates (not counted as pending)."""
-        self._view: ClusterView | None = None
+        # Weak: the index is the value of a weak mapping keyed by the view (index_for), and a strong
+        # reference back would keep every view alive.
+        self._view_ref: weakref.ref[ClusterView] | None = None
         self._matcher = ClassMatcher()
         self._allocation = Allocation()
         self._devices: tuple[tuple[int, int], DeviceCounts] | None = None
@@ -123,6 +125,10 @@ class CapacityIndex:
         self._remembered: dict[tuple[Any, ...], Any] = {}
         self._remembered_state: tuple[int, int, int] = (-1, 0, 0)
 
+    def _view(self) -> ClusterView | None:
+        """The view this index follows; None for an index without one or whose view is gone."""
+        return None if self._view_ref is None else self._view_ref()
+
     # ---- building and feeding ----------------------------------------------------------------
 
     @classmethod
@@ -130,7 +136,7 @@ class CapacityIndex:
         """Build an index from everything in `view` and subscribe it to the view's changes."""
         with view.lock:
             index = cls(view.lock)
-            index._view = view
+            index._view_ref = weakref.ref(view)
             for node in view.nodes():
                 index.on_change(NODES, None, node)
             for pod in view.all_pods():
@@ -301,7 +307,7 @@ class CapacityIndex:
         for i, column in enumerate(columns):
             if column is not None:
                 out[:, i] = self._alloc[:n, column] - self._used[:n, column]
-        devices = self.devices() if self._view is not None else None
+        devices = self.devices() if self._view() is not None else None
         if devices is None or not devices.names:
             return out
         for i, (name, column) in enumerate(zip(resources, columns, strict=True)):
@@ -318,7 +324,7 @@ class CapacityIndex:
         first use and rebuilt when a DeviceClass or DeviceTaintRule changed; ResourceSlice and
         ResourceClaim changes are applied as they come, and nodes first seen widen it. An index
         without a view has none."""
-        view = self._view
+        view = self._view()
         if view is None:
             return DeviceCounts(self.rows)
         key = _device_generations(view)
@@ -414,7 +420,7 @@ class CapacityIndex:
     def state(self) -> tuple[int, int, int]:
         """What a decision's arrays follow: `version`, and the view's DeviceClass and
         DeviceTaintRule generations (the device counts are rebuilt from those)."""
-        view = self._view
+        view = self._view()
         return (self.version, 0, 0) if view is None else (self.version, *_device_generations(view))
 
     def remembered(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
