@@ -489,3 +489,32 @@ def test_sarif_of_a_denial_is_an_error_and_of_unreadable_input_a_failed_run(
     assert any(r["level"] == "error" and r["ruleId"] == "group-pdb" for r in sarif_run["results"])
     errors = [n for n in sarif_run["invocations"][0]["toolExecutionNotifications"] if n["level"] == "error"]
     assert errors and "no such file or folder" in errors[0]["message"]["text"]
+
+
+def test_a_document_that_is_no_object_gets_a_note_and_fails_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A kustomize JSON patch and a values file beside the manifests were skipped without a word.
+    folder = tmp_path / "overlay"
+    folder.mkdir()
+    write(folder, "patch.yaml", "- op: replace\n  path: /spec/replicas\n  value: 3\n")
+    write(folder, "values.yaml", "---\nimage: vllm\n---\n")
+    write(folder, "lws.yaml", Path(LWS).read_text())
+    code, _, err = run(capsys, str(folder))
+    assert code == 0
+    assert (
+        f"guardhook check: note: {folder}/patch.yaml: document 1 (line 1) skipped: a YAML list, not a" in err
+    )
+    assert (
+        f"guardhook check: note: {folder}/values.yaml: document 1 (line 2) skipped: a mapping with no kind"
+        in err
+    )
+    assert err.count(") skipped: ") == 2  # the empty document after the values says nothing
+    assert summary(err)[0] == "1"
+
+    code, lines, _ = run(capsys, "--format", "json", str(folder))
+    assert json.loads("\n".join(lines))["skippedDocuments"] == [
+        f"{folder}/patch.yaml: document 1 (line 1) skipped: a YAML list, not a Kubernetes object "
+        "(a kustomize JSON patch is one)",
+        f"{folder}/values.yaml: document 1 (line 2) skipped: a mapping with no kind, not a Kubernetes object",
+    ]

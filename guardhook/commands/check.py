@@ -21,7 +21,7 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from guardhook.commands.common import EXIT_USAGE, add_config_flags
 
@@ -49,6 +49,9 @@ class CheckResult:
     objects: int = 0
     unjudged: list[Unjudged] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    skipped_documents: list[str] = field(default_factory=list)
+    """Documents read that hold no Kubernetes object (guardhook.cluster.view.manifests.parse_documents):
+    a note each, never an error (a kustomize JSON patch beside the manifests is one)."""
 
     @property
     def violations(self) -> list[Finding]:
@@ -61,18 +64,35 @@ class CheckResult:
         return EXIT_DENIED if any(f.outcome == "denied" for f in self.findings) else EXIT_CLEAN
 
 
-def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> tuple[list[Located], list[str]]:
+class ReadManifests(NamedTuple):
+    """What `read_manifests` read: the objects, one error line per path or file that could not be
+    read, and one note line per document that holds no object."""
+
+    located: list[Located]
+    errors: list[str]
+    skipped_documents: list[str]
+
+
+def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> ReadManifests:
     """Objects from files, folders and "-" (stdin), and one error line per path or file that could
     not be read (a missing path, bytes that are not UTF-8, text that is not YAML/JSON): one bad file
-    never hides the objects of the others."""
+    never hides the objects of the others. A document that is no object (a YAML list, a mapping with
+    no kind) is noted, not an error."""
     from pathlib import Path
 
-    from guardhook.cluster.view.manifests import ManifestError, parse_text, walk_manifest_files
+    from guardhook.cluster.view.manifests import ManifestError, parse_documents, walk_manifest_files
     from guardhook.commands.scan import Located
     from guardhook.commands.synthetic import with_namespace
 
     located: list[Located] = []
     errors: list[str] = []
+    skipped: list[str] = []
+
+    def parse(text: str, source: str) -> None:
+        manifests, not_objects = parse_documents(text, source)
+        located.extend(Located(m.source, m.obj, m.document, m.line) for m in manifests)
+        skipped.extend(not_objects)
+
     for path in paths:
         try:
             if path == STDIN:
@@ -80,7 +100,7 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> tuple[l
                     text = (stdin or sys.stdin).read()
                 except (OSError, UnicodeDecodeError) as exc:
                     raise ManifestError(f"-: cannot read standard input: {exc}") from exc
-                located += [Located(STDIN, m.obj, m.document, m.line) for m in parse_text(text, STDIN)]
+                parse(text, STDIN)
                 continue
         except ManifestError as exc:
             errors.append(str(exc))
@@ -90,14 +110,15 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> tuple[l
         for file in files:
             try:
                 text = file.read_text(encoding="utf-8")
-                located += [Located(m.source, m.obj, m.document, m.line) for m in parse_text(text, str(file))]
+                parse(text, str(file))
             except OSError as exc:
                 errors.append(f"{file}: cannot read: {exc.strerror or exc}")
             except UnicodeDecodeError as exc:
                 errors.append(f"{file}: cannot read: {exc}")
             except ManifestError as exc:
                 errors.append(str(exc))
-    return [Located(i.source, with_namespace(i.obj), i.document, i.line) for i in located], errors
+    located = [Located(i.source, with_namespace(i.obj), i.document, i.line) for i in located]
+    return ReadManifests(located, errors, skipped)
 
 
 def check(
@@ -120,7 +141,7 @@ def check(
     from guardhook.policies import REGISTRY
 
     policies = REGISTRY if policies is None else policies
-    read, errors = read_manifests(paths, stdin)
+    read, errors, skipped_documents = read_manifests(paths, stdin)
     manifests, invalid = valid_objects(read)
     extras = [with_namespace(m.obj) for m in load_paths(cluster_state)] if cluster_state else []
     known = [*extras, *(with_namespace(obj) for obj in context)]
@@ -145,7 +166,7 @@ def check(
         for note in unjudged(manifests, known, active)
         if (note.source, note.kind, note.namespace, note.name, note.policy) not in judged
     ]
-    return CheckResult([*invalid, *findings], skipped, len(read), notes, errors)
+    return CheckResult([*invalid, *findings], skipped, len(read), notes, errors, skipped_documents)
 
 
 SCHEMA_POLICY = "schema"
@@ -204,6 +225,8 @@ def render_text(result: CheckResult, out: TextIO, err: TextIO, output: Output | 
         output.finding(finding.line(), finding.action)
     for note in result.unjudged:
         output.note(f"guardhook check: note: {note.line()}")
+    for line in result.skipped_documents:
+        output.note(f"guardhook check: note: {line}")
     for error in result.errors:
         print(f"guardhook check: {error}", file=err)
     if not result.objects and not result.errors:
@@ -235,14 +258,15 @@ def summary_row(result: CheckResult) -> tuple[str, ...]:
 
 def render_json(result: CheckResult, out: TextIO) -> None:
     """`{"objects", "violations": [Finding…], "notJudged": [Unjudged…], "skipped": {policy: why},
-    "errors": [line…], "exitCode"}` on `out` (camelCase keys throughout; a finding from a file
-    says which YAML document (`document`, 0 for the first) and the line it starts on
-    (`documentLine`))."""
+    "skippedDocuments": [line…], "errors": [line…], "exitCode"}` on `out` (camelCase keys
+    throughout; a finding from a file says which YAML document (`document`, 0 for the first) and the
+    line it starts on (`documentLine`))."""
     document = {
         "objects": result.objects,
         "violations": [f.as_dict() for f in result.violations],
         "notJudged": [n.as_dict() for n in result.unjudged],
         "skipped": result.skipped,
+        "skippedDocuments": result.skipped_documents,
         "errors": result.errors if result.objects or result.errors else [NO_OBJECTS],
         "exitCode": result.exit_code,
     }
@@ -301,6 +325,7 @@ def render_sarif(result: CheckResult, out: TextIO) -> None:
                         {"level": "note", "message": {"text": f"{policy} skipped: {why}"}}
                         for policy, why in result.skipped.items()
                     ),
+                    *({"level": "note", "message": {"text": line}} for line in result.skipped_documents),
                 ],
             }
         ],

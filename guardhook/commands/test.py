@@ -245,7 +245,7 @@ def _resource_outcomes(
     names = _paths(suite, "resources", path)
     if not names:
         return {}
-    located, errors = read_manifests([str(path.parent / n) for n in names])
+    located, errors, _ = read_manifests([str(path.parent / n) for n in names])
     if errors:
         raise SuiteError(f"{path}: resources: {errors[0]}")
     valid, invalid = valid_objects(located)

@@ -92,6 +92,13 @@ def _unique_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def parse_text(text: str, source: str) -> list[Manifest]:
     """Parse YAML (one or many documents) or JSON text. Raises ManifestError naming `source`,
     also for a mapping that repeats a key (kubectl refuses those too)."""
+    return parse_documents(text, source)[0]
+
+
+def parse_documents(text: str, source: str) -> tuple[list[Manifest], list[str]]:
+    """`parse_text`, and one line per non-empty document that holds no Kubernetes object (a YAML
+    list such as a kustomize JSON patch, a scalar, a mapping without a kind): "<source>: document N
+    (line L) skipped: <why>". Raises ManifestError as parse_text."""
     try:
         docs = _documents(text)
     except yaml.YAMLError as exc:
@@ -99,9 +106,28 @@ def parse_text(text: str, source: str) -> list[Manifest]:
             docs = [(1, json.loads(text, object_pairs_hook=_unique_json_object))]
         except ValueError:
             raise ManifestError(f"{source}: not valid YAML or JSON: {yaml_error_line(exc)}") from exc
-    return [
-        Manifest(source, obj, index, line) for index, (line, doc) in enumerate(docs) for obj in flatten(doc)
-    ]
+    manifests: list[Manifest] = []
+    skipped: list[str] = []
+    for index, (line, doc) in enumerate(docs):
+        objects = [Manifest(source, obj, index, line) for obj in flatten(doc)]
+        why = _not_an_object(doc) if not objects else ""
+        if why:
+            skipped.append(f"{source}: document {index + 1} (line {line}) skipped: {why}")
+        manifests += objects
+    return manifests, skipped
+
+
+def _not_an_object(doc: Any) -> str:
+    """Why a document yielded no object, or "" for an empty one (a stray `---`, an empty List)."""
+    if doc is None or doc == {}:
+        return ""
+    if isinstance(doc, list):
+        return "a YAML list, not a Kubernetes object (a kustomize JSON patch is one)"
+    if not isinstance(doc, dict):
+        return f"a {type(doc).__name__}, not a Kubernetes object"
+    if not isinstance(doc.get("kind"), str):
+        return "a mapping with no kind, not a Kubernetes object"
+    return ""
 
 
 MAX_EXPANDED_VALUES = 1_000_000
