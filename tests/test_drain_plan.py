@@ -361,3 +361,32 @@ def test_an_unreadable_budget_annotation_is_a_warning_naming_the_default(tmp_pat
         'annotation guardhook.io/max-disrupted-groups: "two" cannot be read; '
         "the configured maxDisruptedGroups (1) is used instead"
     ]
+
+
+def test_an_lws_with_no_pod_is_a_note_left_out_of_the_plan_and_its_exit_code(tmp_path: Path) -> None:
+    # audit counts a podless LWS's groups broken; drain-plan said nothing of it. Counting them in the
+    # rebuild made every drain of such a cluster exit 1 (an LWS whose controller never ran), so the
+    # plan names it and leaves it out.
+    def podless(objects: list[KubeObject]) -> None:
+        twin = copy.deepcopy(find(objects, "LeaderWorkerSet", "llm-xl"))
+        twin["metadata"].update(name="llm-idle", uid="uid-llm-idle")
+        objects.append(twin)
+
+    def no_replicas(objects: list[KubeObject]) -> None:
+        podless(objects)
+        find(objects, "LeaderWorkerSet", "llm-idle")["spec"]["replicas"] = 0
+
+    state = fleet(podless)
+    plan = plan_drain(state, ["gpu-node-01"], PARAMS)
+    assert [p.as_dict() for p in plan.podless] == [{"namespace": "serve", "name": "llm-idle", "broken": 4}]
+    assert "llm-idle" not in {row.name for row in plan.lws} and plan.ok
+    assert plan_drain(fleet(no_replicas), ["gpu-node-01"], PARAMS).podless == ()  # asks for no group
+
+    text = drain_cli(tmp_path, "gpu-node-01", state=state)
+    assert text.returncode == 0, text.stderr
+    assert (
+        "  note: serve/llm-idle has no pod: its 4 groups are broken (as audit says) and left out of this "
+        "plan" in text.stdout
+    )
+    document = json.loads(drain_cli(tmp_path, "--format", "json", "gpu-node-01", state=state).stdout)
+    assert document["podless"] == [{"namespace": "serve", "name": "llm-idle", "broken": 4}]

@@ -143,6 +143,14 @@ def render_text(plan: DrainPlan, out: TextIO) -> None:
     for item in plan.lws:
         for warning in item.warnings:
             print(f"  warning: {item.namespace}/{item.name}: {warning}", file=out)
+    for podless in plan.podless:
+        print(
+            f"  note: {podless.namespace}/{podless.name} has no pod: its {podless.broken} "
+            f"group{_s(podless.broken)} {'is' if podless.broken == 1 else 'are'} broken (as audit says) "
+            "and left out of this plan, as no drain loses or rebuilds what was never made "
+            "(is its controller running? a quota?)",
+            file=out,
+        )
     print(
         f"Waves: {len(plan.waves)} (each starts once the groups broken before it are whole again)", file=out
     )

@@ -42,7 +42,7 @@ from guardhook.planning.evictions import GroupRef, LwsKey, Refusal, evict_in_tur
 from guardhook.planning.rebuild import GangSetKey, Rebuild, rebuild_everything
 from guardhook.policies.group_eviction import eviction_context
 from guardhook.policies.shared.gang_budget import gang_disruption, gang_reading
-from guardhook.policies.shared.group_budget import BrokenGroups
+from guardhook.policies.shared.group_budget import BrokenGroups, broken_in_view
 from guardhook.wire import KubeObject
 
 GROUPS_LISTED = 1000
@@ -148,6 +148,21 @@ class GangDrain:
 
 
 @dataclass(frozen=True)
+class PodlessLws:
+    """An LWS the view holds no live pod of while its `spec.replicas` asks for groups: `audit`
+    counts those `broken`, but nothing made them yet (no LWS controller running, a quota, an
+    admission refusal), so no drain loses or rebuilds them and the plan leaves them out. Said as a
+    note, not counted against the plan: a fleet where one LWS never started can still be drained."""
+
+    namespace: str
+    name: str
+    broken: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"namespace": self.namespace, "name": self.name, "broken": self.broken}
+
+
+@dataclass(frozen=True)
 class DrainPlan:
     """The whole answer. `ok`: every lost group and gang can be rebuilt and no node is blocked."""
 
@@ -160,6 +175,8 @@ class DrainPlan:
     """The planned nodes already draining, and why (guardhook.cluster.going.draining)."""
     gangs: tuple[GangDrain, ...] = ()
     """The gang sets that lose a pod on the nodes or have a broken gang, by namespace, kind, name."""
+    podless: tuple[PodlessLws, ...] = ()
+    """LWSs with groups to make and no pod at all, by namespace and name: left out of the plan."""
 
     @property
     def ok(self) -> bool:
@@ -176,6 +193,7 @@ class DrainPlan:
             "lws": [item.as_dict() for item in self.lws],
             "draining": dict(self.draining),
             "gangs": [item.as_dict() for item in self.gangs],
+            "podless": [item.as_dict() for item in self.podless],
             "rebuildable": self.ok,
         }
 
@@ -226,7 +244,22 @@ def plan_drain(
     )
     draining = {node: already[node] for node in order if node in already}
     gangs = tuple(_with_rebuild(gang, rebuilds.gangs.get(_set_key(gang))) for gang in gangs)
-    return DrainPlan(tuple(order), tuple(waves), tuple(blocked), tuple(at_once.refused), lws, draining, gangs)
+    podless = _podless(view, set(broken))
+    return DrainPlan(
+        tuple(order), tuple(waves), tuple(blocked), tuple(at_once.refused), lws, draining, gangs, podless
+    )
+
+
+def _podless(view: ClusterView, with_pods: set[LwsKey]) -> tuple[PodlessLws, ...]:
+    """Every LWS outside `with_pods` (those holding a live pod) that has broken groups: none of its
+    groups was ever made, or all of them are gone."""
+    found = []
+    for lws in view.all_lws():
+        if (lws.namespace, lws.name) not in with_pods:
+            broken = len(broken_in_view(view, lws))
+            if broken:
+                found.append(PodlessLws(lws.namespace, lws.name, broken))
+    return tuple(sorted(found, key=lambda item: (item.namespace, item.name)))
 
 
 def _lost_gangs(view: ClusterView, gangs: Sequence[GangDrain]) -> dict[GangSetKey, dict[str, int]]:
