@@ -307,6 +307,43 @@ def test_a_pdb_checked_without_its_lws_gets_a_note_instead_of_silence(
 
 
 @needs_group_pdb
+def test_a_pdb_beside_lws_pods_without_their_lws_gets_a_note_naming_the_lws(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A cluster dump's pods carry the LWS's name; they are no "other workload" that the PDB was
+    # judged against, so checking them with an LWS-wide PDB but not the LWS passed in silence.
+    from guardhook.cluster.view.static import embedded_fleet_objects
+
+    fleet = embedded_fleet_objects()
+    pods = [
+        obj
+        for obj in fleet
+        if obj["kind"] == "Pod"
+        and obj["metadata"]["labels"].get("leaderworkerset.sigs.k8s.io/name") == "llm-xl"
+    ]
+    assert len(pods) > 1
+    folder = tmp_path / "dump"
+    folder.mkdir()
+    write(folder, "pods.yaml", yaml.safe_dump_all(pods))
+    write(folder, "pdb.yaml", Path(PDB).read_text().replace(": llm\n", ": llm-xl\n"))
+    code, _, err = run(capsys, str(folder))
+    assert code == 0
+    [note] = [line for line in err.splitlines() if "note:" in line]
+    assert note == (
+        f"guardhook check: note: {folder}/pdb.yaml: PodDisruptionBudget serve/llm-xl: not judged by "
+        "[group-pdb]: its selector matches pods of LeaderWorkerSet llm-xl, which is not in the input or "
+        "context, so whether it selects across that LWS's groups is unknown; add the LeaderWorkerSet to "
+        "the input, or pass --cluster-state PATH or --kubeconfig FILE"
+    )
+    # with the LWS beside them, group-pdb judges the PDB (and denies it) and no note is left
+    [lws] = [obj for obj in fleet if obj["kind"] == "LeaderWorkerSet" and obj["metadata"]["name"] == "llm-xl"]
+    write(folder, "lws.yaml", yaml.safe_dump(lws))
+    code, lines, err = run(capsys, str(folder))
+    assert code == 1 and "note:" not in err
+    assert any("PodDisruptionBudget serve/llm-xl: Deny [group-pdb]" in line for line in lines)
+
+
+@needs_group_pdb
 def test_cluster_state_is_context_that_judges_the_input_and_is_not_checked(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

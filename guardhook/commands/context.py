@@ -8,7 +8,9 @@ in the input. So, for each such object, `check` asks whether anything in the inp
 
 - a PDB's, Service's or InferencePool's selector matches the pods of some LWS
   (guardhook.cluster.reach) or the pod template of some other workload (Deployment, StatefulSet,
-  DaemonSet, ReplicaSet, Job, CronJob, Pod) in its namespace;
+  DaemonSet, ReplicaSet, Job, CronJob, Pod) in its namespace — one whose labels name an LWS
+  (`leaderworkerset.sigs.k8s.io/name`, as a cluster dump's pods do) that is not there tells nothing,
+  and the note names that LWS;
 - a scaler's `scaleTargetRef` is not a StatefulSet (so not an LWS's), or names a StatefulSet that is
   in the input, or an LWS in its namespace lets the policy judge the StatefulSet by its name.
 
@@ -21,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from guardhook.cluster.lws import LeaderWorkerSet
+from guardhook.cluster.lws import NAME_LABEL, LeaderWorkerSet
 from guardhook.cluster.model import as_dict, metadata, str_map
 from guardhook.cluster.reach import reach
 from guardhook.cluster.selectors import Selector, SelectorError, from_label_selector, from_map, matches
@@ -148,8 +150,22 @@ def _selector_note(policy: str, selector: Selector | None, ns: _Namespace) -> tu
         return None  # a null selector matches nothing: there is nothing to judge
     if any(reach(selector, lws).any for lws in ns.lws):
         return None
-    if any(matches(selector, labels) for labels in ns.pod_labels):
-        return None
+    present = {lws.name for lws in ns.lws}
+    missing: set[str] = set()
+    for labels in ns.pod_labels:
+        if matches(selector, labels):
+            lws_name = labels.get(NAME_LABEL)
+            if lws_name is None or lws_name in present:
+                return None  # another workload's pods: the policy judged what it could
+            missing.add(lws_name)
+    if missing:
+        names = ", ".join(sorted(missing))
+        return (
+            policy,
+            f"its selector matches pods of LeaderWorkerSet {names}, which is not in the input or "
+            f"context, so whether it selects across that LWS's groups is unknown; add the "
+            f"LeaderWorkerSet to the input, {CONTEXT_FLAGS}",
+        )
     return (
         policy,
         "no LeaderWorkerSet (nor any other workload) in the input or context creates pods its "
