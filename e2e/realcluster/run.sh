@@ -4,7 +4,7 @@
 #
 #   1. the cluster binaries (build.sh: minutes cold, seconds warm) and images (images.sh); what an
 #      interrupted earlier run left in podman's store taken out (tidy-podman.sh);
-#   2. the cluster (up.sh);
+#   2. the cluster (down.sh --wipe first, so it is brand-new even after a killed run; up.sh);
 #   3. install_and_drain.sh N: guardhook from its own Dockerfile and manifests, `kubectl drain` N times
 #      with the LWS stand-in, none may break more than one group;
 #   3b. hash: LWS main's Hash group identity through the e2e stand-in (the CRD given its groupIdentity
@@ -88,6 +88,9 @@ if [ ! -s "$REALCLUSTER_WORK/images/pause.tar" ] || [ ! -s "$REALCLUSTER_WORK/im
   step images 900 "$RC/images.sh"
 fi
 step lws-build 1800 env KUBECTL="$REALCLUSTER_BIN/kubectl" "$PROJECT/e2e/realcluster/lws-build.sh"
+# A brand-new cluster every run: a run killed before its `down.sh --wipe` (a CI timeout) leaves its
+# cluster running, and up.sh would resume it, objects and all.
+step fresh 300 "$RC/down.sh" --wipe
 step up 300 "$RC/up.sh"
 [ "$failed" = 0 ] || exit 1
 
