@@ -472,3 +472,44 @@ def test_a_replica_that_stops_reconciling_stops_reporting_unnarrowed_objects() -
     stopped.set()  # the Lease is lost: the loop returns at once
     reconciler.run_until(lambda: view, stopped, 3600.0)
     assert registry.get_sample_value("guardhook_leader_service_unnarrowed", labels) == 0
+
+
+def test_the_standalone_command_holds_its_lease_and_narrows_a_service_created_after_it_started(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+    import time
+
+    from conftest import clean_env
+
+    def narrowed(fake: Any, name: str) -> bool:
+        return WORKER_INDEX in (fake.get("services", "serve", name) or {}).get("spec", {}).get("selector", {})
+
+    def wait_for(condition: Any, seconds: float = 60.0) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not condition():
+            time.sleep(0.1)
+        return bool(condition())
+
+    later = service()
+    later["metadata"]["name"] = "later-api"
+    with running_fake(unserved={"inferencepools"}) as fake:
+        fake.load([fleet_lws()])
+        fake.put("services", service())
+        kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
+        command = [sys.executable, "-m", "guardhook", RECONCILER, "--kubeconfig", str(kubeconfig)]
+        command += ["--namespace", "guardhook-system", "--interval", "3600"]
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=clean_env(tmp_path)
+        )
+        try:
+            assert wait_for(lambda: narrowed(fake, "llm-xl-api"))  # the first round
+            lease = fake.get("leases", "guardhook-system", "guardhook-leader-service-sync")
+            assert lease is not None and lease["spec"]["holderIdentity"]
+            fake.put("services", later)  # the watch wakes a round: the period is an hour
+            assert wait_for(lambda: narrowed(fake, "later-api"))
+        finally:
+            process.terminate()
+            output = process.communicate(timeout=30)[0].decode()
+        assert "successfully acquired lease" in output

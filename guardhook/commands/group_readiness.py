@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import threading
 from typing import Any
 
 from guardhook.commands.common import add_reconciler_flags
@@ -38,9 +36,9 @@ def run_group_readiness(args: argparse.Namespace) -> int:
     """`guardhook group-readiness`: exit 0; 1 when a `--once`/`--dry-run` round cannot list the
     cluster or had errors; 2 for an unusable kubeconfig or configuration, or when no cluster is
     configured (it never plans for the bundled sample fleet)."""
-    from guardhook.cluster.kube_transport import live_view
-    from guardhook.cluster.sources import choose_source, in_cluster_namespace, static_view
+    from guardhook.cluster.sources import choose_source, static_view
     from guardhook.commands.common import live_client, require_cluster
+    from guardhook.commands.reconciling import one_round, run_live
     from guardhook.config import load_config
     from guardhook.readiness.runner import Reconciler, run_elected
 
@@ -52,23 +50,14 @@ def run_group_readiness(args: argparse.Namespace) -> int:
         view = static_view(source, config.stale_after_seconds)
         _print_plan(Reconciler(None, all_lws).plan(view), view, all_lws)
         return 0
-    one_round = args.dry_run or args.once
-    api = live_client(source, retries=not one_round)  # a one-shot round: no silent retries
-    if one_round:
-        return _one_round(args, source, Reconciler(api, all_lws), config.stale_after_seconds)
-    live = live_view(source, config.stale_after_seconds)
+    once = args.dry_run or args.once
+    api = live_client(source, retries=not once)  # a one-shot round: no silent retries
     reconciler = Reconciler(api, all_lws)
-    reconciler.watch(live.view)
-    live.start()
-
-    def work(stop: threading.Event) -> None:
-        reconciler.run_until(lambda: live.view, stop, args.interval)
-
-    if args.elect:
-        run_elected(api, args.namespace or in_cluster_namespace(), work)
-    else:
-        work(threading.Event())
-    return 0
+    if once:
+        return one_round(
+            args, source, reconciler, config.stale_after_seconds, lambda p, v: _print_plan(p, v, all_lws)
+        )
+    return run_live(args, source, api, reconciler, config.stale_after_seconds, run_elected)
 
 
 def _print_plan(planned: Any, view: Any, all_lws: bool) -> None:
@@ -93,19 +82,3 @@ def nothing_to_plan(view: Any, all_lws: bool) -> str:
         )
     names = ", ".join(sorted(f"{lws.namespace}/{lws.name}" for lws in opted))
     return f"no leader pods yet of the opted-in LeaderWorkerSet{'s' if len(opted) > 1 else ''} {names}"
-
-
-def _one_round(args: argparse.Namespace, source: Any, reconciler: Any, stale_after: float) -> int:
-    from guardhook.cluster.kube_transport import snapshot_view
-
-    try:
-        view = snapshot_view(source, stale_after)
-    except Exception as exc:  # WatchError, connection errors: report, exit 1
-        print(json.dumps({"errors": [f"cannot list the cluster: {exc}"]}, indent=2))
-        return 1
-    if args.dry_run:
-        _print_plan(reconciler.plan(view), view, reconciler.all_lws)
-        return 0
-    outcome = reconciler.sync(view)
-    print(json.dumps(outcome.as_dict(), indent=2))
-    return 1 if outcome.errors else 0

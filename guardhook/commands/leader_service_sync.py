@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import threading
 from typing import Any
 
 from guardhook.commands.common import add_reconciler_flags
@@ -39,9 +38,9 @@ def run_leader_service_sync(args: argparse.Namespace) -> int:
     """`guardhook leader-service-sync`: exit 0; 1 when a `--once`/`--dry-run` round cannot list the
     cluster or had errors; 2 for an unusable kubeconfig or configuration, or when no cluster is
     configured."""
-    from guardhook.cluster.kube_transport import live_view
-    from guardhook.cluster.sources import choose_source, in_cluster_namespace
+    from guardhook.cluster.sources import choose_source
     from guardhook.commands.common import live_client, require_cluster
+    from guardhook.commands.reconciling import one_round, run_live
     from guardhook.config import load_config
     from guardhook.leadersync.runner import Reconciler, run_elected
 
@@ -50,23 +49,12 @@ def run_leader_service_sync(args: argparse.Namespace) -> int:
     require_cluster(source, "leader-service-sync")
     if not source.live:
         return _offline_plan(source, config)
-    one_round = args.dry_run or args.once
-    api = live_client(source, retries=not one_round)  # a one-shot round: no silent retries
-    if one_round:
-        return _one_round(args, source, Reconciler(api, lambda: config), config.stale_after_seconds)
-    live = live_view(source, config.stale_after_seconds)
+    once = args.dry_run or args.once
+    api = live_client(source, retries=not once)  # a one-shot round: no silent retries
     reconciler = Reconciler(api, lambda: config)
-    reconciler.watch(live.view)
-    live.start()
-
-    def work(stop: threading.Event) -> None:
-        reconciler.run_until(lambda: live.view, stop, args.interval)
-
-    if args.elect:
-        run_elected(api, args.namespace or in_cluster_namespace(), work)
-    else:
-        work(threading.Event())
-    return 0
+    if once:
+        return one_round(args, source, reconciler, config.stale_after_seconds, lambda p, _: _print_plan(p))
+    return run_live(args, source, api, reconciler, config.stale_after_seconds, run_elected)
 
 
 def _offline_plan(source: Any, config: Any) -> int:
@@ -84,19 +72,3 @@ def _offline_plan(source: Any, config: Any) -> int:
 def _print_plan(planned: Any) -> None:
     document = {"entries": [e.as_dict() for e in planned.entries], "warnings": planned.warnings}
     print(json.dumps(document, indent=2))
-
-
-def _one_round(args: argparse.Namespace, source: Any, reconciler: Any, stale_after: float) -> int:
-    from guardhook.cluster.kube_transport import snapshot_view
-
-    try:
-        view = snapshot_view(source, stale_after)
-    except Exception as exc:  # WatchError, connection errors: report, exit 1
-        print(json.dumps({"errors": [f"cannot list the cluster: {exc}"]}, indent=2))
-        return 1
-    if args.dry_run:
-        _print_plan(reconciler.plan(view))
-        return 0
-    outcome = reconciler.sync(view)
-    print(json.dumps(outcome.as_dict(), indent=2))
-    return 1 if outcome.errors else 0
