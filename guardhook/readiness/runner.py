@@ -198,11 +198,6 @@ def start_background_sync(
     --sync-group-readiness`). Without election, setting `stop` ends it; an elected one runs for the
     life of the process."""
     reconciler = Reconciler(api, all_lws, observer)
-    reconciler.watch(view)
-
-    def work(term: threading.Event) -> None:
-        reconciler.run_until(lambda: view, term, interval)
-
-    if elect:
-        return loop.start_background(NAME, work, api, namespace, LEASE_NAME)
-    return loop.start_background(NAME, work, stop=stop)
+    return loop.follow_in_background(
+        NAME, reconciler, view, interval, api, namespace, LEASE_NAME, elect, stop
+    )

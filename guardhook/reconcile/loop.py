@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes import client
 
@@ -96,3 +96,36 @@ def start_background(
     thread = threading.Thread(target=target, name=name, daemon=True)
     thread.start()
     return thread
+
+
+class Follower(Protocol):
+    """A reconciler that wakes on a live view's changes (`watch`) and runs rounds until stopped."""
+
+    def watch(self, view: ClusterView, /) -> None: ...
+
+    def run_until(self, current_view: ViewSource, stop: threading.Event, interval: float, /) -> None: ...
+
+
+def follow_in_background(
+    name: str,
+    follower: Follower,
+    view: ClusterView,
+    interval: float,
+    api: client.ApiClient,
+    namespace: str,
+    lease_name: str,
+    elect: bool = True,
+    stop: threading.Event | None = None,
+) -> threading.Thread:
+    """Subscribe `follower` to the live `view` and run its rounds (every `interval` seconds, and
+    when woken) on a daemon thread called `name` (`start_background`): with `elect`, only while
+    this replica holds the Lease `namespace/lease_name`, for the life of the process; without,
+    until `stop` is set. For `guardhook serve`'s background reconcilers."""
+    follower.watch(view)
+
+    def work(term: threading.Event) -> None:
+        follower.run_until(lambda: view, term, interval)
+
+    if elect:
+        return start_background(name, work, api, namespace, lease_name)
+    return start_background(name, work, stop=stop)
