@@ -363,10 +363,11 @@ def test_an_unreadable_budget_annotation_is_a_warning_naming_the_default(tmp_pat
     ]
 
 
-def test_an_lws_with_no_pod_is_a_note_left_out_of_the_plan_and_its_exit_code(tmp_path: Path) -> None:
-    # audit counts a podless LWS's groups broken; drain-plan said nothing of it. Counting them in the
-    # rebuild made every drain of such a cluster exit 1 (an LWS whose controller never ran), so the
-    # plan names it and leaves it out.
+def test_groups_with_no_pod_are_a_note_left_out_of_the_rebuild_and_its_exit_code(tmp_path: Path) -> None:
+    # audit counts groups with no pod broken; drain-plan said nothing of an LWS with no pod at all,
+    # and counted a half-made LWS's missing groups as lost (exit 1). Nothing made those pods (no
+    # LWS controller running, a quota; a group with no room has Pending pods), so no drain loses
+    # them and no room makes them: whole LWS or some groups, the plan names them and leaves them out.
     def podless(objects: list[KubeObject]) -> None:
         twin = copy.deepcopy(find(objects, "LeaderWorkerSet", "llm-xl"))
         twin["metadata"].update(name="llm-idle", uid="uid-llm-idle")
@@ -376,17 +377,52 @@ def test_an_lws_with_no_pod_is_a_note_left_out_of_the_plan_and_its_exit_code(tmp
         podless(objects)
         find(objects, "LeaderWorkerSet", "llm-idle")["spec"]["replicas"] = 0
 
-    state = fleet(podless)
-    plan = plan_drain(state, ["gpu-node-01"], PARAMS)
-    assert [p.as_dict() for p in plan.podless] == [{"namespace": "serve", "name": "llm-idle", "broken": 4}]
-    assert "llm-idle" not in {row.name for row in plan.lws} and plan.ok
-    assert plan_drain(fleet(no_replicas), ["gpu-node-01"], PARAMS).podless == ()  # asks for no group
+    def half_made(objects: list[KubeObject]) -> None:
+        find(objects, "LeaderWorkerSet", "llm-xl")["spec"]["replicas"] = 8
 
-    text = drain_cli(tmp_path, "gpu-node-01", state=state)
+    state = fleet(podless)
+    plan = plan_drain(state, ["gpu-node-16"], PARAMS)
+    assert [p.as_dict() for p in plan.podless] == [
+        {"namespace": "serve", "name": "llm-idle", "count": 4, "groups": ["0", "1", "2", "3"], "noPod": True}
+    ]
+    assert "llm-idle" not in {row.name for row in plan.lws} and plan.ok
+    assert plan_drain(fleet(no_replicas), ["gpu-node-16"], PARAMS).podless == ()  # asks for no group
+
+    half = plan_drain(fleet(half_made), ["gpu-node-01"], PARAMS)
+    [row] = [row for row in half.lws if row.name == "llm-xl"]
+    assert (row.broken, row.lost, row.rebuildable, half.ok) == (("4", "5", "6", "7"), 1, 1, True)
+    assert [(p.name, p.count, p.groups, p.no_pod) for p in half.podless] == [
+        ("llm-xl", 4, ("4", "5", "6", "7"), False)
+    ]
+
+    text = drain_cli(tmp_path, "gpu-node-16", state=state)
     assert text.returncode == 0, text.stderr
+    assert "  No LeaderWorkerSet group loses a pod and none with pods is broken." in text.stdout
     assert (
-        "  note: serve/llm-idle has no pod: its 4 groups are broken (as audit says) and left out of this "
-        "plan" in text.stdout
+        "  note: serve/llm-idle has no pod: its 4 groups are broken and left out of this plan: no drain "
+        "loses them and none makes them (is the LWS controller running? a quota?)"
+    ) in text.stdout.splitlines()
+    half_text = drain_cli(tmp_path, "gpu-node-16", state=fleet(half_made))
+    assert half_text.returncode == 0, half_text.stderr
+    assert (
+        "  note: serve/llm-xl: 4 groups (4, 5, 6, 7) with no pod are broken and left out" in half_text.stdout
     )
-    document = json.loads(drain_cli(tmp_path, "--format", "json", "gpu-node-01", state=state).stdout)
-    assert document["podless"] == [{"namespace": "serve", "name": "llm-idle", "broken": 4}]
+    document = json.loads(drain_cli(tmp_path, "--format", "json", "gpu-node-16", state=state).stdout)
+    assert [p["name"] for p in document["podless"]] == ["llm-idle"]
+
+
+def test_an_lws_whose_pods_all_failed_is_rebuilt_not_called_podless() -> None:
+    # Failed pods are no live pods, but their groups were made: the LWS controller recreates them,
+    # so the rebuild asks room for them, as it does for terminating ones.
+    def all_failed(objects: list[KubeObject]) -> None:
+        for obj in objects:
+            if (
+                obj["kind"] == "Pod"
+                and obj["metadata"].get("labels", {}).get("leaderworkerset.sigs.k8s.io/name") == "llm-xl"
+            ):
+                obj.setdefault("status", {})["phase"] = "Failed"
+
+    plan = plan_drain(fleet(all_failed), ["gpu-node-01"], PARAMS)
+    assert [p.name for p in plan.podless] == []
+    [row] = [row for row in plan.lws if row.name == "llm-xl"]
+    assert (row.broken, row.lost) == (("0", "1", "2", "3"), 4)

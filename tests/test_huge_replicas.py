@@ -194,8 +194,11 @@ def test_drain_plan_counts_groups_without_pods_and_lists_a_bounded_few(
     document = plan_drain(huge_cluster(), ["node-0-1"], {}).as_dict()
     row = document["lws"][0]
     assert row["losing"] == ["0"] and row["broken"] == [str(g) for g in range(2, GROUPS_LISTED + 2)]
-    assert row["brokenNotListed"] == INT32_MAX - 2 - GROUPS_LISTED and row["lost"] == INT32_MAX - 1
-    assert row["rebuildable"] == 3  # 3 nodes left, 3 pod slots each, 2 taken by group 1's pods
+    assert row["brokenNotListed"] == INT32_MAX - 2 - GROUPS_LISTED
+    # the groups with no pod are a note, not a rebuild: only group 0, which the drain loses
+    assert (row["lost"], row["rebuildable"]) == (1, 1)
+    [podless] = document["podless"]
+    assert podless["count"] == INT32_MAX - 2 and podless["groups"] == row["broken"] and not podless["noPod"]
     assert f"{INT32_MAX - 2} of its groups are broken" in document["refusedAtOnce"][0]["reason"]
 
 

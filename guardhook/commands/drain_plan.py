@@ -21,7 +21,7 @@ from guardhook.commands.common import EXIT_USAGE, SourceError, add_view_flags, l
 
 if TYPE_CHECKING:
     from guardhook.cluster.sources import Source
-    from guardhook.planning.drain import DrainPlan, Wave
+    from guardhook.planning.drain import DrainPlan, PodlessGroups, Wave
     from guardhook.wire import KubeObject
 
 log = logging.getLogger("guardhook")
@@ -138,19 +138,14 @@ def render_text(plan: DrainPlan, out: TextIO) -> None:
         for row in rows:
             print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)
     else:
-        print("  No LeaderWorkerSet group loses a pod and none is broken.", file=out)
+        with_pods = " with pods" if plan.podless else ""
+        print(f"  No LeaderWorkerSet group loses a pod and none{with_pods} is broken.", file=out)
     _render_gangs(plan, out)
     for item in plan.lws:
         for warning in item.warnings:
             print(f"  warning: {item.namespace}/{item.name}: {warning}", file=out)
     for podless in plan.podless:
-        print(
-            f"  note: {podless.namespace}/{podless.name} has no pod: its {podless.broken} "
-            f"group{_s(podless.broken)} {'is' if podless.broken == 1 else 'are'} broken (as audit says) "
-            "and left out of this plan, as no drain loses or rebuilds what was never made "
-            "(is its controller running? a quota?)",
-            file=out,
-        )
+        print(f"  note: {_podless_sentence(podless)}", file=out)
     print(
         f"Waves: {len(plan.waves)} (each starts once the groups broken before it are whole again)", file=out
     )
@@ -181,6 +176,23 @@ def render_text(plan: DrainPlan, out: TextIO) -> None:
             print(line + (f" ({gang.short})" if gang.short else ""), file=out)
     if not plan.lws and not any(gang.lost for gang in plan.gangs):
         print("  nothing to rebuild", file=out)
+
+
+def _podless_sentence(podless: PodlessGroups) -> str:
+    """The note on an LWS's groups with no live pod (guardhook.planning.drain.PodlessGroups)."""
+    count = podless.count
+    named = ", ".join(podless.groups) + (" …" if len(podless.groups) < count else "")
+    if podless.no_pod:
+        what = f"{podless.namespace}/{podless.name} has no pod: its {count} group{_s(count)}"
+    else:
+        what = f"{podless.namespace}/{podless.name}: {count} group{_s(count)}" + (
+            f" ({named})" if named else ""
+        )
+        what += " with no pod"
+    return (
+        f"{what} {'is' if count == 1 else 'are'} broken and left out of this plan: no drain loses them "
+        "and none makes them (is the LWS controller running? a quota?)"
+    )
 
 
 def _render_gangs(plan: DrainPlan, out: TextIO) -> None:

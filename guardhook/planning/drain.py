@@ -11,8 +11,8 @@
   eviction can ever take (budget 0, or a PDB that allows no disruption with every group whole) is
   blocked: no wave drains it.
 - After the drain: can each lost group be rebuilt (guardhook.planning.rebuild)? Lost are the groups
-  losing a pod on the drained nodes and every group already broken, of any LWS (they compete for
-  the same free capacity).
+  losing a pod on the drained nodes and every group already broken that has a pod, of any LWS (they
+  compete for the same free capacity); groups with no live pod are a note (PodlessGroups).
 - Workload API gangs (`disruptionMode: all` PodGroups, guardhook.groups.podgroup) are evicted in
   the waves under their own budget per set, as group-eviction judges them; per set the plan lists
   the PodGroups losing a pod and those already broken, and whether each can be placed whole again
@@ -25,6 +25,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -42,7 +43,7 @@ from guardhook.planning.evictions import GroupRef, LwsKey, Refusal, evict_in_tur
 from guardhook.planning.rebuild import GangSetKey, Rebuild, rebuild_everything
 from guardhook.policies.group_eviction import eviction_context
 from guardhook.policies.shared.gang_budget import gang_disruption, gang_reading
-from guardhook.policies.shared.group_budget import BrokenGroups, broken_in_view
+from guardhook.policies.shared.group_budget import BrokenGroups, broken_in_view, budget_of
 from guardhook.wire import KubeObject
 
 GROUPS_LISTED = 1000
@@ -78,8 +79,9 @@ class Wave:
 @dataclass(frozen=True)
 class LwsDrain:
     """One LeaderWorkerSet under the drain: its group budget, the groups that lose a pod on the
-    drained nodes (`losing`), those already broken, how many groups are `lost` in all (the union)
-    and how many of them can be rebuilt, and what the rest lack (`short`)."""
+    drained nodes (`losing`), those already broken, how many groups are `lost` in all (the union,
+    less the broken groups with no pod: PodlessGroups) and how many of them can be rebuilt, and
+    what the rest lack (`short`)."""
 
     namespace: str
     name: str
@@ -148,18 +150,28 @@ class GangDrain:
 
 
 @dataclass(frozen=True)
-class PodlessLws:
-    """An LWS the view holds no live pod of while its `spec.replicas` asks for groups: `audit`
-    counts those `broken`, but nothing made them yet (no LWS controller running, a quota, an
-    admission refusal), so no drain loses or rebuilds them and the plan leaves them out. Said as a
-    note, not counted against the plan: a fleet where one LWS never started can still be drained."""
+class PodlessGroups:
+    """The groups of one LWS that have no live pod while its `spec.replicas` asks for them (`count`;
+    `groups` names the first GROUPS_LISTED of them, none for a Hash LWS, whose groups with no pod
+    have no key; `no_pod`: the LWS has no live pod at all). `audit` and the budget count them broken,
+    but nothing made their pods yet (no LWS controller running, a quota, an admission refusal; a
+    group with no room has Pending pods), so no drain loses them and no room after it makes them:
+    the plan leaves them out of the rebuild and its exit code, and says so in a note."""
 
     namespace: str
     name: str
-    broken: int
+    count: int
+    groups: tuple[GroupKey, ...]
+    no_pod: bool
 
     def as_dict(self) -> dict[str, Any]:
-        return {"namespace": self.namespace, "name": self.name, "broken": self.broken}
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "count": self.count,
+            "groups": list(self.groups),
+            "noPod": self.no_pod,
+        }
 
 
 @dataclass(frozen=True)
@@ -175,8 +187,8 @@ class DrainPlan:
     """The planned nodes already draining, and why (guardhook.cluster.going.draining)."""
     gangs: tuple[GangDrain, ...] = ()
     """The gang sets that lose a pod on the nodes or have a broken gang, by namespace, kind, name."""
-    podless: tuple[PodlessLws, ...] = ()
-    """LWSs with groups to make and no pod at all, by namespace and name: left out of the plan."""
+    podless: tuple[PodlessGroups, ...] = ()
+    """Per LWS, by namespace and name, its groups with no live pod: left out of the rebuild."""
 
     @property
     def ok(self) -> bool:
@@ -220,8 +232,10 @@ def plan_drain(
     at_once = evict_in_turn(view, _pods_on(view, order), params)
     waves, blocked = _waves(view, order, params)
     losing, broken, budgets = _groups(view, order, params, every_lws=True)
-    # BrokenGroups, not sets: an LWS may have 2^31 - 1 groups with no pods, counted, not listed
-    lost = {key: broken[key].with_groups(losing.get(key, ()), "loses a pod") for key in broken}
+    podless = _podless(view, broken, budgets, params)
+    # BrokenGroups, not sets: an LWS may have 2^31 - 1 groups with no pods, counted, not listed.
+    # Only groups with pods are rebuilt (PodlessGroups says why).
+    lost = {key: broken[key].with_pods().with_groups(losing.get(key, ()), "loses a pod") for key in broken}
     gangs = _gang_sets(view, order, params)
     rebuilds = rebuild_everything(objects, order, lost, _lost_gangs(view, gangs))
     rebuilt = rebuilds.lws
@@ -244,22 +258,32 @@ def plan_drain(
     )
     draining = {node: already[node] for node in order if node in already}
     gangs = tuple(_with_rebuild(gang, rebuilds.gangs.get(_set_key(gang))) for gang in gangs)
-    podless = _podless(view, set(broken))
     return DrainPlan(
         tuple(order), tuple(waves), tuple(blocked), tuple(at_once.refused), lws, draining, gangs, podless
     )
 
 
-def _podless(view: ClusterView, with_pods: set[LwsKey]) -> tuple[PodlessLws, ...]:
-    """Every LWS outside `with_pods` (those holding a live pod) that has broken groups: none of its
-    groups was ever made, or all of them are gone."""
+def _podless(
+    view: ClusterView,
+    broken: dict[LwsKey, BrokenGroups],
+    budgets: dict[LwsKey, int],
+    params: Mapping[str, Any],
+) -> tuple[PodlessGroups, ...]:
+    """Every LWS's groups with no live pod (PodlessGroups), by namespace and name. An LWS with no
+    live pod but broken groups that have pods (every pod Failed) is added to `broken` and `budgets`
+    (in place): its controller recreates those groups, so the rebuild asks room for them."""
+    default = int(params.get("maxDisruptedGroups", 1))
     found = []
-    for lws in view.all_lws():
-        if (lws.namespace, lws.name) not in with_pods:
-            broken = len(broken_in_view(view, lws))
-            if broken:
-                found.append(PodlessLws(lws.namespace, lws.name, broken))
-    return tuple(sorted(found, key=lambda item: (item.namespace, item.name)))
+    for lws in sorted(view.all_lws(), key=lambda item: (item.namespace, item.name)):
+        key = (lws.namespace, lws.name)
+        no_pod = key not in broken
+        groups = broken[key] if not no_pod else broken_in_view(view, lws)
+        if no_pod and groups.with_pods():
+            broken[key], budgets[key] = groups, budget_of(lws, default)
+        if groups.empty_count:
+            shown = tuple(itertools.islice(groups.empty_indexes(), GROUPS_LISTED))
+            found.append(PodlessGroups(lws.namespace, lws.name, groups.empty_count, shown, no_pod))
+    return tuple(found)
 
 
 def _lost_gangs(view: ClusterView, gangs: Sequence[GangDrain]) -> dict[GangSetKey, dict[str, int]]:

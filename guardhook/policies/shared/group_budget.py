@@ -119,6 +119,12 @@ class BrokenGroups(Mapping[GroupKey, str]):
         empty = itertools.islice(self.empty_indexes(), limit)
         return list(heapq.merge(sorted(self.listed, key=key_order), empty, key=key_order))
 
+    def with_pods(self) -> BrokenGroups:
+        """A copy holding only the broken groups that have pods (`populated`): the groups with
+        none — never made, or every pod gone — are left out (`empty_count` 0)."""
+        listed = {key: why for key, why in self.listed.items() if key in self.populated}
+        return BrokenGroups(listed, self.replicas, self.populated, None, self.recorded, self.hashed)
+
     def with_group(self, index: GroupKey, why: str) -> BrokenGroups:
         """A copy with group `index` broken for `why`, unless it is broken already."""
         return self.with_groups((index,), why)
