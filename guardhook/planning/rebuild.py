@@ -3,8 +3,9 @@ cluster minus the drained nodes.
 
 Modelled as the LWS rebuilds a group (RecreateGroupOnPodRestart): every pod of a lost group is
 removed and recreated with it, so the nodes its other pods held free up; the drained nodes take
-nothing; groups already broken count as lost (drain-plan leaves out those with no pod). Other pods on a drained node that a controller
-other than a DaemonSet owns are recreated elsewhere: they become pending and claim capacity
+nothing; groups already broken count as lost (drain-plan leaves out those with no pod). Other
+pods on a drained node that a controller other than a DaemonSet owns are recreated elsewhere:
+they become pending and claim capacity
 first. LeaderWorkerSets are rebuilt one after another (by namespace and name), each seeing the
 groups rebuilt before it as pending pods, since rebuilds compete for the same free capacity.
 
