@@ -5,9 +5,9 @@ Modelled as the LWS rebuilds a group (RecreateGroupOnPodRestart): every pod of a
 removed and recreated with it, so the nodes its other pods held free up; the drained nodes take
 nothing; groups already broken count as lost (drain-plan leaves out those with no pod). Other
 pods on a drained node that a controller other than a DaemonSet owns are recreated elsewhere:
-they become pending and claim capacity
-first. LeaderWorkerSets are rebuilt one after another (by namespace and name), each seeing the
-groups rebuilt before it as pending pods, since rebuilds compete for the same free capacity.
+they become pending and claim capacity first. LeaderWorkerSets are rebuilt one after another (by
+namespace and name), each seeing the groups rebuilt before it as pending pods, since rebuilds
+compete for the same free capacity.
 
 Workload API gangs (`disruptionMode: all` PodGroups, guardhook.groups.podgroup) are re-placed after
 them, gang by gang and all or nothing (a gang schedules whole or not at all): every pod of a lost
