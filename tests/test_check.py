@@ -407,7 +407,9 @@ def test_input_without_any_kubernetes_object_exits_2(
 ) -> None:
     code, lines, err = run(capsys, write(tmp_path, "empty.yaml", text))
     assert (code, lines) == (2, [])
-    assert "no Kubernetes object (a document with apiVersion and kind) in the input" in err
+    *notes, error = err.splitlines()  # the documents skipped, then one error line: no table
+    assert error == "guardhook check: no Kubernetes object (a document with a kind) in the input"
+    assert all(note.startswith("guardhook check: note: ") for note in notes)
     code, lines, _ = run(capsys, "--format", "json", str(tmp_path / "empty.yaml"))
     assert code == 2 and json.loads("\n".join(lines))["exitCode"] == 2
 
@@ -531,27 +533,73 @@ def test_sarif_of_a_denial_is_an_error_and_of_unreadable_input_a_failed_run(
 def test_a_document_that_is_no_object_gets_a_note_and_fails_nothing(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    # A kustomize JSON patch and a values file beside the manifests were skipped without a word.
+    # A kustomize JSON patch, a values file and a scalar beside the manifests were skipped without
+    # a word.
     folder = tmp_path / "overlay"
     folder.mkdir()
     write(folder, "patch.yaml", "- op: replace\n  path: /spec/replicas\n  value: 3\n")
-    write(folder, "values.yaml", "---\nimage: vllm\n---\n")
+    write(folder, "values.yaml", "---\nimage: vllm\n---\n---\nkind: 5\n---\ntrue\n")
     write(folder, "lws.yaml", Path(LWS).read_text())
     code, _, err = run(capsys, str(folder))
     assert code == 0
-    assert (
-        f"guardhook check: note: {folder}/patch.yaml: document 1 (line 1) skipped: a YAML list, not a" in err
-    )
-    assert (
-        f"guardhook check: note: {folder}/values.yaml: document 1 (line 2) skipped: a mapping with no kind"
-        in err
-    )
-    assert err.count(") skipped: ") == 2  # the empty document after the values says nothing
+    notes = [
+        line.removeprefix("guardhook check: note: ")
+        for line in err.splitlines()
+        if "document at line" in line
+    ]
+    assert notes == [
+        f"{folder}/patch.yaml: document at line 1 skipped: a list, not a Kubernetes object (a kustomize JSON "
+        "patch is one)",
+        f"{folder}/values.yaml: document at line 2 skipped: a mapping with no kind, not a Kubernetes object",
+        f"{folder}/values.yaml: document at line 5 skipped: a mapping whose kind is not a string (5), not a "
+        "Kubernetes object",
+        f"{folder}/values.yaml: document at line 7 skipped: a boolean, not a Kubernetes object",
+    ]  # the empty documents say nothing
     assert summary(err)[0] == "1"
 
     code, lines, _ = run(capsys, "--format", "json", str(folder))
-    assert json.loads("\n".join(lines))["skippedDocuments"] == [
-        f"{folder}/patch.yaml: document 1 (line 1) skipped: a YAML list, not a Kubernetes object "
-        "(a kustomize JSON patch is one)",
-        f"{folder}/values.yaml: document 1 (line 2) skipped: a mapping with no kind, not a Kubernetes object",
+    skipped = json.loads("\n".join(lines))["skippedDocuments"]
+    assert [(s["source"], s["document"], s["documentLine"]) for s in skipped] == [
+        (f"{folder}/patch.yaml", 0, 1),
+        (f"{folder}/values.yaml", 0, 2),  # numbered as a finding's `document`: 0 for the first
+        (f"{folder}/values.yaml", 2, 5),
+        (f"{folder}/values.yaml", 3, 7),
+    ]
+
+
+def test_a_kustomize_overlay_is_noted_not_judged_as_objects(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # An overlay folder: its Kustomization and the patches it names are no objects; judged alone, a
+    # strategic-merge patch was "Invalid" (exit 1) and a folder of a Kustomization and a JSON patch
+    # passed as "1 object" with nothing checked.
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    write(
+        overlay,
+        "kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../base]\n"
+        "patches:\n- path: replicas.yaml\n- path: ops.yaml\n  target: {kind: LeaderWorkerSet}\n",
+    )
+    write(
+        overlay,
+        "replicas.yaml",
+        "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\n"
+        "metadata: {name: llm}\nspec: {replicas: 6}\n",
+    )
+    write(overlay, "ops.yaml", "- op: replace\n  path: /spec/replicas\n  value: 6\n")
+    code, lines, err = run(capsys, str(overlay))
+    assert (code, lines) == (2, [])
+    kustomization = overlay / "kustomization.yaml"
+    assert err.splitlines() == [
+        f"guardhook check: note: {kustomization}: document at line 1 skipped: a kustomize Kustomization, "
+        "not a Kubernetes object: check `kustomize build`'s output instead (kustomize build DIR | guardhook "
+        "check -)",
+        f"guardhook check: note: {overlay}/ops.yaml: document at line 1 skipped: a kustomize patch "
+        f"({kustomization} names it), not an object: check `kustomize build`'s output instead (kustomize "
+        "build DIR | guardhook check -)",
+        f"guardhook check: note: {overlay}/replicas.yaml: document at line 1 skipped: a kustomize patch "
+        f"({kustomization} names it), not an object: check `kustomize build`'s output instead (kustomize "
+        "build DIR | guardhook check -)",
+        "guardhook check: no Kubernetes object (a document with a kind) in the input",
     ]

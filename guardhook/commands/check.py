@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 from guardhook.commands.common import EXIT_USAGE, add_config_flags
 
 if TYPE_CHECKING:
+    from guardhook.cluster.view.manifests import SkippedDocument
     from guardhook.commands.context import Unjudged
     from guardhook.commands.output import Output
     from guardhook.commands.scan import Finding, Located
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 EXIT_CLEAN = 0
 EXIT_DENIED = 1
 STDIN = "-"
-NO_OBJECTS = "no Kubernetes object (a document with apiVersion and kind) in the input"
+NO_OBJECTS = "no Kubernetes object (a document with a kind) in the input"
 
 
 @dataclass
@@ -49,7 +50,7 @@ class CheckResult:
     objects: int = 0
     unjudged: list[Unjudged] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    skipped_documents: list[str] = field(default_factory=list)
+    skipped_documents: list[SkippedDocument] = field(default_factory=list)
     """Documents read that hold no Kubernetes object (guardhook.cluster.view.manifests.parse_documents):
     a note each, never an error (a kustomize JSON patch beside the manifests is one)."""
 
@@ -70,23 +71,31 @@ class ReadManifests(NamedTuple):
 
     located: list[Located]
     errors: list[str]
-    skipped_documents: list[str]
+    skipped_documents: list[SkippedDocument]
 
 
 def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> ReadManifests:
     """Objects from files, folders and "-" (stdin), and one error line per path or file that could
     not be read (a missing path, bytes that are not UTF-8, text that is not YAML/JSON): one bad file
     never hides the objects of the others. A document that is no object (a YAML list, a mapping with
-    no kind) is noted, not an error."""
+    no kind, a kustomize Kustomization, a patch a Kustomization beside it names) is noted, not an
+    error."""
     from pathlib import Path
 
-    from guardhook.cluster.view.manifests import ManifestError, parse_documents, walk_manifest_files
+    from guardhook.cluster.view.manifests import (
+        KUSTOMIZE_BUILD,
+        ManifestError,
+        SkippedDocument,
+        kustomize_patches,
+        parse_documents,
+        walk_manifest_files,
+    )
     from guardhook.commands.scan import Located
     from guardhook.commands.synthetic import with_namespace
 
     located: list[Located] = []
     errors: list[str] = []
-    skipped: list[str] = []
+    skipped: list[SkippedDocument] = []
 
     def parse(text: str, source: str) -> None:
         manifests, not_objects = parse_documents(text, source)
@@ -107,7 +116,13 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> ReadMan
             continue
         files, problems = walk_manifest_files(Path(path))
         errors += problems
+        patches = kustomize_patches(files)
         for file in files:
+            kustomization = patches.get(file.resolve())
+            if kustomization is not None:
+                why = f"a kustomize patch ({kustomization} names it), not an object: {KUSTOMIZE_BUILD}"
+                skipped.append(SkippedDocument(str(file), 0, 1, why))
+                continue
             try:
                 text = file.read_text(encoding="utf-8")
                 parse(text, str(file))
@@ -214,23 +229,28 @@ def valid_objects(objects: Sequence[Located]) -> tuple[list[Located], list[Findi
 
 def render_text(result: CheckResult, out: TextIO, err: TextIO, output: Output | None = None) -> None:
     """One line per finding on `out` (wrapped and coloured on a terminal: guardhook.commands.output);
-    on `err`, skipped policies (once each), notes on what could not be judged, unreadable input and
-    the summary table (SUMMARY_HEADER); `output.quiet` keeps the findings and unreadable input only."""
+    on `err`, skipped policies (once each), notes on what could not be judged or was skipped,
+    unreadable input and the summary table (SUMMARY_HEADER); `output.quiet` keeps the findings and
+    unreadable input only. Input with no object at all gets its skipped documents' notes and one
+    error line (NO_OBJECTS), nothing else."""
     from guardhook.commands.output import Output
 
     output = output or Output(out, err)
+    if not result.objects and not result.errors:  # nothing judged: why, and the notes that tell why
+        for document in result.skipped_documents:
+            output.note(f"guardhook check: note: {document.text()}")
+        print(f"guardhook check: {NO_OBJECTS}", file=err)
+        return
     for policy_id, why in result.skipped.items():
         output.note(f"guardhook check: {policy_id} skipped: {why}")
     for finding in result.violations:
         output.finding(finding.line(), finding.action)
     for note in result.unjudged:
         output.note(f"guardhook check: note: {note.line()}")
-    for line in result.skipped_documents:
-        output.note(f"guardhook check: note: {line}")
+    for document in result.skipped_documents:
+        output.note(f"guardhook check: note: {document.text()}")
     for error in result.errors:
         print(f"guardhook check: {error}", file=err)
-    if not result.objects and not result.errors:
-        print(f"guardhook check: {NO_OBJECTS}", file=err)
     if not output.quiet:
         output.table(SUMMARY_HEADER, [summary_row(result)], stream=err)
 
@@ -266,7 +286,7 @@ def render_json(result: CheckResult, out: TextIO) -> None:
         "violations": [f.as_dict() for f in result.violations],
         "notJudged": [n.as_dict() for n in result.unjudged],
         "skipped": result.skipped,
-        "skippedDocuments": result.skipped_documents,
+        "skippedDocuments": [document.as_dict() for document in result.skipped_documents],
         "errors": result.errors if result.objects or result.errors else [NO_OBJECTS],
         "exitCode": result.exit_code,
     }
@@ -325,7 +345,10 @@ def render_sarif(result: CheckResult, out: TextIO) -> None:
                         {"level": "note", "message": {"text": f"{policy} skipped: {why}"}}
                         for policy, why in result.skipped.items()
                     ),
-                    *({"level": "note", "message": {"text": line}} for line in result.skipped_documents),
+                    *(
+                        {"level": "note", "message": {"text": document.text()}}
+                        for document in result.skipped_documents
+                    ),
                 ],
             }
         ],

@@ -95,10 +95,34 @@ def parse_text(text: str, source: str) -> list[Manifest]:
     return parse_documents(text, source)[0]
 
 
-def parse_documents(text: str, source: str) -> tuple[list[Manifest], list[str]]:
-    """`parse_text`, and one line per non-empty document that holds no Kubernetes object (a YAML
-    list such as a kustomize JSON patch, a scalar, a mapping without a kind): "<source>: document N
-    (line L) skipped: <why>". Raises ManifestError as parse_text."""
+@dataclass(frozen=True)
+class SkippedDocument:
+    """A document read that holds no Kubernetes object, where it is (`document`: its index in the
+    file, 0 for the first, as Manifest.document; `line`: the line it starts on) and why."""
+
+    source: str
+    document: int
+    line: int
+    why: str
+
+    def text(self) -> str:
+        """`source: document at line L skipped: why`."""
+        return f"{self.source}: document at line {self.line} skipped: {self.why}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form, keyed like a finding's location (`message` holds the reason)."""
+        return {
+            "source": self.source,
+            "document": self.document,
+            "documentLine": self.line,
+            "message": self.why,
+        }
+
+
+def parse_documents(text: str, source: str) -> tuple[list[Manifest], list[SkippedDocument]]:
+    """`parse_text`, and a SkippedDocument for each non-empty document that holds no Kubernetes
+    object (a YAML list such as a kustomize JSON patch, a scalar, a mapping without a kind, a
+    kustomize Kustomization or Component). Raises ManifestError as parse_text."""
     try:
         docs = _documents(text)
     except yaml.YAMLError as exc:
@@ -107,26 +131,72 @@ def parse_documents(text: str, source: str) -> tuple[list[Manifest], list[str]]:
         except ValueError:
             raise ManifestError(f"{source}: not valid YAML or JSON: {yaml_error_line(exc)}") from exc
     manifests: list[Manifest] = []
-    skipped: list[str] = []
+    skipped: list[SkippedDocument] = []
     for index, (line, doc) in enumerate(docs):
-        objects = [Manifest(source, obj, index, line) for obj in flatten(doc)]
-        why = _not_an_object(doc) if not objects else ""
+        why = not_an_object(doc)
         if why:
-            skipped.append(f"{source}: document {index + 1} (line {line}) skipped: {why}")
-        manifests += objects
+            skipped.append(SkippedDocument(source, index, line, why))
+            continue
+        manifests += [Manifest(source, obj, index, line) for obj in flatten(doc)]
     return manifests, skipped
 
 
-def _not_an_object(doc: Any) -> str:
-    """Why a document yielded no object, or "" for an empty one (a stray `---`, an empty List)."""
+KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+"""The names kustomize reads a folder's Kustomization from (its RecognizedKustomizationFileNames)."""
+KUSTOMIZE_BUILD = "check `kustomize build`'s output instead (kustomize build DIR | guardhook check -)"
+
+
+def kustomize_patches(files: Iterable[Path]) -> dict[Path, Path]:
+    """Patch file -> the Kustomization among `files` that names it (`patches[].path`,
+    `patchesStrategicMerge[]`, `patchesJson6902[].path`, relative to the Kustomization's folder). A
+    patch is a fragment kustomize merges into an object (`kind: LeaderWorkerSet` with a name and
+    one field), not an object: judged alone it is invalid. An unreadable Kustomization names none."""
+    found: dict[Path, Path] = {}
+    for file in files:
+        if file.name not in KUSTOMIZATION_FILES:
+            continue
+        try:
+            doc = yaml.safe_load(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        if not isinstance(doc, dict):
+            continue
+        named: list[Any] = []
+        for field_name in ("patches", "patchesJson6902"):
+            entries = doc.get(field_name)
+            named += (
+                [e.get("path") for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+            )
+        merges = doc.get("patchesStrategicMerge")
+        named += merges if isinstance(merges, list) else []
+        for name in named:
+            if isinstance(name, str) and name and "\n" not in name:  # an inline patch holds newlines
+                found[(file.parent / name).resolve()] = file
+    return found
+
+
+KUSTOMIZE_KINDS = frozenset({"Kustomization", "Component"})
+"""kustomize's own files (kustomize.config.k8s.io): build instructions, not objects of a cluster."""
+_TYPE_NAMES = {"str": "a string", "int": "a number", "float": "a number", "bool": "a boolean"}
+
+
+def not_an_object(doc: Any) -> str:
+    """Why a decoded document holds no Kubernetes object, or "" when it holds some or is empty (a
+    stray `---`, `{}`)."""
     if doc is None or doc == {}:
         return ""
     if isinstance(doc, list):
-        return "a YAML list, not a Kubernetes object (a kustomize JSON patch is one)"
+        return "a list, not a Kubernetes object (a kustomize JSON patch is one)"
     if not isinstance(doc, dict):
-        return f"a {type(doc).__name__}, not a Kubernetes object"
-    if not isinstance(doc.get("kind"), str):
+        name = type(doc).__name__
+        return f"{_TYPE_NAMES.get(name, 'a ' + name)}, not a Kubernetes object"
+    kind = doc.get("kind")
+    if kind is None:
         return "a mapping with no kind, not a Kubernetes object"
+    if not isinstance(kind, str):
+        return f"a mapping whose kind is not a string ({kind!r}), not a Kubernetes object"
+    if kind in KUSTOMIZE_KINDS and str(doc.get("apiVersion") or "").startswith("kustomize.config.k8s.io/"):
+        return f"a kustomize {kind}, not a Kubernetes object: {KUSTOMIZE_BUILD}"
     return ""
 
 
