@@ -278,6 +278,22 @@ def test_a_new_lws_beside_a_cluster_dump_is_still_judged_for_room(tmp_path: Path
 # ---- what check cannot judge, context, and input it cannot read ---------------------------------
 
 PDB = f"{MANIFESTS}/lws-wide-pdb/pdb.yaml"
+DEPLOYMENT_APP_LLM_XL = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: serve}
+spec:
+  selector: {matchLabels: {app: llm-xl}}
+  template:
+    metadata: {labels: {app: llm-xl}}
+    spec: {containers: [{name: c, image: web}]}
+"""
+SERVICE_APP_LLM_XL = """apiVersion: v1
+kind: Service
+metadata: {name: api, namespace: serve}
+spec:
+  selector: {app: llm-xl}
+  ports: [{port: 80}]
+"""
 LWS = f"{MANIFESTS}/lws-wide-pdb/lws.yaml"
 
 
@@ -331,10 +347,43 @@ def test_a_pdb_beside_lws_pods_without_their_lws_gets_a_note_naming_the_lws(
     [note] = [line for line in err.splitlines() if "note:" in line]
     assert note == (
         f"guardhook check: note: {folder}/pdb.yaml: PodDisruptionBudget serve/llm-xl: not judged by "
-        "[group-pdb]: its selector matches pods of LeaderWorkerSet llm-xl, which is not in the input or "
-        "context, so whether it selects across that LWS's groups is unknown; add the LeaderWorkerSet to "
-        "the input, or pass --cluster-state PATH or --kubeconfig FILE"
+        "[group-pdb]: its selector matches pods of more than one group of LeaderWorkerSet llm-xl, which is "
+        "not in the input or context, so it could not be judged against that LWS (a budget across groups "
+        "is what [group-pdb] refuses); add the LeaderWorkerSet to the input, or pass --cluster-state PATH "
+        "or --kubeconfig FILE"
     )
+    # whatever else its selector matches too: a Deployment of the same app label hid the note
+    write(folder, "deploy.yaml", DEPLOYMENT_APP_LLM_XL)
+    code, _, err = run(capsys, str(folder))
+    assert code == 0 and "[group-pdb]: its selector matches pods of more than one group" in err
+    (folder / "deploy.yaml").unlink()
+    # a per-group PDB: the pods show it stays in group 0, and there is nothing to say
+    write(
+        folder,
+        "pdb.yaml",
+        Path(PDB)
+        .read_text()
+        .replace(
+            "leaderworkerset.sigs.k8s.io/name: llm\n",
+            'leaderworkerset.sigs.k8s.io/name: llm-xl\n      leaderworkerset.sigs.k8s.io/group-index: "0"\n',
+        ),
+    )
+    code, _, err = run(capsys, str(folder))
+    assert code == 0 and "note:" not in err
+    # a Service: a note when it reaches workers, none when only leaders
+    write(folder, "pdb.yaml", SERVICE_APP_LLM_XL)
+    code, _, err = run(capsys, str(folder))
+    assert "[leader-service]: its selector matches worker pods of LeaderWorkerSet llm-xl" in err
+    write(
+        folder,
+        "pdb.yaml",
+        SERVICE_APP_LLM_XL.replace(
+            "app: llm-xl", "app: llm-xl, leaderworkerset.sigs.k8s.io/worker-index: '0'"
+        ),
+    )
+    code, _, err = run(capsys, str(folder))
+    assert code == 0 and "note:" not in err
+    write(folder, "pdb.yaml", Path(PDB).read_text().replace(": llm\n", ": llm-xl\n"))
     # with the LWS beside them, group-pdb judges the PDB (and denies it) and no note is left
     [lws] = [obj for obj in fleet if obj["kind"] == "LeaderWorkerSet" and obj["metadata"]["name"] == "llm-xl"]
     write(folder, "lws.yaml", yaml.safe_dump(lws))
@@ -603,3 +652,21 @@ def test_a_kustomize_overlay_is_noted_not_judged_as_objects(
         "build DIR | guardhook check -)",
         "guardhook check: no Kubernetes object (a document with a kind) in the input",
     ]
+
+
+@needs_group_pdb
+def test_a_pdb_without_a_namespace_beside_its_lws_is_told_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Applied with `-n serve`, a file often has no namespace: checked, it lands in "default" and the
+    # note said nothing of the LWS right beside it.
+    pdb = yaml.safe_load(Path(PDB).read_text())
+    del pdb["metadata"]["namespace"]
+    path = write(tmp_path, "pdb.yaml", yaml.safe_dump(pdb))
+    code, _, err = run(capsys, LWS, path)
+    assert code == 0
+    [note] = [line for line in err.splitlines() if "note:" in line]
+    assert (
+        "(LeaderWorkerSet serve/llm in another namespace has pods it would match: does it lack its "
+        "namespace?)" in note
+    )

@@ -8,9 +8,10 @@ in the input. So, for each such object, `check` asks whether anything in the inp
 
 - a PDB's, Service's or InferencePool's selector matches the pods of some LWS
   (guardhook.cluster.reach) or the pod template of some other workload (Deployment, StatefulSet,
-  DaemonSet, ReplicaSet, Job, CronJob, Pod) in its namespace — one whose labels name an LWS
-  (`leaderworkerset.sigs.k8s.io/name`, as a cluster dump's pods do) that is not there tells nothing,
-  and the note names that LWS;
+  DaemonSet, ReplicaSet, Job, CronJob, Pod) in its namespace. Pods whose labels name an LWS that
+  is not there (`leaderworkerset.sigs.k8s.io/name`, as a cluster dump's pods do) get a note naming
+  it, whatever else matches, unless their own labels answer the policy: all in one group (a PDB),
+  all leaders (a Service or pool);
 - a scaler's `scaleTargetRef` is not a StatefulSet (so not an LWS's), or names a StatefulSet that is
   in the input, or an LWS in its namespace lets the policy judge the StatefulSet by its name.
 
@@ -20,10 +21,16 @@ When nothing does, the object gets a note (Unjudged) instead of silence.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from guardhook.cluster.lws import NAME_LABEL, LeaderWorkerSet
+from guardhook.cluster.lws import (
+    GROUP_INDEX_LABEL,
+    GROUP_KEY_LABEL,
+    NAME_LABEL,
+    WORKER_INDEX_LABEL,
+    LeaderWorkerSet,
+)
 from guardhook.cluster.model import as_dict, metadata, str_map
 from guardhook.cluster.reach import reach
 from guardhook.cluster.selectors import Selector, SelectorError, from_label_selector, from_map, matches
@@ -97,11 +104,11 @@ def unjudged(
         ns = namespaces[str(metadata(obj).get("namespace") or "")]
         found: tuple[str, str] | None = None
         if kind == "PodDisruptionBudget" and "group-pdb" in policies:
-            found = _selector_note("group-pdb", _pdb_selector(obj), ns)
+            found = _selector_note("group-pdb", _pdb_selector(obj), ns, namespaces)
         elif kind in TRAFFIC_KINDS and "leader-service" in policies:
             traffic = traffic_selector(obj)
             if traffic is not None:
-                found = _selector_note("leader-service", from_map(traffic.selector), ns)
+                found = _selector_note("leader-service", from_map(traffic.selector), ns, namespaces)
         elif kind in SCALER_KINDS and "pod-counted-scaler" in policies:
             found = _scaler_note(obj, ns)
         if found is not None:
@@ -145,33 +152,72 @@ def _pdb_selector(pdb: KubeObject) -> Selector | None:
         return None  # the policy reports a malformed selector itself
 
 
-def _selector_note(policy: str, selector: Selector | None, ns: _Namespace) -> tuple[str, str] | None:
+def _selector_note(
+    policy: str, selector: Selector | None, ns: _Namespace, namespaces: Mapping[str, _Namespace]
+) -> tuple[str, str] | None:
     if selector is None:
         return None  # a null selector matches nothing: there is nothing to judge
     if any(reach(selector, lws).any for lws in ns.lws):
         return None
+    matched = [labels for labels in ns.pod_labels if matches(selector, labels)]
     present = {lws.name for lws in ns.lws}
-    missing: set[str] = set()
-    for labels in ns.pod_labels:
-        if matches(selector, labels):
-            lws_name = labels.get(NAME_LABEL)
-            if lws_name is None or lws_name in present:
-                return None  # another workload's pods: the policy judged what it could
-            missing.add(lws_name)
+    missing: defaultdict[str, list[dict[str, str]]] = defaultdict(list)
+    for labels in matched:
+        lws_name = labels.get(NAME_LABEL)
+        if lws_name is not None and lws_name not in present:
+            missing[lws_name].append(labels)
     if missing:
-        names = ", ".join(sorted(missing))
-        return (
-            policy,
-            f"its selector matches pods of LeaderWorkerSet {names}, which is not in the input or "
-            f"context, so whether it selects across that LWS's groups is unknown; add the "
-            f"LeaderWorkerSet to the input, {CONTEXT_FLAGS}",
-        )
+        return _missing_lws_note(policy, missing)
+    if matched:
+        return None  # another workload's pods (or an LWS's that is here): the policy judged them
+    elsewhere = sorted(
+        f"{name}/{lws.name}"
+        for name, other in namespaces.items()
+        if other is not ns
+        for lws in other.lws
+        if reach(selector, lws).any
+    )
+    hint = (
+        f" (LeaderWorkerSet {', '.join(elsewhere)} in another namespace has pods it would match: does it "
+        "lack its namespace?)"
+        if elsewhere
+        else ""
+    )
     return (
         policy,
         "no LeaderWorkerSet (nor any other workload) in the input or context creates pods its "
-        f"selector matches, so whether it selects the pods of LWS groups is unknown; add the "
+        f"selector matches, so whether it selects the pods of LWS groups is unknown{hint}; add the "
         f"LeaderWorkerSet to the input, {CONTEXT_FLAGS}",
     )
+
+
+def _missing_lws_note(policy: str, missing: dict[str, list[dict[str, str]]]) -> tuple[str, str] | None:
+    """The note for a selector matching pods whose LWS (`missing`: name -> the labels matched) is
+    not in the input or context, or None when those pods' own labels already answer the policy's
+    question: group-pdb's, whether the selector spans groups (all in one group: no); leader-service's,
+    whether it reaches workers (only leaders, worker-index 0: no)."""
+    if policy == "group-pdb":
+        spanning = sorted(name for name, pods in missing.items() if len({_group_of(p) for p in pods}) > 1)
+        what, refused = "pods of more than one group of", "a budget across groups"
+    else:
+        spanning = sorted(
+            name for name, pods in missing.items() if any(p.get(WORKER_INDEX_LABEL, "0") != "0" for p in pods)
+        )
+        what, refused = "worker pods of", "traffic to workers"
+    if not spanning:
+        return None
+    names = ", ".join(spanning)
+    return (
+        policy,
+        f"its selector matches {what} LeaderWorkerSet {names}, which is not in the input or context, so "
+        f"it could not be judged against that LWS ({refused} is what [{policy}] refuses); add the "
+        f"LeaderWorkerSet to the input, {CONTEXT_FLAGS}",
+    )
+
+
+def _group_of(labels: dict[str, str]) -> str:
+    """A pod's group as its labels name it (a Hash group's key, else its ordinal), "" when neither."""
+    return labels.get(GROUP_KEY_LABEL) or labels.get(GROUP_INDEX_LABEL) or ""
 
 
 def _scaler_note(scaler: KubeObject, ns: _Namespace) -> tuple[str, str] | None:
