@@ -182,6 +182,9 @@ def test_certificates_that_do_not_load_are_refused_before_serving(tmp_path: Path
         (["serve", "--namespace", "kube_system"], "argument --namespace: 'kube_system' is not a valid name"),
         (["pdb-sync", "--namespace", "a" * 64], "is not a valid name"),
         (["group-readiness", "--namespace", "ns_1"], "argument --namespace: 'ns_1' is not a valid name"),
+        # An empty node name was planned as "unknown node:  (not in …)".
+        (["drain-plan", ""], "argument NODE: '' is not a valid name"),
+        (["drain-plan", "gpu-node-01", "Node_B"], "argument NODE: 'Node_B' is not a valid name"),
     ],
 )
 def test_unusable_flag_values_exit_2_naming_the_flag(

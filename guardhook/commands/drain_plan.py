@@ -17,6 +17,7 @@ import logging
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
+from guardhook.commands import argtypes
 from guardhook.commands.common import EXIT_USAGE, SourceError, add_view_flags, live_client, using_source
 
 if TYPE_CHECKING:
@@ -38,7 +39,13 @@ def add_parser(commands: Any) -> None:
         "drain-plan",
         help="plan draining nodes in groups: waves within each LWS's group budget, rebuild feasibility",
     )
-    drain.add_argument("nodes", nargs="*", metavar="NODE", help="nodes to drain, in the order to try them")
+    drain.add_argument(
+        "nodes",
+        nargs="*",
+        metavar="NODE",
+        type=argtypes.dns_subdomain,
+        help="nodes to drain, in the order to try them",
+    )
     drain.add_argument(
         "--draining",
         action="store_true",
