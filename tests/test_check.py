@@ -670,3 +670,27 @@ def test_a_pdb_without_a_namespace_beside_its_lws_is_told_so(
         "(LeaderWorkerSet serve/llm in another namespace has pods it would match: does it lack its "
         "namespace?)" in note
     )
+
+
+def test_what_a_list_holds_that_is_no_object_gets_a_note(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = write(
+        tmp_path,
+        "lists.yaml",
+        "apiVersion: v1\nkind: List\nitems:\n- just-a-string\n- {replicas: 3}\n"
+        "- {apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: serve}}\n---\n"
+        "apiVersion: v1\nkind: PodList\nitems: oops\n",
+    )
+    code, _, err = run(capsys, path)
+    assert code == 0
+    assert [
+        line.removeprefix(f"guardhook check: note: {path}: ")
+        for line in err.splitlines()
+        if "skipped" in line and path in line
+    ] == [
+        "document at line 1 skipped: item 0 of a List is a string, not a Kubernetes object",
+        "document at line 1 skipped: item 1 of a List is a mapping with no kind, not a Kubernetes object",
+        "document at line 8 skipped: the items of a PodList are not a list, so it holds no object",
+    ]
+    assert summary(err)[0] == "1"

@@ -138,7 +138,25 @@ def parse_documents(text: str, source: str) -> tuple[list[Manifest], list[Skippe
             skipped.append(SkippedDocument(source, index, line, why))
             continue
         manifests += [Manifest(source, obj, index, line) for obj in flatten(doc)]
+        skipped += [SkippedDocument(source, index, line, why) for why in _list_junk(doc)]
     return manifests, skipped
+
+
+def _list_junk(doc: Any) -> list[str]:
+    """Why each part of a List kind (`kind: List`, `PodList`, nested) holds no object, as flatten
+    skips it: `items` that is not a list, an item that is no object."""
+    if not (isinstance(doc, dict) and str(doc.get("kind") or "").endswith("List") and "items" in doc):
+        return []
+    items, kind = doc["items"], doc["kind"]
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        return [f"the items of a {kind} are not a list, so it holds no object"]
+    found = []
+    for number, item in enumerate(items):
+        why = not_an_object(item)
+        found += [f"item {number} of a {kind} is {why}"] if why else _list_junk(item)
+    return found
 
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
