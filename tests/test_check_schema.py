@@ -171,3 +171,101 @@ def test_an_object_without_api_version_or_of_a_kind_its_group_lacks_is_invalid(
     assert [line.split(": Invalid [schema] ")[1].split(":")[0] for line in out] == ["kind", "apiVersion"]
     # a kind guardhook knows no group/version of is still judged as it is
     assert validate({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}) is None
+
+
+PDB: dict[str, Any] = {
+    "apiVersion": "policy/v1",
+    "kind": "PodDisruptionBudget",
+    "metadata": {"name": "llm", "namespace": "serve", "labels": {"app.kubernetes.io/part-of": "llm"}},
+    "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "llm"}}},
+}
+SERVICE: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "Service",
+    "metadata": {"name": "llm-api", "namespace": "serve"},
+    "spec": {"selector": {"app": "llm"}, "ports": [{"port": 80}]},
+}
+
+
+@pytest.mark.parametrize(
+    ("base", "edit", "problem"),
+    [
+        (
+            SERVICE,
+            lambda o: o["metadata"].update(name="LLM_Bad!"),
+            "metadata.name: 'LLM_Bad!' is not an RFC 1035 label",
+        ),
+        (
+            SERVICE,
+            lambda o: o["metadata"].update(name="1api"),
+            "metadata.name: '1api' is not an RFC 1035 label",
+        ),
+        (PDB, lambda o: o["metadata"].update(name="pdb/with/slash"), "is not an RFC 1123 subdomain"),
+        (
+            PDB,
+            lambda o: o["metadata"].update(name="ünïcode"),
+            "metadata.name: 'ünïcode' is not an RFC 1123 subdomain",
+        ),
+        (
+            PDB,
+            lambda o: o["metadata"].update(namespace="Serve Ns"),
+            "metadata.namespace: 'Serve Ns' is not an RFC 1123 label",
+        ),
+        (PDB, lambda o: o["metadata"].pop("name"), "metadata.name: is required (or metadata.generateName)"),
+        (PDB, lambda o: o.pop("metadata"), "metadata.name: is required"),
+        (
+            PDB,
+            lambda o: o["metadata"]["labels"].update({"bad key!!": "x"}),
+            "metadata.labels.bad key!!: 'bad key!!' is not a label key",
+        ),
+        (
+            PDB,
+            lambda o: o["metadata"]["labels"].update(ok="not ok"),
+            "metadata.labels.ok: 'not ok' is not a label value",
+        ),
+        (
+            PDB,
+            lambda o: o["spec"]["selector"]["matchLabels"].update({"bad key!!": "x"}),
+            "spec.selector.matchLabels.bad key!!: 'bad key!!' is not a label key",
+        ),
+        (
+            PDB,
+            lambda o: o["spec"]["selector"].update(matchExpressions=[{"key": "-x", "operator": "Exists"}]),
+            "spec.selector.matchExpressions[0].key: '-x' is not a label key",
+        ),
+        (
+            SERVICE,
+            lambda o: o["spec"]["selector"].update({"app": "a b"}),
+            "spec.selector.app: 'a b' is not a label value",
+        ),
+        (
+            LWS,
+            lambda o: o["metadata"].update(name="a/b"),
+            "metadata.name: 'a/b' may not be '.' or '..' nor contain '/' or '%'",
+        ),
+    ],
+)
+def test_names_labels_and_selectors_follow_the_api_servers_rules(
+    base: dict[str, Any], edit: Callable[[dict[str, Any]], None], problem: str
+) -> None:
+    # A schema says "a string"; the API server refuses these (kubectl apply fails where check passed).
+    obj = json.loads(json.dumps(base))
+    assert validate(obj) == []
+    edit(obj)
+    assert any(line.startswith(problem) or problem in line for line in validate(obj) or []), validate(obj)
+
+
+def test_what_the_api_server_takes_passes() -> None:
+    for obj, edit in (
+        (
+            PDB,
+            lambda o: o["metadata"].update(name="a.b-c.d", labels={"example.com/tier": "", "x_y.z": "A-1"}),
+        ),
+        (PDB, lambda o: o["metadata"].update(name=None, generateName="llm-")),
+        (SERVICE, lambda o: o["metadata"].update(name="a" * 63)),
+        (LWS, lambda o: o["metadata"].update(name="Big_Name")),  # a custom resource: a path segment
+    ):
+        changed = json.loads(json.dumps(obj))
+        edit(changed)
+        changed["metadata"] = {k: v for k, v in changed["metadata"].items() if v is not None}
+        assert validate(changed) == [], changed

@@ -7,7 +7,8 @@ reads — LeaderWorkerSet, DisaggregatedSet, InferencePool, ScaledObject, Policy
 source), with the ObjectMeta of the Kubernetes schemas for `metadata`. A kind with neither is not
 validated (`validate` returns None).
 
-Two rules the schemas cannot say are added from their upstream sources:
+The API server's rules for names, namespaces, labels and selectors (guardhook.commands.names), and
+two more the schemas cannot say, are added from their upstream sources:
 - a resource quantity (`cpu: "lots"`) must match apimachinery's quantity syntax (the pattern
   controller-gen writes into CRDs; the built-in schemas leave Quantity an unchecked string);
 - a LeaderWorkerSet's `spec.leaderWorkerTemplate.size` is at least 1 (the LWS webhook,
@@ -22,6 +23,7 @@ import json
 from importlib import resources
 from typing import Any
 
+from guardhook.commands.names import name_problems
 from guardhook.wire import KubeObject
 
 KUBERNETES_VERSION = "1.37.0"
@@ -65,6 +67,7 @@ def validate(obj: KubeObject) -> list[str] | None:
         ]
     if kind == "LeaderWorkerSet":
         problems += _lws_rules(obj)
+    problems += name_problems(obj, built_in=_crd_file(api_version, kind) is None)
     problems.sort(key=lambda p: [str(step) for step in p[0]])
     return [f"{_path(path)}: {message}" for path, message in problems[:MAX_PROBLEMS]]
 
