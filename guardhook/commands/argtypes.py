@@ -66,7 +66,9 @@ def dns_label(text: str) -> str:
 def dns_subdomain(text: str) -> str:
     """A Kubernetes object name that must be an RFC 1123 subdomain (a Node): RFC 1123 labels joined
     by dots, at most 253 characters. Raises argparse.ArgumentTypeError otherwise (an empty name too)."""
-    if len(text) > 253 or not all(_DNS_LABEL.fullmatch(label) for label in text.split(".")):
+    from guardhook.commands.names import subdomain
+
+    if not subdomain(text):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a valid name: lowercase letters, digits, '-' and '.', at most 253 "
             "(RFC 1123 subdomain)"
