@@ -21,7 +21,7 @@ from guardhook.policies import REGISTRY
 from guardhook.policies.base import Judgement, Policy, PolicyContext, Violation, target
 from guardhook.policies.group_spec import POLICY as GROUP_SPEC
 
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES, REPO, clean_env
 
 MANIFESTS = "tests/manifests"
 HAS_GROUP_PDB = any(p.id == "group-pdb" for p in REGISTRY)
@@ -694,3 +694,24 @@ def test_what_a_list_holds_that_is_no_object_gets_a_note(
         "document at line 8 skipped: the items of a PodList are not a list, so it holds no object",
     ]
     assert summary(err)[0] == "1"
+
+
+def test_a_cluster_state_document_that_is_no_object_is_a_warning(tmp_path: Path) -> None:
+    # audit, drain-plan and check's context read --cluster-state with load_paths: what it skipped
+    # went unsaid there.
+    state = tmp_path / "state"
+    state.mkdir()
+    write(state, "lws.yaml", Path(LWS).read_text())
+    write(state, "ops.yaml", "- op: replace\n  path: /spec/replicas\n  value: 3\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "guardhook", "audit", "--cluster-state", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(tmp_path),
+    )
+    assert done.returncode in (0, 1), done.stderr
+    assert (
+        f"Warning: {state}/ops.yaml: document at line 1 skipped: a list, not a Kubernetes object"
+        in done.stderr
+    )

@@ -7,6 +7,7 @@ multi-document YAML. Both flatten to one list of objects.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from guardhook.wire import KubeObject
+
+log = logging.getLogger(__name__)
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -357,9 +360,10 @@ def _symlink_problem(link: Path, root: Path) -> str:
 
 
 def load_paths(paths: Iterable[str | Path]) -> list[Manifest]:
-    """Load every object from files and folders. Raises ManifestError on a missing path, a file
-    that is not YAML/JSON, or a path holding no Kubernetes object (an empty file or folder is a
-    mistake, not an empty cluster: judging against it would judge against nothing)."""
+    """Load every object from files and folders, logging a warning for each document that holds
+    none (parse_documents). Raises ManifestError on a missing path, a file that is not YAML/JSON,
+    or a path holding no Kubernetes object (an empty file or folder is a mistake, not an empty
+    cluster: judging against it would judge against nothing)."""
     manifests: list[Manifest] = []
     for raw in paths:
         found: list[Manifest] = []
@@ -370,7 +374,10 @@ def load_paths(paths: Iterable[str | Path]) -> list[Manifest]:
                 raise ManifestError(f"{file}: cannot read: {exc.strerror or exc}") from exc
             except UnicodeDecodeError as exc:
                 raise ManifestError(f"{file}: cannot read: {exc}") from exc
-            found += parse_text(text, str(file))
+            objects, skipped = parse_documents(text, str(file))
+            found += objects
+            for document in skipped:  # said, as `check` says it of its input: never in silence
+                log.warning("%s", document.text())
         if not any(m.obj.get("apiVersion") for m in found):
             raise ManifestError(f"{raw}: no Kubernetes object (a document with apiVersion and kind)")
         manifests += found
