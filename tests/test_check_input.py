@@ -113,3 +113,30 @@ def test_an_unreadable_file_is_named_once(
     assert code == 2
     assert f"{locked}: cannot read: Permission denied" in err
     assert err.count(str(locked)) == 1
+
+
+def test_scalars_read_as_kubectl_reads_them(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # PyYAML's YAML 1.1 made an unquoted date a date (and `check` crashed serialising it), `10:30` the
+    # number 630 (Invalid: not a string) and `=` a tag it cannot build (unreadable); kubectl's YAML
+    # (go-yaml v2 into JSON) reads all three as strings.
+    from guardhook.cluster.view.manifests import parse_text
+
+    text = (
+        "apiVersion: v1\nkind: ConfigMap\n"
+        "metadata: {name: c, namespace: serve, labels: {released: 2024-01-01}}\n"
+        "data: {since: 2024-01-01, at: 2001-12-14t21:59:43.10-05:00, window: 10:30, op: =}\n"
+    )
+    [manifest] = parse_text(text, "c.yaml")
+    assert manifest.obj["data"] == {
+        "since": "2024-01-01",
+        "at": "2001-12-14t21:59:43.10-05:00",
+        "window": "10:30",
+        "op": "=",
+    }
+    assert manifest.obj["metadata"]["labels"] == {"released": "2024-01-01"}
+    numbers = parse_text("kind: X\nv: [12, -3, 1.5, 0x1F, 0755, 1_000, .inf, yes, ~]\n", "n.yaml")[0].obj["v"]
+    assert numbers == [12, -3, 1.5, 31, 493, 1000, float("inf"), True, None]  # the rest as before
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    code, out, err = run(capsys, str(path))
+    assert (code, out) == (0, "") and "Traceback" not in err

@@ -121,7 +121,7 @@ TYPE_NAMES = {
 
 
 def _shown(value: Any) -> str:
-    return json.dumps(value, separators=(", ", ": "))[:80]
+    return json.dumps(value, separators=(", ", ": "), default=str)[:80]  # an explicit !!binary, !!set
 
 
 def _path(path: list[Any]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +83,36 @@ def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, d
 
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+
+
+# kubectl reads YAML with sigs.k8s.io/yaml (go-yaml v2 into JSON), which PyYAML's YAML 1.1 resolvers
+# read differently: an unquoted date or timestamp stays a string there (go-yaml keeps timestamps
+# strings when decoding into interface{}), `10:30` is no base-60 number, and `=` is a plain string,
+# not YAML 1.1's "value" tag (which PyYAML cannot even construct). Dropped or narrowed here, so a
+# manifest reads as the API server will receive it.
+_INT = "tag:yaml.org,2002:int"
+_FLOAT = "tag:yaml.org,2002:float"
+_DROPPED = {"tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:value"}
+_NO_BASE_60 = {
+    _INT: re.compile(
+        r"""^(?:[-+]?0b[0-1_]+
+        |[-+]?0[0-7_]+
+        |[-+]?(?:0|[1-9][0-9_]*)
+        |[-+]?0x[0-9a-fA-F_]+)$""",
+        re.X,
+    ),
+    _FLOAT: re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
+        |\.[0-9_]+(?:[eE][-+][0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+}
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, _NO_BASE_60.get(tag, regexp)) for tag, regexp in resolvers if tag not in _DROPPED]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
 
 
 def _unique_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
