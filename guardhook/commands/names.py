@@ -1,18 +1,19 @@
 """The name and label rules the API server applies that no OpenAPI schema says (for `check`'s
 schema step, guardhook.commands.schema): a manifest that breaks one passes a schema check and is
-refused by `kubectl apply`.
+refused by `kubectl apply`. Only rules known for certain are applied, so no valid manifest fails.
 
-From apimachinery and Kubernetes' validation packages:
-- `metadata.name` is required unless `metadata.generateName` is given (ValidateObjectMeta). Its
-  form depends on the kind: a Service's is an RFC 1035 label (ValidateServiceName), a Namespace's
-  an RFC 1123 label (ValidateNamespaceName), RBAC kinds' and custom resources' a path segment (no
-  `/` or `%`, not `.` or `..`: ValidateRBACName, the apiextensions default), every other built-in
-  kind's an RFC 1123 subdomain (NameIsDNSSubdomain, the common case).
+From apimachinery, Kubernetes' and apiextensions' validation packages:
+- `metadata.name` is required unless `metadata.generateName` is given (ValidateObjectMeta), and is
+  an RFC 1123 subdomain (NameIsDNSSubdomain) for the workload and core kinds in SUBDOMAIN_KINDS and
+  for custom resources (apiextensions' customResourceValidator), an RFC 1123 label for a Namespace
+  (ValidateNamespaceName) and a Service (KEP-5311 relaxed it from RFC 1035 in 1.34+; the looser rule
+  is checked). Other built-in kinds' names (an IPAddress is an IP, a review object has none, a
+  CertificateSigningRequest's is not validated) are left alone.
 - `metadata.namespace` is an RFC 1123 label (ValidateNamespaceName).
 - A label key is a qualified name (an optional RFC 1123 subdomain prefix and `/`, then at most 63
   of `[A-Za-z0-9_.-]` starting and ending alphanumeric) and a value at most 63 such characters or
-  empty (ValidateLabels). A selector's keys and values obey the same rules (ValidateLabelSelector,
-  a Service's `spec.selector` through ValidateLabels); a matchExpressions `In`/`NotIn` value too.
+  empty (ValidateLabels). The `spec.selector` of the kinds in SELECTOR_KINDS obeys the same rules
+  (ValidateLabelSelector; a Service's map through ValidateLabels), `In`/`NotIn` values included.
 """
 
 from __future__ import annotations
@@ -24,47 +25,49 @@ from typing import Any
 from guardhook.wire import KubeObject
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _QUALIFIED_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-RBAC_KINDS = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
+SUBDOMAIN_KINDS = frozenset(
+    {
+        "Pod", "ReplicaSet", "Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "ConfigMap",
+        "Secret", "ServiceAccount", "Node", "PersistentVolumeClaim", "PodDisruptionBudget",
+    }
+)  # fmt: skip
+LABEL_KINDS = frozenset({"Namespace", "Service"})
+SELECTOR_KINDS = frozenset(
+    {"Service", "PodDisruptionBudget", "ReplicaSet", "Deployment", "StatefulSet", "DaemonSet", "Job"}
+)
 Problem = tuple[list[Any], str]
 
 
 def name_problems(obj: KubeObject, built_in: bool) -> list[Problem]:
     """The (path, message) problems of `obj`'s name, namespace, labels and selectors; `built_in`:
-    a kind of Kubernetes itself (else a custom resource, whose name is only a path segment)."""
+    a kind of Kubernetes itself (else a custom resource)."""
+    kind = str(obj.get("kind"))
+    named = not built_in or kind in SUBDOMAIN_KINDS or kind in LABEL_KINDS
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
-        return [(["metadata", "name"], "is required (the API server refuses an object without a name)")]
-    problems = list(_name(meta, str(obj.get("kind")), built_in))
+        return [(["metadata", "name"], "is required (or metadata.generateName)")] if named else []
+    problems = list(_name(meta, kind)) if named else []
     namespace = meta.get("namespace")
     if isinstance(namespace, str) and namespace and not _label(namespace):
         problems.append((["metadata", "namespace"], f"{namespace!r} is not an RFC 1123 label {LABEL_FORM}"))
     problems += _labels(meta.get("labels"), ["metadata", "labels"])
-    problems += _selectors(obj)
+    if built_in and kind in SELECTOR_KINDS:
+        problems += _selectors(obj)
     return problems
 
 
 LABEL_FORM = "(lowercase letters, digits and '-', at most 63, starting and ending alphanumeric)"
 
 
-def _name(meta: dict[str, Any], kind: str, built_in: bool) -> Iterator[Problem]:
+def _name(meta: dict[str, Any], kind: str) -> Iterator[Problem]:
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         if not meta.get("generateName"):
             yield (["metadata", "name"], "is required (or metadata.generateName)")
         return
     where = ["metadata", "name"]
-    if not built_in or kind in RBAC_KINDS:
-        if name in (".", "..") or "/" in name or "%" in name:
-            yield (where, f"{name!r} may not be '.' or '..' nor contain '/' or '%'")
-    elif kind == "Service":
-        if len(name) > 63 or not _DNS_1035_LABEL.fullmatch(name):
-            yield (
-                where,
-                f"{name!r} is not an RFC 1035 label (a Service's name: as a label, starting with a letter)",
-            )
-    elif kind == "Namespace":
+    if kind in LABEL_KINDS:
         if not _label(name):
             yield (where, f"{name!r} is not an RFC 1123 label {LABEL_FORM}")
     elif not subdomain(name):
