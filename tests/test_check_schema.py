@@ -293,3 +293,14 @@ def test_what_the_api_server_takes_passes() -> None:
         edit(changed)
         changed["metadata"] = {k: v for k, v in changed["metadata"].items() if v is not None}
         assert validate(changed) == [], changed
+
+
+def test_a_custom_resource_is_validated_after_its_crds_defaults() -> None:
+    # The API server fills in a CRD's defaults before validating: LWS's rolloutStrategy.type is
+    # required and defaults to RollingUpdate, so leaving it out is valid (it was "'type' is required").
+    lws = json.loads(json.dumps(LWS))
+    lws["spec"]["rolloutStrategy"] = {"rollingUpdateConfiguration": {"maxSurge": 1, "maxUnavailable": 0}}
+    assert validate(lws) == []
+    assert "type" not in lws["spec"]["rolloutStrategy"]  # checked on a copy: the object is as written
+    lws["spec"]["rolloutStrategy"]["type"] = "Recreate"
+    assert validate(lws) == ["spec.rolloutStrategy.type: 'Recreate' is not one of ['RollingUpdate']"]

@@ -4,8 +4,9 @@ Built-in kinds: the Kubernetes 1.37 OpenAPI schemas that `kubernetes-validate` s
 unknown field is an error, as `kubectl apply --validate=strict`). Custom resources guardhook
 reads — LeaderWorkerSet, DisaggregatedSet, InferencePool, ScaledObject, PolicyReport — the
 `openAPIV3Schema` of their CRDs, vendored in guardhook/data/schemas (SOURCES.md there names each
-source), with the ObjectMeta of the Kubernetes schemas for `metadata`. A kind with neither is not
-validated (`validate` returns None).
+source), with the ObjectMeta of the Kubernetes schemas for `metadata`, after their defaults are
+filled in, as apiextensions-apiserver validates. A kind with neither is not validated (`validate`
+returns None).
 
 The API server's rules for names, namespaces, labels and selectors (guardhook.commands.names), and
 two more the schemas cannot say, are added from their upstream sources:
@@ -18,6 +19,7 @@ two more the schemas cannot say, are added from their upstream sources:
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 from importlib import resources
@@ -59,8 +61,12 @@ def validate(obj: KubeObject) -> list[str] | None:
         if kinds is not None and kind not in kinds and _crd_file(api_version, kind) is None:
             return [f"kind: {api_version} has no kind {kind} (it has {', '.join(sorted(kinds))})"]
         return None
-    problems = [(list(e.absolute_path), _message(e)) for e in validator.iter_errors(obj)]
-    if _crd_file(api_version, kind) is not None:
+    crd = _crd_file(api_version, kind)
+    # A custom resource is validated as the API server does it: after its CRD's defaults are applied
+    # (a required `type` with a default may be left out).
+    checked = _defaulted(obj, _crd_schema(crd)) if crd is not None else obj
+    problems = [(list(e.absolute_path), _message(e)) for e in validator.iter_errors(checked)]
+    if crd is not None:
         meta = _validator_for({"$ref": f"{DEFINITIONS_ID}#/$defs/{OBJECT_META}"})
         problems += [
             (["metadata", *e.absolute_path], _message(e)) for e in meta.iter_errors(obj.get("metadata"))
@@ -138,11 +144,39 @@ def _crd_file(api_version: str, kind: str) -> str | None:
 
 
 @functools.cache
+def _crd_schema(name: str) -> dict[str, Any]:
+    """The vendored `openAPIV3Schema` of CRD schema file `name`."""
+    text = resources.files("guardhook").joinpath("data/schemas/" + name).read_text(encoding="utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+def _defaulted(value: Any, schema: Any) -> Any:
+    """`value` with the `default` of every property its structural schema gives one for filled in
+    where the property is absent, at every depth (properties, items, additionalProperties), as
+    apiextensions-apiserver defaults a custom resource before validating it. `value` is not changed:
+    what is filled in is a copy."""
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, dict):
+        found = schema.get("properties")
+        properties: dict[str, Any] = found if isinstance(found, dict) else {}
+        extra = schema.get("additionalProperties")
+        out = {key: _defaulted(item, properties.get(key, extra)) for key, item in value.items()}
+        for key, sub in properties.items():
+            if key not in out and isinstance(sub, dict) and "default" in sub:
+                out[key] = _defaulted(copy.deepcopy(sub["default"]), sub)
+        return out
+    if isinstance(value, list):
+        return [_defaulted(item, schema.get("items")) for item in value]
+    return value
+
+
+@functools.cache
 def _validator(api_version: str, kind: str) -> Any:
     crd = _crd_file(api_version, kind)
     if crd is not None:
-        text = resources.files("guardhook").joinpath("data/schemas/" + crd).read_text(encoding="utf-8")
-        return _validator_for(json.loads(text))
+        return _validator_for(_crd_schema(crd))
     group, _, version = api_version.rpartition("/")
     prefix = group.split(".")[0] + "-" if group else ""
     path = _kubernetes_schemas().joinpath(f"{kind.lower()}-{prefix}{version}.json")
