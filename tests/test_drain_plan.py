@@ -390,7 +390,10 @@ def test_groups_with_no_pod_are_a_note_left_out_of_the_rebuild_and_its_exit_code
 
     half = plan_drain(fleet(half_made), ["gpu-node-01"], PARAMS)
     [row] = [row for row in half.lws if row.name == "llm-xl"]
-    assert (row.broken, row.lost, row.rebuildable, half.ok) == (("4", "5", "6", "7"), 1, 1, True)
+    assert (row.broken, row.lost, row.rebuildable) == (("4", "5", "6", "7"), 1, 1)
+    # its wave waits for groups 4-7 to be whole (budget 1), which nothing makes: the plan cannot start
+    assert (half.stalled, half.ok) == ((1,), False)
+    assert [str(g) for g in half.waves[0].waits_for] == [f"serve/llm-xl group {g}" for g in (4, 5, 6, 7)]
     assert [(p.name, p.count, p.groups, p.no_pod) for p in half.podless] == [
         ("llm-xl", 4, ("4", "5", "6", "7"), False)
     ]
@@ -404,6 +407,9 @@ def test_groups_with_no_pod_are_a_note_left_out_of_the_rebuild_and_its_exit_code
     ) in text.stdout.splitlines()
     half_text = drain_cli(tmp_path, "gpu-node-16", state=fleet(half_made))
     assert half_text.returncode == 0, half_text.stderr
+    stalled = drain_cli(tmp_path, "gpu-node-01", state=fleet(half_made))
+    assert stalled.returncode == 1, stalled.stderr
+    assert "  stalled: wave 1 waits for groups with no pod (see the notes)" in stalled.stdout
     assert (
         "  note: serve/llm-xl: 4 groups (4, 5, 6, 7) with no pod are broken and left out" in half_text.stdout
     )
@@ -426,3 +432,12 @@ def test_an_lws_whose_pods_all_failed_is_rebuilt_not_called_podless() -> None:
     assert [p.name for p in plan.podless] == []
     [row] = [row for row in plan.lws if row.name == "llm-xl"]
     assert (row.broken, row.lost) == (("0", "1", "2", "3"), 4)
+
+
+def test_a_wave_waits_for_groups_in_their_order() -> None:
+    # sorted as text it read "group 10, group 11, group 4, …"
+    def twelve(objects: list[KubeObject]) -> None:
+        find(objects, "LeaderWorkerSet", "llm-xl")["spec"]["replicas"] = 12
+
+    plan = plan_drain(fleet(twelve), ["gpu-node-01"], PARAMS)
+    assert [g.group for g in plan.waves[0].waits_for] == [str(g) for g in range(4, 12)]

@@ -160,6 +160,12 @@ def render_text(plan: DrainPlan, out: TextIO) -> None:
         print(f"  wave {number}: {', '.join(wave.nodes)}{_wave_detail(wave)}", file=out)
     for node in plan.blocked:
         print(f"  blocked: {node} (an eviction there is refused even with every group whole)", file=out)
+    for number in plan.stalled:
+        print(
+            f"  stalled: wave {number} waits for groups with no pod (see the notes); nothing makes them "
+            "whole, so the webhook refuses its evictions until they are made",
+            file=out,
+        )
     if plan.at_once:
         count = len(plan.at_once)
         print(f"Drained at once, the webhook would answer 429 to {count} eviction{_s(count)}:", file=out)

@@ -189,12 +189,15 @@ class DrainPlan:
     """The gang sets that lose a pod on the nodes or have a broken gang, by namespace, kind, name."""
     podless: tuple[PodlessGroups, ...] = ()
     """Per LWS, by namespace and name, its groups with no live pod: left out of the rebuild."""
+    stalled: tuple[int, ...] = ()
+    """The waves (numbered from 1) that wait for a group with no live pod: nothing makes it whole,
+    so the webhook refuses their evictions for good and they never start."""
 
     @property
     def ok(self) -> bool:
         rebuilt = [(item.lost, item.rebuildable) for item in self.lws]
         rebuilt += [(item.lost, item.rebuildable) for item in self.gangs]
-        return not self.blocked and all(fits >= lost for lost, fits in rebuilt)
+        return not self.blocked and not self.stalled and all(fits >= lost for lost, fits in rebuilt)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -206,6 +209,7 @@ class DrainPlan:
             "draining": dict(self.draining),
             "gangs": [item.as_dict() for item in self.gangs],
             "podless": [item.as_dict() for item in self.podless],
+            "stalled": list(self.stalled),
             "rebuildable": self.ok,
         }
 
@@ -258,9 +262,27 @@ def plan_drain(
     )
     draining = {node: already[node] for node in order if node in already}
     gangs = tuple(_with_rebuild(gang, rebuilds.gangs.get(_set_key(gang))) for gang in gangs)
+    stalled = tuple(number for number, wave in enumerate(waves, start=1) if _waits_for_podless(wave, broken))
     return DrainPlan(
-        tuple(order), tuple(waves), tuple(blocked), tuple(at_once.refused), lws, draining, gangs, podless
+        tuple(order),
+        tuple(waves),
+        tuple(blocked),
+        tuple(at_once.refused),
+        lws,
+        draining,
+        gangs,
+        podless,
+        stalled,
     )
+
+
+def _waits_for_podless(wave: Wave, broken: Mapping[LwsKey, BrokenGroups]) -> bool:
+    """Whether `wave` waits for an LWS group with no live pod (never made, or every pod gone)."""
+    for group in wave.waits_for:
+        groups = broken.get((group.namespace, group.lws)) if not group.kind else None
+        if groups is not None and group.group in groups and group.group not in groups.populated:
+            return True
+    return False
 
 
 def _podless(
@@ -403,7 +425,8 @@ def _set_waits(view: ClusterView, waves: list[Wave], params: Mapping[str, Any]) 
                 (r.namespace, *_set_of(view, r, params)) for r in wave.retried
             }
             wait = before | broken_now
-            wave.waits_for = sorted(g for g in wait if (g.namespace, g.kind, g.lws) in touched)
+            waits = (g for g in wait if (g.namespace, g.kind, g.lws) in touched)
+            wave.waits_for = sorted(waits, key=lambda g: (g.namespace, g.kind, g.lws, key_order(g.group)))
         before |= set(wave.groups)
 
 
