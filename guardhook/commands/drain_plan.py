@@ -5,8 +5,8 @@ whether each lost group can be rebuilt on what is left. `guardhook drain-plan --
 nodes already draining (cordoned or carrying an autoscaler's drain taint; guardhook.cluster.going).
 
 Exit codes: 0 when every lost group can be rebuilt, 1 when one cannot, a node can never be drained
-(its pods' budget is 0) or a wave waits for a group with no pod, 2 on bad input (unknown node, unreadable state or config, both or
-neither of NODE and --draining).
+(its pods' budget is 0) or a wave waits for a group with no pod, 2 on bad input (unknown node,
+unreadable state or config, both or neither of NODE and --draining).
 """
 
 from __future__ import annotations
