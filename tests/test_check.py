@@ -642,8 +642,7 @@ def test_a_kustomize_overlay_is_noted_not_judged_as_objects(
     kustomization = overlay / "kustomization.yaml"
     assert err.splitlines() == [
         f"guardhook check: note: {kustomization}: document at line 1 skipped: a kustomize Kustomization, "
-        "not a Kubernetes object: check `kustomize build`'s output instead (kustomize build DIR | guardhook "
-        "check -)",
+        "not an object: check `kustomize build`'s output instead (kustomize build DIR | guardhook check -)",
         f"guardhook check: note: {overlay}/ops.yaml: document at line 1 skipped: a kustomize patch "
         f"({kustomization} names it), not an object: check `kustomize build`'s output instead (kustomize "
         "build DIR | guardhook check -)",
@@ -652,6 +651,15 @@ def test_a_kustomize_overlay_is_noted_not_judged_as_objects(
         "build DIR | guardhook check -)",
         "guardhook check: no Kubernetes object (a document with a kind) in the input",
     ]
+    # a patch given alone (pre-commit passes changed files), its Kustomization in a folder above
+    code, lines, err = run(capsys, str(overlay / "replicas.yaml"))
+    assert (code, lines) == (2, [])
+    assert f"{overlay}/replicas.yaml: document at line 1 skipped: a kustomize patch ({kustomization}" in err
+    # kustomize's default Kustomization has no apiVersion or kind: known by its file name
+    kustomization.write_text("resources: [../base]\npatches:\n- path: replicas.yaml\n")
+    code, lines, err = run(capsys, str(overlay))
+    assert (code, lines) == (2, []) and "skipped: a kustomize Kustomization, not an object" in err
+    assert "skipped: a kustomize patch" in err
 
 
 @needs_group_pdb
@@ -715,3 +723,14 @@ def test_a_cluster_state_document_that_is_no_object_is_a_warning(tmp_path: Path)
         f"Warning: {state}/ops.yaml: document at line 1 skipped: a list, not a Kubernetes object"
         in done.stderr
     )
+
+
+def test_an_empty_kind_is_a_note_not_an_invalid_object(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = write(
+        tmp_path, "mixed.yaml", 'apiVersion: v1\nkind: ""\nmetadata: {name: x}\n---\n' + Path(LWS).read_text()
+    )
+    code, lines, err = run(capsys, path)
+    assert (code, lines) == (0, [])
+    assert f"{path}: document at line 1 skipped: a mapping with no kind, not a Kubernetes object" in err

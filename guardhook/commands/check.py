@@ -83,6 +83,7 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> ReadMan
     from pathlib import Path
 
     from guardhook.cluster.view.manifests import (
+        KUSTOMIZATION_FILES,
         KUSTOMIZE_BUILD,
         ManifestError,
         SkippedDocument,
@@ -119,8 +120,9 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> ReadMan
         patches = kustomize_patches(files)
         for file in files:
             kustomization = patches.get(file.resolve())
-            if kustomization is not None:
-                why = f"a kustomize patch ({kustomization} names it), not an object: {KUSTOMIZE_BUILD}"
+            if kustomization is not None or file.name in KUSTOMIZATION_FILES:
+                what = f"patch ({kustomization} names it)" if kustomization is not None else "Kustomization"
+                why = f"a kustomize {what}, not an object: {KUSTOMIZE_BUILD}"
                 skipped.append(SkippedDocument(str(file), 0, 1, why))
                 continue
             try:

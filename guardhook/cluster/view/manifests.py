@@ -199,32 +199,39 @@ KUSTOMIZE_BUILD = "check `kustomize build`'s output instead (kustomize build DIR
 
 
 def kustomize_patches(files: Iterable[Path]) -> dict[Path, Path]:
-    """Patch file -> the Kustomization among `files` that names it (`patches[].path`,
-    `patchesStrategicMerge[]`, `patchesJson6902[].path`, relative to the Kustomization's folder). A
-    patch is a fragment kustomize merges into an object (`kind: LeaderWorkerSet` with a name and
-    one field), not an object: judged alone it is invalid. An unreadable Kustomization names none."""
+    """Patch file -> the Kustomization that names it (`patches[].path`, `patchesStrategicMerge[]`,
+    `patchesJson6902[].path`, relative to the Kustomization's folder), for every Kustomization
+    among `files` or in a folder above one of them up to the repository's root (the folder holding
+    `.git`; a patch is often given alone, as pre-commit gives changed files). A patch is a fragment
+    kustomize merges into an object (`kind: LeaderWorkerSet`, a name and one field), not an object:
+    judged alone it is invalid. An unreadable Kustomization names none."""
+    kustomizations = {file.resolve() for file in files if file.name in KUSTOMIZATION_FILES}
+    for folder in {file.resolve().parent for file in files}:
+        for above in (folder, *folder.parents):
+            kustomizations.update(above / name for name in KUSTOMIZATION_FILES if (above / name).is_file())
+            if (above / ".git").exists():
+                break
     found: dict[Path, Path] = {}
-    for file in files:
-        if file.name not in KUSTOMIZATION_FILES:
-            continue
-        try:
-            doc = yaml.safe_load(file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            continue
-        if not isinstance(doc, dict):
-            continue
-        named: list[Any] = []
-        for field_name in ("patches", "patchesJson6902"):
-            entries = doc.get(field_name)
-            named += (
-                [e.get("path") for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
-            )
-        merges = doc.get("patchesStrategicMerge")
-        named += merges if isinstance(merges, list) else []
-        for name in named:
-            if isinstance(name, str) and name and "\n" not in name:  # an inline patch holds newlines
-                found[(file.parent / name).resolve()] = file
+    for kustomization in sorted(kustomizations):
+        for name in _patch_names(kustomization):
+            found[(kustomization.parent / name).resolve()] = kustomization
     return found
+
+
+def _patch_names(kustomization: Path) -> list[str]:
+    try:
+        doc = yaml.safe_load(kustomization.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return []
+    if not isinstance(doc, dict):
+        return []
+    named: list[Any] = []
+    for field_name in ("patches", "patchesJson6902"):
+        entries = doc.get(field_name)
+        named += [e.get("path") for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+    merges = doc.get("patchesStrategicMerge")
+    named += merges if isinstance(merges, list) else []
+    return [name for name in named if isinstance(name, str) and name and "\n" not in name]  # inline: newlines
 
 
 KUSTOMIZE_KINDS = frozenset({"Kustomization", "Component"})
@@ -243,7 +250,7 @@ def not_an_object(doc: Any) -> str:
         name = type(doc).__name__
         return f"{_TYPE_NAMES.get(name, 'a ' + name)}, not a Kubernetes object"
     kind = doc.get("kind")
-    if kind is None:
+    if kind is None or kind == "":
         return "a mapping with no kind, not a Kubernetes object"
     if not isinstance(kind, str):
         return f"a mapping whose kind is not a string ({kind!r}), not a Kubernetes object"
