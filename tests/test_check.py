@@ -347,10 +347,10 @@ def test_a_pdb_beside_lws_pods_without_their_lws_gets_a_note_naming_the_lws(
     [note] = [line for line in err.splitlines() if "note:" in line]
     assert note == (
         f"guardhook check: note: {folder}/pdb.yaml: PodDisruptionBudget serve/llm-xl: not judged by "
-        "[group-pdb]: its selector matches pods of more than one group of LeaderWorkerSet llm-xl, which is "
-        "not in the input or context, so it could not be judged against that LWS (a budget across groups "
-        "is what [group-pdb] refuses); add the LeaderWorkerSet to the input, or pass --cluster-state PATH "
-        "or --kubeconfig FILE"
+        "[group-pdb]: its selector matches pods of more than one group of LeaderWorkerSet serve/llm-xl, "
+        "which is not in the input or context, so it could not be judged against that LWS (a budget across "
+        "groups is what [group-pdb] refuses); add the LeaderWorkerSet to the input, or pass --cluster-state "
+        "PATH or --kubeconfig FILE"
     )
     # whatever else its selector matches too: a Deployment of the same app label hid the note
     write(folder, "deploy.yaml", DEPLOYMENT_APP_LLM_XL)
@@ -373,7 +373,7 @@ def test_a_pdb_beside_lws_pods_without_their_lws_gets_a_note_naming_the_lws(
     # a Service: a note when it reaches workers, none when only leaders
     write(folder, "pdb.yaml", SERVICE_APP_LLM_XL)
     code, _, err = run(capsys, str(folder))
-    assert "[leader-service]: its selector matches worker pods of LeaderWorkerSet llm-xl" in err
+    assert "[leader-service]: its selector matches worker pods of LeaderWorkerSet serve/llm-xl" in err
     write(
         folder,
         "pdb.yaml",
@@ -678,6 +678,19 @@ def test_a_pdb_without_a_namespace_beside_its_lws_is_told_so(
         "(LeaderWorkerSet serve/llm in another namespace has pods it would match: does it lack its "
         "namespace?)" in note
     )
+    # a dump's pods in serve, no LWS object: the hint names their LWS too
+    from guardhook.cluster.view.static import embedded_fleet_objects
+
+    pods = [
+        o
+        for o in embedded_fleet_objects()
+        if o["kind"] == "Pod" and o["metadata"]["name"].startswith("llm-xl-")
+    ]
+    dump = write(tmp_path, "pods.yaml", yaml.safe_dump_all(pods))
+    pdb["spec"]["selector"]["matchLabels"]["leaderworkerset.sigs.k8s.io/name"] = "llm-xl"
+    path = write(tmp_path, "pdb.yaml", yaml.safe_dump(pdb))
+    code, _, err = run(capsys, "--cluster-state", dump, path)
+    assert "(LeaderWorkerSet serve/llm-xl in another namespace has pods it would match" in err
 
 
 def test_what_a_list_holds_that_is_no_object_gets_a_note(

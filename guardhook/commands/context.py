@@ -101,14 +101,15 @@ def unjudged(
     for located in objects:
         obj = located.obj
         kind = str(obj.get("kind") or "")
-        ns = namespaces[str(metadata(obj).get("namespace") or "")]
+        namespace = str(metadata(obj).get("namespace") or "")
+        ns = namespaces[namespace]
         found: tuple[str, str] | None = None
         if kind == "PodDisruptionBudget" and "group-pdb" in policies:
-            found = _selector_note("group-pdb", _pdb_selector(obj), ns, namespaces)
+            found = _selector_note("group-pdb", _pdb_selector(obj), namespace, namespaces)
         elif kind in TRAFFIC_KINDS and "leader-service" in policies:
             traffic = traffic_selector(obj)
             if traffic is not None:
-                found = _selector_note("leader-service", from_map(traffic.selector), ns, namespaces)
+                found = _selector_note("leader-service", from_map(traffic.selector), namespace, namespaces)
         elif kind in SCALER_KINDS and "pod-counted-scaler" in policies:
             found = _scaler_note(obj, ns)
         if found is not None:
@@ -153,8 +154,9 @@ def _pdb_selector(pdb: KubeObject) -> Selector | None:
 
 
 def _selector_note(
-    policy: str, selector: Selector | None, ns: _Namespace, namespaces: Mapping[str, _Namespace]
+    policy: str, selector: Selector | None, namespace: str, namespaces: Mapping[str, _Namespace]
 ) -> tuple[str, str] | None:
+    ns = namespaces[namespace]
     if selector is None:
         return None  # a null selector matches nothing: there is nothing to judge
     if any(reach(selector, lws).any for lws in ns.lws):
@@ -167,16 +169,25 @@ def _selector_note(
         if lws_name is not None and lws_name not in present:
             missing[lws_name].append(labels)
     if missing:
-        return _missing_lws_note(policy, missing)
+        return _missing_lws_note(policy, namespace, missing)
     if matched:
         return None  # another workload's pods (or an LWS's that is here): the policy judged them
     elsewhere = sorted(
-        f"{name}/{lws.name}"
-        for name, other in namespaces.items()
-        if other is not ns
-        for lws in other.lws
-        if reach(selector, lws).any
-    )
+        {
+            f"{name}/{lws.name}"
+            for name, other in namespaces.items()
+            if other is not ns
+            for lws in other.lws
+            if reach(selector, lws).any
+        }
+        | {
+            f"{name}/{labels[NAME_LABEL]}"
+            for name, other in namespaces.items()
+            if other is not ns
+            for labels in other.pod_labels
+            if NAME_LABEL in labels and matches(selector, labels)
+        }
+    )  # its LWS, or pods a dump holds of one
     hint = (
         f" (LeaderWorkerSet {', '.join(elsewhere)} in another namespace has pods it would match: does it "
         "lack its namespace?)"
@@ -191,7 +202,9 @@ def _selector_note(
     )
 
 
-def _missing_lws_note(policy: str, missing: dict[str, list[dict[str, str]]]) -> tuple[str, str] | None:
+def _missing_lws_note(
+    policy: str, namespace: str, missing: dict[str, list[dict[str, str]]]
+) -> tuple[str, str] | None:
     """The note for a selector matching pods whose LWS (`missing`: name -> the labels matched) is
     not in the input or context, or None when those pods' own labels already answer the policy's
     question: group-pdb's, whether the selector spans groups (all in one group: no); leader-service's,
@@ -206,7 +219,7 @@ def _missing_lws_note(policy: str, missing: dict[str, list[dict[str, str]]]) -> 
         what, refused = "worker pods of", "traffic to workers"
     if not spanning:
         return None
-    names = ", ".join(spanning)
+    names = ", ".join(f"{namespace}/{name}" if namespace else name for name in spanning)
     return (
         policy,
         f"its selector matches {what} LeaderWorkerSet {names}, which is not in the input or context, so "
