@@ -642,13 +642,11 @@ def test_a_kustomize_overlay_is_noted_not_judged_as_objects(
     kustomization = overlay / "kustomization.yaml"
     assert err.splitlines() == [
         f"guardhook check: note: {kustomization}: document at line 1 skipped: a kustomize Kustomization, "
-        "not an object: check `kustomize build`'s output instead (kustomize build DIR | guardhook check -)",
+        "not an object: give `kustomize build DIR`'s output instead",
         f"guardhook check: note: {overlay}/ops.yaml: document at line 1 skipped: a kustomize patch "
-        f"({kustomization} names it), not an object: check `kustomize build`'s output instead (kustomize "
-        "build DIR | guardhook check -)",
+        f"({kustomization} names it), not an object: give `kustomize build DIR`'s output instead",
         f"guardhook check: note: {overlay}/replicas.yaml: document at line 1 skipped: a kustomize patch "
-        f"({kustomization} names it), not an object: check `kustomize build`'s output instead (kustomize "
-        "build DIR | guardhook check -)",
+        f"({kustomization} names it), not an object: give `kustomize build DIR`'s output instead",
         "guardhook check: no Kubernetes object (a document with a kind) in the input",
     ]
     # a patch given alone (pre-commit passes changed files), its Kustomization in a folder above
@@ -724,6 +722,10 @@ def test_a_cluster_state_document_that_is_no_object_is_a_warning(tmp_path: Path)
     state.mkdir()
     write(state, "lws.yaml", Path(LWS).read_text())
     write(state, "ops.yaml", "- op: replace\n  path: /spec/replicas\n  value: 3\n")
+    write(state, "kustomization.yaml", "resources: [lws.yaml]\npatches:\n- path: scale.yaml\n")
+    scale = "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\n"
+    scale += "metadata: {name: other, namespace: serve}\n"
+    write(state, "scale.yaml", scale)
     done = subprocess.run(
         [sys.executable, "-m", "guardhook", "audit", "--cluster-state", str(state)],
         capture_output=True,
@@ -736,6 +738,12 @@ def test_a_cluster_state_document_that_is_no_object_is_a_warning(tmp_path: Path)
         f"Warning: {state}/ops.yaml: document at line 1 skipped: a list, not a Kubernetes object"
         in done.stderr
     )
+    assert (
+        f"Warning: {state}/kustomization.yaml: document at line 1 skipped: a kustomize Kustomization"
+        in done.stderr
+    )
+    assert f"Warning: {state}/scale.yaml: document at line 1 skipped: a kustomize patch" in done.stderr
+    assert "other" not in done.stdout  # the patch is no LeaderWorkerSet of the cluster
 
 
 def test_an_empty_kind_is_a_note_not_an_invalid_object(

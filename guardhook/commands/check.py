@@ -84,10 +84,9 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> ReadMan
 
     from guardhook.cluster.view.manifests import (
         KUSTOMIZATION_FILES,
-        KUSTOMIZE_BUILD,
         ManifestError,
-        SkippedDocument,
         kustomize_patches,
+        kustomize_skipped,
         parse_documents,
         walk_manifest_files,
     )
@@ -121,9 +120,7 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> ReadMan
         for file in files:
             kustomization = patches.get(file.resolve())
             if kustomization is not None or file.name in KUSTOMIZATION_FILES:
-                what = f"patch ({kustomization} names it)" if kustomization is not None else "Kustomization"
-                why = f"a kustomize {what}, not an object: {KUSTOMIZE_BUILD}"
-                skipped.append(SkippedDocument(str(file), 0, 1, why))
+                skipped.append(kustomize_skipped(file, kustomization))
                 continue
             try:
                 text = file.read_text(encoding="utf-8")

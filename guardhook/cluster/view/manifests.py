@@ -195,7 +195,7 @@ def _list_junk(doc: Any) -> list[str]:
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 """The names kustomize reads a folder's Kustomization from (its RecognizedKustomizationFileNames)."""
-KUSTOMIZE_BUILD = "check `kustomize build`'s output instead (kustomize build DIR | guardhook check -)"
+KUSTOMIZE_BUILD = "give `kustomize build DIR`'s output instead"
 
 
 def kustomize_patches(files: Iterable[Path]) -> dict[Path, Path]:
@@ -216,6 +216,12 @@ def kustomize_patches(files: Iterable[Path]) -> dict[Path, Path]:
         for name in _patch_names(kustomization):
             found[(kustomization.parent / name).resolve()] = kustomization
     return found
+
+
+def kustomize_skipped(file: Path, kustomization: Path | None) -> SkippedDocument:
+    """The note for `file`, a Kustomization (`kustomization` None) or a patch `kustomization` names."""
+    what = f"patch ({kustomization} names it)" if kustomization is not None else "Kustomization"
+    return SkippedDocument(str(file), 0, 1, f"a kustomize {what}, not an object: {KUSTOMIZE_BUILD}")
 
 
 def _patch_names(kustomization: Path) -> list[str]:
@@ -405,7 +411,13 @@ def load_paths(paths: Iterable[str | Path]) -> list[Manifest]:
     manifests: list[Manifest] = []
     for raw in paths:
         found: list[Manifest] = []
-        for file in files_under(Path(raw)):
+        files = files_under(Path(raw))
+        patches = kustomize_patches(files)
+        for file in files:
+            kustomization = patches.get(file.resolve())
+            if kustomization is not None or file.name in KUSTOMIZATION_FILES:
+                log.warning("%s", kustomize_skipped(file, kustomization).text())
+                continue
             try:
                 text = file.read_text(encoding="utf-8")
             except OSError as exc:  # strerror: the message names the file once
