@@ -755,3 +755,12 @@ def test_an_empty_kind_is_a_note_not_an_invalid_object(
     code, lines, err = run(capsys, path)
     assert (code, lines) == (0, [])
     assert f"{path}: document at line 1 skipped: a mapping with no kind, not a Kubernetes object" in err
+
+
+@needs_group_pdb
+def test_a_file_given_twice_is_judged_once(capsys: pytest.CaptureFixture[str]) -> None:
+    # as a path twice, or inside a folder also given: its findings were doubled
+    once_code, once, once_err = run(capsys, LWS, PDB)
+    for args in ((LWS, PDB, PDB), (f"{MANIFESTS}/lws-wide-pdb", PDB)):
+        code, lines, err = run(capsys, *args)
+        assert (code, lines, summary(err)) == (once_code, once, summary(once_err))

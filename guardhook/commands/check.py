@@ -96,6 +96,7 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> ReadMan
     located: list[Located] = []
     errors: list[str] = []
     skipped: list[SkippedDocument] = []
+    seen: set[Path] = set()
 
     def parse(text: str, source: str) -> None:
         manifests, not_objects = parse_documents(text, source)
@@ -116,6 +117,8 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> ReadMan
             continue
         files, problems = walk_manifest_files(Path(path))
         errors += problems
+        files = [file for file in files if file.resolve() not in seen]  # given twice: read once
+        seen.update(file.resolve() for file in files)
         patches = kustomize_patches(files)
         for file in files:
             kustomization = patches.get(file.resolve())
