@@ -368,3 +368,18 @@ def test_a_hash_worker_without_its_worker_index_label_is_placed_by_its_statefuls
     assert judge(objects, shapes.eviction_request(worker_of(groups, groups[0][0], 1)), ledger)["allowed"]
     second = judge(objects, shapes.eviction_request(worker["metadata"]["name"]), ledger)
     assert second["allowed"] is False and second["status"]["code"] == 429  # a member, budgeted
+
+
+def test_a_hash_group_with_no_pod_stalls_the_drain_and_is_counted_in_the_429() -> None:
+    # Its key went with its pods: nothing names it, yet it fills the budget of 1. The plan said
+    # "waits for nothing" and exited 0 while the webhook answered 429 with an empty list of groups.
+    objects, groups = hash_fleet()
+    key = groups[2][0]
+    objects[:] = [o for o in objects if o.get("metadata", {}).get("labels", {}).get(GROUP_KEY_LABEL) != key]
+    node = shapes.pod(objects, groups[0][1])["spec"]["nodeName"]
+    plan = plan_drain(objects, [node], PARAMS)
+    assert (plan.stalled, plan.ok) == ((1,), False)
+    assert [(p.name, p.count, p.groups) for p in plan.podless] == [("llm-xl", 1, ())]
+    denied = judge(objects, shapes.eviction_request(worker_of(groups, groups[0][0], 1)))
+    assert denied["status"]["code"] == 429
+    assert ": 1 group with no pods (0 of 4 pods exist). Retry" in denied["status"]["message"]

@@ -134,7 +134,7 @@ def render_text(plan: DrainPlan, out: TextIO) -> None:
             item.name,
             str(item.budget),
             _indexes(item.losing),
-            _indexes(item.broken) + (f" and {item.broken_not_listed} more" if item.broken_not_listed else ""),
+            _broken_cell(item.broken, item.broken_not_listed),
             str(item.lost),
             str(item.rebuildable),
         )
@@ -194,7 +194,7 @@ def render_text(plan: DrainPlan, out: TextIO) -> None:
 def _podless_sentence(podless: PodlessGroups) -> str:
     """The note on an LWS's groups with no live pod (guardhook.planning.drain.PodlessGroups)."""
     count = podless.count
-    named = ", ".join(podless.groups) + (" …" if len(podless.groups) < count else "")
+    named = ", ".join(podless.groups) + (" …" if podless.groups and len(podless.groups) < count else "")
     if podless.no_pod:
         what = f"{podless.namespace}/{podless.name} has no pod: its {count} group{_s(count)}"
     else:
@@ -237,6 +237,14 @@ def _wave_detail(wave: Wave) -> str:
     if wave.waits_for:
         parts.append("waits for " + ", ".join(str(g) for g in wave.waits_for))
     return " — " + "; ".join(parts)
+
+
+def _broken_cell(broken: tuple[str, ...], not_listed: int) -> str:
+    """The BROKEN-NOW cell: the groups named, then how many more (a Hash LWS's groups with no pod
+    have no key to name them by)."""
+    if not not_listed:
+        return _indexes(broken)
+    return f"{_indexes(broken)} and {not_listed} more" if broken else f"{not_listed} with no pod"
 
 
 def _indexes(groups: tuple[str, ...]) -> str:

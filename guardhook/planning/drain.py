@@ -262,7 +262,9 @@ def plan_drain(
     )
     draining = {node: already[node] for node in order if node in already}
     gangs = tuple(_with_rebuild(gang, rebuilds.gangs.get(_set_key(gang))) for gang in gangs)
-    stalled = tuple(number for number, wave in enumerate(waves, start=1) if _waits_for_podless(wave, broken))
+    stalled = tuple(
+        number for number, wave in enumerate(waves, start=1) if _waits_for_podless(wave, broken, budgets)
+    )
     return DrainPlan(
         tuple(order),
         tuple(waves),
@@ -276,13 +278,18 @@ def plan_drain(
     )
 
 
-def _waits_for_podless(wave: Wave, broken: Mapping[LwsKey, BrokenGroups]) -> bool:
-    """Whether `wave` waits for an LWS group with no live pod (never made, or every pod gone)."""
+def _waits_for_podless(
+    wave: Wave, broken: Mapping[LwsKey, BrokenGroups], budgets: Mapping[LwsKey, int]
+) -> bool:
+    """Whether `wave` waits for an LWS group with no live pod (never made, or every pod gone): one
+    it names, or — a Hash LWS's such groups have no key to name — an LWS it breaks a group of whose
+    groups with no pod fill its budget alone, so the webhook refuses every eviction of it."""
     for group in wave.waits_for:
         groups = broken.get((group.namespace, group.lws)) if not group.kind else None
         if groups is not None and group.group in groups and group.group not in groups.populated:
             return True
-    return False
+    touched = {(group.namespace, group.lws) for group in wave.groups if not group.kind}
+    return any(key in broken and 0 < budgets.get(key, 1) <= broken[key].empty_count for key in touched)
 
 
 def _podless(

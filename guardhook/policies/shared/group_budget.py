@@ -394,11 +394,13 @@ def describe_broken(broken: BrokenGroups) -> str:
     """`group 1 (why); group 3 (why)`, or "none". Every broken group with pods is named, and at
     most EMPTY_GROUPS_LISTED of those with no pods, then "and N more groups with no pods (why)"."""
     shown = broken.shown()
-    text = "; ".join(f"group {index} ({broken[index]})" for index in shown)
+    parts = [f"group {index} ({broken[index]})" for index in shown]
     more = len(broken) - len(shown)
     if more > 0:
-        text += f"; and {more} more group{'s' if more > 1 else ''} with no pods ({broken.empty_why})"
-    return text or "none"
+        # a Hash LWS's groups with no pods have no key: counted, never named
+        counted = f"and {more} more" if parts else str(more)
+        parts.append(f"{counted} group{'s' if more > 1 else ''} with no pods ({broken.empty_why})")
+    return "; ".join(parts) or "none"
 
 
 def budget_message(disruption: GroupDisruption, broken: BrokenGroups, what: str) -> str:
