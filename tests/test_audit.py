@@ -136,8 +136,24 @@ def test_cli_text_json_and_reports_file(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_write_reports_needs_a_live_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # refused before the audit is printed: CI read a whole report and exit code 2 together
     assert main(["audit", "--cluster-state", str(write_state(tmp_path)), "--write-reports"]) == 2
-    assert "--write-reports needs a live cluster" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "--write-reports needs a live cluster" in captured.err and captured.out == ""
+    missing = tmp_path / "no-such-folder" / "reports.yaml"
+    assert main(["audit", "--cluster-state", str(write_state(tmp_path)), "--reports-file", str(missing)]) == 2
+    captured = capsys.readouterr()
+    assert f"cannot write {missing}: its folder does not exist" in captured.err and captured.out == ""
+
+
+def test_quiet_prints_the_violations_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state = str(write_state(tmp_path))
+    assert main(["audit", "--cluster-state", state]) == 0
+    full = capsys.readouterr().out.splitlines()
+    assert main(["audit", "-q", "--cluster-state", state]) == 0
+    quiet = capsys.readouterr().out.splitlines()
+    assert quiet and quiet == [line.strip() for line in full if line.strip() in quiet]
+    assert len(quiet) < len(full) and not any(line.startswith(("Violations", "Note:")) for line in quiet)
 
 
 # ---- live: the fake API server -----------------------------------------------------------------

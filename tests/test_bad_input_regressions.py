@@ -424,7 +424,7 @@ def test_a_cluster_state_with_no_object_is_refused_naming_it(
 def test_serve_warns_of_the_sample_fleet_once(fresh_server: Callable[..., Server]) -> None:
     # It was logged twice: once by the fail-fast read before forking, once by the worker (whose
     # line the writer thread may write late: counted after stop).
-    assert fresh_server().final_log().count("serving the bundled sample fleet") == 1
+    assert fresh_server().final_log().count("using the bundled sample fleet") == 1
 
 
 def test_check_refuses_a_yaml_alias_bomb_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -108,11 +108,15 @@ def test_a_wrong_patch_fails(capsys: pytest.CaptureFixture[str], tmp_path: Path)
         (lambda d: d["results"][0].update(result="refused"), "results[0].result must be one of"),
         (lambda d: d.pop("clusterState"), "clusterState is required"),
         (
+            lambda d: d.update(clusterState=["/nonexistent-state"]),
+            "clusterState: /nonexistent-state: no such",
+        ),
+        (
             lambda d: d["results"][0].update(policy="worker-delet"),
             "results[0].policy: unknown policy worker-delet",
         ),
     ],
-    ids=["empty", "unknown-key", "bad-result", "no-state", "unknown-policy"],
+    ids=["empty", "unknown-key", "bad-result", "no-state", "missing-state", "unknown-policy"],
 )
 def test_a_bad_suite_exits_2_with_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, edit: object, message: str

@@ -83,7 +83,7 @@ def static_view(source: Source, stale_after_seconds: float = 60.0) -> ClusterVie
     if source.kind == STATE:
         view = view_from_paths(source.paths)
     elif source.kind == EMBEDDED:
-        log.warning("no cluster configured: serving the bundled sample fleet as the cluster view")
+        log.warning("no cluster configured: using the bundled sample fleet as the cluster view")
         view = embedded_fleet_view()
     else:
         raise ValueError(f"{source.kind} is a live source")

@@ -26,6 +26,7 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from guardhook.commands.common import (
@@ -129,7 +130,7 @@ def audit(
     all_notes = list(notes)
     for policy in policies:
         if policy not in usable:
-            all_notes.append(f"{policy.id} skipped: existing groups are counted below instead")
+            all_notes.append(f"{policy.id} skipped: existing groups are counted in the groups table instead")
     findings = scan(view, config, usable, objects, username=AUDIT_USER)
     findings += held_findings(view, config, objects)
     budget = config.settings("group-eviction").params.get("maxDisruptedGroups")
@@ -224,8 +225,13 @@ def _key_of(obj: KubeObject) -> tuple[str, str, str]:
     return (str(obj.get("kind") or ""), str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
-def render_text(result: AuditResult, out: TextIO) -> None:
-    """Violations, one line each, then a table of groups per LWS, then the notes."""
+def render_text(result: AuditResult, out: TextIO, quiet: bool = False) -> None:
+    """Violations, one line each, then a table of groups per LWS, then the notes; with `quiet`
+    (`--quiet`), the violation lines alone."""
+    if quiet:
+        for finding in result.violations:
+            print(finding.line(), file=out)
+        return
     print(f"Violations ({len(result.violations)}):", file=out)
     for finding in result.violations:
         print("  " + finding.line(), file=out)
@@ -523,18 +529,21 @@ def run_audit(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.enforcement)
     source = choose_source(args.cluster_state, args.kubeconfig)
     require_cluster(source, "audit")
+    # what cannot be done is refused before anything is listed or printed
+    if args.write_reports and not source.live:
+        raise SourceError("--write-reports needs a live cluster; use --reports-file PATH offline")
+    if args.reports_file and not Path(args.reports_file).resolve().parent.is_dir():
+        raise SourceError(f"cannot write {args.reports_file}: its folder does not exist")
     objects, notes, unreadable = _audit_objects(source)
     result = audit(objects, config, notes=notes, unreadable=unreadable)
     if args.format == "json":
         render_json(result, sys.stdout)
     else:
-        render_text(result, sys.stdout)
+        render_text(result, sys.stdout, quiet=bool(getattr(args, "quiet", False)))
     reports = policy_reports(result)
     if args.reports_file:
         write_text(args.reports_file, yaml.safe_dump_all(reports, sort_keys=False))
     if args.write_reports:
-        if not source.live:
-            raise SourceError("--write-reports needs a live cluster; use --reports-file PATH offline")
         api = live_client(source, retries=False)
         using_source(source, "write PolicyReports to", lambda: write_reports(api, reports))
     return 0

@@ -124,13 +124,17 @@ def run_suite(path: Path) -> list[Row]:
     from guardhook.admission.codec import ReviewError, decode
     from guardhook.admission.engine import Engine
     from guardhook.admission.review import verdict_both
+    from guardhook.cluster.view.manifests import ManifestError
     from guardhook.cluster.view.static import view_from_paths
     from guardhook.config import load_config
 
     suite = _load(path)
     base = path.parent
     config = load_config(str(base / suite["config"]) if suite.get("config") else None)
-    view = view_from_paths([base / p for p in _paths(suite, "clusterState", path, required=True)])
+    try:
+        view = view_from_paths([base / p for p in _paths(suite, "clusterState", path, required=True)])
+    except ManifestError as exc:  # name the suite and its key, not only the path it gave
+        raise SuiteError(f"{path}: clusterState: {exc}") from exc
     engine = Engine(view, config, record=False)
     verdicts: dict[str, Any] = {}
     subjects: dict[str, str] = {}
