@@ -103,8 +103,7 @@ def test_quiet_prints_the_findings_only(tmp_path: Path) -> None:
 def test_warnings_are_kubectl_style_and_logs_need_verbose(tmp_path: Path) -> None:
     done = cli(tmp_path, "review", "--format", "text", WORKER_DELETE)
     assert (
-        done.stderr
-        == "Warning: no cluster configured: using the bundled sample fleet as the cluster view\n"
+        done.stderr == "Warning: no cluster configured: using the bundled sample fleet as the cluster view\n"
     )
     verbose = cli(tmp_path, "review", "--verbose", "--format", "text", WORKER_DELETE)
     assert "WARNING guardhook.cluster.sources: no cluster configured" in verbose.stderr
