@@ -23,18 +23,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from guardhook.cluster.lws import (
-    GROUP_INDEX_LABEL,
-    GROUP_KEY_LABEL,
-    NAME_LABEL,
-    WORKER_INDEX_LABEL,
-    LeaderWorkerSet,
-)
+from guardhook.cluster.lws import NAME_LABEL, LeaderWorkerSet
 from guardhook.cluster.model import as_dict, metadata, str_map
 from guardhook.cluster.reach import reach
 from guardhook.cluster.selectors import Selector, SelectorError, from_label_selector, from_map, matches
 from guardhook.commands.scan import Located
+from guardhook.groups.placement import GroupMember, member_of_object
 from guardhook.policies.pod_counted_scaler import KEDA_DEFAULT_KIND
 from guardhook.policies.shared.traffic import POOL_KIND, traffic_selector
 from guardhook.wire import KubeObject
@@ -83,10 +79,18 @@ class Unjudged:
         }
 
 
+class _PodLabels(NamedTuple):
+    """The labels of a pod or of a workload's pod template, and for a pod, its place in an LWS
+    group as the group model reads it (guardhook.groups.placement; None for a template)."""
+
+    labels: dict[str, str]
+    member: GroupMember | None
+
+
 @dataclass
 class _Namespace:
     lws: list[LeaderWorkerSet]
-    pod_labels: list[dict[str, str]]
+    pod_labels: list[_PodLabels]
     statefulsets: set[str]
 
 
@@ -142,7 +146,8 @@ def _index(objects: Iterable[KubeObject]) -> defaultdict[str, _Namespace]:
         template = obj
         for step in path:
             template = as_dict(template.get(step))
-        ns.pod_labels.append(str_map(metadata(template).get("labels")))
+        member = member_of_object(obj) if kind == "Pod" else None
+        ns.pod_labels.append(_PodLabels(str_map(metadata(template).get("labels")), member))
     return namespaces
 
 
@@ -161,36 +166,29 @@ def _selector_note(
         return None  # a null selector matches nothing: there is nothing to judge
     if any(reach(selector, lws).any for lws in ns.lws):
         return None
-    matched = [labels for labels in ns.pod_labels if matches(selector, labels)]
+    matched = [pod for pod in ns.pod_labels if matches(selector, pod.labels)]
     present = {lws.name for lws in ns.lws}
-    missing: defaultdict[str, list[dict[str, str]]] = defaultdict(list)
-    for labels in matched:
-        lws_name = labels.get(NAME_LABEL)
+    missing: defaultdict[str, list[GroupMember | None]] = defaultdict(list)
+    for pod in matched:
+        lws_name = pod.labels.get(NAME_LABEL)
         if lws_name is not None and lws_name not in present:
-            missing[lws_name].append(labels)
+            missing[lws_name].append(pod.member)
     if missing:
         return _missing_lws_note(policy, namespace, missing)
     if matched:
         return None  # another workload's pods (or an LWS's that is here): the policy judged them
-    elsewhere = sorted(
-        {
-            f"{name}/{lws.name}"
-            for name, other in namespaces.items()
-            if other is not ns
-            for lws in other.lws
-            if reach(selector, lws).any
-        }
-        | {
-            f"{name}/{labels[NAME_LABEL]}"
-            for name, other in namespaces.items()
-            if other is not ns
-            for labels in other.pod_labels
-            if NAME_LABEL in labels and matches(selector, labels)
-        }
-    )  # its LWS, or pods a dump holds of one
+    elsewhere: set[str] = set()  # its LWS, or pods a dump holds of one, in another namespace
+    for name, other in namespaces.items():
+        if other is not ns:
+            elsewhere |= {f"{name}/{lws.name}" for lws in other.lws if reach(selector, lws).any}
+            elsewhere |= {
+                f"{name}/{pod.labels[NAME_LABEL]}"
+                for pod in other.pod_labels
+                if NAME_LABEL in pod.labels and matches(selector, pod.labels)
+            }
     hint = (
-        f" (LeaderWorkerSet {', '.join(elsewhere)} in another namespace has pods it would match: does it "
-        "lack its namespace?)"
+        f" (LeaderWorkerSet {', '.join(sorted(elsewhere))} in another namespace has pods it would match: "
+        "does it lack its namespace?)"
         if elsewhere
         else ""
     )
@@ -203,18 +201,22 @@ def _selector_note(
 
 
 def _missing_lws_note(
-    policy: str, namespace: str, missing: dict[str, list[dict[str, str]]]
+    policy: str, namespace: str, missing: dict[str, list[GroupMember | None]]
 ) -> tuple[str, str] | None:
-    """The note for a selector matching pods whose LWS (`missing`: name -> the labels matched) is
-    not in the input or context, or None when those pods' own labels already answer the policy's
-    question: group-pdb's, whether the selector spans groups (all in one group: no); leader-service's,
-    whether it reaches workers (only leaders, worker-index 0: no)."""
+    """The note for a selector matching pods whose LWS (`missing`: name -> the matched pods' group
+    members, None for a template's labels) is not in the input or context, or None when those pods
+    already answer the policy's question: group-pdb's, whether the selector spans groups (all in
+    one group: no); leader-service's, whether it reaches workers (only leaders: no)."""
     if policy == "group-pdb":
-        spanning = sorted(name for name, pods in missing.items() if len({_group_of(p) for p in pods}) > 1)
+        spanning = sorted(
+            name
+            for name, pods in missing.items()
+            if None in pods or len({p.group_index for p in pods if p}) > 1
+        )
         what, refused = "pods of more than one group of", "a budget across groups"
     else:
         spanning = sorted(
-            name for name, pods in missing.items() if any(p.get(WORKER_INDEX_LABEL, "0") != "0" for p in pods)
+            name for name, pods in missing.items() if any(p is None or not p.is_leader for p in pods)
         )
         what, refused = "worker pods of", "traffic to workers"
     if not spanning:
@@ -226,11 +228,6 @@ def _missing_lws_note(
         f"it could not be judged against that LWS ({refused} is what [{policy}] refuses); add the "
         f"LeaderWorkerSet to the input, {CONTEXT_FLAGS}",
     )
-
-
-def _group_of(labels: dict[str, str]) -> str:
-    """A pod's group as its labels name it (a Hash group's key, else its ordinal), "" when neither."""
-    return labels.get(GROUP_KEY_LABEL) or labels.get(GROUP_INDEX_LABEL) or ""
 
 
 def _scaler_note(scaler: KubeObject, ns: _Namespace) -> tuple[str, str] | None:
