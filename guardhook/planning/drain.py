@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -236,7 +237,7 @@ def plan_drain(
     at_once = evict_in_turn(view, _pods_on(view, order), params)
     waves, blocked = _waves(view, order, params)
     losing, broken, budgets = _groups(view, order, params, every_lws=True)
-    podless = _podless(view, broken, budgets, params)
+    podless = _podless(broken)
     # BrokenGroups, not sets: an LWS may have 2^31 - 1 groups with no pods, counted, not listed.
     # Only groups with pods are rebuilt (PodlessGroups says why).
     lost = {key: broken[key].with_pods().with_groups(losing.get(key, ()), "loses a pod") for key in broken}
@@ -281,38 +282,29 @@ def plan_drain(
 def _waits_for_podless(
     wave: Wave, broken: Mapping[LwsKey, BrokenGroups], budgets: Mapping[LwsKey, int]
 ) -> bool:
-    """Whether `wave` waits for an LWS group with no live pod (never made, or every pod gone): one
-    it names, or — a Hash LWS's such groups have no key to name — an LWS it breaks a group of whose
-    groups with no pod fill its budget alone, so the webhook refuses every eviction of it."""
-    for group in wave.waits_for:
-        groups = broken.get((group.namespace, group.lws)) if not group.kind else None
-        if groups is not None and group.group in groups and group.group not in groups.populated:
-            return True
-    touched = {(group.namespace, group.lws) for group in wave.groups if not group.kind}
-    return any(key in broken and 0 < budgets.get(key, 1) <= broken[key].empty_count for key in touched)
+    """Whether `wave` breaks more groups of an LWS than its budget leaves beside the groups with
+    no live pod (never made, or every pod gone; a Hash LWS's have no key to name them): nothing
+    makes those whole, so the webhook refuses the wave's evictions until they are made."""
+    breaking = Counter((group.namespace, group.lws) for group in wave.groups if not group.kind)
+    return any(
+        key in broken and broken[key].empty_count and broken[key].empty_count + count > budgets.get(key, 1)
+        for key, count in breaking.items()
+    )
 
 
-def _podless(
-    view: ClusterView,
-    broken: dict[LwsKey, BrokenGroups],
-    budgets: dict[LwsKey, int],
-    params: Mapping[str, Any],
-) -> tuple[PodlessGroups, ...]:
-    """Every LWS's groups with no live pod (PodlessGroups), by namespace and name. An LWS with no
-    live pod but broken groups that have pods (every pod Failed) is added to `broken` and `budgets`
-    (in place): its controller recreates those groups, so the rebuild asks room for them."""
-    default = int(params.get("maxDisruptedGroups", 1))
-    found = []
-    for lws in sorted(view.all_lws(), key=lambda item: (item.namespace, item.name)):
-        key = (lws.namespace, lws.name)
-        no_pod = key not in broken
-        groups = broken[key] if not no_pod else broken_in_view(view, lws)
-        if no_pod and groups.with_pods():
-            broken[key], budgets[key] = groups, budget_of(lws, default)
-        if groups.empty_count:
-            shown = tuple(itertools.islice(groups.empty_indexes(), GROUPS_LISTED))
-            found.append(PodlessGroups(lws.namespace, lws.name, groups.empty_count, shown, no_pod))
-    return tuple(found)
+def _podless(broken: Mapping[LwsKey, BrokenGroups]) -> tuple[PodlessGroups, ...]:
+    """Every LWS's groups with no live pod (PodlessGroups), by namespace and name."""
+    return tuple(
+        PodlessGroups(
+            key[0],
+            key[1],
+            groups.empty_count,
+            tuple(itertools.islice(groups.empty_indexes(), GROUPS_LISTED)),
+            no_pod=not groups.populated,
+        )
+        for key, groups in sorted(broken.items())
+        if groups.empty_count
+    )
 
 
 def _lost_gangs(view: ClusterView, gangs: Sequence[GangDrain]) -> dict[GangSetKey, dict[str, int]]:
@@ -465,9 +457,10 @@ def _all_broken(view: ClusterView, params: Mapping[str, Any]) -> dict[LwsKey, se
 def _groups(
     view: ClusterView, nodes: Sequence[str], params: Mapping[str, Any], every_lws: bool = False
 ) -> tuple[dict[LwsKey, set[GroupKey]], dict[LwsKey, BrokenGroups], dict[LwsKey, int]]:
-    """Per LWS touched by the drain (or every LWS holding a pod, with `every_lws`): the groups
-    losing a pod on `nodes`, the groups already broken, and the group budget — all as
-    group-eviction reads them (groups beyond spec.replicas are not counted)."""
+    """Per LWS touched by the drain (or every LWS, with `every_lws`: those with no live pod too,
+    whose groups are broken all the same): the groups losing a pod on `nodes`, the groups already
+    broken, and the group budget — all as group-eviction reads them (groups beyond spec.replicas
+    are not counted)."""
     losing: dict[LwsKey, set[GroupKey]] = {}
     broken: dict[LwsKey, BrokenGroups] = {}
     budgets: dict[LwsKey, int] = {}
@@ -484,4 +477,10 @@ def _groups(
             broken[key] = eviction.broken_in_view
         if pod.key in on_nodes:
             losing.setdefault(key, set()).add(eviction.group)
+    if every_lws:
+        default = int(params.get("maxDisruptedGroups", 1))
+        for lws in view.all_lws():
+            key = (lws.namespace, lws.name)
+            if key not in broken:
+                broken[key], budgets[key] = broken_in_view(view, lws), budget_of(lws, default)
     return losing, broken, budgets
