@@ -83,10 +83,8 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> ReadMan
     from pathlib import Path
 
     from guardhook.cluster.view.manifests import (
-        KUSTOMIZATION_FILES,
         ManifestError,
-        kustomize_patches,
-        kustomize_skipped,
+        kustomize_notes,
         parse_documents,
         walk_manifest_files,
     )
@@ -119,11 +117,10 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> ReadMan
         errors += problems
         files = [file for file in files if file.resolve() not in seen]  # given twice: read once
         seen.update(file.resolve() for file in files)
-        patches = kustomize_patches(files)
+        kustomize = kustomize_notes(files)
         for file in files:
-            kustomization = patches.get(file.resolve())
-            if kustomization is not None or file.name in KUSTOMIZATION_FILES:
-                skipped.append(kustomize_skipped(file, kustomization))
+            if file in kustomize:
+                skipped.append(kustomize[file])
                 continue
             try:
                 text = file.read_text(encoding="utf-8")
@@ -280,7 +277,7 @@ def summary_row(result: CheckResult) -> tuple[str, ...]:
 
 def render_json(result: CheckResult, out: TextIO) -> None:
     """`{"objects", "violations": [Finding…], "notJudged": [Unjudged…], "skipped": {policy: why},
-    "skippedDocuments": [line…], "errors": [line…], "exitCode"}` on `out` (camelCase keys
+    "skippedDocuments": [SkippedDocument…], "errors": [line…], "exitCode"}` on `out` (camelCase keys
     throughout; a finding from a file says which YAML document (`document`, 0 for the first) and the
     line it starts on (`documentLine`))."""
     document = {

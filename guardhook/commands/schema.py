@@ -73,7 +73,7 @@ def validate(obj: KubeObject) -> list[str] | None:
         ]
     if kind == "LeaderWorkerSet":
         problems += _lws_rules(obj)
-    problems += name_problems(obj, built_in=_crd_file(api_version, kind) is None)
+    problems += name_problems(obj, built_in=crd is None)
     problems.sort(key=lambda p: [str(step) for step in p[0]])
     return [f"{_path(path)}: {message}" for path, message in problems[:MAX_PROBLEMS]]
 
@@ -137,6 +137,7 @@ def _path(path: list[Any]) -> str:
     return out or "(object)"
 
 
+@functools.cache
 def _crd_file(api_version: str, kind: str) -> str | None:
     group, _, version = api_version.rpartition("/")
     name = f"{group}_{version}_{kind.lower()}.json"

@@ -10,7 +10,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,18 +40,31 @@ class Manifest:
     line: int = 1
 
 
-def flatten(doc: Any) -> Iterator[KubeObject]:
-    """Yield the objects in one decoded document, unpacking List kinds; skips non-objects."""
-    if not isinstance(doc, dict):
-        return
-    kind = doc.get("kind")
-    if isinstance(kind, str) and kind.endswith("List") and "items" in doc:
-        items = doc["items"]
-        for item in items if isinstance(items, list) else ():  # `items: 5` holds no object
-            yield from flatten(item)
-        return
-    if isinstance(kind, str):
-        yield doc
+def unpack(doc: Any) -> tuple[list[KubeObject], list[str]]:
+    """The objects in one decoded document, List kinds unpacked (nested ones too), and why each
+    part that holds none is skipped (not_an_object; a List's `items` that is no list, or an item
+    that is no object). An empty document or item (a stray `---`, `{}`) says nothing."""
+    why = not_an_object(doc)
+    if why:
+        return [], [why]
+    if not doc:
+        return [], []
+    kind = doc["kind"]
+    if not (kind.endswith("List") and "items" in doc):
+        return [doc], []
+    items = doc["items"]
+    if items is None:
+        return [], []
+    if not isinstance(items, list):
+        return [], [f"the items of a {kind} are not a list, so it holds no object"]
+    objects: list[KubeObject] = []
+    reasons: list[str] = []
+    for number, item in enumerate(items):
+        why = not_an_object(item)
+        found, deeper = ([], [f"item {number} of a {kind} is {why}"]) if why else unpack(item)
+        objects += found
+        reasons += deeper
+    return objects, reasons
 
 
 # libyaml's parser when PyYAML was built with it (its wheels are): the pure-Python one takes ~1 s
@@ -167,30 +180,10 @@ def parse_documents(text: str, source: str) -> tuple[list[Manifest], list[Skippe
     manifests: list[Manifest] = []
     skipped: list[SkippedDocument] = []
     for index, (line, doc) in enumerate(docs):
-        why = not_an_object(doc)
-        if why:
-            skipped.append(SkippedDocument(source, index, line, why))
-            continue
-        manifests += [Manifest(source, obj, index, line) for obj in flatten(doc)]
-        skipped += [SkippedDocument(source, index, line, why) for why in _list_junk(doc)]
+        objects, reasons = unpack(doc)
+        manifests += [Manifest(source, obj, index, line) for obj in objects]
+        skipped += [SkippedDocument(source, index, line, why) for why in reasons]
     return manifests, skipped
-
-
-def _list_junk(doc: Any) -> list[str]:
-    """Why each part of a List kind (`kind: List`, `PodList`, nested) holds no object, as flatten
-    skips it: `items` that is not a list, an item that is no object."""
-    if not (isinstance(doc, dict) and str(doc.get("kind") or "").endswith("List") and "items" in doc):
-        return []
-    items, kind = doc["items"], doc["kind"]
-    if items is None:
-        return []
-    if not isinstance(items, list):
-        return [f"the items of a {kind} are not a list, so it holds no object"]
-    found = []
-    for number, item in enumerate(items):
-        why = not_an_object(item)
-        found += [f"item {number} of a {kind} is {why}"] if why else _list_junk(item)
-    return found
 
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
@@ -198,30 +191,37 @@ KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization
 KUSTOMIZE_BUILD = "give `kustomize build DIR`'s output instead"
 
 
-def kustomize_patches(files: Iterable[Path]) -> dict[Path, Path]:
-    """Patch file -> the Kustomization that names it (`patches[].path`, `patchesStrategicMerge[]`,
-    `patchesJson6902[].path`, relative to the Kustomization's folder), for every Kustomization
-    among `files` or in a folder above one of them up to the repository's root (the folder holding
-    `.git`; a patch is often given alone, as pre-commit gives changed files). A patch is a fragment
-    kustomize merges into an object (`kind: LeaderWorkerSet`, a name and one field), not an object:
-    judged alone it is invalid. An unreadable Kustomization names none."""
+def kustomize_notes(files: Sequence[Path]) -> dict[Path, SkippedDocument]:
+    """The note for each of `files` that is kustomize's, not an object: a Kustomization (known by its
+    file name; kustomize's default form has no kind) or a patch one names (`patches[].path`,
+    `patchesStrategicMerge[]`, `patchesJson6902[].path`, relative to its folder). A Kustomization is
+    looked for among `files` and in the folders above them up to the repository's root (the folder
+    holding `.git`), as a patch is often given alone (pre-commit gives changed files). A patch is a
+    fragment kustomize merges into an object: judged alone it is invalid."""
     kustomizations = {file.resolve() for file in files if file.name in KUSTOMIZATION_FILES}
+    seen: set[Path] = set()
     for folder in {file.resolve().parent for file in files}:
         for above in (folder, *folder.parents):
+            if above in seen:
+                break  # walked from another file already
+            seen.add(above)
             kustomizations.update(above / name for name in KUSTOMIZATION_FILES if (above / name).is_file())
             if (above / ".git").exists():
                 break
-    found: dict[Path, Path] = {}
-    for kustomization in sorted(kustomizations):
-        for name in _patch_names(kustomization):
-            found[(kustomization.parent / name).resolve()] = kustomization
-    return found
-
-
-def kustomize_skipped(file: Path, kustomization: Path | None) -> SkippedDocument:
-    """The note for `file`, a Kustomization (`kustomization` None) or a patch `kustomization` names."""
-    what = f"patch ({kustomization} names it)" if kustomization is not None else "Kustomization"
-    return SkippedDocument(str(file), 0, 1, f"a kustomize {what}, not an object: {KUSTOMIZE_BUILD}")
+    patches = {
+        (kustomization.parent / name).resolve(): kustomization
+        for kustomization in sorted(kustomizations)
+        for name in _patch_names(kustomization)
+    }
+    notes: dict[Path, SkippedDocument] = {}
+    for file in files:
+        kustomization = patches.get(file.resolve())
+        if kustomization is not None or file.name in KUSTOMIZATION_FILES:
+            what = f"patch ({kustomization} names it)" if kustomization is not None else "Kustomization"
+            notes[file] = SkippedDocument(
+                str(file), 0, 1, f"a kustomize {what}, not an object: {KUSTOMIZE_BUILD}"
+            )
+    return notes
 
 
 def _patch_names(kustomization: Path) -> list[str]:
@@ -412,11 +412,10 @@ def load_paths(paths: Iterable[str | Path]) -> list[Manifest]:
     for raw in paths:
         found: list[Manifest] = []
         files = files_under(Path(raw))
-        patches = kustomize_patches(files)
+        kustomize = kustomize_notes(files)
         for file in files:
-            kustomization = patches.get(file.resolve())
-            if kustomization is not None or file.name in KUSTOMIZATION_FILES:
-                log.warning("%s", kustomize_skipped(file, kustomization).text())
+            if file in kustomize:
+                log.warning("%s", kustomize[file].text())
                 continue
             try:
                 text = file.read_text(encoding="utf-8")
