@@ -12,18 +12,16 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from guardhook.cluster.sources import Source
+from guardhook.reconcile.loop import Follower
 
 
-class ViewReconciler(Protocol):
-    """A reconciler that plans and syncs from a cluster view and follows a live one."""
+class ViewReconciler(Follower, Protocol):
+    """A reconciler that follows a live view (reconcile.loop.Follower) and plans and syncs from
+    one view."""
 
     def plan(self, view: Any, /) -> Any: ...
 
     def sync(self, view: Any, /) -> Any: ...
-
-    def watch(self, view: Any, /) -> None: ...
-
-    def run_until(self, current: Callable[[], Any], stop: threading.Event, interval: float, /) -> None: ...
 
 
 def one_round(
