@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import math
-import re
+
+from guardhook.commands.names import is_label, is_subdomain
 
 
 def port(text: str) -> int:
@@ -48,14 +49,11 @@ def seconds_or_zero(text: str) -> float:
     return value
 
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-
-
 def dns_label(text: str) -> str:
     """A Kubernetes object name that must be an RFC 1123 label (a namespace, a Service): lowercase
     letters, digits and '-', 1-63 characters, starting and ending alphanumeric. Raises
     argparse.ArgumentTypeError otherwise."""
-    if not _DNS_LABEL.fullmatch(text):
+    if not is_label(text):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a valid name: lowercase letters, digits and '-', at most 63, "
             "starting and ending with a letter or digit (RFC 1123 label)"
@@ -66,9 +64,7 @@ def dns_label(text: str) -> str:
 def dns_subdomain(text: str) -> str:
     """A Kubernetes object name that must be an RFC 1123 subdomain (a Node): RFC 1123 labels joined
     by dots, at most 253 characters. Raises argparse.ArgumentTypeError otherwise (an empty name too)."""
-    from guardhook.commands.names import subdomain
-
-    if not subdomain(text):
+    if not is_subdomain(text):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a valid name: lowercase letters, digits, '-' and '.', at most 253 "
             "(RFC 1123 subdomain)"
@@ -86,7 +82,7 @@ def san(text: str) -> str:
     except ValueError:
         pass
     labels = text.lower().removeprefix("*.").split(".")
-    if len(text) > 253 or not all(_DNS_LABEL.fullmatch(label) for label in labels):
+    if len(text) > 253 or not all(is_label(label) for label in labels):
         raise argparse.ArgumentTypeError(f"{text!r} is neither a DNS name nor an IP address")
     return text
 

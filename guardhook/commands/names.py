@@ -49,7 +49,7 @@ def name_problems(obj: KubeObject, built_in: bool) -> list[Problem]:
         return [(["metadata", "name"], "is required (or metadata.generateName)")] if named else []
     problems = list(_name(meta, kind)) if named else []
     namespace = meta.get("namespace")
-    if isinstance(namespace, str) and namespace and not _label(namespace):
+    if isinstance(namespace, str) and namespace and not is_label(namespace):
         problems.append((["metadata", "namespace"], f"{namespace!r} is not an RFC 1123 label {LABEL_FORM}"))
     problems += _labels(meta.get("labels"), ["metadata", "labels"])
     if built_in and kind in SELECTOR_KINDS:
@@ -68,20 +68,22 @@ def _name(meta: dict[str, Any], kind: str) -> Iterator[Problem]:
         return
     where = ["metadata", "name"]
     if kind in LABEL_KINDS:
-        if not _label(name):
+        if not is_label(name):
             yield (where, f"{name!r} is not an RFC 1123 label {LABEL_FORM}")
-    elif not subdomain(name):
+    elif not is_subdomain(name):
         yield (
             where,
             f"{name!r} is not an RFC 1123 subdomain (lowercase letters, digits, '-' and '.', at most 253)",
         )
 
 
-def _label(text: str) -> bool:
+def is_label(text: str) -> bool:
+    """Whether `text` is an RFC 1123 label: lowercase letters, digits and '-', at most 63,
+    starting and ending alphanumeric (apimachinery's IsDNS1123Label)."""
     return len(text) <= 63 and bool(_DNS_LABEL.fullmatch(text))
 
 
-def subdomain(text: str) -> bool:
+def is_subdomain(text: str) -> bool:
     """Whether `text` is an RFC 1123 subdomain: labels joined by dots, at most 253 characters."""
     return len(text) <= 253 and all(_DNS_LABEL.fullmatch(part) for part in text.split("."))
 
@@ -89,7 +91,7 @@ def subdomain(text: str) -> bool:
 def label_key_problem(key: str) -> str:
     """Why `key` is not a label key (a qualified name), or ""."""
     prefix, slash, name = key.rpartition("/")
-    if slash and not (prefix and subdomain(prefix)):
+    if slash and not (prefix and is_subdomain(prefix)):
         return f"{key!r} is not a label key: its prefix must be an RFC 1123 subdomain"
     if not name or len(name) > 63 or not _QUALIFIED_NAME.fullmatch(name):
         return (
