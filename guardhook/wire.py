@@ -86,3 +86,22 @@ class AdmissionReview(TypedDict, total=False):
     kind: Literal["AdmissionReview"]
     request: AdmissionRequest
     response: AdmissionResponse
+
+
+def is_dry_run(request: AdmissionRequest) -> bool:
+    """Whether `request` changes nothing: `request.dryRun` is true, or it is an Eviction whose body
+    carries `deleteOptions.dryRun: [All]`.
+
+    The second case is the one `kubectl drain --dry-run=server` makes: the eviction subresource's
+    REST handler sends admission `dryRun: false` for the Eviction CREATE and applies the body's
+    `deleteOptions.dryRun` only afterwards, to the pod delete it makes (kubernetes
+    pkg/registry/core/pod/storage/eviction.go, `propagateDryRun`). A malformed `deleteOptions` is
+    not a dry run (the API server refuses such a body before it deletes anything)."""
+    if request.get("dryRun") is True:
+        return True
+    body = request.get("object")
+    if not isinstance(body, dict) or body.get("kind") != "Eviction":
+        return False
+    options = body.get("deleteOptions")
+    flags = options.get("dryRun") if isinstance(options, dict) else None
+    return isinstance(flags, list) and "All" in flags

@@ -51,6 +51,50 @@ def test_dry_run_eviction_records_nothing_on_a_real_server(fresh_server: Callabl
     assert answer["allowed"] is False and answer["status"]["code"] == 429
 
 
+def server_side_dry_run(review: dict[str, Any]) -> dict[str, Any]:
+    """`review` as `kubectl drain --dry-run=server` sends it: the Eviction body carries
+    `deleteOptions.dryRun: [All]` while the API server sends `request.dryRun: false` (it applies the
+    body's dry run to the pod delete only after admission: pkg/registry/core/pod/storage/eviction.go)."""
+    review["request"]["object"]["deleteOptions"] = {
+        "kind": "DeleteOptions",
+        "apiVersion": "v1",
+        "dryRun": ["All"],
+    }
+    assert review["request"]["dryRun"] is False
+    return review
+
+
+def test_a_server_side_dry_run_records_nothing_on_a_real_server(
+    fresh_server: Callable[..., Server],
+) -> None:
+    server = fresh_server()
+    dry = server_side_dry_run(load_review("s07-eviction-worker.validating"))
+    assert server.post("/validate", dry).json()["response"]["allowed"] is True
+    # The real eviction of another group that follows still passes: the dry run spent nothing.
+    assert server.review("/validate", "s08-eviction-other-group.validating")["allowed"] is True
+    # And the dry run gets the answer the real request would get now.
+    answer = server.post("/validate", dry).json()["response"]
+    assert answer["allowed"] is False and answer["status"]["code"] == 429
+
+
+@pytest.mark.parametrize("flags", [["All"], ["All", "All"]])
+def test_an_eviction_whose_delete_options_are_a_dry_run_records_nothing(flags: list[str]) -> None:
+    eng = engine(embedded_fleet_view())
+    request = eviction("llm-xl-0-3")
+    request["object"]["deleteOptions"] = {"dryRun": flags}
+    assert judge(eng, request)["allowed"] is True
+    assert eng.ledger.entries(("serve", "llm-xl")) == ()
+
+
+@pytest.mark.parametrize("options", [{}, {"dryRun": []}, {"dryRun": "All"}, {"gracePeriodSeconds": 0}, "x"])
+def test_delete_options_that_are_no_dry_run_spend_the_budget(options: Any) -> None:
+    eng = engine(embedded_fleet_view())
+    request = eviction("llm-xl-0-3")
+    request["object"]["deleteOptions"] = options
+    assert judge(eng, request)["allowed"] is True
+    assert [e.pod for e in eng.ledger.entries(("serve", "llm-xl"))] == ["llm-xl-0-3"]
+
+
 @pytest.mark.parametrize("name", ["s07-eviction-worker", "s08-eviction-other-group", "s11-eviction-leader"])
 def test_each_captured_eviction_alone_is_allowed(name: str) -> None:
     want = next(e for e in expected_answers()["single"] if e["review"] == f"{name}.validating.json")

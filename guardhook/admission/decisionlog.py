@@ -16,7 +16,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from guardhook.wire import AdmissionRequest
+from guardhook.wire import AdmissionRequest, is_dry_run
 
 log = logging.getLogger("guardhook.decisions")
 
@@ -52,7 +52,7 @@ def request_fields(request: AdmissionRequest) -> dict[str, Any]:
         "namespace": str(request.get("namespace") or ""),
         "name": str(request.get("name") or ""),
         "user": str(user.get("username") or "") if isinstance(user, Mapping) else "",
-        "dryRun": request.get("dryRun") is True,
+        "dryRun": is_dry_run(request),
     }
 
 

@@ -27,7 +27,7 @@ from guardhook.policies.base import (
     Violation,
     error_judgement,
 )
-from guardhook.wire import AdmissionRequest, AdmissionResponse, JSONPatchOp
+from guardhook.wire import AdmissionRequest, AdmissionResponse, JSONPatchOp, is_dry_run
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ class Engine:
             view=self.view,
             params=route.params,
             ledger=self.ledger,
-            may_record=self.record and request.get("dryRun") is not True,
+            may_record=self.record and not is_dry_run(request),
         )
         try:
             return policy.judge(ctx), False
