@@ -2,13 +2,18 @@
 notions of a draining node and a going pod (issue 37 item 4): `MaintenancePlanned` makes a node
 draining (group-capacity warns when a scale-up fits only there; drain-plan --draining plans it);
 `DrainInProgress`, `Drained`, `MaintenanceInProgress` and `GracefulNodeShutdownInProgress` make a
-worker DELETE there a budgeted drain delete and its pods going. The set is worker-delete's
-`drainConditions`. Reviews are the captured s01 / s07 re-aimed at the sample fleet (pod
-`llm-xl-G-W` on `gpu-node-(4G+W)`), conditions patched as a maintenance controller writes them;
-each case with its control (the condition False, absent, or not configured)."""
+worker DELETE there a budgeted drain delete (issue 47: a condition never spends the budget itself;
+only `GracefulNodeShutdownInProgress`, which the kubelet acts on alone, makes the node's pods going);
+a maintenance condition left True on a node the scheduler has placed pods on since is stale and
+ignored. The set is worker-delete's `drainConditions`. Reviews are the captured s01 / s07
+re-aimed at the sample fleet (pod `llm-xl-G-W` on `gpu-node-(4G+W)`), conditions patched as a
+maintenance controller writes them; each case with its control (the condition False,
+absent, or not configured)."""
 
 from __future__ import annotations
 
+import copy
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -21,7 +26,7 @@ from eviction_helpers import eviction, find
 from test_capacity_models import judge
 from test_draining_going import KARPENTER, engine, fleet, respond, worker_delete
 
-from guardhook.cluster.going import GOING_CONDITIONS, Going, draining
+from guardhook.cluster.going import DRAIN_CONDITIONS, GOING_CONDITIONS, Going, draining, stale_in_view
 from guardhook.cluster.model import NodeRecord, PodRecord
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.config import ConfigError, build_config
@@ -31,12 +36,16 @@ from guardhook.planning.drain import plan_drain
 from gpu_cluster import lws_create, node_object
 
 Objects = list[dict[str, Any]]
-LIFECYCLE = ["MaintenancePlanned", *GOING_CONDITIONS]
+LIFECYCLE = list(DRAIN_CONDITIONS)
+ADMIN_SET = [c for c in LIFECYCLE if c not in GOING_CONDITIONS]
 
 
-def condition(node: str, kind: str, status: str = "True") -> Callable[[Objects], None]:
+def condition(
+    node: str, kind: str, status: str = "True", since: str = "2026-12-05T03:00:00Z"
+) -> Callable[[Objects], None]:
     """`kind` with `status` added to `node`'s status.conditions, as a maintenance controller
-    patches node status (reason and message as KEP-5683 suggests: the actor and why)."""
+    patches node status (reason and message as KEP-5683 suggests: the actor and why), True since
+    `since` (the fleet's pods were created on 2026-11-29)."""
 
     def edit(objects: Objects) -> None:
         conditions = find(objects, "Node", node).setdefault("status", {}).setdefault("conditions", [])
@@ -46,7 +55,7 @@ def condition(node: str, kind: str, status: str = "True") -> Callable[[Objects],
                 "status": status,
                 "reason": "FirmwareUpgrade",
                 "message": "set by example.com/maintenance-controller",
-                "lastTransitionTime": "2026-12-05T03:00:00Z",
+                "lastTransitionTime": since,
             }
         )
 
@@ -71,14 +80,16 @@ def test_every_lifecycle_condition_makes_a_node_draining(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", LIFECYCLE)
-def test_pods_are_going_under_a_drain_condition_but_not_a_planned_maintenance(kind: str) -> None:
+def test_pods_are_going_only_under_graceful_shutdown(kind: str) -> None:
+    """The kubelet stops the pods of a node in graceful shutdown itself; under a maintenance
+    condition the pods leave only through evictions and deletes the webhook budgets."""
     view = view_from_objects(fleet(condition("gpu-node-02", kind)))
     pod = PodRecord.from_object(find(fleet(), "Pod", "llm-xl-0-2"))
     why = Going(view).why(pod)
-    if kind == "MaintenancePlanned":
-        assert why == ""
-    else:
+    if kind in GOING_CONDITIONS:
         assert why == f"node gpu-node-02 condition {kind}=True"
+    else:
+        assert why == ""
     assert Going(view_from_objects(fleet(condition("gpu-node-02", kind, "False")))).why(pod) == ""
 
 
@@ -99,12 +110,33 @@ def test_a_worker_delete_on_a_maintenance_planned_node_is_a_budgeted_drain() -> 
     assert second["allowed"] is False and second["status"]["code"] == 429
 
 
-def test_a_worker_delete_on_a_drain_in_progress_node_is_allowed_its_group_already_going() -> None:
-    """Under DrainInProgress the node's pods are going: their group counts as broken already (in
-    every budget), so deleting its worker is the drain going on, not a new disruption."""
-    eng = engine(fleet(condition("gpu-node-02", "DrainInProgress")))
+@pytest.mark.parametrize("kind", ADMIN_SET)
+def test_a_worker_delete_on_a_node_under_a_maintenance_condition_is_a_budgeted_drain(kind: str) -> None:
+    """The condition says the node is being emptied; it does not break the node's groups: the
+    first delete is within the budget (and recorded), a second group's is 429."""
+    ledger = MemoryLedger()
+    eng = engine(fleet(condition("gpu-node-02", kind), condition("gpu-node-05", kind)), ledger=ledger)
     assert respond(eng, worker_delete("llm-xl-0-2", KARPENTER))["allowed"] is True
-    assert respond(eng, eviction("llm-xl-1-1"))["status"]["code"] == 429  # group 0 is down already
+    assert [e.pod for e in ledger.entries(("serve", "llm-xl"))] == ["llm-xl-0-2"]
+    assert respond(eng, worker_delete("llm-xl-1-1", KARPENTER))["status"]["code"] == 429
+
+
+@pytest.mark.parametrize("kind", ADMIN_SET)
+def test_a_drain_of_two_nodes_under_a_condition_gets_its_429_as_without_it(kind: str) -> None:
+    """`kubectl drain --report-node-conditions` sets DrainInProgress on each node it drains: two
+    nodes holding workers of groups 0 and 1 of one LWS, a budget of 1. The condition must not count
+    the groups broken (that let both evictions through); the second group's eviction is 429, as it
+    is for the same drain without the condition."""
+    for edits in ((), (condition("gpu-node-03", kind), condition("gpu-node-07", kind))):
+        eng = engine(fleet(*edits))
+        assert respond(eng, eviction("llm-xl-0-3"))["allowed"] is True
+        denied = respond(eng, eviction("llm-xl-1-3"))
+        assert denied["allowed"] is False and denied["status"]["code"] == 429, (edits, denied)
+
+
+def test_a_condition_spends_no_budget_before_any_eviction() -> None:
+    eng = engine(fleet(condition("gpu-node-02", "DrainInProgress")))
+    assert respond(eng, eviction("llm-xl-1-1"))["allowed"] is True  # group 0 is not counted broken
 
 
 def test_control_the_same_delete_without_the_condition_is_a_single_worker_403() -> None:
@@ -197,3 +229,93 @@ def test_a_scale_up_that_fits_only_on_a_maintenance_planned_node_is_warned() -> 
 def test_control_the_same_scale_up_with_room_elsewhere_or_no_condition_is_silent() -> None:
     assert not judge(_nodes({}), lws_create(replicas=3, size=1)).get("warnings")
     assert not judge(_nodes({"n2": "MaintenancePlanned"}), lws_create(replicas=2, size=1)).get("warnings")
+
+
+# ---- stale conditions: left True after the maintenance ------------------------------------------------
+
+BEFORE_THE_PODS = "2026-11-20T00:00:00Z"  # the fleet's pods were created on 2026-11-29
+
+
+@pytest.mark.parametrize("kind", ADMIN_SET)
+def test_a_condition_older_than_the_pods_on_a_schedulable_node_is_stale_and_ignored(kind: str) -> None:
+    """Left True on an uncordoned, untainted node whose pods were created after it: the groups there
+    are not broken (evictions of other groups pass), and a single-worker DELETE there is the 403 it
+    is on any node, not a budgeted drain."""
+    objects = fleet(condition("gpu-node-02", kind, since=BEFORE_THE_PODS))
+    view = view_from_objects(objects)
+    assert draining(view.node("gpu-node-02"), view=view) == ""  # type: ignore[arg-type]
+    stale = stale_in_view(view)
+    assert [(s.node, s.condition, s.since_text) for s in stale] == [("gpu-node-02", kind, BEFORE_THE_PODS)]
+    assert stale[0].pod == "serve/llm-xl-0-2"
+    eng = engine(objects)
+    assert respond(eng, eviction("llm-xl-1-1"))["allowed"] is True
+    denied = respond(eng, worker_delete("llm-xl-0-2", KARPENTER))
+    assert denied["allowed"] is False and denied["status"]["code"] == 403
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda o: find(o, "Node", "gpu-node-02").setdefault("spec", {}).update(unschedulable=True),
+        lambda o: (
+            find(o, "Node", "gpu-node-02")
+            .setdefault("spec", {})
+            .update(taints=[{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}])
+        ),
+        lambda o: o.remove(find(o, "Pod", "llm-xl-0-2")),
+    ],
+    ids=["cordoned", "drain-taint", "no-pod"],
+)
+def test_control_a_condition_is_not_stale_on_a_cordoned_tainted_or_empty_node(edit: Any) -> None:
+    objects = fleet(condition("gpu-node-02", "DrainInProgress", since=BEFORE_THE_PODS), edit)
+    view = view_from_objects(objects)
+    assert stale_in_view(view) == []
+    assert draining(view.node("gpu-node-02"), view=view) != ""  # type: ignore[arg-type]
+
+
+def test_control_a_condition_newer_than_the_pods_is_not_stale() -> None:
+    view = view_from_objects(fleet(condition("gpu-node-02", "DrainInProgress")))
+    assert stale_in_view(view) == []
+    assert draining(view.node("gpu-node-02"), view=view) == "node condition DrainInProgress=True"  # type: ignore[arg-type]
+
+
+def test_a_daemonset_pod_created_after_the_condition_is_no_evidence() -> None:
+    def daemon_pod(objects: Objects) -> None:
+        pod = copy.deepcopy(find(objects, "Pod", "llm-xl-0-2"))
+        pod["metadata"].update(name="node-exporter-x", labels={}, creationTimestamp="2026-12-06T00:00:00Z")
+        pod["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "name": "node-exporter",
+                "uid": "u",
+                "controller": True,
+            }
+        ]
+        objects.append(pod)
+        objects.remove(find(objects, "Pod", "llm-xl-0-2"))
+
+    view = view_from_objects(fleet(condition("gpu-node-02", "DrainInProgress"), daemon_pod))
+    assert stale_in_view(view) == []
+
+
+def test_audit_and_drain_plan_name_a_stale_condition(tmp_path: Path) -> None:
+    state = tmp_path / "state.yaml"
+    objects = fleet(condition("gpu-node-05", "DrainInProgress", since=BEFORE_THE_PODS))
+    state.write_text(yaml.safe_dump_all(objects))
+    want = {
+        "node": "gpu-node-05",
+        "condition": "DrainInProgress",
+        "since": BEFORE_THE_PODS,
+        "pod": "serve/llm-xl-1-1",
+    }
+    for command in (["audit"], ["drain-plan", "gpu-node-05"]):
+        base = [sys.executable, "-m", "guardhook", *command, "--cluster-state", str(state)]
+        text = subprocess.run(base, capture_output=True, text=True, check=False)
+        line = next(line for line in text.stdout.splitlines() if "is stale" in line)
+        assert f"condition DrainInProgress=True since {BEFORE_THE_PODS}" in line, text.stdout
+        assert "serve/llm-xl-1-1" in line
+        out = subprocess.run([*base, "--format", "json"], capture_output=True, text=True, check=False)
+        assert json.loads(out.stdout)["staleConditions"] == [want], out.stderr
+    # drain-plan does not take the node as draining already (the condition is stale).
+    assert plan_drain(objects, ["gpu-node-05"], {"maxDisruptedGroups": 1}).as_dict()["draining"] == {}

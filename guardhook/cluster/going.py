@@ -10,19 +10,33 @@ node it is about to empty without cordoning it —
 Any effect of such a key counts. Or carrying, with status True, a node lifecycle condition (KEP-5683,
 alpha in 1.37, gate `NodeLifecycleConditions`, kubernetes PR #139993 core/v1 NodeConditionType):
 `MaintenancePlanned` (the node is expected to undergo maintenance), `MaintenanceInProgress`,
-`DrainInProgress` (the node is actively being drained), `Drained` (it reached the drain criteria of
-the actor managing its lifecycle), `GracefulNodeShutdownInProgress` (graceful node shutdown is in
-progress on it). An admin or a maintenance controller sets them to True and clears them by False
-or removal; they neither cordon nor taint the node. The set is `worker-delete`'s
-`drainConditions` (default: all five). A worker DELETE on a draining node is a delete-based drain
-(policy `worker-delete`); `drain-plan` and `audit` name the same nodes.
+`DrainInProgress` (the node is actively being drained; `kubectl drain --report-node-conditions`
+sets it), `Drained` (it reached the drain criteria of the actor managing its lifecycle),
+`GracefulNodeShutdownInProgress` (graceful node shutdown is in progress on it). An admin or a
+maintenance controller sets the first four to True and clears them by False or removal (the KEP
+leaves clearing them to whoever set them); they neither cordon nor taint the node. The set is
+`worker-delete`'s `drainConditions` (default: all five). A worker DELETE on a draining node is a
+delete-based drain (policy `worker-delete`), budgeted one group at a time as an eviction is;
+`drain-plan` and `audit` name the same nodes. A draining node is a reason to budget what follows,
+never a disruption in itself: the condition spends no budget.
+
+Stale condition: one of the four an admin sets (MAINTENANCE_CONDITIONS), left True on a node that
+is schedulable (not cordoned), carries no drain taint and no NoExecute taint, and holds a pod
+created after the condition's `lastTransitionTime` (DaemonSet and mirror pods aside: they are placed
+whatever the node's state). The scheduler has placed work there since, so the maintenance is over
+and nobody cleared the condition: it is ignored for judging (the node is not draining by it) and
+named by `audit` and `drain-plan` (node, condition, since when). `stale_conditions`.
 
 Going pod: terminating (deletionTimestamp), marked for removal (`DisruptionTarget`/`TerminationTarget`
-True, PodRecord.disruption), bound to a node whose lifecycle condition says its pods are leaving now
-(GOING_CONDITIONS: `DrainInProgress`, `Drained`, `MaintenanceInProgress`,
-`GracefulNodeShutdownInProgress` True — not `MaintenancePlanned`, which announces maintenance
-without a time), or bound to a node — or holding a device — with a NoExecute taint it
-does not tolerate forever. The taint eviction controller (pkg/controller/tainteviction, in 1.28
+True, PodRecord.disruption), bound to a node in graceful shutdown (GOING_CONDITIONS:
+`GracefulNodeShutdownInProgress` True — the kubelet stops the node's pods itself, asking nobody),
+or bound to a node — or holding a device — with a NoExecute taint it does not tolerate forever.
+The maintenance conditions do not make a pod going: the evictions and deletes that empty such a
+node come through the webhook and are budgeted there, one group at a time; counting the node's
+groups broken beforehand would let those evictions through unbudgeted (a drain of two nodes
+holding two groups of one LWS took both down under a budget of 1).
+
+The taint eviction controller (pkg/controller/tainteviction, in 1.28
 pkg/controller/nodelifecycle/scheduler/taint_manager.go `processPodOnNode`) deletes a pod with no
 matching toleration at once, and one whose matching tolerations all carry `tolerationSeconds` once
 the shortest has passed, counted from when it saw the taint; only removing the taint cancels that.
@@ -36,6 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from guardhook.cluster.dra import (
     ClassMatcher,
@@ -56,17 +71,24 @@ DRAIN_TAINT_KEYS: tuple[str, ...] = (KARPENTER_DISRUPTED_TAINT, CLUSTER_AUTOSCAL
 """The drain taints every configuration knows; `drainTaintKeys` adds to them."""
 
 MAINTENANCE_PLANNED = "MaintenancePlanned"
-GOING_CONDITIONS: tuple[str, ...] = (
+GRACEFUL_SHUTDOWN = "GracefulNodeShutdownInProgress"
+MAINTENANCE_CONDITIONS: tuple[str, ...] = (
+    MAINTENANCE_PLANNED,
     "DrainInProgress",
     "Drained",
     "MaintenanceInProgress",
-    "GracefulNodeShutdownInProgress",
 )
-"""Node lifecycle conditions (KEP-5683) under which a node's pods are leaving now: True makes its
-pods going (see the module docstring)."""
-DRAIN_CONDITIONS: tuple[str, ...] = (MAINTENANCE_PLANNED, *GOING_CONDITIONS)
+"""Node lifecycle conditions (KEP-5683) an admin or a maintenance controller sets and clears: True
+makes a node draining, unless stale (see the module docstring)."""
+GOING_CONDITIONS: tuple[str, ...] = (GRACEFUL_SHUTDOWN,)
+"""Node conditions under which the kubelet itself is stopping the node's pods: True makes its pods
+going (see the module docstring)."""
+DRAIN_CONDITIONS: tuple[str, ...] = (*MAINTENANCE_CONDITIONS, *GOING_CONDITIONS)
 """Node lifecycle conditions that make a node draining by default (`worker-delete`'s
 `drainConditions`)."""
+_NODE_BOUND_OWNERS = frozenset({"DaemonSet", "Node"})
+"""Owner kinds of pods placed whatever a node's state (a DaemonSet's, a static pod's mirror): their
+creation says nothing of whether a maintenance is over."""
 
 
 def describe_taint(taint: TaintLike) -> str:
@@ -75,11 +97,15 @@ def describe_taint(taint: TaintLike) -> str:
 
 
 def draining(
-    node: NodeRecord, extra_keys: Iterable[str] = (), conditions: Iterable[str] = DRAIN_CONDITIONS
+    node: NodeRecord,
+    extra_keys: Iterable[str] = (),
+    conditions: Iterable[str] = DRAIN_CONDITIONS,
+    view: ClusterView | None = None,
 ) -> str:
     """Why `node` is draining — "cordoned", "drain taint <key=value:Effect>" or "node condition
     <Type>=True" — or "" when it is not (see the module docstring for the keys; `conditions`: the
-    lifecycle condition types that count, default DRAIN_CONDITIONS)."""
+    lifecycle condition types that count, default DRAIN_CONDITIONS). With `view`, a stale
+    condition (`stale_conditions`) does not count."""
     if node.unschedulable:
         return "cordoned"
     keys = {*DRAIN_TAINT_KEYS, *extra_keys}
@@ -87,8 +113,9 @@ def draining(
         if taint.key in keys:
             return f"drain taint {describe_taint(taint)}"
     if node.conditions:
+        stale = {s.condition for s in stale_conditions(view, node, keys)} if view is not None else set()
         for condition in conditions:
-            if condition in node.conditions:
+            if condition in node.conditions and condition not in stale:
                 return f"node condition {condition}=True"
     return ""
 
@@ -96,15 +123,90 @@ def draining(
 def draining_nodes(
     view: ClusterView, extra_keys: Iterable[str] = (), conditions: Iterable[str] = DRAIN_CONDITIONS
 ) -> dict[str, str]:
-    """node name -> why, for every draining node of `view`, by name (`draining`'s arguments)."""
+    """node name -> why, for every draining node of `view`, by name (`draining`'s arguments; stale
+    conditions do not count)."""
     keys, types = tuple(extra_keys), tuple(conditions)
-    found = {node.name: draining(node, keys, types) for node in view.nodes()}
+    found = {node.name: draining(node, keys, types, view) for node in view.nodes()}
     return {name: why for name, why in sorted(found.items()) if why}
 
 
 def leaving_condition(node: NodeRecord) -> str:
     """The first GOING_CONDITIONS type `node` carries with status True, or ""."""
     return next((c for c in GOING_CONDITIONS if c in node.conditions), "") if node.conditions else ""
+
+
+@dataclass(frozen=True)
+class StaleCondition:
+    """A maintenance condition left True after the maintenance (see the module docstring): `node`,
+    `condition` (its type), `since` (its lastTransitionTime, Unix seconds) and `pod` (namespace/name
+    of the newest pod created on the node after it: the evidence)."""
+
+    node: str
+    condition: str
+    since: float
+    pod: str
+
+    @property
+    def since_text(self) -> str:
+        """`since` as the API server writes a time (RFC 3339, UTC)."""
+        return datetime.fromtimestamp(self.since, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def describe(self) -> str:
+        """One line for a person: node, condition, since when, and why it is taken as stale."""
+        return (
+            f"node {self.node}: condition {self.condition}=True since {self.since_text} is stale (the "
+            f"node is schedulable and pod {self.pod} was created on it after that); ignored — clear it "
+            f"(set it False) once the maintenance is over"
+        )
+
+    def as_dict(self) -> dict[str, str]:
+        """The JSON form: node, condition, since (RFC 3339), pod."""
+        return {"node": self.node, "condition": self.condition, "since": self.since_text, "pod": self.pod}
+
+
+def stale_conditions(
+    view: ClusterView | None, node: NodeRecord, extra_keys: Iterable[str] = ()
+) -> tuple[StaleCondition, ...]:
+    """The stale maintenance conditions of `node` (see the module docstring), in the node's order;
+    () without `view` (then nothing can be shown stale). `extra_keys`: configured drain taint keys
+    beyond DRAIN_TAINT_KEYS."""
+    if view is None or not node.conditions or node.unschedulable:
+        return ()
+    times = [
+        (c, t)
+        for c, t in zip(node.conditions, node.since, strict=False)
+        if c in MAINTENANCE_CONDITIONS and t > 0
+    ]
+    if not times:
+        return ()
+    keys = {*DRAIN_TAINT_KEYS, *extra_keys}
+    if any(t.key in keys or t.effect == NO_EXECUTE for t in node.taints):
+        return ()
+    newest = max(
+        (p for p in view.pods_on_node(node.name) if _placed_by_scheduler(p)),
+        key=lambda p: p.created,
+        default=None,
+    )
+    if newest is None:
+        return ()
+    evidence = f"{newest.namespace}/{newest.name}"
+    return tuple(StaleCondition(node.name, c, t, evidence) for c, t in times if newest.created > t)
+
+
+def stale_in_view(view: ClusterView, extra_keys: Iterable[str] = ()) -> list[StaleCondition]:
+    """Every stale maintenance condition of `view`'s nodes, by node name."""
+    keys = tuple(extra_keys)
+    found: list[StaleCondition] = []
+    for node in sorted(view.nodes(), key=lambda n: n.name):
+        if node.conditions:
+            found.extend(stale_conditions(view, node, keys))
+    return found
+
+
+def _placed_by_scheduler(pod: PodRecord) -> bool:
+    return (
+        not pod.terminal and not pod.terminating and not any(o.kind in _NODE_BOUND_OWNERS for o in pod.owners)
+    )
 
 
 def _doom(tolerations: Iterable[Toleration], taint: TaintLike, where: str) -> str:

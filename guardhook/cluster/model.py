@@ -418,6 +418,9 @@ class NodeRecord:
     conditions: tuple[str, ...] = ()
     """Types of the node's conditions with status True other than Ready (the first entry of a
     type counts), such as the node lifecycle conditions of KEP-5683 (guardhook.cluster.going)."""
+    since: tuple[float, ...] = ()
+    """The `lastTransitionTime` of each of `conditions`, in the same order (Unix seconds; 0.0
+    unknown): when the condition became True (guardhook.cluster.going.stale_conditions)."""
 
     @staticmethod
     def from_object(obj: KubeObject) -> NodeRecord:
@@ -425,6 +428,7 @@ class NodeRecord:
         spec = as_dict(obj.get("spec"))
         status = as_dict(obj.get("status"))
         found = conditions(status)
+        true = [t for t in found if t != "Ready" and condition_true(status, t, found)]
         return NodeRecord(
             name=str(meta.get("name") or ""),
             labels=str_map(meta.get("labels")),
@@ -432,7 +436,8 @@ class NodeRecord:
             taints=node_taints(obj),
             unschedulable=spec.get("unschedulable") is True,
             ready=condition_true(status, "Ready", found),
-            conditions=tuple(t for t in found if t != "Ready" and condition_true(status, t, found)),
+            conditions=tuple(true),
+            since=tuple(timestamp_seconds(found[t].get("lastTransitionTime")) for t in true),
         )
 
 

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from kubernetes import client
 
     from guardhook.cluster.coverage import FloorLayer, Gap
+    from guardhook.cluster.going import StaleCondition
     from guardhook.cluster.sources import Source
     from guardhook.commands.scan import Finding, Located
     from guardhook.config import Config
@@ -84,6 +85,9 @@ class AuditResult:
     gaps: list[Gap] = field(default_factory=list)
     draining: dict[str, str] = field(default_factory=dict)
     """node -> why, for the draining nodes (guardhook.cluster.going: cordoned or drain-tainted)."""
+    stale: list[StaleCondition] = field(default_factory=list)
+    """Maintenance conditions left True after the maintenance: ignored for judging
+    (guardhook.cluster.going.stale_conditions)."""
     unchecked: list[str] = field(default_factory=list)
     """What the gap search could not read ("Namespaces", "webhook configurations"): its gaps were
     not looked for, so a count of them would claim a check that never ran."""
@@ -112,7 +116,7 @@ def audit(
     name the draining nodes. `unreadable`: the kinds a cluster listing could not read (None for
     manifests)."""
     from guardhook.cluster.coverage import coverage_gaps, floor_layer, unchecked
-    from guardhook.cluster.going import draining_nodes
+    from guardhook.cluster.going import draining_nodes, stale_in_view
     from guardhook.cluster.view.static import view_from_objects
     from guardhook.cluster.view.store import NAMESPACES, WEBHOOK_KINDS
     from guardhook.commands.scan import scan, usable_policies
@@ -142,6 +146,7 @@ def audit(
         not_read.append("webhook configurations")
     params = config.settings(WORKER_DELETE.id).params
     draining = draining_nodes(view, drain_taint_keys(params), drain_conditions(params))
+    stale = stale_in_view(view, drain_taint_keys(params))
     floor = floor_layer(view, export_floor(config).digest)
     return AuditResult(
         findings,
@@ -149,6 +154,7 @@ def audit(
         all_notes,
         spare_by_lws(view),
         draining=draining,
+        stale=stale,
         gaps=gaps,
         unchecked=not_read,
         floor=floor,
@@ -273,6 +279,10 @@ def render_text(result: AuditResult, out: TextIO, quiet: bool = False) -> None:
         print(f"Draining nodes ({len(result.draining)}):", file=out)
         for node, why in result.draining.items():
             print(f"  {node}: {why}", file=out)
+    if result.stale:
+        print(f"Stale node conditions ({len(result.stale)}):", file=out)
+        for stale in result.stale:
+            print(f"  {stale.describe()}", file=out)
     for note in result.notes:
         print(f"Note: {note}", file=out)
 
@@ -336,6 +346,7 @@ def render_json(result: AuditResult, out: TextIO) -> None:
         ],
         "gangs": [g.as_dict() for g in result.gangs],
         "drainingNodes": result.draining,
+        "staleConditions": [item.as_dict() for item in result.stale],
         "unnarrowed": [
             {k: v for k, v in e.as_dict().items() if k != "patch"} | {"state": UNNARROWED_STATE[e.state]}
             for e in result.unnarrowed

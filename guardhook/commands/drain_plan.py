@@ -127,6 +127,8 @@ def render_text(plan: DrainPlan, out: TextIO) -> None:
         print(f"Draining {len(plan.nodes)} node{_s(len(plan.nodes))}: {', '.join(plan.nodes)}", file=out)
     for node, why in plan.draining.items():
         print(f"  {node} is draining already ({why})", file=out)
+    for stale in plan.stale:
+        print(f"  {stale.describe()}", file=out)
     header = ("NAMESPACE", "LWS", "BUDGET", "LOSING", "BROKEN-NOW", "LOST", "REBUILDABLE")
     rows = [header] + [
         (

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from guardhook.cluster.coverage import evictions_guarded, unguarded_sentence, unreadable_annotations
-from guardhook.cluster.going import DRAIN_CONDITIONS, draining_nodes
+from guardhook.cluster.going import DRAIN_CONDITIONS, StaleCondition, draining_nodes, stale_in_view
 from guardhook.cluster.lws import GroupKey, key_order
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
@@ -193,6 +193,9 @@ class DrainPlan:
     stalled: tuple[int, ...] = ()
     """The waves (numbered from 1) that wait for a group with no live pod: nothing makes it whole,
     so the webhook refuses their evictions for good and they never start."""
+    stale: tuple[StaleCondition, ...] = ()
+    """Maintenance conditions left True after the maintenance, cluster-wide: ignored in the plan
+    (guardhook.cluster.going.stale_conditions)."""
 
     @property
     def ok(self) -> bool:
@@ -211,6 +214,7 @@ class DrainPlan:
             "gangs": [item.as_dict() for item in self.gangs],
             "podless": [item.as_dict() for item in self.podless],
             "stalled": list(self.stalled),
+            "staleConditions": [item.as_dict() for item in self.stale],
             "rebuildable": self.ok,
         }
 
@@ -276,6 +280,7 @@ def plan_drain(
         gangs,
         podless,
         stalled,
+        tuple(stale_in_view(view, drain_taint_keys)),
     )
 
 

@@ -125,7 +125,7 @@ class WorkerDelete(Policy):
             return ALLOW  # unknown size (neither the LWS nor the pod says it), or already broken
         node = ctx.view.node(pod.node_name) if pod.node_name else None
         why = (
-            draining(node, drain_taint_keys(ctx.params), drain_conditions(ctx.params))
+            draining(node, drain_taint_keys(ctx.params), drain_conditions(ctx.params), ctx.view)
             if node is not None
             else ""
         )
@@ -157,7 +157,7 @@ class WorkerDelete(Policy):
             return stale_judgement(self, ctx.view)
         node = ctx.view.node(pod.node_name) if pod.node_name else None
         why = (
-            draining(node, drain_taint_keys(ctx.params), drain_conditions(ctx.params))
+            draining(node, drain_taint_keys(ctx.params), drain_conditions(ctx.params), ctx.view)
             if node is not None
             else ""
         )
