@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from cluster import Cluster, eventually, pod_image
+from cluster import LWS_NAME_LABEL, Cluster, eventually, pod_image
 
 DRIVER = "e2e.guardhook.io"
 GPU_CLASS = "e2e-full-gpu"
@@ -365,3 +365,53 @@ def test_control_without_the_condition_the_worker_delete_is_denied(cluster: Clus
     _condition(cluster, node, "MaintenancePlanned", "False")
     done = cluster.kubectl("delete", "pod", cluster.worker(0), "-n", cluster.namespace, "--dry-run=server")
     assert done.returncode != 0 and "[worker-delete]" in done.stderr
+
+
+def _evict(cluster: Cluster, pod: str) -> subprocess.CompletedProcess[str]:
+    body = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": cluster.namespace},
+    }
+    path = f"/api/v1/namespaces/{cluster.namespace}/pods/{pod}/eviction"
+    return cluster.kubectl("create", "--raw", path, "-f", "-", stdin=json.dumps(body))
+
+
+def test_a_drain_under_drain_in_progress_still_gets_its_429(cluster: Cluster) -> None:
+    """`kubectl drain --report-node-conditions` sets DrainInProgress on the node it drains: the
+    condition must not count the node's groups as broken (that let every group's eviction through);
+    the second group's eviction is 429 as without it (issue 47)."""
+    node = node_of(cluster, cluster.worker(0))
+    _condition(cluster, node, "DrainInProgress", "True")
+    try:
+        first = _evict(cluster, cluster.worker(0))
+        assert first.returncode == 0, first.stderr
+        second = _evict(cluster, cluster.worker(1))
+        assert second.returncode != 0 and "[group-eviction]" in second.stderr, second.stderr
+    finally:
+        _condition(cluster, node, "DrainInProgress", "False")
+        cluster.restore()
+
+
+def test_kubectl_drain_dry_run_server_then_a_real_eviction(cluster: Cluster) -> None:
+    """`kubectl drain --dry-run=server` evicts every pod of the node with `deleteOptions.dryRun`
+    (admission sees `request.dryRun: false`): it finishes, and spends nothing — the real eviction
+    that follows is allowed (issue 47)."""
+    node = node_of(cluster, cluster.worker(0))
+    drained = cluster.kubectl(
+        "drain",
+        node,
+        "--dry-run=server",
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        "--force",
+        f"--pod-selector={LWS_NAME_LABEL}={cluster.lws}",
+        "--timeout=90s",
+        timeout=120,
+    )
+    assert drained.returncode == 0, drained.stderr
+    try:
+        real = _evict(cluster, cluster.worker(1))
+        assert real.returncode == 0, real.stderr
+    finally:
+        cluster.restore()

@@ -231,12 +231,18 @@ def test_an_lws_with_restart_policy_none_is_allowed_with_a_warning(cluster: Clus
 # group-eviction (real evictions: last, and the fleet is restored afterwards)
 
 
-def evict(cluster: Cluster, pod: str, dry_run: bool = False) -> Any:
+def evict(cluster: Cluster, pod: str, dry_run: bool = False, body_dry_run: bool = False) -> Any:
+    """Evict `pod` through the Eviction API: `dry_run` as `?dryRun=All` (admission sees
+    `request.dryRun: true`), `body_dry_run` as `kubectl drain --dry-run=server` sends it, in the
+    Eviction's `deleteOptions.dryRun` (admission sees `request.dryRun: false`)."""
+    options: dict[str, Any] = {"gracePeriodSeconds": 0}
+    if body_dry_run:
+        options["dryRun"] = ["All"]
     body = {
         "apiVersion": "policy/v1",
         "kind": "Eviction",
         "metadata": {"name": pod, "namespace": cluster.namespace},
-        "deleteOptions": {"gracePeriodSeconds": 0},
+        "deleteOptions": options,
     }
     path = f"/api/v1/namespaces/{cluster.namespace}/pods/{pod}/eviction" + ("?dryRun=All" if dry_run else "")
     return cluster.kubectl("create", "--raw", path, "-f", "-", stdin=json.dumps(body))
@@ -246,6 +252,19 @@ def test_dry_run_evictions_are_judged_but_never_recorded(cluster: Cluster) -> No
     for group in range(cluster.groups):
         done = evict(cluster, cluster.worker(group), dry_run=True)
         assert done.returncode == 0, done.stderr  # each alone fits the budget of one group
+
+
+def test_evictions_whose_body_is_a_dry_run_spend_no_budget(cluster: Cluster) -> None:
+    """What `kubectl drain --dry-run=server` sends: each group's eviction passes (none recorded),
+    and a real eviction afterwards is not refused for them (issue 47)."""
+    try:
+        for group in range(cluster.groups):
+            done = evict(cluster, cluster.worker(group), body_dry_run=True)
+            assert done.returncode == 0, done.stderr
+        real = evict(cluster, cluster.worker(1))
+        assert real.returncode == 0, real.stderr
+    finally:
+        cluster.restore()
 
 
 def test_a_second_group_eviction_gets_429_until_the_first_group_is_back(cluster: Cluster) -> None:
