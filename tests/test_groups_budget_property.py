@@ -6,14 +6,17 @@ terminating, as the API server leaves it), so later decisions see it."""
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import group_shapes as shapes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from guardhook.admission.engine import Engine
-from guardhook.cluster.view.store import PODS
+from guardhook.cluster.model import PodRecord
+from guardhook.cluster.view.store import NODES, PODS
 from guardhook.config import build_config
+from guardhook.groups import resolve
 from guardhook.groups.counts import count_groups
 from guardhook.groups.podgroup import gang_health
 from guardhook.ledger import MemoryLedger
@@ -59,3 +62,102 @@ def test_no_more_than_b_groups_of_one_set_are_broken_at_once(
         assert count_groups(view, lws).broken <= budget
         gangs = [g for g in view.pod_groups("train") if g.all_mode]
         assert sum(not gang_health(view, g).whole for g in gangs) <= budget
+
+
+class WritesCounted(MemoryLedger):
+    """A memory ledger that counts the updates that wrote entries."""
+
+    writes = 0
+
+    def update(self, lws: Any, plan: Any) -> Any:
+        def counted(entries: Any) -> Any:
+            result, written = plan(entries)
+            if written is not None:
+                self.writes += 1
+            return result, written
+
+        return super().update(lws, counted)
+
+
+MAINTENANCE = ["MaintenancePlanned", "DrainInProgress", "Drained", "MaintenanceInProgress"]
+
+
+def _with_condition(node: dict, kind: str, status: str) -> dict:
+    """`node` with lifecycle condition `kind` set to `status` (True since now), as a maintenance
+    controller or `kubectl drain --report-node-conditions` patches node status."""
+    changed = copy.deepcopy(node)
+    conditions = [c for c in changed["status"]["conditions"] if c.get("type") != kind]
+    conditions.append({"type": kind, "status": status, "lastTransitionTime": "2026-12-07T00:00:00Z"})
+    changed["status"]["conditions"] = conditions
+    return changed
+
+
+def _dry(request: dict, body: bool) -> dict:
+    """`request` as a dry run: `request.dryRun`, or (`body`) the Eviction's own
+    `deleteOptions.dryRun: [All]`, as `kubectl drain --dry-run=server` sends it."""
+    if body:
+        request["object"]["deleteOptions"] = {"dryRun": ["All"]}
+    else:
+        request["dryRun"] = True
+    return request
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    maker=st.sampled_from(["ordinal", "hash", "kthena"]),
+    budget=st.integers(min_value=1, max_value=2),
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["evict", "evict", "delete", "dry", "body-dry", "condition"]),
+            st.integers(min_value=0, max_value=10_000),
+            st.sampled_from(MAINTENANCE),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=16,
+    ),
+)
+def test_conditions_deletes_and_dry_runs_never_take_more_than_b_groups(
+    maker: str, budget: int, steps: list[tuple[str, int, str, bool]]
+) -> None:
+    """Issue 47: evictions, worker deletes (budgeted on a draining node, denied elsewhere), node
+    maintenance conditions set and cleared, and dry runs (request-level and in the Eviction's body),
+    interleaved over LWS groups of every maker and Workload API gangs: no set ever has more than B
+    groups broken by what guardhook admitted, and a dry run never writes the ledger."""
+    objects = objects_for(maker, budget)
+    view = shapes.view(objects)
+    ledger = WritesCounted()
+    engine = Engine(view, build_config({}), ledger=ledger)
+    pods = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects if o["kind"] == "Pod"}
+    nodes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Node"}
+    candidates = sorted(k for k in pods if k[0] in ("serve", "train"))
+    for what, pick, kind, true in steps:
+        if what == "condition":
+            name = sorted(nodes)[pick % len(nodes)]
+            nodes[name] = _with_condition(nodes[name], kind, "True" if true else "False")
+            view.upsert(NODES, nodes[name])
+            continue
+        namespace, name = candidates[pick % len(candidates)]
+        pod = pods[(namespace, name)]
+        if what == "delete":
+            ref = resolve(view, PodRecord.from_object(pod))
+            if ref is not None and ref.is_leader:
+                continue  # deleting a leader is the group's restart lever, allowed by design
+            request = shapes.delete_request(pod)
+        else:
+            request = shapes.eviction_request(name, namespace)
+        if what in ("dry", "body-dry"):
+            before = ledger.writes
+            engine.judge(_dry(request, body=what == "body-dry"), "validate")
+            assert ledger.writes == before, f"a dry run ({what}) of {name} wrote the ledger"
+            continue
+        if engine.judge(request, "validate").response["allowed"]:
+            gone = copy.deepcopy(pod)
+            gone["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:01Z"
+            pods[(namespace, name)] = gone
+            view.upsert(PODS, gone)
+        lws = view.lws("serve", shapes.LWS)
+        assert lws is not None
+        assert count_groups(view, lws).broken <= budget, (what, name)
+        gangs = [g for g in view.pod_groups("train") if g.all_mode]
+        assert sum(not gang_health(view, g).whole for g in gangs) <= budget, (what, name)
