@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import guardhook.groups.kthena as kthena
 from guardhook.cluster.lws import LWS_KIND, RECREATING_POLICIES, LeaderWorkerSet
 from guardhook.cluster.model import OwnerRef, PodRecord
 from guardhook.cluster.view.store import ClusterView
-from guardhook.groups import kthena
 from guardhook.groups.index import group_keys, group_pods
 from guardhook.groups.placement import GroupMember, member_of_pod
 from guardhook.groups.ref import KTHENA, LWS_HASH, LWS_ORDINAL, GroupRef, Rank, Recreator, SetRef
