@@ -472,7 +472,7 @@ def test_one_unreadable_file_does_not_hide_the_findings_of_the_others(
     assert code == 2
     assert len(lines) == 3 and all(line.startswith(f"{MANIFESTS}/lint/lws.yaml: ") for line in lines)
     assert f"{MANIFESTS}/unreadable/broken.yaml: not valid YAML or JSON" in err
-    assert f"{latin1}: cannot read: 'utf-8' codec can't decode byte 0xe9" in err
+    assert f"{latin1}: cannot read: not UTF-8 text (byte 0xe9 at offset 49)" in err
     assert "missing: no such file or folder" in err
     assert summary(err) == ["1", "3", "Warn 3", "0", "0", "3"]
     code, lines, _ = run(capsys, "--format", "json", str(latin1), f"{MANIFESTS}/lint")
@@ -505,6 +505,43 @@ def test_kubeconfig_is_context_listed_once(capsys: pytest.CaptureFixture[str], t
     assert code == 1, err
     assert [line.split(" [")[0] for line in lines] == [f"{PDB}: PodDisruptionBudget serve/llm: Deny"]
     assert summary(err)[0] == "1"
+
+
+def test_an_insecure_kubeconfig_is_one_warning_line_not_urllib3s(tmp_path: Path) -> None:
+    # urllib3 printed its raw InsecureRequestWarning (file, line, source) for every request
+    import ssl
+    import subprocess
+    import sys
+
+    from guardhook.server.certs import generate
+
+    from fake_apiserver import kubeconfig_text, running_fake
+
+    certs = generate(tmp_path / "certs", ["127.0.0.1"])
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(certs.cert, certs.key)
+    with running_fake() as fake:
+        fake.load(yaml.safe_load_all((REPO / LWS).read_text()))
+        assert fake._httpd is not None
+        fake._httpd.socket = tls.wrap_socket(fake._httpd.socket, server_side=True)  # HTTPS from now on
+        text = kubeconfig_text(f"https://127.0.0.1:{fake.port}")
+        kubeconfig = write(
+            tmp_path,
+            "kubeconfig",
+            text.replace("  cluster:\n", "  cluster:\n    insecure-skip-tls-verify: true\n"),
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "guardhook", "check", "--kubeconfig", kubeconfig, PDB],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO,
+        )
+        assert any(r.startswith("GET /apis/leaderworkerset.x-k8s.io/v1/") for r in fake.requests)
+    assert done.returncode in (0, 1), done.stderr
+    assert "InsecureRequestWarning" not in done.stderr and "urllib3" not in done.stderr
+    [line] = [line for line in done.stderr.splitlines() if "insecure-skip-tls-verify" in line]
+    assert line.startswith(f"guardhook check: warning: {kubeconfig} sets insecure-skip-tls-verify: ")
 
 
 def test_an_unreachable_kubeconfig_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

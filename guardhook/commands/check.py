@@ -83,9 +83,11 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> ReadMan
     from pathlib import Path
 
     from guardhook.cluster.view.manifests import (
+        MANIFEST_SUFFIXES,
         ManifestError,
         kustomize_notes,
         parse_documents,
+        read_manifest_file,
         walk_manifest_files,
     )
     from guardhook.commands.scan import Located
@@ -102,19 +104,16 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> ReadMan
         skipped.extend(not_objects)
 
     for path in paths:
-        try:
-            if path == STDIN:
-                try:
-                    text = (stdin or sys.stdin).read()
-                except (OSError, UnicodeDecodeError) as exc:
-                    raise ManifestError(f"-: cannot read standard input: {exc}") from exc
-                parse(text, STDIN)
-                continue
-        except ManifestError as exc:
-            errors.append(str(exc))
+        if path == STDIN:
+            try:
+                parse(_read_stdin(stdin), STDIN)
+            except ManifestError as exc:
+                errors.append(str(exc))
             continue
         files, problems = walk_manifest_files(Path(path))
         errors += problems
+        if not files and not problems:  # an empty folder: a wrong path, never a clean check
+            errors.append(f"{path}: the folder holds no manifest file ({', '.join(MANIFEST_SUFFIXES)})")
         files = [file for file in files if file.resolve() not in seen]  # given twice: read once
         seen.update(file.resolve() for file in files)
         kustomize = kustomize_notes(files)
@@ -123,16 +122,25 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> ReadMan
                 skipped.append(kustomize[file])
                 continue
             try:
-                text = file.read_text(encoding="utf-8")
-                parse(text, str(file))
-            except OSError as exc:
-                errors.append(f"{file}: cannot read: {exc.strerror or exc}")
-            except UnicodeDecodeError as exc:
-                errors.append(f"{file}: cannot read: {exc}")
+                parse(read_manifest_file(file), str(file))
             except ManifestError as exc:
                 errors.append(str(exc))
     located = [Located(i.source, with_namespace(i.obj), i.document, i.line) for i in located]
     return ReadManifests(located, errors, skipped)
+
+
+def _read_stdin(stdin: TextIO | None) -> str:
+    """Standard input's text: its bytes decoded as a file's are (manifest_text: the same words for
+    bytes that are not UTF-8), or `stdin`'s text when it has no bytes (a StringIO). Raises
+    ManifestError."""
+    from guardhook.cluster.view.manifests import ManifestError, manifest_text
+
+    stream = stdin or sys.stdin
+    try:
+        buffer = getattr(stream, "buffer", None)
+        return manifest_text(buffer.read(), STDIN) if buffer is not None else stream.read()
+    except OSError as exc:
+        raise ManifestError(f"{STDIN}: cannot read standard input: {exc.strerror or exc}") from exc
 
 
 def check(
@@ -240,7 +248,7 @@ def render_text(result: CheckResult, out: TextIO, err: TextIO, output: Output | 
             output.note(f"guardhook check: note: {document.text()}")
         print(f"guardhook check: {NO_OBJECTS}", file=err)
         return
-    for policy_id, why in result.skipped.items():
+    for policy_id, why in result.skipped.items() if result.objects else ():  # none read: nothing to judge
         output.note(f"guardhook check: {policy_id} skipped: {why}")
     for finding in result.violations:
         output.finding(finding.line(), finding.action)
@@ -406,16 +414,32 @@ def run_check(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+INSECURE = (
+    "{kubeconfig} sets insecure-skip-tls-verify: the API server's certificate is not verified, so the "
+    "context may come from a server that is not your cluster's"
+)
+"""The one line `check --kubeconfig` says for a cluster whose certificate is not verified (instead
+of urllib3's InsecureRequestWarning, once per request)."""
+
+
 def _cluster_objects(kubeconfig: str) -> list[KubeObject]:
     """Every object guardhook reads, listed once from the cluster of `kubeconfig`. Raises
     SourceError when the kubeconfig is unusable or the cluster cannot be listed."""
+    import warnings
+
+    from urllib3.exceptions import InsecureRequestWarning
+
     from guardhook.cluster.listing import list_cluster
     from guardhook.cluster.sources import KUBECONFIG, Source
     from guardhook.commands.common import live_client, using_source
 
     source = Source(KUBECONFIG, (kubeconfig,))
     api = live_client(source, retries=False)
-    listed = using_source(source, "list objects from", lambda: list_cluster(api))
+    with warnings.catch_warnings():
+        if not api.configuration.verify_ssl:  # said once here, not by urllib3 once per request
+            warnings.simplefilter("ignore", InsecureRequestWarning)
+            print(f"guardhook check: warning: {INSECURE.format(kubeconfig=kubeconfig)}", file=sys.stderr)
+        listed = using_source(source, "list objects from", lambda: list_cluster(api))
     for note in listed.notes:
         print(f"guardhook check: {note}", file=sys.stderr)
     return listed.objects

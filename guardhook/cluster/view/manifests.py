@@ -40,6 +40,36 @@ class Manifest:
     line: int = 1
 
 
+UTF8_BOM = "\ufeff"
+
+
+def manifest_text(data: bytes, source: str) -> str:
+    """The text of manifest bytes read from `source` (a path, or "-" for stdin): UTF-8, a leading
+    byte order mark dropped (as kubectl reads it). Raises ManifestError naming `source` and the
+    offset of the first byte that is not UTF-8 (not_utf8)."""
+    try:
+        return data.decode("utf-8").removeprefix(UTF8_BOM)
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{source}: cannot read: {not_utf8(exc)}") from None
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    """Why bytes are not text, plainly: "not UTF-8 text (byte 0x8f at offset 1)" — the offset counts
+    bytes from 0 — never Python's codec wording. The one wording of `check`, `review` and
+    `--cluster-state`."""
+    return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+
+
+def read_manifest_file(path: Path) -> str:
+    """The text of manifest file `path` (manifest_text). Raises ManifestError naming the file when it
+    cannot be read or is not UTF-8."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:  # strerror: the message names the file once
+        raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return manifest_text(data, str(path))
+
+
 def unpack(doc: Any) -> tuple[list[KubeObject], list[str]]:
     """The objects in one decoded document, List kinds unpacked (nested ones too), and why each
     part that holds none is skipped (not_an_object; a List's `items` that is no list, or an item
@@ -417,13 +447,7 @@ def load_paths(paths: Iterable[str | Path]) -> list[Manifest]:
             if file in kustomize:
                 log.warning("%s", kustomize[file].text())
                 continue
-            try:
-                text = file.read_text(encoding="utf-8")
-            except OSError as exc:  # strerror: the message names the file once
-                raise ManifestError(f"{file}: cannot read: {exc.strerror or exc}") from exc
-            except UnicodeDecodeError as exc:
-                raise ManifestError(f"{file}: cannot read: {exc}") from exc
-            objects, skipped = parse_documents(text, str(file))
+            objects, skipped = parse_documents(read_manifest_file(file), str(file))
             found += objects
             for document in skipped:  # said, as `check` says it of its input: never in silence
                 log.warning("%s", document.text())
