@@ -323,11 +323,10 @@ def test_a_pdb_checked_without_its_lws_gets_a_note_instead_of_silence(
 
 
 @needs_group_pdb
-def test_a_pdb_beside_lws_pods_without_their_lws_gets_a_note_naming_the_lws(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    # A cluster dump's pods carry the LWS's name; they are no "other workload" that the PDB was
-    # judged against, so checking them with an LWS-wide PDB but not the LWS passed in silence.
+def test_lws_pods_without_their_lws_stand_for_it(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # A cluster dump's pods carry their LWS's name, group and position. Given without the LWS (as
+    # input or as --cluster-state), an LWS-wide PDB beside them was a note, not the denial it gets
+    # beside the LWS: the pods stand for it now (issue 50).
     from guardhook.cluster.view.static import embedded_fleet_objects
 
     fleet = embedded_fleet_objects()
@@ -338,58 +337,75 @@ def test_a_pdb_beside_lws_pods_without_their_lws_gets_a_note_naming_the_lws(
         and obj["metadata"]["labels"].get("leaderworkerset.sigs.k8s.io/name") == "llm-xl"
     ]
     assert len(pods) > 1
+    [lws] = [obj for obj in fleet if obj["kind"] == "LeaderWorkerSet" and obj["metadata"]["name"] == "llm-xl"]
     folder = tmp_path / "dump"
     folder.mkdir()
-    write(folder, "pods.yaml", yaml.safe_dump_all(pods))
-    write(folder, "pdb.yaml", Path(PDB).read_text().replace(": llm\n", ": llm-xl\n"))
-    code, _, err = run(capsys, str(folder))
-    assert code == 0
-    [note] = [line for line in err.splitlines() if "note:" in line]
-    assert note == (
-        f"guardhook check: note: {folder}/pdb.yaml: PodDisruptionBudget serve/llm-xl: not judged by "
-        "[group-pdb]: its selector matches pods of more than one group of LeaderWorkerSet serve/llm-xl, "
-        "which is not in the input or context, so it could not be judged against that LWS (a budget across "
-        "groups is what [group-pdb] refuses); add the LeaderWorkerSet to the input, or pass --cluster-state "
-        "PATH or --kubeconfig FILE"
+    dump = write(tmp_path, "pods.yaml", yaml.safe_dump_all(pods))
+    pdb = write(folder, "pdb.yaml", Path(PDB).read_text().replace(": llm\n", ": llm-xl\n"))
+    with_lws = write(tmp_path, "lws.yaml", yaml.safe_dump(lws))
+    code, expected, _ = run(capsys, "--cluster-state", with_lws, pdb)
+    assert code == 1 and any(
+        "PodDisruptionBudget serve/llm-xl: Deny [group-pdb]" in line for line in expected
     )
-    # whatever else its selector matches too: a Deployment of the same app label hid the note
+    for argv in (["--cluster-state", dump, pdb], [dump, pdb]):
+        code, lines, err = run(capsys, *argv)
+        assert (code, lines) == (1, expected), err  # as beside the LWS itself
+        assert "note:" not in err
+    # whatever else its selector matches too (a Deployment of the same app label)
     write(folder, "deploy.yaml", DEPLOYMENT_APP_LLM_XL)
-    code, _, err = run(capsys, str(folder))
-    assert code == 0 and "[group-pdb]: its selector matches pods of more than one group" in err
+    code, lines, _ = run(capsys, "--cluster-state", dump, str(folder))
+    assert code == 1 and any("Deny [group-pdb]" in line for line in lines)
     (folder / "deploy.yaml").unlink()
-    # a per-group PDB: the pods show it stays in group 0, and there is nothing to say
-    write(
-        folder,
-        "pdb.yaml",
+    # a per-group PDB (an advisory on its maxUnavailable), a Service reaching workers (a patch) and
+    # one of leaders only (nothing): each judged as beside the LWS itself
+    per_group = (
         Path(PDB)
         .read_text()
         .replace(
             "leaderworkerset.sigs.k8s.io/name: llm\n",
             'leaderworkerset.sigs.k8s.io/name: llm-xl\n      leaderworkerset.sigs.k8s.io/group-index: "0"\n',
-        ),
+        )
     )
-    code, _, err = run(capsys, str(folder))
-    assert code == 0 and "note:" not in err
-    # a Service: a note when it reaches workers, none when only leaders
-    write(folder, "pdb.yaml", SERVICE_APP_LLM_XL)
-    code, _, err = run(capsys, str(folder))
-    assert "[leader-service]: its selector matches worker pods of LeaderWorkerSet serve/llm-xl" in err
-    write(
-        folder,
-        "pdb.yaml",
-        SERVICE_APP_LLM_XL.replace(
-            "app: llm-xl", "app: llm-xl, leaderworkerset.sigs.k8s.io/worker-index: '0'"
-        ),
+    leaders_only = SERVICE_APP_LLM_XL.replace(
+        "app: llm-xl", "app: llm-xl, leaderworkerset.sigs.k8s.io/worker-index: '0'"
     )
-    code, _, err = run(capsys, str(folder))
-    assert code == 0 and "note:" not in err
-    write(folder, "pdb.yaml", Path(PDB).read_text().replace(": llm\n", ": llm-xl\n"))
-    # with the LWS beside them, group-pdb judges the PDB (and denies it) and no note is left
-    [lws] = [obj for obj in fleet if obj["kind"] == "LeaderWorkerSet" and obj["metadata"]["name"] == "llm-xl"]
-    write(folder, "lws.yaml", yaml.safe_dump(lws))
-    code, lines, err = run(capsys, str(folder))
-    assert code == 1 and "note:" not in err
-    assert any("PodDisruptionBudget serve/llm-xl: Deny [group-pdb]" in line for line in lines)
+    for text, expected_action in (
+        (per_group, "Advisory"),
+        (SERVICE_APP_LLM_XL, "Mutate"),
+        (leaders_only, None),
+    ):
+        write(folder, "pdb.yaml", text)
+        beside_lws = run(capsys, "--cluster-state", with_lws, pdb)[:2]
+        code, lines, err = run(capsys, "--cluster-state", dump, pdb)
+        assert (code, lines) == beside_lws and "note:" not in err
+        assert [line.split(" [")[0].rsplit(" ", 1)[1] for line in lines] == (
+            [expected_action] if expected_action else []
+        )
+
+
+def test_a_stand_in_lws_is_read_off_its_pods() -> None:
+    from guardhook.cluster.lws import LeaderWorkerSet
+    from guardhook.cluster.view.static import embedded_fleet_objects
+    from guardhook.commands.context import stand_in_lws
+
+    fleet = embedded_fleet_objects()
+    [real] = [
+        LeaderWorkerSet(o)
+        for o in fleet
+        if o["kind"] == "LeaderWorkerSet" and o["metadata"]["name"] == "llm-xl"
+    ]
+    pods = [o for o in fleet if o["kind"] == "Pod"]
+    [stand_in] = [LeaderWorkerSet(obj) for obj in stand_in_lws(pods)]
+    assert (stand_in.namespace, stand_in.name, stand_in.replicas, stand_in.size, stand_in.hashed) == (
+        real.namespace,
+        real.name,
+        real.replicas,
+        real.size,
+        False,
+    )
+    assert stand_in.leader_template["metadata"]["labels"] == {"app": "llm-xl", "role": "leader"}
+    assert stand_in.worker_template["metadata"]["labels"] == {"app": "llm-xl"}
+    assert stand_in_lws([*pods, real.obj]) == []  # the LWS itself is there: no stand-in
 
 
 @needs_group_pdb

@@ -157,7 +157,7 @@ def check(
     from guardhook.cluster.view.manifests import load_paths
     from guardhook.cluster.view.static import view_from_objects
     from guardhook.cluster.view.store import object_key
-    from guardhook.commands.context import unjudged
+    from guardhook.commands.context import stand_in_lws, unjudged
     from guardhook.commands.scan import scan, usable_policies
     from guardhook.commands.synthetic import with_namespace
     from guardhook.policies import REGISTRY
@@ -173,9 +173,10 @@ def check(
 
     checked = {identity(m.obj) for m in manifests}
     previous = {identity(obj): obj for obj in known if identity(obj) in checked}
-    view = view_from_objects(
-        [*(obj for obj in known if identity(obj) not in checked), *(m.obj for m in manifests)], source="check"
-    )
+    objects = [*(obj for obj in known if identity(obj) not in checked), *(m.obj for m in manifests)]
+    # a dump's pods without their LWS stand for it: what beside them is judged as beside the LWS
+    stand_ins = stand_in_lws(objects)
+    view = view_from_objects([*objects, *stand_ins], source="check")
     usable = usable_policies(policies, view)
     skipped = {p.id: "no Nodes in the manifests or context" for p in policies if p not in usable}
     findings = scan(view, config, usable, manifests, previous=previous)
@@ -185,7 +186,7 @@ def check(
     judged = {(f.source, f.kind, f.namespace, f.name, f.policy) for f in findings if f.violated}
     notes = [
         note
-        for note in unjudged(manifests, known, active)
+        for note in unjudged(manifests, [*known, *stand_ins], active)
         if (note.source, note.kind, note.namespace, note.name, note.policy) not in judged
     ]
     return CheckResult([*invalid, *findings], skipped, len(read), notes, errors, skipped_documents)
