@@ -713,6 +713,80 @@ def test_a_kustomize_overlay_is_noted_not_judged_as_objects(
     assert "skipped: a kustomize patch" in err
 
 
+KUBEBUILDER_CRD_PATCH = """# The following patch enables a conversion webhook for the CRD
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: guestbooks.webapp.my.domain
+spec:
+  conversion:
+    strategy: Webhook
+    webhook:
+      clientConfig:
+        service: {namespace: system, name: webhook-service, path: /convert}
+      conversionReviewVersions: [v1]
+"""
+KUBEBUILDER_MANAGER_PATCH = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: controller-manager, namespace: system}
+spec:
+  template:
+    spec:
+      containers:
+      - name: manager
+        ports: [{containerPort: 9443, name: webhook-server, protocol: TCP}]
+"""
+
+
+def test_a_patch_a_kustomization_leaves_commented_out_is_a_note(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # kubebuilder's scaffold leaves its webhook and cert-manager patches named in comments only; judged
+    # alone, each was Invalid [schema] (a CRD with no names or versions, a Deployment with no selector)
+    (tmp_path / ".git").mkdir()
+    crd, default = tmp_path / "config" / "crd", tmp_path / "config" / "default"
+    (crd / "patches").mkdir(parents=True)
+    default.mkdir()
+    write(
+        crd,
+        "kustomization.yaml",
+        "resources:\n- bases/configmap.yaml\npatchesStrategicMerge:\n"
+        "# [WEBHOOK] To enable webhook, uncomment all the sections with [WEBHOOK] prefix.\n"
+        "#- patches/webhook_in_guestbooks.yaml\n",
+    )
+    write(crd / "patches", "webhook_in_guestbooks.yaml", KUBEBUILDER_CRD_PATCH)
+    (crd / "bases").mkdir()
+    write(
+        crd / "bases",
+        "configmap.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: serve}\n",
+    )
+    write(
+        default,
+        "kustomization.yaml",
+        "resources:\n- ../crd\npatches:\n# [WEBHOOK] uncomment to enable the webhook\n"
+        "#- path: manager_webhook_patch.yaml\n#  target:\n#    kind: Deployment\n",
+    )
+    write(default, "manager_webhook_patch.yaml", KUBEBUILDER_MANAGER_PATCH)
+    code, lines, err = run(capsys, str(tmp_path / "config"))
+    assert (code, lines) == (0, []), err
+    for patch, kustomization in (
+        (crd / "patches" / "webhook_in_guestbooks.yaml", crd / "kustomization.yaml"),
+        (default / "manager_webhook_patch.yaml", default / "kustomization.yaml"),
+    ):
+        assert (
+            f"guardhook check: note: {patch}: document at line 1 skipped: a kustomize patch ({kustomization} "
+            "names it in a comment), not an object: give `kustomize build DIR`'s output instead"
+        ) in err.splitlines()
+    # given alone (pre-commit passes changed files): the same note
+    code, lines, err = run(capsys, str(default / "manager_webhook_patch.yaml"))
+    assert (code, lines) == (2, []) and "names it in a comment" in err
+    # a patch the comment does not name is still judged
+    write(default, "other.yaml", KUBEBUILDER_MANAGER_PATCH)
+    code, lines, _ = run(capsys, str(default / "other.yaml"))
+    assert code == 1 and "Invalid [schema]" in lines[0]
+
+
 @needs_group_pdb
 def test_a_pdb_without_a_namespace_beside_its_lws_is_told_so(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
