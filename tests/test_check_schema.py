@@ -472,3 +472,88 @@ def test_a_known_custom_resource_kind_in_a_version_not_served_is_invalid_and_not
         'apiVersion: no matches for kind "PolicyReport" in version "wgpolicyk8s.io/v9" (its CRD serves '
         "wgpolicyk8s.io/v1alpha1, wgpolicyk8s.io/v1alpha2 or wgpolicyk8s.io/v1beta1)"
     ]
+
+
+POOL: dict[str, Any] = {
+    "apiVersion": "inference.networking.k8s.io/v1",
+    "kind": "InferencePool",
+    "metadata": {"name": "pool", "namespace": "serve"},
+    "spec": {
+        "selector": {"matchLabels": {"app": "llm"}},
+        "targetPorts": [{"number": 8000}],
+        "endpointPickerRef": {"name": "epp", "port": {"number": 9002}},
+    },
+}
+SCALED: dict[str, Any] = {
+    "apiVersion": "keda.sh/v1alpha1",
+    "kind": "ScaledObject",
+    "metadata": {"name": "llm", "namespace": "serve"},
+    "spec": {
+        "scaleTargetRef": {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
+            "name": "llm",
+        },
+        "triggers": [{"type": "cpu", "metadata": {"value": "50"}}],
+        "minReplicaCount": 1,
+        "maxReplicaCount": 4,
+    },
+}
+
+
+def disaggregated(*replicas: int | None) -> dict[str, Any]:
+    template = LWS["spec"]["leaderWorkerTemplate"]
+    roles = [
+        {
+            "name": f"role-{i}",
+            "spec": {"leaderWorkerTemplate": template, **({} if r is None else {"replicas": r})},
+        }
+        for i, r in enumerate(replicas)
+    ]
+    return {
+        "apiVersion": "disaggregatedset.x-k8s.io/v1",
+        "kind": "DisaggregatedSet",
+        "metadata": {"name": "pd", "namespace": "serve"},
+        "spec": {"roles": roles},
+    }
+
+
+@pytest.mark.parametrize(
+    ("base", "edit", "problem"),
+    [
+        (
+            SCALED,
+            lambda o: o["spec"].update(minReplicaCount=5),
+            "spec: minReplicaCount must be less than or equal to maxReplicaCount",
+        ),
+        (
+            POOL,
+            lambda o: o["spec"]["endpointPickerRef"].pop("port"),
+            "spec.endpointPickerRef: port is required when kind is 'Service' or unspecified",
+        ),
+        (
+            POOL,
+            lambda o: o["spec"]["targetPorts"].append({"number": 8000}),
+            "spec.targetPorts: port number must be unique",
+        ),
+        (
+            disaggregated(2, 3),
+            lambda o: o["spec"]["roles"][1]["spec"].update(replicas=0),
+            "spec: replicas must be zero for all non-External roles or non-zero for all",
+        ),
+    ],
+)
+def test_a_crds_cel_rules_are_kept(
+    base: dict[str, Any], edit: Callable[[dict[str, Any]], None], problem: str
+) -> None:
+    # x-kubernetes-validations: the API server evaluates them on a create (kubectl apply refuses a
+    # ScaledObject whose minReplicaCount exceeds its maxReplicaCount); the CRD's defaults come first
+    # (an endpointPickerRef's kind defaults to Service, which needs a port)
+    obj = json.loads(json.dumps(base))
+    assert validate(obj) == []
+    edit(obj)
+    assert [p for p in validate(obj) or [] if p.startswith(problem)], validate(obj)
+    # a rule guardhook cannot evaluate (here: on a value of the wrong type) is not reported
+    obj = json.loads(json.dumps(SCALED))
+    obj["spec"]["minReplicaCount"] = "five"
+    assert validate(obj) == ['spec.minReplicaCount: "five" is not an integer']

@@ -6,8 +6,9 @@ reads — LeaderWorkerSet, DisaggregatedSet, InferencePool, ScaledObject, Policy
 `openAPIV3Schema` of their CRDs, vendored in guardhook/data/schemas (SOURCES.md there names each
 source), with the ObjectMeta of the Kubernetes schemas for `metadata`, after their defaults are
 filled in, as apiextensions-apiserver validates; a field the CRD does not name is an error there too
-(`strict`), and one of those kinds in a group/version no vendored CRD serves is refused ("no
-matches for kind"). A kind with neither is not validated (`validate` returns None).
+(`strict`), their CEL rules (`x-kubernetes-validations`) are evaluated, and one of those kinds in
+a group/version no vendored CRD serves is refused ("no matches for kind"). A kind with neither is
+not validated (`validate` returns None).
 
 The API server's rules for names, namespaces, labels and selectors (guardhook.commands.names), and
 two more the schemas cannot say, are added from their upstream sources:
@@ -80,11 +81,57 @@ def validate(obj: KubeObject) -> list[str] | None:
         problems += [
             (["metadata", *e.absolute_path], _message(e)) for e in meta.iter_errors(obj.get("metadata"))
         ]
+    if crd is not None:
+        problems += _cel_problems(checked, _crd_schema(crd), [])
     if kind == "LeaderWorkerSet":
         problems += _lws_rules(obj)
     problems += name_problems(obj, built_in=crd is None)
     problems.sort(key=lambda p: [str(step) for step in p[0]])
     return [f"{_path(path)}: {message}" for path, message in problems[:MAX_PROBLEMS]]
+
+
+def _cel_problems(value: Any, schema: Any, path: list[Any]) -> list[tuple[list[Any], str]]:
+    """The CEL rules of a CRD's schema (`x-kubernetes-validations`) that `value` breaks, at every
+    depth, as the API server evaluates them on a create (`self` the value at the rule's place; a
+    transition rule, one that reads `oldSelf`, has nothing to compare on a create). A rule that
+    cannot be evaluated here is not reported: an unsure "Invalid" would fail a pipeline the API
+    server passes. The problem is the rule's `message`, or "failed rule: RULE" as the API server
+    says it."""
+    if not isinstance(schema, dict) or value is None:
+        return []
+    problems: list[tuple[list[Any], str]] = []
+    for rule in schema.get("x-kubernetes-validations") or ():
+        text = rule.get("rule") if isinstance(rule, dict) else None
+        if isinstance(text, str) and "oldSelf" not in text and _cel_rule(text, value) is False:
+            problems.append((path, str(rule.get("message") or f"failed rule: {text}")))
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        for key, item in value.items():
+            sub = properties.get(key, schema.get("additionalProperties"))
+            problems += _cel_problems(item, sub, [*path, key])
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            problems += _cel_problems(item, schema.get("items"), [*path, index])
+    return problems
+
+
+@functools.cache
+def _cel_program(rule: str) -> Any:
+    import celpy
+
+    environment = celpy.Environment()
+    return environment.program(environment.compile(rule))
+
+
+def _cel_rule(rule: str, value: Any) -> bool | None:
+    """Whether `value` keeps CEL `rule` (`self` = value); None when it cannot be evaluated."""
+    import celpy
+
+    try:
+        result = _cel_program(rule).evaluate({"self": celpy.json_to_cel(value)})
+    except Exception:  # celpy's parse and evaluation errors, and its KeyError/TypeError variants
+        return None
+    return bool(result) if isinstance(result, bool | celpy.celtypes.BoolType) else None
 
 
 def _lws_rules(obj: KubeObject) -> list[tuple[list[Any], str]]:
