@@ -467,6 +467,14 @@ def test_a_known_custom_resource_kind_in_a_version_not_served_is_invalid_and_not
     ]
     assert "[group-pdb]" not in captured.out
     assert "not judged by [group-pdb]" in captured.err
+    # nor as context: --cluster-state's objects are not checked, but such an LWS is no LWS
+    assert main(["check", "--cluster-state", str(path), str(pdb)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and "not judged by [group-pdb]" in captured.err
+    assert (
+        f"guardhook check: note: {path}: document at line 1 skipped: not used as context: "
+        f'no matches for kind "LeaderWorkerSet" in version "{api_version}"'
+    ) in captured.err
     policy_report = {"apiVersion": "wgpolicyk8s.io/v9", "kind": "PolicyReport", "metadata": {"name": "r"}}
     assert validate(policy_report) == [
         'apiVersion: no matches for kind "PolicyReport" in version "wgpolicyk8s.io/v9" (its CRD serves '

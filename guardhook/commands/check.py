@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 from guardhook.commands.common import EXIT_USAGE, add_config_flags
 
 if TYPE_CHECKING:
-    from guardhook.cluster.view.manifests import SkippedDocument
+    from guardhook.cluster.view.manifests import Manifest, SkippedDocument
     from guardhook.commands.context import Unjudged
     from guardhook.commands.output import Output
     from guardhook.commands.scan import Finding, Located
@@ -165,7 +165,8 @@ def check(
     policies = REGISTRY if policies is None else policies
     read, errors, skipped_documents = read_manifests(paths, stdin)
     manifests, invalid = valid_objects(read)
-    extras = [with_namespace(m.obj) for m in load_paths(cluster_state)] if cluster_state else []
+    extras, unserved = _usable_context(load_paths(cluster_state) if cluster_state else [])
+    skipped_documents += unserved
     known = [*extras, *(with_namespace(obj) for obj in context)]
 
     def identity(obj: KubeObject) -> tuple[str, str, str]:
@@ -190,6 +191,29 @@ def check(
         if (note.source, note.kind, note.namespace, note.name, note.policy) not in judged
     ]
     return CheckResult([*invalid, *findings], skipped, len(read), notes, errors, skipped_documents)
+
+
+def _usable_context(manifests: Sequence[Manifest]) -> tuple[list[KubeObject], list[SkippedDocument]]:
+    """The `--cluster-state` objects to judge against, and a note for each left out: an object of a
+    kind guardhook knows a CRD of in a version that CRD does not serve (an LWS written as
+    `leaderworkerset.sigs.k8s.io/v1`) is no such object, and is not judged against as one."""
+    from guardhook.cluster.view.manifests import SkippedDocument
+    from guardhook.commands.schema import unserved_version
+    from guardhook.commands.synthetic import with_namespace
+
+    usable: list[KubeObject] = []
+    notes: list[SkippedDocument] = []
+    for manifest in manifests:
+        why = unserved_version(str(manifest.obj.get("apiVersion") or ""), str(manifest.obj.get("kind") or ""))
+        if why is None:
+            usable.append(with_namespace(manifest.obj))
+        else:
+            notes.append(
+                SkippedDocument(
+                    manifest.source, manifest.document, manifest.line, f"not used as context: {why}"
+                )
+            )
+    return usable, notes
 
 
 SCHEMA_POLICY = "schema"

@@ -59,13 +59,9 @@ def validate(obj: KubeObject) -> list[str] | None:
         return ["apiVersion: is required (the API server refuses an object without one)"]
     validator = _validator(api_version, kind)
     if validator is None:
-        served = _crd_versions().get(kind.lower())
-        if served:  # a kind guardhook knows only as a custom resource, in a version it is not served in
-            versions = ", ".join(served[:-1]) + " or " + served[-1] if len(served) > 1 else served[0]
-            return [
-                f'apiVersion: no matches for kind "{kind}" in version "{api_version}" '
-                f"(its CRD serves {versions})"
-            ]
+        unserved = unserved_version(api_version, kind)
+        if unserved:
+            return [f"apiVersion: {unserved}"]
         group, _, version = api_version.rpartition("/")
         kinds = _built_in_kinds().get((group, version))
         if kinds is not None and kind not in kinds and _crd_file(api_version, kind) is None:
@@ -132,6 +128,18 @@ def _cel_rule(rule: str, value: Any) -> bool | None:
     except Exception:  # celpy's parse and evaluation errors, and its KeyError/TypeError variants
         return None
     return bool(result) if isinstance(result, bool | celpy.celtypes.BoolType) else None
+
+
+def unserved_version(api_version: str, kind: str) -> str | None:
+    """Why `kind` is not served in `api_version` — `no matches for kind "LeaderWorkerSet" in version
+    "leaderworkerset.sigs.k8s.io/v1" (its CRD serves leaderworkerset.x-k8s.io/v1)`, as kubectl says
+    it — when `kind` is one guardhook vendors a CRD of (guardhook/data/schemas) and none of its files
+    serves that group/version; else None."""
+    served = _crd_versions().get(kind.lower())
+    if not served or _crd_file(api_version, kind) is not None:
+        return None
+    versions = ", ".join(served[:-1]) + " or " + served[-1] if len(served) > 1 else served[0]
+    return f'no matches for kind "{kind}" in version "{api_version}" (its CRD serves {versions})'
 
 
 def _lws_rules(obj: KubeObject) -> list[tuple[list[Any], str]]:
