@@ -6,7 +6,9 @@ cluster of `--kubeconfig`, which are never checked themselves — judges every i
 the one Engine (as a CREATE; as an UPDATE from the context's copy when the context holds the same
 object, as `kubectl apply` would) and prints one line per finding.
 
-Objects a policy could not judge for lack of context get a note (guardhook.commands.context).
+Pods of an LWS that neither the input nor the context holds stand for it (a LeaderWorkerSet read off
+them: guardhook.commands.context.stand_in_lws). Objects a policy could not judge for lack of context
+get a note (guardhook.commands.context).
 A file that cannot be read is reported after the findings of the others.
 
 Exit codes: 0 clean (or only Warn / Audit / Mutate results), 1 when a policy whose actions include
