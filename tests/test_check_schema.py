@@ -85,6 +85,15 @@ CASES: list[tuple[str, dict[str, Any], Callable[[dict[str, Any]], None], str]] =
         lambda o: o["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"].update(labelz={"a": "b"}),
         "spec.leaderWorkerTemplate.workerTemplate.metadata: unknown field ('labelz' was unexpected)",
     ),
+    (  # the API server: strict decoding error: unknown field "spec....metadata.creationTimestamp"
+        "lws-template-creation-timestamp",
+        LWS,
+        lambda o: o["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["metadata"].update(
+            creationTimestamp=None
+        ),
+        "spec.leaderWorkerTemplate.leaderTemplate.metadata: "
+        "unknown field ('creationTimestamp' was unexpected)",
+    ),
     (
         "size-0",
         LWS,
