@@ -323,11 +323,10 @@ def test_a_pdb_checked_without_its_lws_gets_a_note_instead_of_silence(
 
 
 @needs_group_pdb
-def test_a_pdb_beside_lws_pods_without_their_lws_gets_a_note_naming_the_lws(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    # A cluster dump's pods carry the LWS's name; they are no "other workload" that the PDB was
-    # judged against, so checking them with an LWS-wide PDB but not the LWS passed in silence.
+def test_lws_pods_without_their_lws_stand_for_it(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # A cluster dump's pods carry their LWS's name, group and position. Given without the LWS (as
+    # input or as --cluster-state), an LWS-wide PDB beside them was a note, not the denial it gets
+    # beside the LWS: the pods stand for it now (issue 50).
     from guardhook.cluster.view.static import embedded_fleet_objects
 
     fleet = embedded_fleet_objects()
@@ -338,58 +337,75 @@ def test_a_pdb_beside_lws_pods_without_their_lws_gets_a_note_naming_the_lws(
         and obj["metadata"]["labels"].get("leaderworkerset.sigs.k8s.io/name") == "llm-xl"
     ]
     assert len(pods) > 1
+    [lws] = [obj for obj in fleet if obj["kind"] == "LeaderWorkerSet" and obj["metadata"]["name"] == "llm-xl"]
     folder = tmp_path / "dump"
     folder.mkdir()
-    write(folder, "pods.yaml", yaml.safe_dump_all(pods))
-    write(folder, "pdb.yaml", Path(PDB).read_text().replace(": llm\n", ": llm-xl\n"))
-    code, _, err = run(capsys, str(folder))
-    assert code == 0
-    [note] = [line for line in err.splitlines() if "note:" in line]
-    assert note == (
-        f"guardhook check: note: {folder}/pdb.yaml: PodDisruptionBudget serve/llm-xl: not judged by "
-        "[group-pdb]: its selector matches pods of more than one group of LeaderWorkerSet serve/llm-xl, "
-        "which is not in the input or context, so it could not be judged against that LWS (a budget across "
-        "groups is what [group-pdb] refuses); add the LeaderWorkerSet to the input, or pass --cluster-state "
-        "PATH or --kubeconfig FILE"
+    dump = write(tmp_path, "pods.yaml", yaml.safe_dump_all(pods))
+    pdb = write(folder, "pdb.yaml", Path(PDB).read_text().replace(": llm\n", ": llm-xl\n"))
+    with_lws = write(tmp_path, "lws.yaml", yaml.safe_dump(lws))
+    code, expected, _ = run(capsys, "--cluster-state", with_lws, pdb)
+    assert code == 1 and any(
+        "PodDisruptionBudget serve/llm-xl: Deny [group-pdb]" in line for line in expected
     )
-    # whatever else its selector matches too: a Deployment of the same app label hid the note
+    for argv in (["--cluster-state", dump, pdb], [dump, pdb]):
+        code, lines, err = run(capsys, *argv)
+        assert (code, lines) == (1, expected), err  # as beside the LWS itself
+        assert "note:" not in err
+    # whatever else its selector matches too (a Deployment of the same app label)
     write(folder, "deploy.yaml", DEPLOYMENT_APP_LLM_XL)
-    code, _, err = run(capsys, str(folder))
-    assert code == 0 and "[group-pdb]: its selector matches pods of more than one group" in err
+    code, lines, _ = run(capsys, "--cluster-state", dump, str(folder))
+    assert code == 1 and any("Deny [group-pdb]" in line for line in lines)
     (folder / "deploy.yaml").unlink()
-    # a per-group PDB: the pods show it stays in group 0, and there is nothing to say
-    write(
-        folder,
-        "pdb.yaml",
+    # a per-group PDB (an advisory on its maxUnavailable), a Service reaching workers (a patch) and
+    # one of leaders only (nothing): each judged as beside the LWS itself
+    per_group = (
         Path(PDB)
         .read_text()
         .replace(
             "leaderworkerset.sigs.k8s.io/name: llm\n",
             'leaderworkerset.sigs.k8s.io/name: llm-xl\n      leaderworkerset.sigs.k8s.io/group-index: "0"\n',
-        ),
+        )
     )
-    code, _, err = run(capsys, str(folder))
-    assert code == 0 and "note:" not in err
-    # a Service: a note when it reaches workers, none when only leaders
-    write(folder, "pdb.yaml", SERVICE_APP_LLM_XL)
-    code, _, err = run(capsys, str(folder))
-    assert "[leader-service]: its selector matches worker pods of LeaderWorkerSet serve/llm-xl" in err
-    write(
-        folder,
-        "pdb.yaml",
-        SERVICE_APP_LLM_XL.replace(
-            "app: llm-xl", "app: llm-xl, leaderworkerset.sigs.k8s.io/worker-index: '0'"
-        ),
+    leaders_only = SERVICE_APP_LLM_XL.replace(
+        "app: llm-xl", "app: llm-xl, leaderworkerset.sigs.k8s.io/worker-index: '0'"
     )
-    code, _, err = run(capsys, str(folder))
-    assert code == 0 and "note:" not in err
-    write(folder, "pdb.yaml", Path(PDB).read_text().replace(": llm\n", ": llm-xl\n"))
-    # with the LWS beside them, group-pdb judges the PDB (and denies it) and no note is left
-    [lws] = [obj for obj in fleet if obj["kind"] == "LeaderWorkerSet" and obj["metadata"]["name"] == "llm-xl"]
-    write(folder, "lws.yaml", yaml.safe_dump(lws))
-    code, lines, err = run(capsys, str(folder))
-    assert code == 1 and "note:" not in err
-    assert any("PodDisruptionBudget serve/llm-xl: Deny [group-pdb]" in line for line in lines)
+    for text, expected_action in (
+        (per_group, "Advisory"),
+        (SERVICE_APP_LLM_XL, "Mutate"),
+        (leaders_only, None),
+    ):
+        write(folder, "pdb.yaml", text)
+        beside_lws = run(capsys, "--cluster-state", with_lws, pdb)[:2]
+        code, lines, err = run(capsys, "--cluster-state", dump, pdb)
+        assert (code, lines) == beside_lws and "note:" not in err
+        assert [line.split(" [")[0].rsplit(" ", 1)[1] for line in lines] == (
+            [expected_action] if expected_action else []
+        )
+
+
+def test_a_stand_in_lws_is_read_off_its_pods() -> None:
+    from guardhook.cluster.lws import LeaderWorkerSet
+    from guardhook.cluster.view.static import embedded_fleet_objects
+    from guardhook.commands.context import stand_in_lws
+
+    fleet = embedded_fleet_objects()
+    [real] = [
+        LeaderWorkerSet(o)
+        for o in fleet
+        if o["kind"] == "LeaderWorkerSet" and o["metadata"]["name"] == "llm-xl"
+    ]
+    pods = [o for o in fleet if o["kind"] == "Pod"]
+    [stand_in] = [LeaderWorkerSet(obj) for obj in stand_in_lws(pods)]
+    assert (stand_in.namespace, stand_in.name, stand_in.replicas, stand_in.size, stand_in.hashed) == (
+        real.namespace,
+        real.name,
+        real.replicas,
+        real.size,
+        False,
+    )
+    assert stand_in.leader_template["metadata"]["labels"] == {"app": "llm-xl", "role": "leader"}
+    assert stand_in.worker_template["metadata"]["labels"] == {"app": "llm-xl"}
+    assert stand_in_lws([*pods, real.obj]) == []  # the LWS itself is there: no stand-in
 
 
 @needs_group_pdb
@@ -472,7 +488,7 @@ def test_one_unreadable_file_does_not_hide_the_findings_of_the_others(
     assert code == 2
     assert len(lines) == 3 and all(line.startswith(f"{MANIFESTS}/lint/lws.yaml: ") for line in lines)
     assert f"{MANIFESTS}/unreadable/broken.yaml: not valid YAML or JSON" in err
-    assert f"{latin1}: cannot read: 'utf-8' codec can't decode byte 0xe9" in err
+    assert f"{latin1}: cannot read: not UTF-8 text (byte 0xe9 at offset 49)" in err
     assert "missing: no such file or folder" in err
     assert summary(err) == ["1", "3", "Warn 3", "0", "0", "3"]
     code, lines, _ = run(capsys, "--format", "json", str(latin1), f"{MANIFESTS}/lint")
@@ -505,6 +521,43 @@ def test_kubeconfig_is_context_listed_once(capsys: pytest.CaptureFixture[str], t
     assert code == 1, err
     assert [line.split(" [")[0] for line in lines] == [f"{PDB}: PodDisruptionBudget serve/llm: Deny"]
     assert summary(err)[0] == "1"
+
+
+def test_an_insecure_kubeconfig_is_one_warning_line_not_urllib3s(tmp_path: Path) -> None:
+    # urllib3 printed its raw InsecureRequestWarning (file, line, source) for every request
+    import ssl
+    import subprocess
+    import sys
+
+    from guardhook.server.certs import generate
+
+    from fake_apiserver import kubeconfig_text, running_fake
+
+    certs = generate(tmp_path / "certs", ["127.0.0.1"])
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(certs.cert, certs.key)
+    with running_fake() as fake:
+        fake.load(yaml.safe_load_all((REPO / LWS).read_text()))
+        assert fake._httpd is not None
+        fake._httpd.socket = tls.wrap_socket(fake._httpd.socket, server_side=True)  # HTTPS from now on
+        text = kubeconfig_text(f"https://127.0.0.1:{fake.port}")
+        kubeconfig = write(
+            tmp_path,
+            "kubeconfig",
+            text.replace("  cluster:\n", "  cluster:\n    insecure-skip-tls-verify: true\n"),
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "guardhook", "check", "--kubeconfig", kubeconfig, PDB],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO,
+        )
+        assert any(r.startswith("GET /apis/leaderworkerset.x-k8s.io/v1/") for r in fake.requests)
+    assert done.returncode in (0, 1), done.stderr
+    assert "InsecureRequestWarning" not in done.stderr and "urllib3" not in done.stderr
+    [line] = [line for line in done.stderr.splitlines() if "insecure-skip-tls-verify" in line]
+    assert line.startswith(f"guardhook check: warning: {kubeconfig} sets insecure-skip-tls-verify: ")
 
 
 def test_an_unreachable_kubeconfig_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -658,6 +711,80 @@ def test_a_kustomize_overlay_is_noted_not_judged_as_objects(
     code, lines, err = run(capsys, str(overlay))
     assert (code, lines) == (2, []) and "skipped: a kustomize Kustomization, not an object" in err
     assert "skipped: a kustomize patch" in err
+
+
+KUBEBUILDER_CRD_PATCH = """# The following patch enables a conversion webhook for the CRD
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: guestbooks.webapp.my.domain
+spec:
+  conversion:
+    strategy: Webhook
+    webhook:
+      clientConfig:
+        service: {namespace: system, name: webhook-service, path: /convert}
+      conversionReviewVersions: [v1]
+"""
+KUBEBUILDER_MANAGER_PATCH = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: controller-manager, namespace: system}
+spec:
+  template:
+    spec:
+      containers:
+      - name: manager
+        ports: [{containerPort: 9443, name: webhook-server, protocol: TCP}]
+"""
+
+
+def test_a_patch_a_kustomization_leaves_commented_out_is_a_note(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # kubebuilder's scaffold leaves its webhook and cert-manager patches named in comments only; judged
+    # alone, each was Invalid [schema] (a CRD with no names or versions, a Deployment with no selector)
+    (tmp_path / ".git").mkdir()
+    crd, default = tmp_path / "config" / "crd", tmp_path / "config" / "default"
+    (crd / "patches").mkdir(parents=True)
+    default.mkdir()
+    write(
+        crd,
+        "kustomization.yaml",
+        "resources:\n- bases/configmap.yaml\npatchesStrategicMerge:\n"
+        "# [WEBHOOK] To enable webhook, uncomment all the sections with [WEBHOOK] prefix.\n"
+        "#- patches/webhook_in_guestbooks.yaml\n",
+    )
+    write(crd / "patches", "webhook_in_guestbooks.yaml", KUBEBUILDER_CRD_PATCH)
+    (crd / "bases").mkdir()
+    write(
+        crd / "bases",
+        "configmap.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: serve}\n",
+    )
+    write(
+        default,
+        "kustomization.yaml",
+        "resources:\n- ../crd\npatches:\n# [WEBHOOK] uncomment to enable the webhook\n"
+        "#- path: manager_webhook_patch.yaml\n#  target:\n#    kind: Deployment\n",
+    )
+    write(default, "manager_webhook_patch.yaml", KUBEBUILDER_MANAGER_PATCH)
+    code, lines, err = run(capsys, str(tmp_path / "config"))
+    assert (code, lines) == (0, []), err
+    for patch, kustomization in (
+        (crd / "patches" / "webhook_in_guestbooks.yaml", crd / "kustomization.yaml"),
+        (default / "manager_webhook_patch.yaml", default / "kustomization.yaml"),
+    ):
+        assert (
+            f"guardhook check: note: {patch}: document at line 1 skipped: a kustomize patch ({kustomization} "
+            "names it in a comment), not an object: give `kustomize build DIR`'s output instead"
+        ) in err.splitlines()
+    # given alone (pre-commit passes changed files): the same note
+    code, lines, err = run(capsys, str(default / "manager_webhook_patch.yaml"))
+    assert (code, lines) == (2, []) and "names it in a comment" in err
+    # a patch the comment does not name is still judged
+    write(default, "other.yaml", KUBEBUILDER_MANAGER_PATCH)
+    code, lines, _ = run(capsys, str(default / "other.yaml"))
+    assert code == 1 and "Invalid [schema]" in lines[0]
 
 
 @needs_group_pdb

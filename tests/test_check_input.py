@@ -1,11 +1,14 @@
 """`guardhook check` never passes what it did not read (issue 39): an unreadable folder, a symlink
 that leads out of the folder or nowhere, are reported and exit 2; a symlink inside the tree is
-followed, and a symlink loop ends."""
+followed, and a symlink loop ends. Bytes that are not UTF-8, on stdin or in a file, and an empty
+folder are one plain line and exit 2 (issue 50)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,14 +103,14 @@ def test_an_unreadable_file_is_named_once(
 ) -> None:
     shutil.copytree(DENIED, tmp_path / "tree")
     locked = tmp_path / "tree" / "pdb.yaml"
-    real_read_text = Path.read_text
+    real_read_bytes = Path.read_bytes
 
-    def read_text(self: Path, *args: object, **kwargs: object) -> str:
+    def read_bytes(self: Path) -> bytes:
         if self == locked:
             raise PermissionError(13, "Permission denied", str(self))
-        return real_read_text(self, *args, **kwargs)  # type: ignore[arg-type]
+        return real_read_bytes(self)
 
-    monkeypatch.setattr(Path, "read_text", read_text)
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
     argv = ["--cluster-state", str(tmp_path / "tree"), str(DENIED)] if as_state else [str(tmp_path / "tree")]
     code, _, err = run(capsys, *argv)
     assert code == 2
@@ -140,3 +143,75 @@ def test_scalars_read_as_kubectl_reads_them(capsys: pytest.CaptureFixture[str], 
     path.write_text(text)
     code, out, err = run(capsys, str(path))
     assert (code, out) == (0, "") and "Traceback" not in err
+
+
+NOT_UTF8 = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: caf\x8f}\n"
+AT = NOT_UTF8.index(0x8F)
+
+
+def guardhook(*args: str, stdin: bytes = b"", cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    """`guardhook ARGS` as a process, `stdin` through a real pipe (bytes, as a shell pipeline sends them)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "guardhook", *args], input=stdin, capture_output=True, timeout=120, cwd=cwd
+    )
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+def test_bytes_that_are_not_utf8_are_one_plain_line_on_stdin_as_by_path(tmp_path: Path) -> None:
+    # stdin ended in a traceback and exit 1 ("denied" to CI); a file said Python's codec text
+    path = tmp_path / "cafe.yaml"
+    path.write_bytes(NOT_UTF8)
+    piped = guardhook("check", "-", stdin=NOT_UTF8)
+    given = guardhook("check", str(path))
+    for done, source in ((piped, "-"), (given, str(path))):
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        assert done.stderr.splitlines()[0] == (
+            f"guardhook check: {source}: cannot read: not UTF-8 text (byte 0x8f at offset {AT})"
+        )
+        assert "Traceback" not in done.stderr and "codec" not in done.stderr
+    # review: the same words, and a byte order mark read past as check reads it
+    for done, source in (
+        (guardhook("review", "-", stdin=NOT_UTF8), "-"),
+        (guardhook("review", str(path)), path),
+    ):
+        assert done.returncode == 2
+        assert done.stderr.splitlines() == [
+            f"guardhook review: {source}: cannot read: not UTF-8 text (byte 0x8f at offset {AT})"
+        ]
+
+
+def test_a_byte_order_mark_is_read_past_by_check_and_review(tmp_path: Path) -> None:
+    from conftest import REVIEWS
+
+    bom = b"\xef\xbb\xbf"
+    review = bom + (REVIEWS / "s02-leader-delete.validating.json").read_bytes()
+    done = guardhook("review", "--format", "text", "-", stdin=review)
+    assert (done.returncode, done.stdout.splitlines()[0]) == (0, "allowed"), done.stderr
+    done = guardhook("check", "-", stdin=bom + NOT_UTF8.replace(b"\x8f", b"e"))
+    assert done.returncode == 0, done.stderr
+
+
+def test_an_empty_folder_is_said_and_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    empty = tmp_path / "deploy"
+    (empty / "notes").mkdir(parents=True)
+    (empty / "README.md").write_text("no manifests here")
+    code, out, err = run(capsys, str(empty))
+    assert (code, out) == (2, "")
+    assert (
+        f"guardhook check: {empty}: the folder holds no manifest file (.yaml, .yml, .json)"
+        in err.splitlines()
+    )
+    code, out, err = run(capsys, str(empty), str(DENIED))  # beside others: still a wrong path
+    assert code == 2 and "[group-pdb]" in out
+
+
+def test_no_skipped_policy_note_when_no_file_could_be_read(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # "group-capacity skipped: no Nodes" spoke of a check that judged nothing at all
+    path = tmp_path / "cafe.yaml"
+    path.write_bytes(NOT_UTF8)
+    code, _, err = run(capsys, str(path))
+    assert code == 2 and "group-capacity skipped" not in err
+    code, _, err = run(capsys, str(DENIED))
+    assert "group-capacity skipped: no Nodes" in err  # said when something was judged

@@ -53,6 +53,47 @@ CASES: list[tuple[str, dict[str, Any], Callable[[dict[str, Any]], None], str]] =
         lambda o: o["spec"].update(replicas=-4),
         "spec.replicas: -4 is less than the minimum of 0",
     ),
+    # a typo'd field of a custom resource: kubectl apply --validate=strict refuses it (issue 50)
+    (
+        "lws-replica",
+        LWS,
+        lambda o: o["spec"].update(replica=3),
+        "spec: unknown field ('replica' was unexpected)",
+    ),
+    (
+        "lws-specs",
+        LWS,
+        lambda o: o.update(specs=o.pop("spec")),
+        "(object): unknown field ('specs' was unexpected)",
+    ),
+    (
+        "lws-sise",
+        LWS,
+        lambda o: o["spec"]["leaderWorkerTemplate"].update(sise=4),
+        "spec.leaderWorkerTemplate: unknown field ('sise' was unexpected)",
+    ),
+    (
+        "lws-resourcse",
+        LWS,
+        lambda o: lws_worker(o).update(resourcse=lws_worker(o).pop("resources")),
+        "spec.leaderWorkerTemplate.workerTemplate.spec.containers[0]: "
+        "unknown field ('resourcse' was unexpected)",
+    ),
+    (
+        "lws-template-metadata",
+        LWS,
+        lambda o: o["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"].update(labelz={"a": "b"}),
+        "spec.leaderWorkerTemplate.workerTemplate.metadata: unknown field ('labelz' was unexpected)",
+    ),
+    (  # the API server: strict decoding error: unknown field "spec....metadata.creationTimestamp"
+        "lws-template-creation-timestamp",
+        LWS,
+        lambda o: o["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["metadata"].update(
+            creationTimestamp=None
+        ),
+        "spec.leaderWorkerTemplate.leaderTemplate.metadata: "
+        "unknown field ('creationTimestamp' was unexpected)",
+    ),
     (
         "size-0",
         LWS,
@@ -304,3 +345,232 @@ def test_a_custom_resource_is_validated_after_its_crds_defaults() -> None:
     assert "type" not in lws["spec"]["rolloutStrategy"]  # checked on a copy: the object is as written
     lws["spec"]["rolloutStrategy"]["type"] = "Recreate"
     assert validate(lws) == ["spec.rolloutStrategy.type: 'Recreate' is not one of ['RollingUpdate']"]
+
+
+SCHEMAS = REPO / "guardhook" / "data" / "schemas"
+
+
+def object_paths(
+    schema: dict[str, Any], path: tuple[Any, ...] = ()
+) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """Every object with fixed fields a CRD schema describes (through properties, list items and
+    map values), with its path; a map (`additionalProperties`) takes any key."""
+    fixed = schema.get("type") == "object" and "additionalProperties" not in schema
+    found = [(path, schema)] if fixed else []
+    for key, sub in (schema.get("properties") or {}).items():
+        found += object_paths(sub, (*path, key))
+    if isinstance(schema.get("items"), dict):
+        found += object_paths(schema["items"], (*path, 0))
+    if isinstance(schema.get("additionalProperties"), dict):
+        found += object_paths(schema["additionalProperties"], (*path, "some-key"))
+    return found
+
+
+def placed(path: tuple[Any, ...], value: Any) -> Any:
+    for step in reversed(path):
+        value = [value] if isinstance(step, int) else {step: value}
+    return value
+
+
+@pytest.mark.parametrize("crd", sorted(p.name for p in SCHEMAS.glob("*.json")))
+def test_every_vendored_crd_refuses_an_unknown_field_at_every_depth(crd: str) -> None:
+    # The API server prunes a field its CRD's structural schema does not name, and
+    # --validate=strict (kubectl apply's default) refuses the object for it: at the root, in spec,
+    # in an embedded pod template's containers, in a template's metadata.
+    group, version, kind = crd.removesuffix(".json").split("_")
+    schema = json.loads((SCHEMAS / crd).read_text())
+    paths = [(path, sub) for path, sub in object_paths(schema) if path != ("metadata",)]
+    assert len(paths) > 3
+    for path, sub in paths:
+        obj = {
+            "apiVersion": f"{group}/{version}",
+            "kind": kind,
+            "metadata": {"name": "x", "namespace": "serve"},
+        }
+        obj.update(placed(path, {"zzUnknown": 1}) if path else {"zzUnknown": 1})
+        where = ".".join(str(step) for step in path).replace(".0", "[0]") or "(object)"
+        expected = f"{where}: unknown field ('zzUnknown' was unexpected)"
+        assert expected in (validate(obj) or []), (path, validate(obj))
+        if sub.get("properties"):  # a field the schema names is known there
+            known = next(iter(sub["properties"]))
+            obj.update(placed(path, {known: None}) if path else {known: None})
+            assert not any("unknown field" in p for p in validate(obj) or []), (path, validate(obj))
+
+
+def test_preserve_unknown_fields_and_embedded_resources_are_respected(
+    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    # as apiextensions-apiserver's pruning: unknown fields are kept below
+    # x-kubernetes-preserve-unknown-fields (the named ones still checked); an
+    # x-kubernetes-embedded-resource takes apiVersion, kind (both required) and an ObjectMeta
+    import guardhook.commands.schema as schema
+
+    crd = {
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "properties": {
+                    "config": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                        "properties": {"mode": {"type": "string"}},
+                    },
+                    "object": {
+                        "type": "object",
+                        "x-kubernetes-embedded-resource": True,
+                        "properties": {
+                            "spec": {"type": "object", "properties": {"size": {"type": "integer"}}}
+                        },
+                    },
+                },
+            }
+        },
+    }
+    monkeypatch.setattr(schema, "_crd_file", lambda api_version, kind: "gadget" if kind == "Gadget" else None)
+    monkeypatch.setattr(schema, "_crd_schema", lambda name: crd)
+    schema._validator.cache_clear()  # validators are kept per kind: this one must come from `crd`
+    request.addfinalizer(schema._validator.cache_clear)
+    widget = {
+        "apiVersion": "gadgets.example.com/v1",
+        "kind": "Gadget",
+        "metadata": {"name": "w", "namespace": "serve"},
+        "spec": {
+            "config": {"mode": "fast", "anything": {"deep": [1]}},
+            "object": {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "c"},
+                "spec": {"size": 1},
+            },
+        },
+    }
+    assert validate(widget) == []
+    widget["spec"]["config"]["mode"] = 3
+    widget["spec"]["object"]["metadata"]["nmae"] = "c"
+    widget["spec"]["object"]["spec"]["sise"] = 1
+    del widget["spec"]["object"]["kind"]
+    assert validate(widget) == [
+        "spec.config.mode: 3 is not a string",
+        "spec.object: 'kind' is required",
+        "spec.object.metadata: unknown field ('nmae' was unexpected)",
+        "spec.object.spec: unknown field ('sise' was unexpected)",
+    ]
+
+
+@pytest.mark.parametrize("api_version", ["leaderworkerset.sigs.k8s.io/v1", "leaderworkerset.x-k8s.io/v2"])
+def test_a_known_custom_resource_kind_in_a_version_not_served_is_invalid_and_not_used(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, api_version: str
+) -> None:
+    # kubectl: no matches for kind "LeaderWorkerSet" in version "leaderworkerset.sigs.k8s.io/v1" (the
+    # label domain). A PDB beside it is not judged against it as if it were a LeaderWorkerSet.
+    lws = {**LWS, "apiVersion": api_version}
+    path = tmp_path / "app.yaml"
+    pdb = REPO / "tests" / "manifests" / "lws-wide-pdb" / "pdb.yaml"
+    path.write_text(yaml.safe_dump(lws))
+    assert main(["check", str(path), str(pdb)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [
+        f"{path}: LeaderWorkerSet serve/llm: Invalid [schema] apiVersion: no matches for kind "
+        f'"LeaderWorkerSet" in version "{api_version}" (its CRD serves leaderworkerset.x-k8s.io/v1)'
+    ]
+    assert "[group-pdb]" not in captured.out
+    assert "not judged by [group-pdb]" in captured.err
+    # nor as context: --cluster-state's objects are not checked, but such an LWS is no LWS
+    assert main(["check", "--cluster-state", str(path), str(pdb)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and "not judged by [group-pdb]" in captured.err
+    assert (
+        f"guardhook check: note: {path}: document at line 1 skipped: not used as context: "
+        f'no matches for kind "LeaderWorkerSet" in version "{api_version}"'
+    ) in captured.err
+    policy_report = {"apiVersion": "wgpolicyk8s.io/v9", "kind": "PolicyReport", "metadata": {"name": "r"}}
+    assert validate(policy_report) == [
+        'apiVersion: no matches for kind "PolicyReport" in version "wgpolicyk8s.io/v9" (its CRD serves '
+        "wgpolicyk8s.io/v1alpha1, wgpolicyk8s.io/v1alpha2 or wgpolicyk8s.io/v1beta1)"
+    ]
+
+
+POOL: dict[str, Any] = {
+    "apiVersion": "inference.networking.k8s.io/v1",
+    "kind": "InferencePool",
+    "metadata": {"name": "pool", "namespace": "serve"},
+    "spec": {
+        "selector": {"matchLabels": {"app": "llm"}},
+        "targetPorts": [{"number": 8000}],
+        "endpointPickerRef": {"name": "epp", "port": {"number": 9002}},
+    },
+}
+SCALED: dict[str, Any] = {
+    "apiVersion": "keda.sh/v1alpha1",
+    "kind": "ScaledObject",
+    "metadata": {"name": "llm", "namespace": "serve"},
+    "spec": {
+        "scaleTargetRef": {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
+            "name": "llm",
+        },
+        "triggers": [{"type": "cpu", "metadata": {"value": "50"}}],
+        "minReplicaCount": 1,
+        "maxReplicaCount": 4,
+    },
+}
+
+
+def disaggregated(*replicas: int | None) -> dict[str, Any]:
+    template = LWS["spec"]["leaderWorkerTemplate"]
+    roles = [
+        {
+            "name": f"role-{i}",
+            "spec": {"leaderWorkerTemplate": template, **({} if r is None else {"replicas": r})},
+        }
+        for i, r in enumerate(replicas)
+    ]
+    return {
+        "apiVersion": "disaggregatedset.x-k8s.io/v1",
+        "kind": "DisaggregatedSet",
+        "metadata": {"name": "pd", "namespace": "serve"},
+        "spec": {"roles": roles},
+    }
+
+
+@pytest.mark.parametrize(
+    ("base", "edit", "problem"),
+    [
+        (
+            SCALED,
+            lambda o: o["spec"].update(minReplicaCount=5),
+            "spec: minReplicaCount must be less than or equal to maxReplicaCount",
+        ),
+        (
+            POOL,
+            lambda o: o["spec"]["endpointPickerRef"].pop("port"),
+            "spec.endpointPickerRef: port is required when kind is 'Service' or unspecified",
+        ),
+        (
+            POOL,
+            lambda o: o["spec"]["targetPorts"].append({"number": 8000}),
+            "spec.targetPorts: port number must be unique",
+        ),
+        (
+            disaggregated(2, 3),
+            lambda o: o["spec"]["roles"][1]["spec"].update(replicas=0),
+            "spec: replicas must be zero for all non-External roles or non-zero for all",
+        ),
+    ],
+)
+def test_a_crds_cel_rules_are_kept(
+    base: dict[str, Any], edit: Callable[[dict[str, Any]], None], problem: str
+) -> None:
+    # x-kubernetes-validations: the API server evaluates them on a create (kubectl apply refuses a
+    # ScaledObject whose minReplicaCount exceeds its maxReplicaCount); the CRD's defaults come first
+    # (an endpointPickerRef's kind defaults to Service, which needs a port)
+    obj = json.loads(json.dumps(base))
+    assert validate(obj) == []
+    edit(obj)
+    assert [p for p in validate(obj) or [] if p.startswith(problem)], validate(obj)
+    # a rule guardhook cannot evaluate (here: on a value of the wrong type) is not reported
+    obj = json.loads(json.dumps(SCALED))
+    obj["spec"]["minReplicaCount"] = "five"
+    assert validate(obj) == ['spec.minReplicaCount: "five" is not an integer']

@@ -6,7 +6,9 @@ cluster of `--kubeconfig`, which are never checked themselves — judges every i
 the one Engine (as a CREATE; as an UPDATE from the context's copy when the context holds the same
 object, as `kubectl apply` would) and prints one line per finding.
 
-Objects a policy could not judge for lack of context get a note (guardhook.commands.context).
+Pods of an LWS that neither the input nor the context holds stand for it (a LeaderWorkerSet read off
+them: guardhook.commands.context.stand_in_lws). Objects a policy could not judge for lack of context
+get a note (guardhook.commands.context).
 A file that cannot be read is reported after the findings of the others.
 
 Exit codes: 0 clean (or only Warn / Audit / Mutate results), 1 when a policy whose actions include
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 from guardhook.commands.common import EXIT_USAGE, add_config_flags
 
 if TYPE_CHECKING:
-    from guardhook.cluster.view.manifests import SkippedDocument
+    from guardhook.cluster.view.manifests import Manifest, SkippedDocument
     from guardhook.commands.context import Unjudged
     from guardhook.commands.output import Output
     from guardhook.commands.scan import Finding, Located
@@ -83,9 +85,11 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> ReadMan
     from pathlib import Path
 
     from guardhook.cluster.view.manifests import (
+        MANIFEST_SUFFIXES,
         ManifestError,
         kustomize_notes,
         parse_documents,
+        read_manifest_file,
         walk_manifest_files,
     )
     from guardhook.commands.scan import Located
@@ -102,19 +106,16 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> ReadMan
         skipped.extend(not_objects)
 
     for path in paths:
-        try:
-            if path == STDIN:
-                try:
-                    text = (stdin or sys.stdin).read()
-                except (OSError, UnicodeDecodeError) as exc:
-                    raise ManifestError(f"-: cannot read standard input: {exc}") from exc
-                parse(text, STDIN)
-                continue
-        except ManifestError as exc:
-            errors.append(str(exc))
+        if path == STDIN:
+            try:
+                parse(_read_stdin(stdin), STDIN)
+            except ManifestError as exc:
+                errors.append(str(exc))
             continue
         files, problems = walk_manifest_files(Path(path))
         errors += problems
+        if not files and not problems:  # an empty folder: a wrong path, never a clean check
+            errors.append(f"{path}: the folder holds no manifest file ({', '.join(MANIFEST_SUFFIXES)})")
         files = [file for file in files if file.resolve() not in seen]  # given twice: read once
         seen.update(file.resolve() for file in files)
         kustomize = kustomize_notes(files)
@@ -123,16 +124,25 @@ def read_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> ReadMan
                 skipped.append(kustomize[file])
                 continue
             try:
-                text = file.read_text(encoding="utf-8")
-                parse(text, str(file))
-            except OSError as exc:
-                errors.append(f"{file}: cannot read: {exc.strerror or exc}")
-            except UnicodeDecodeError as exc:
-                errors.append(f"{file}: cannot read: {exc}")
+                parse(read_manifest_file(file), str(file))
             except ManifestError as exc:
                 errors.append(str(exc))
     located = [Located(i.source, with_namespace(i.obj), i.document, i.line) for i in located]
     return ReadManifests(located, errors, skipped)
+
+
+def _read_stdin(stdin: TextIO | None) -> str:
+    """Standard input's text: its bytes decoded as a file's are (manifest_text: the same words for
+    bytes that are not UTF-8), or `stdin`'s text when it has no bytes (a StringIO). Raises
+    ManifestError."""
+    from guardhook.cluster.view.manifests import ManifestError, manifest_text
+
+    stream = stdin or sys.stdin
+    try:
+        buffer = getattr(stream, "buffer", None)
+        return manifest_text(buffer.read(), STDIN) if buffer is not None else stream.read()
+    except OSError as exc:
+        raise ManifestError(f"{STDIN}: cannot read standard input: {exc.strerror or exc}") from exc
 
 
 def check(
@@ -149,7 +159,7 @@ def check(
     from guardhook.cluster.view.manifests import load_paths
     from guardhook.cluster.view.static import view_from_objects
     from guardhook.cluster.view.store import object_key
-    from guardhook.commands.context import unjudged
+    from guardhook.commands.context import stand_in_lws, unjudged
     from guardhook.commands.scan import scan, usable_policies
     from guardhook.commands.synthetic import with_namespace
     from guardhook.policies import REGISTRY
@@ -157,7 +167,8 @@ def check(
     policies = REGISTRY if policies is None else policies
     read, errors, skipped_documents = read_manifests(paths, stdin)
     manifests, invalid = valid_objects(read)
-    extras = [with_namespace(m.obj) for m in load_paths(cluster_state)] if cluster_state else []
+    extras, unserved = _usable_context(load_paths(cluster_state) if cluster_state else [])
+    skipped_documents += unserved
     known = [*extras, *(with_namespace(obj) for obj in context)]
 
     def identity(obj: KubeObject) -> tuple[str, str, str]:
@@ -165,9 +176,10 @@ def check(
 
     checked = {identity(m.obj) for m in manifests}
     previous = {identity(obj): obj for obj in known if identity(obj) in checked}
-    view = view_from_objects(
-        [*(obj for obj in known if identity(obj) not in checked), *(m.obj for m in manifests)], source="check"
-    )
+    objects = [*(obj for obj in known if identity(obj) not in checked), *(m.obj for m in manifests)]
+    # a dump's pods without their LWS stand for it: what beside them is judged as beside the LWS
+    stand_ins = stand_in_lws(objects)
+    view = view_from_objects([*objects, *stand_ins], source="check")
     usable = usable_policies(policies, view)
     skipped = {p.id: "no Nodes in the manifests or context" for p in policies if p not in usable}
     findings = scan(view, config, usable, manifests, previous=previous)
@@ -177,10 +189,33 @@ def check(
     judged = {(f.source, f.kind, f.namespace, f.name, f.policy) for f in findings if f.violated}
     notes = [
         note
-        for note in unjudged(manifests, known, active)
+        for note in unjudged(manifests, [*known, *stand_ins], active)
         if (note.source, note.kind, note.namespace, note.name, note.policy) not in judged
     ]
     return CheckResult([*invalid, *findings], skipped, len(read), notes, errors, skipped_documents)
+
+
+def _usable_context(manifests: Sequence[Manifest]) -> tuple[list[KubeObject], list[SkippedDocument]]:
+    """The `--cluster-state` objects to judge against, and a note for each left out: an object of a
+    kind guardhook knows a CRD of in a version that CRD does not serve (an LWS written as
+    `leaderworkerset.sigs.k8s.io/v1`) is no such object, and is not judged against as one."""
+    from guardhook.cluster.view.manifests import SkippedDocument
+    from guardhook.commands.schema import unserved_version
+    from guardhook.commands.synthetic import with_namespace
+
+    usable: list[KubeObject] = []
+    notes: list[SkippedDocument] = []
+    for manifest in manifests:
+        why = unserved_version(str(manifest.obj.get("apiVersion") or ""), str(manifest.obj.get("kind") or ""))
+        if why is None:
+            usable.append(with_namespace(manifest.obj))
+        else:
+            notes.append(
+                SkippedDocument(
+                    manifest.source, manifest.document, manifest.line, f"not used as context: {why}"
+                )
+            )
+    return usable, notes
 
 
 SCHEMA_POLICY = "schema"
@@ -240,7 +275,7 @@ def render_text(result: CheckResult, out: TextIO, err: TextIO, output: Output | 
             output.note(f"guardhook check: note: {document.text()}")
         print(f"guardhook check: {NO_OBJECTS}", file=err)
         return
-    for policy_id, why in result.skipped.items():
+    for policy_id, why in result.skipped.items() if result.objects else ():  # none read: nothing to judge
         output.note(f"guardhook check: {policy_id} skipped: {why}")
     for finding in result.violations:
         output.finding(finding.line(), finding.action)
@@ -406,16 +441,32 @@ def run_check(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+INSECURE = (
+    "{kubeconfig} sets insecure-skip-tls-verify: the API server's certificate is not verified, so the "
+    "context may come from a server that is not your cluster's"
+)
+"""The one line `check --kubeconfig` says for a cluster whose certificate is not verified (instead
+of urllib3's InsecureRequestWarning, once per request)."""
+
+
 def _cluster_objects(kubeconfig: str) -> list[KubeObject]:
     """Every object guardhook reads, listed once from the cluster of `kubeconfig`. Raises
     SourceError when the kubeconfig is unusable or the cluster cannot be listed."""
+    import warnings
+
+    from urllib3.exceptions import InsecureRequestWarning
+
     from guardhook.cluster.listing import list_cluster
     from guardhook.cluster.sources import KUBECONFIG, Source
     from guardhook.commands.common import live_client, using_source
 
     source = Source(KUBECONFIG, (kubeconfig,))
     api = live_client(source, retries=False)
-    listed = using_source(source, "list objects from", lambda: list_cluster(api))
+    with warnings.catch_warnings():
+        if not api.configuration.verify_ssl:  # said once here, not by urllib3 once per request
+            warnings.simplefilter("ignore", InsecureRequestWarning)
+            print(f"guardhook check: warning: {INSECURE.format(kubeconfig=kubeconfig)}", file=sys.stderr)
+        listed = using_source(source, "list objects from", lambda: list_cluster(api))
     for note in listed.notes:
         print(f"guardhook check: {note}", file=sys.stderr)
     return listed.objects

@@ -16,6 +16,9 @@ in the input. So, for each such object, `check` asks whether anything in the inp
   in the input, or an LWS in its namespace lets the policy judge the StatefulSet by its name.
 
 When nothing does, the object gets a note (Unjudged) instead of silence.
+
+Pods whose LWS is in neither (a cluster dump's bare pods) stand for it: `stand_in_lws` reads a
+LeaderWorkerSet off them, so a PDB or Service beside them is judged as it is beside the LWS.
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from guardhook.cluster.lws import NAME_LABEL, LeaderWorkerSet
+from guardhook.cluster.lws import GROUP_IDENTITY_HASH, NAME_LABEL, LeaderWorkerSet, ordinal
 from guardhook.cluster.model import as_dict, metadata, str_map
-from guardhook.cluster.reach import reach
+from guardhook.cluster.reach import SYSTEM_LABELS, reach
 from guardhook.cluster.selectors import Selector, SelectorError, from_label_selector, from_map, matches
 from guardhook.commands.scan import Located
 from guardhook.groups.placement import GroupMember, member_of_object
@@ -243,3 +246,61 @@ def _scaler_note(scaler: KubeObject, ns: _Namespace) -> tuple[str, str] | None:
         f"its namespace, so whether {target} belongs to an LWS is unknown; add the LeaderWorkerSet to the "
         f"input, {CONTEXT_FLAGS}",
     )
+
+
+STAND_IN_ANNOTATION = "guardhook.io/read-off-pods"
+"""Marks a LeaderWorkerSet `stand_in_lws` read off pods (its value: how many), never one of a cluster."""
+
+
+def stand_in_lws(objects: Iterable[KubeObject]) -> list[KubeObject]:
+    """A LeaderWorkerSet for each LWS that pods among `objects` belong to (as the group model places
+    them: guardhook.groups.placement.member_of_object) but that is not among `objects` itself — a
+    cluster dump's pods given without their LWS. Read off the pods: its name and namespace; its
+    groups (replicas: the highest ordinal + 1, or for Hash groups their number, as
+    `groupIdentity: Hash`); its size (the pods' size annotation, else the highest worker position
+    + 1); its templates' labels: those every leader, or every worker, carries, less the labels the
+    LWS and StatefulSet controllers set (guardhook.cluster.reach.SYSTEM_LABELS). What the pods
+    cannot show (annotations such as guardhook.io/group-pdbs, resources) is left out."""
+    present = {
+        (str(metadata(obj).get("namespace") or ""), str(metadata(obj).get("name") or ""))
+        for obj in objects
+        if obj.get("kind") == LWS_KIND
+    }
+    pods: defaultdict[tuple[str, str], list[tuple[GroupMember, dict[str, str]]]] = defaultdict(list)
+    for obj in objects:
+        member = member_of_object(obj) if obj.get("kind") == "Pod" else None
+        if member is not None and (member.namespace, member.lws_name) not in present:
+            pods[member.namespace, member.lws_name].append((member, str_map(metadata(obj).get("labels"))))
+    return [_lws_of(namespace, name, members) for (namespace, name), members in sorted(pods.items())]
+
+
+def _lws_of(namespace: str, name: str, members: list[tuple[GroupMember, dict[str, str]]]) -> KubeObject:
+    groups = {member.group_index for member, _ in members}
+    ordinals = [ordinal(group) for group in groups]
+    hashed = None in ordinals
+    replicas = len(groups) if hashed else max(o for o in ordinals if o is not None) + 1
+    sizes = [member.size for member, _ in members if member.size is not None]
+    size = max(sizes) if sizes else max(member.worker_index for member, _ in members) + 1
+    spec: dict[str, object] = {
+        "replicas": replicas,
+        "leaderWorkerTemplate": {
+            "size": size,
+            "workerTemplate": _template([labels for member, labels in members if not member.is_leader]),
+            "leaderTemplate": _template([labels for member, labels in members if member.is_leader]),
+        },
+    }
+    if hashed:
+        spec["groupIdentity"] = GROUP_IDENTITY_HASH
+    meta = {"name": name, "namespace": namespace, "annotations": {STAND_IN_ANNOTATION: str(len(members))}}
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": LWS_KIND, "metadata": meta, "spec": spec}
+
+
+def _template(labels: list[dict[str, str]]) -> dict[str, object]:
+    """A pod template with the labels all of `labels` share, less the controllers' own ({} for none:
+    the leader template then falls back to the worker one, as the LWS API says)."""
+    if not labels:
+        return {}
+    shared = {
+        k: v for k, v in labels[0].items() if k not in SYSTEM_LABELS and all(o.get(k) == v for o in labels)
+    }
+    return {"metadata": {"labels": shared}}

@@ -63,13 +63,20 @@ def run_review(args: argparse.Namespace) -> int:
     from guardhook.admission.engine import Engine
     from guardhook.admission.review import review_both
     from guardhook.cluster.sources import choose_source
+    from guardhook.cluster.view.manifests import ManifestError, manifest_text
     from guardhook.config import load_config
 
     config = load_config(args.config, args.enforcement)
     # the input first: a file that is no review ends it before any cluster is read or warned about
     body = sys.stdin.buffer.read() if args.file == "-" else read_file(args.file)
     try:
-        decoded = decode(body)
+        # as `check` reads a manifest: a byte order mark dropped, bytes that are not UTF-8 in its words
+        text = manifest_text(body, args.file)
+    except ManifestError as exc:
+        print(f"guardhook review: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        decoded = decode(text.encode())
     except ReviewError as exc:
         print(f"guardhook review: {args.file}: not an AdmissionReview: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -5,8 +5,10 @@ unknown field is an error, as `kubectl apply --validate=strict`). Custom resourc
 reads — LeaderWorkerSet, DisaggregatedSet, InferencePool, ScaledObject, PolicyReport — the
 `openAPIV3Schema` of their CRDs, vendored in guardhook/data/schemas (SOURCES.md there names each
 source), with the ObjectMeta of the Kubernetes schemas for `metadata`, after their defaults are
-filled in, as apiextensions-apiserver validates. A kind with neither is not validated (`validate`
-returns None).
+filled in, as apiextensions-apiserver validates; a field the CRD does not name is an error there too
+(`strict`), their CEL rules (`x-kubernetes-validations`) are evaluated, and one of those kinds in
+a group/version no vendored CRD serves is refused ("no matches for kind"). A kind with neither is
+not validated (`validate` returns None).
 
 The API server's rules for names, namespaces, labels and selectors (guardhook.commands.names), and
 two more the schemas cannot say, are added from their upstream sources:
@@ -47,7 +49,8 @@ def validate(obj: KubeObject) -> list[str] | None:
     the minimum of 0`), in document order; [] for a valid object; None when guardhook has no
     schema for its apiVersion and kind (then it is judged as it is). An object without an
     apiVersion, or of a kind a built-in group/version does not have (`apps/v1 Deploymnet`), is a
-    problem: the API server refuses both (kubectl: "apiVersion not set", "no matches for kind")."""
+    problem: the API server refuses both (kubectl: "apiVersion not set", "no matches for kind"), and
+    so is a kind guardhook knows a CRD of in a group/version that CRD does not serve."""
     api_version = obj.get("apiVersion")
     kind = obj.get("kind")
     if not isinstance(kind, str):
@@ -56,6 +59,9 @@ def validate(obj: KubeObject) -> list[str] | None:
         return ["apiVersion: is required (the API server refuses an object without one)"]
     validator = _validator(api_version, kind)
     if validator is None:
+        unserved = unserved_version(api_version, kind)
+        if unserved:
+            return [f"apiVersion: {unserved}"]
         group, _, version = api_version.rpartition("/")
         kinds = _built_in_kinds().get((group, version))
         if kinds is not None and kind not in kinds and _crd_file(api_version, kind) is None:
@@ -71,11 +77,69 @@ def validate(obj: KubeObject) -> list[str] | None:
         problems += [
             (["metadata", *e.absolute_path], _message(e)) for e in meta.iter_errors(obj.get("metadata"))
         ]
+    if crd is not None:
+        problems += _cel_problems(checked, _crd_schema(crd), [])
     if kind == "LeaderWorkerSet":
         problems += _lws_rules(obj)
     problems += name_problems(obj, built_in=crd is None)
     problems.sort(key=lambda p: [str(step) for step in p[0]])
     return [f"{_path(path)}: {message}" for path, message in problems[:MAX_PROBLEMS]]
+
+
+def _cel_problems(value: Any, schema: Any, path: list[Any]) -> list[tuple[list[Any], str]]:
+    """The CEL rules of a CRD's schema (`x-kubernetes-validations`) that `value` breaks, at every
+    depth, as the API server evaluates them on a create (`self` the value at the rule's place; a
+    transition rule, one that reads `oldSelf`, has nothing to compare on a create). A rule that
+    cannot be evaluated here is not reported: an unsure "Invalid" would fail a pipeline the API
+    server passes. The problem is the rule's `message`, or "failed rule: RULE" as the API server
+    says it."""
+    if not isinstance(schema, dict) or value is None:
+        return []
+    problems: list[tuple[list[Any], str]] = []
+    for rule in schema.get("x-kubernetes-validations") or ():
+        text = rule.get("rule") if isinstance(rule, dict) else None
+        if isinstance(text, str) and "oldSelf" not in text and _cel_rule(text, value) is False:
+            problems.append((path, str(rule.get("message") or f"failed rule: {text}")))
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        for key, item in value.items():
+            sub = properties.get(key, schema.get("additionalProperties"))
+            problems += _cel_problems(item, sub, [*path, key])
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            problems += _cel_problems(item, schema.get("items"), [*path, index])
+    return problems
+
+
+@functools.cache
+def _cel_program(rule: str) -> Any:
+    import celpy
+
+    environment = celpy.Environment()
+    return environment.program(environment.compile(rule))
+
+
+def _cel_rule(rule: str, value: Any) -> bool | None:
+    """Whether `value` keeps CEL `rule` (`self` = value); None when it cannot be evaluated."""
+    import celpy
+
+    try:
+        result = _cel_program(rule).evaluate({"self": celpy.json_to_cel(value)})
+    except Exception:  # celpy's parse and evaluation errors, and its KeyError/TypeError variants
+        return None
+    return bool(result) if isinstance(result, bool | celpy.celtypes.BoolType) else None
+
+
+def unserved_version(api_version: str, kind: str) -> str | None:
+    """Why `kind` is not served in `api_version` — `no matches for kind "LeaderWorkerSet" in version
+    "leaderworkerset.sigs.k8s.io/v1" (its CRD serves leaderworkerset.x-k8s.io/v1)`, as kubectl says
+    it — when `kind` is one guardhook vendors a CRD of (guardhook/data/schemas) and none of its files
+    serves that group/version; else None."""
+    served = _crd_versions().get(kind.lower())
+    if not served or _crd_file(api_version, kind) is not None:
+        return None
+    versions = ", ".join(served[:-1]) + " or " + served[-1] if len(served) > 1 else served[0]
+    return f'no matches for kind "{kind}" in version "{api_version}" (its CRD serves {versions})'
 
 
 def _lws_rules(obj: KubeObject) -> list[tuple[list[Any], str]]:
@@ -145,6 +209,18 @@ def _crd_file(api_version: str, kind: str) -> str | None:
 
 
 @functools.cache
+def _crd_versions() -> dict[str, list[str]]:
+    """A vendored CRD kind (in lower case) -> the group/versions it is served in: those of its files
+    here (`<group>_<version>_<kind>.json`), as a cluster with those CRDs installed serves it."""
+    served: dict[str, list[str]] = {}
+    for entry in resources.files("guardhook").joinpath("data/schemas").iterdir():
+        parts = entry.name.removesuffix(".json").split("_")
+        if entry.name.endswith(".json") and len(parts) == 3:
+            served.setdefault(parts[2], []).append(f"{parts[0]}/{parts[1]}")
+    return {kind: sorted(versions) for kind, versions in served.items()}
+
+
+@functools.cache
 def _crd_schema(name: str) -> dict[str, Any]:
     """The vendored `openAPIV3Schema` of CRD schema file `name`."""
     text = resources.files("guardhook").joinpath("data/schemas/" + name).read_text(encoding="utf-8")
@@ -173,11 +249,51 @@ def _defaulted(value: Any, schema: Any) -> Any:
     return value
 
 
+def strict(schema: Any, root: bool = True) -> Any:
+    """A copy of a CRD's structural `schema` in which a field the schema does not name is an error
+    (`additionalProperties: false`), as the API server's pruning reports it under
+    `--validate=strict` (apiextensions-apiserver pkg/apiserver/schema/pruning: every field of an
+    object that neither `properties` nor `additionalProperties` names is unknown). As there:
+    - below `x-kubernetes-preserve-unknown-fields: true` unknown fields are kept (the fields the
+      schema names are still checked);
+    - the root and an `x-kubernetes-embedded-resource: true` object take `apiVersion`, `kind` and
+      `metadata` besides their properties; an embedded object's are checked as the API server
+      does (apiVersion and kind required strings, metadata an ObjectMeta); the root's metadata is
+      checked on its own (`validate`);
+    - `anyOf`/`allOf`/`oneOf`/`not` only restrict values in a structural schema: left as they are."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        out["properties"] = {key: strict(sub, root=False) for key, sub in properties.items()}
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            out[key] = strict(schema[key], root=False)
+    if root or schema.get("x-kubernetes-embedded-resource") is True:
+        meta: dict[str, Any] = {} if root else {"$ref": f"{DEFINITIONS_ID}#/$defs/{OBJECT_META}"}
+        out["properties"] = {
+            **out.get("properties", {}),
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": meta,
+        }
+        if not root:
+            out["required"] = sorted({*schema.get("required", ()), "apiVersion", "kind"})
+    if (
+        schema.get("type") == "object"
+        and "additionalProperties" not in schema
+        and schema.get("x-kubernetes-preserve-unknown-fields") is not True
+    ):
+        out["additionalProperties"] = False
+    return out
+
+
 @functools.cache
 def _validator(api_version: str, kind: str) -> Any:
     crd = _crd_file(api_version, kind)
     if crd is not None:
-        return _validator_for(_crd_schema(crd))
+        return _validator_for(strict(_crd_schema(crd)))
     group, _, version = api_version.rpartition("/")
     prefix = group.split(".")[0] + "-" if group else ""
     path = _kubernetes_schemas().joinpath(f"{kind.lower()}-{prefix}{version}.json")

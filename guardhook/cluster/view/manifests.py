@@ -40,6 +40,36 @@ class Manifest:
     line: int = 1
 
 
+UTF8_BOM = "\ufeff"
+
+
+def manifest_text(data: bytes, source: str) -> str:
+    """The text of manifest bytes read from `source` (a path, or "-" for stdin): UTF-8, a leading
+    byte order mark dropped (as kubectl reads it). Raises ManifestError naming `source` and the
+    offset of the first byte that is not UTF-8 (not_utf8)."""
+    try:
+        return data.decode("utf-8").removeprefix(UTF8_BOM)
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{source}: cannot read: {not_utf8(exc)}") from None
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    """Why bytes are not text, plainly: "not UTF-8 text (byte 0x8f at offset 1)" — the offset counts
+    bytes from 0 — never Python's codec wording. The one wording of `check`, `review` and
+    `--cluster-state`."""
+    return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+
+
+def read_manifest_file(path: Path) -> str:
+    """The text of manifest file `path` (manifest_text). Raises ManifestError naming the file when it
+    cannot be read or is not UTF-8."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:  # strerror: the message names the file once
+        raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return manifest_text(data, str(path))
+
+
 def unpack(doc: Any) -> tuple[list[KubeObject], list[str]]:
     """The objects in one decoded document, List kinds unpacked (nested ones too), and why each
     part that holds none is skipped (not_an_object; a List's `items` that is no list, or an item
@@ -197,7 +227,8 @@ def kustomize_notes(files: Sequence[Path]) -> dict[Path, SkippedDocument]:
     `patchesStrategicMerge[]`, `patchesJson6902[].path`, relative to its folder). A Kustomization is
     looked for among `files` and in the folders above them up to the repository's root (the folder
     holding `.git`), as a patch is often given alone (pre-commit gives changed files). A patch is a
-    fragment kustomize merges into an object: judged alone it is invalid."""
+    fragment kustomize merges into an object: judged alone it is invalid. So is one a Kustomization
+    names in a commented-out entry (_disabled_patch_names: kubebuilder's scaffold leaves patches so)."""
     kustomizations = {file.resolve() for file in files if file.name in KUSTOMIZATION_FILES}
     seen: set[Path] = set()
     for folder in {file.resolve().parent for file in files}:
@@ -208,26 +239,58 @@ def kustomize_notes(files: Sequence[Path]) -> dict[Path, SkippedDocument]:
             kustomizations.update(above / name for name in KUSTOMIZATION_FILES if (above / name).is_file())
             if (above / ".git").exists():
                 break
-    patches = {
-        (kustomization.parent / name).resolve(): kustomization
-        for kustomization in sorted(kustomizations)
-        for name in _patch_names(kustomization)
-    }
+    texts: dict[Path, str] = {}
+    for kustomization in sorted(kustomizations):
+        try:
+            texts[kustomization] = kustomization.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+    patches: dict[Path, str] = {}
+    for kustomization, text in texts.items():  # a patch left disabled in a comment, unless one is in use
+        for name in _disabled_patch_names(text):
+            patches[(kustomization.parent / name).resolve()] = f"{kustomization} names it in a comment"
+    for kustomization, text in texts.items():
+        for name in _patch_names(text):
+            patches[(kustomization.parent / name).resolve()] = f"{kustomization} names it"
     notes: dict[Path, SkippedDocument] = {}
     for file in files:
-        kustomization = patches.get(file.resolve())
-        if kustomization is not None or file.name in KUSTOMIZATION_FILES:
-            what = f"patch ({kustomization} names it)" if kustomization is not None else "Kustomization"
+        named = patches.get(file.resolve())
+        if named is not None or file.name in KUSTOMIZATION_FILES:
+            what = f"patch ({named})" if named is not None else "Kustomization"
             notes[file] = SkippedDocument(
                 str(file), 0, 1, f"a kustomize {what}, not an object: {KUSTOMIZE_BUILD}"
             )
     return notes
 
 
-def _patch_names(kustomization: Path) -> list[str]:
+PATCH_FIELDS = ("patches", "patchesStrategicMerge", "patchesJson6902")
+"""The Kustomization fields that name patch files."""
+_TOP_FIELD = re.compile(r"^(?:# ?)?([A-Za-z]\w*)\s*:(?:\s|$)")
+_COMMENTED_ENTRY = re.compile(r"^\s*#+\s*(-\s*)?(path\s*:\s*)?([^\s#'\"]+)\s*$")
+
+
+def _disabled_patch_names(text: str) -> list[str]:
+    """The patch files a Kustomization names in commented-out entries — kubebuilder's scaffold
+    leaves its webhook and cert-manager patches so (`#- path: manager_webhook_patch.yaml` under
+    `patches:`, `#- patches/webhook_in_guestbooks.yaml` under `patchesStrategicMerge:`): a
+    `path:` entry anywhere, or a list entry under a patch field (itself commented out or not)."""
+    names: list[str] = []
+    field = ""
+    for line in text.splitlines():
+        top = _TOP_FIELD.match(line)
+        if top:
+            field = top.group(1)
+            continue
+        entry = _COMMENTED_ENTRY.match(line)
+        if entry and (entry.group(2) or (entry.group(1) and field in PATCH_FIELDS)):
+            names.append(entry.group(3))
+    return [name for name in names if name.endswith(MANIFEST_SUFFIXES)]
+
+
+def _patch_names(text: str) -> list[str]:
     try:
-        doc = yaml.safe_load(kustomization.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError:
         return []
     if not isinstance(doc, dict):
         return []
@@ -417,13 +480,7 @@ def load_paths(paths: Iterable[str | Path]) -> list[Manifest]:
             if file in kustomize:
                 log.warning("%s", kustomize[file].text())
                 continue
-            try:
-                text = file.read_text(encoding="utf-8")
-            except OSError as exc:  # strerror: the message names the file once
-                raise ManifestError(f"{file}: cannot read: {exc.strerror or exc}") from exc
-            except UnicodeDecodeError as exc:
-                raise ManifestError(f"{file}: cannot read: {exc}") from exc
-            objects, skipped = parse_documents(text, str(file))
+            objects, skipped = parse_documents(read_manifest_file(file), str(file))
             found += objects
             for document in skipped:  # said, as `check` says it of its input: never in silence
                 log.warning("%s", document.text())
