@@ -24,13 +24,20 @@ RUN --mount=type=secret,id=ca-bundle \
 COPY pyproject.toml README.md LICENSE ./
 COPY guardhook ./guardhook
 # The project itself with the locked build backend (no isolated build fetching setuptools unpinned);
-# `pip check` fails the build when pyproject.toml needs something the lock lacks. Then pip and the
-# build backend leave the environment, and so does the kubernetes client's asyncio twin (kubernetes.aio,
-# ~70 MB; nothing imports it: guardhook and the rest of the client are synchronous).
+# `pip check` fails the build when pyproject.toml needs something the lock lacks. Then what never runs
+# leaves the environment: pip and the build backend; the kubernetes client's asyncio twin
+# (kubernetes.aio, ~70 MB; nothing imports it: guardhook and the rest of the client are synchronous);
+# kubernetes-validate's schemas but the one Kubernetes version `check` reads (~100 MB for 13 versions;
+# guardhook.commands.schema.schema_dir_name); numpy's own test suites and C headers (~27 MB).
 RUN /opt/guardhook/bin/pip install --no-deps --no-build-isolation --no-index . \
  && /opt/guardhook/bin/pip check \
  && /opt/guardhook/bin/pip uninstall --quiet --yes setuptools pip \
- && rm -rf /opt/guardhook/lib/python3*/site-packages/kubernetes/aio \
+ && site=$(echo /opt/guardhook/lib/python3*/site-packages) \
+ && rm -rf "$site/kubernetes/aio" \
+ && keep=$(/opt/guardhook/bin/python -c 'from guardhook.commands.schema import schema_dir_name; print(schema_dir_name())') \
+ && find "$site/kubernetes_validate/kubernetes-json-schema" -mindepth 1 -maxdepth 1 ! -name "$keep" -exec rm -rf {} + \
+ && test -s "$site/kubernetes_validate/kubernetes-json-schema/$keep/_definitions.json" \
+ && find "$site/numpy" -depth -type d \( -name tests -o -name include \) -exec rm -rf {} + \
  && /opt/guardhook/bin/python -m compileall -q /opt/guardhook/lib \
  && /opt/guardhook/bin/guardhook --version
 

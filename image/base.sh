@@ -14,10 +14,12 @@ PODMAN=${PODMAN:-podman}
 CACHE=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/guardhook-image}
 # python3-venv: the build stage's `python3 -m venv`; libstdc++6: the C++ runtime numpy's and
 # google-re2's wheels link (the official python images have it through apt); the essential variant:
-# no apt, no init system.
+# no apt, no init system. /usr is merged by mmdebstrap's merged-usr hook (the `usr-is-merged` marker
+# package) rather than by the `usrmerge` package, which pulls in the whole of Perl (~47 MB) to run once.
 PACKAGES="python3 python3-venv libstdc++6"
+HOOKS=/usr/share/mmdebstrap/hooks/merged-usr
 if $PODMAN image exists "$BASE_IMAGE"; then echo "$BASE_IMAGE"; exit 0; fi
-key=$(echo "$SUITE essential $PACKAGES" | sha256sum | cut -c1-12)
+key=$(echo "$SUITE essential $PACKAGES merged-usr no-gconv" | sha256sum | cut -c1-12)
 rootfs=$CACHE/rootfs-$SUITE-$key.tar
 if [ ! -s "$rootfs" ]; then
   mkdir -p "$CACHE"
@@ -25,8 +27,10 @@ if [ ! -s "$rootfs" ]; then
   elif [ -s /etc/apt/sources.list.d/debian.sources ]; then mirrors=(/etc/apt/sources.list.d/debian.sources)
   elif [ -s /etc/apt/sources.list ]; then mirrors=(/etc/apt/sources.list)
   else mirrors=(); fi
-  # Manuals, docs (copyright files kept: the licences) and translations are not needed in an image.
-  mmdebstrap --quiet --variant=essential --include="${PACKAGES// /,}" \
+  # Manuals, docs (copyright files kept: the licences), translations and glibc's iconv modules (gconv:
+  # Python's codecs are its own) are not needed in an image.
+  mmdebstrap --quiet --variant=essential --include="${PACKAGES// /,}" --hook-dir="$HOOKS" \
+    --dpkgopt='path-exclude=/usr/lib/*/gconv/*' \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
     --dpkgopt='path-exclude=/usr/share/locale/*' \

@@ -218,6 +218,56 @@ def test_no_pip_build_backend_or_compiler_in_the_image() -> None:
     assert found == ["[]", "[]", "[]"]
 
 
+def test_check_inside_the_image_reads_the_one_schema_version_kept() -> None:
+    """The image keeps only the kubernetes-validate schemas `check` reads (the Dockerfile drops the
+    other Kubernetes versions, ~100 MB): `check` still refuses a mistyped Deployment field there."""
+    from guardhook.commands.schema import schema_dir_name
+
+    manifest = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  replicaz: 1\n"
+        "  selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: b}}\n"
+        "    spec: {containers: [{name: c, image: i}]}\n"
+    )
+    done = subprocess.run(
+        [
+            "podman",
+            "run",
+            "--rm",
+            "-i",
+            *podman_args(),
+            "--network",
+            "none",
+            "--read-only",
+            IMAGE,
+            "check",
+            "-",
+        ],
+        input=manifest,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1 and "Invalid [schema]" in done.stdout + done.stderr, done
+    probe = (
+        "import importlib.resources as r; "
+        "d = r.files('kubernetes_validate').joinpath('kubernetes-json-schema'); "
+        "print(sorted(p.name for p in d.iterdir()))"
+    )
+    kept = run_in_image("-c", probe, entrypoint="python").stdout.strip()
+    assert kept == str([schema_dir_name()])
+
+
+def test_no_perl_and_no_numpy_test_suites_in_the_image() -> None:
+    """What never runs stays out: Perl (only Debian's usrmerge needed it, at install), numpy's tests."""
+    probe = (
+        "import glob, shutil, numpy; "
+        "tests = glob.glob('/opt/guardhook/lib/python3*/site-packages/numpy/**/tests', recursive=True); "
+        "print(shutil.which('perl'), bool(tests))"
+    )
+    assert run_in_image("-c", probe, entrypoint="python").stdout.split() == ["None", "False"]
+
+
 def installed() -> dict[str, str]:
     """The image's Python environment: canonical distribution name -> version."""
     probe = (

@@ -328,10 +328,14 @@ def _built_in_kinds() -> dict[tuple[str, str], frozenset[str]]:
     return {gv: found for gv, found in served.items() if found}
 
 
+def schema_dir_name() -> str:
+    """The one folder of kubernetes-validate's `kubernetes-json-schema` that `check` reads: the
+    strict schemas of KUBERNETES_VERSION (the image keeps this one and drops the others)."""
+    return f"v{KUBERNETES_VERSION}-local-strict"
+
+
 def _kubernetes_schemas() -> Any:
-    return resources.files("kubernetes_validate").joinpath(
-        "kubernetes-json-schema", f"v{KUBERNETES_VERSION}-local-strict"
-    )
+    return resources.files("kubernetes_validate").joinpath("kubernetes-json-schema", schema_dir_name())
 
 
 @functools.cache
