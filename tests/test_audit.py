@@ -239,3 +239,49 @@ def test_spare_is_a_dash_without_nodes(capsys: pytest.CaptureFixture[str]) -> No
     rows = [line.split() for line in capsys.readouterr().out.splitlines()]
     [row] = [r for r in rows if "lax" in r]
     assert row[-2] == "-"  # SPARE (DOOMED follows)
+
+
+MALFORMED_LWS = """\
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: two, namespace: serve}
+spec:
+  replicas: "two"
+  leaderWorkerTemplate: {size: 2, workerTemplate: {spec: {containers: [{name: c, image: x}]}}}
+---
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: x, namespace: serve}
+spec: "x"
+---
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: four, namespace: serve}
+spec: {replicas: "four", leaderWorkerTemplate: {size: 4}}
+---
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: fine, namespace: serve}
+spec: {replicas: 2, leaderWorkerTemplate: {size: 4}}
+"""
+
+
+def test_a_malformed_lws_in_cluster_state_is_read_with_a_warning_naming_it_and_its_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # replicas "two" was shown as 1 group, spec "x" read as empty, without a word
+    state = tmp_path / "state.yaml"
+    state.write_text(MALFORMED_LWS)
+    assert main(["audit", "--format", "json", "--cluster-state", str(state)]) == 0
+    desired = {g["name"]: g["desired"] for g in json.loads(capsys.readouterr().out)["groups"]}
+    assert (desired["two"], desired["four"], desired["fine"]) == (1, 1, 2)
+    warnings = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelname == "WARNING" and "LeaderWorkerSet" in r.getMessage()
+    ]
+    assert warnings == [
+        f'{state}: LeaderWorkerSet serve/two: spec.replicas "two" is not an integer: read as 1',
+        f'{state}: LeaderWorkerSet serve/x: spec "x" is not an object: read as empty',
+        f'{state}: LeaderWorkerSet serve/four: spec.replicas "four" is not an integer: read as 1',
+    ]
