@@ -151,9 +151,23 @@ def test_quiet_prints_the_violations_alone(tmp_path: Path, capsys: pytest.Captur
     assert main(["audit", "--cluster-state", state]) == 0
     full = capsys.readouterr().out.splitlines()
     assert main(["audit", "-q", "--cluster-state", state]) == 0
-    quiet = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    quiet = captured.out.splitlines()
     assert quiet and quiet == [line.strip() for line in full if line.strip() in quiet]
-    assert len(quiet) < len(full) and not any(line.startswith(("Violations", "Note:")) for line in quiet)
+    assert len(quiet) < len(full) and not any(line.startswith("Violations") for line in quiet)
+    assert "note:" not in captured.err
+
+
+def test_notes_go_to_stderr_as_checks_do(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # they were "Note: …" lines in the report on stdout
+    assert main(["audit", "--cluster-state", str(write_state(tmp_path))]) == 0
+    captured = capsys.readouterr()
+    assert "Note" not in captured.out and "note:" not in captured.out
+    notes = [line for line in captured.err.splitlines() if line.startswith("guardhook audit: note: ")]
+    assert (
+        "guardhook audit: note: group-capacity skipped: existing groups are counted in the groups "
+        "table instead" in notes
+    )
 
 
 # ---- live: the fake API server -----------------------------------------------------------------

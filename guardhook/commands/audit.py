@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from guardhook.commands.common import (
+    LISTING,
     SourceError,
     add_view_flags,
     live_client,
@@ -225,9 +226,10 @@ def _key_of(obj: KubeObject) -> tuple[str, str, str]:
     return (str(obj.get("kind") or ""), str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
-def render_text(result: AuditResult, out: TextIO, quiet: bool = False) -> None:
-    """Violations, one line each, then a table of groups per LWS, then the notes; with `quiet`
-    (`--quiet`), the violation lines alone."""
+def render_text(result: AuditResult, out: TextIO, quiet: bool = False, err: TextIO | None = None) -> None:
+    """The report on `out`: violations, one line each, then a table of groups per LWS, the gaps and
+    the floor; the notes on `err` (default stderr) as `guardhook audit: note: …`, as `check` prints
+    its own, so `out` holds the report alone. With `quiet` (`--quiet`), the violation lines alone."""
     if quiet:
         for finding in result.violations:
             print(finding.line(), file=out)
@@ -274,7 +276,7 @@ def render_text(result: AuditResult, out: TextIO, quiet: bool = False) -> None:
         for node, why in result.draining.items():
             print(f"  {node}: {why}", file=out)
     for note in result.notes:
-        print(f"Note: {note}", file=out)
+        print(f"guardhook audit: note: {note}", file=err or sys.stderr)
 
 
 def render_gangs(result: AuditResult, out: TextIO) -> None:
@@ -539,7 +541,7 @@ def run_audit(args: argparse.Namespace) -> int:
     if args.format == "json":
         render_json(result, sys.stdout)
     else:
-        render_text(result, sys.stdout, quiet=bool(getattr(args, "quiet", False)))
+        render_text(result, sys.stdout, quiet=bool(getattr(args, "quiet", False)), err=sys.stderr)
     reports = policy_reports(result)
     if args.reports_file:
         write_text(args.reports_file, yaml.safe_dump_all(reports, sort_keys=False))
@@ -557,5 +559,5 @@ def _audit_objects(source: Source) -> tuple[list[Located], list[str], list[str] 
     if not source.live:
         return [Located(m.source, m.obj) for m in load_paths(source.paths)], [], None
     api = live_client(source, retries=False)
-    listed = using_source(source, "list objects from", lambda: list_cluster(api))
+    listed = using_source(source, LISTING, lambda: list_cluster(api))
     return [Located("cluster", obj) for obj in listed.objects], listed.notes, listed.unreadable

@@ -18,7 +18,14 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from guardhook.commands import argtypes
-from guardhook.commands.common import EXIT_USAGE, SourceError, add_view_flags, live_client, using_source
+from guardhook.commands.common import (
+    EXIT_USAGE,
+    LISTING,
+    SourceError,
+    add_view_flags,
+    live_client,
+    using_source,
+)
 
 if TYPE_CHECKING:
     from guardhook.cluster.sources import Source
@@ -111,7 +118,7 @@ def _objects(source: Source) -> list[KubeObject]:
 
     if source.live:
         api = live_client(source, retries=False)
-        listed = using_source(source, "list objects from", lambda: list_cluster(api))
+        listed = using_source(source, LISTING, lambda: list_cluster(api))
         for note in listed.notes:  # a kind RBAC forbids or the cluster does not serve: skipped
             print(f"guardhook drain-plan: {note}", file=sys.stderr)
         return listed.objects
