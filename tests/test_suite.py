@@ -115,8 +115,20 @@ def test_a_wrong_patch_fails(capsys: pytest.CaptureFixture[str], tmp_path: Path)
             lambda d: d["results"][0].update(policy="worker-delet"),
             "results[0].policy: unknown policy worker-delet",
         ),
+        (
+            lambda d: d["results"][3].update(result="patched", patch=[]),
+            "results[3].patch goes with a review and result: patched",
+        ),
     ],
-    ids=["empty", "unknown-key", "bad-result", "no-state", "missing-state", "unknown-policy"],
+    ids=[
+        "empty",
+        "unknown-key",
+        "bad-result",
+        "no-state",
+        "missing-state",
+        "unknown-policy",
+        "resource-patch",
+    ],
 )
 def test_a_bad_suite_exits_2_with_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, edit: object, message: str
@@ -209,3 +221,19 @@ def test_not_judged_is_expected_of_a_review_only(capsys: pytest.CaptureFixture[s
     suite.write_text(yaml.safe_dump(document, sort_keys=False))
     code, _, err = run(capsys, str(suite))
     assert code == 2 and "results[3].result not-judged goes with a review" in err
+
+
+def test_the_suites_and_output_in_commands_md_are_the_examples_and_what_they_print(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the excerpt had drifted from the example suites (one review of two) and their comments
+    text = (REPO / "docs" / "commands.md").read_text()
+    suites = [
+        "examples/test-suites/fleet/guardhook-test.yaml",
+        "examples/test-suites/group-disrupted/guardhook-test.yaml",
+    ]
+    excerpt = "---\n".join(f"# {name}\n" + (REPO / name).read_text() for name in suites)
+    assert f"```yaml\n{excerpt}```\n" in text
+    monkeypatch.chdir(REPO)
+    code, out, _ = run(capsys, "examples/test-suites")
+    assert code == 0 and f"```\n$ guardhook test examples/test-suites\n{out}```\n" in text
