@@ -19,7 +19,7 @@ from guardhook.commands.main import main
 from guardhook.commands.scan import Located
 from guardhook.config import default_config
 
-from conftest import FIXTURES
+from conftest import FIXTURES, REPO
 from fake_apiserver import FakeApiServer, kubeconfig_text, running_fake
 
 LINT_LWS = Path(__file__).parent / "manifests" / "lint" / "lws.yaml"
@@ -151,9 +151,23 @@ def test_quiet_prints_the_violations_alone(tmp_path: Path, capsys: pytest.Captur
     assert main(["audit", "--cluster-state", state]) == 0
     full = capsys.readouterr().out.splitlines()
     assert main(["audit", "-q", "--cluster-state", state]) == 0
-    quiet = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    quiet = captured.out.splitlines()
     assert quiet and quiet == [line.strip() for line in full if line.strip() in quiet]
-    assert len(quiet) < len(full) and not any(line.startswith(("Violations", "Note:")) for line in quiet)
+    assert len(quiet) < len(full) and not any(line.startswith("Violations") for line in quiet)
+    assert "note:" not in captured.err
+
+
+def test_notes_go_to_stderr_as_checks_do(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # they were "Note: …" lines in the report on stdout
+    assert main(["audit", "--cluster-state", str(write_state(tmp_path))]) == 0
+    captured = capsys.readouterr()
+    assert "Note" not in captured.out and "note:" not in captured.out
+    notes = [line for line in captured.err.splitlines() if line.startswith("guardhook audit: note: ")]
+    assert (
+        "guardhook audit: note: group-capacity skipped: existing groups are counted in the groups "
+        "table instead" in notes
+    )
 
 
 # ---- live: the fake API server -----------------------------------------------------------------
@@ -239,3 +253,113 @@ def test_spare_is_a_dash_without_nodes(capsys: pytest.CaptureFixture[str]) -> No
     rows = [line.split() for line in capsys.readouterr().out.splitlines()]
     [row] = [r for r in rows if "lax" in r]
     assert row[-2] == "-"  # SPARE (DOOMED follows)
+
+
+MALFORMED_LWS = """\
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: two, namespace: serve}
+spec:
+  replicas: "two"
+  leaderWorkerTemplate: {size: 2, workerTemplate: {spec: {containers: [{name: c, image: x}]}}}
+---
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: x, namespace: serve}
+spec: "x"
+---
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: four, namespace: serve}
+spec: {replicas: "four", leaderWorkerTemplate: {size: 4}}
+---
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: fine, namespace: serve}
+spec: {replicas: 2, leaderWorkerTemplate: {size: 4}}
+"""
+
+
+def test_a_malformed_lws_in_cluster_state_is_read_with_a_warning_naming_it_and_its_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # replicas "two" was shown as 1 group, spec "x" read as empty, without a word
+    state = tmp_path / "state.yaml"
+    state.write_text(MALFORMED_LWS)
+    assert main(["audit", "--format", "json", "--cluster-state", str(state)]) == 0
+    desired = {g["name"]: g["desired"] for g in json.loads(capsys.readouterr().out)["groups"]}
+    assert (desired["two"], desired["four"], desired["fine"]) == (1, 1, 2)
+    warnings = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelname == "WARNING" and "LeaderWorkerSet" in r.getMessage()
+    ]
+    assert warnings == [
+        f'{state}: LeaderWorkerSet serve/two: spec.replicas "two" is not an integer: read as 1',
+        f'{state}: LeaderWorkerSet serve/x: spec "x" is not an object: read as empty',
+        f'{state}: LeaderWorkerSet serve/four: spec.replicas "four" is not an integer: read as 1',
+    ]
+
+
+def default_install_state(tmp_path: Path, floor_without: str | None = None) -> list[str]:
+    """--cluster-state flags for the sample fleet with the default install (manifests/base) and,
+    with `floor_without` (a policy id, or "" for none left out), the admission-policy floor less
+    that policy's floor objects."""
+    flags = [
+        "--cluster-state",
+        str(REPO / "guardhook" / "data" / "fleet"),
+        "--cluster-state",
+        str(REPO / "manifests" / "base"),
+    ]
+    if floor_without is not None:
+        floor = REPO / "manifests" / "components" / "admission-policy-floor" / "floor.yaml"
+        documents = [d for d in yaml.safe_load_all(floor.read_text()) if d]
+        kept = [d for d in documents if d["metadata"]["name"] != f"guardhook-floor-{floor_without}"]
+        (tmp_path / "floor.yaml").write_text(yaml.safe_dump_all(kept))
+        flags += ["--cluster-state", str(tmp_path / "floor.yaml")]
+    return flags
+
+
+def test_fails_open_gaps_name_the_floor_as_next_step_and_count_what_it_covers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a default install listed its [webhook-fails-open] gaps with no next step
+    assert main(["audit", *default_install_state(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    count = out.count("  [webhook-fails-open] ")
+    assert count >= 10
+    assert (
+        f"Next step for the {count} [webhook-fails-open] gaps: install the admission-policy floor unless it "
+        "is (it could not be checked) (guardhook export admission-policies | kubectl apply -f -, or the "
+        "component manifests/components/admission-policy-floor), which the API server enforces while "
+        "guardhook cannot be called; it covers 3 of them: worker-delete.guardhook.io (worker-delete), "
+        "group-pdb.guardhook.io (group-pdb), leaderworkersets.guardhook.io (group-spec)\n"
+        f"  the other {count - 3} hold only while guardhook answers: run it highly available "
+        "(manifests/components/ha)\n"
+    ) in out
+    assert main(["audit", "--format", "json", *default_install_state(tmp_path)]) == 0
+    fails_open = json.loads(capsys.readouterr().out)["failsOpen"]
+    assert (fails_open["gaps"], fails_open["floorInstalled"]) == (count, False)
+    assert fails_open["covered"] == {
+        "guardhook/worker-delete.guardhook.io": ["worker-delete"],
+        "guardhook/group-pdb.guardhook.io": ["group-pdb"],
+        "guardhook/leaderworkersets.guardhook.io": ["group-spec"],
+    }
+
+
+def test_an_installed_floor_is_counted_by_the_policies_it_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["audit", *default_install_state(tmp_path, floor_without="")]) == 0
+    out = capsys.readouterr().out
+    count = out.count("  [webhook-fails-open] ")
+    assert (
+        f"The admission-policy floor, installed, covers 3 of the {count} [webhook-fails-open] gaps: " in out
+    )
+    assert main(["audit", *default_install_state(tmp_path, floor_without="group-pdb")]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"The admission-policy floor, installed, covers 2 of the {count} [webhook-fails-open] gaps: "
+        "worker-delete.guardhook.io (worker-delete), leaderworkersets.guardhook.io (group-spec)\n"
+    ) in out
+    assert f"  the other {count - 2} hold only while guardhook answers" in out

@@ -193,7 +193,9 @@ def test_unusable_flag_values_exit_2_naming_the_flag(
     with pytest.raises(SystemExit) as exited:
         cli.main(argv)
     assert exited.value.code == 2
-    assert said in capsys.readouterr().err
+    # one line, as any other bad input (the usage text argparse printed above it is --help's)
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("guardhook") and ": error: " in line and said in line, line
 
 
 # ---- a kubeconfig pointing at a server that is not a Kubernetes API server ---------------------
@@ -446,3 +448,25 @@ def test_check_refuses_a_yaml_alias_bomb_at_once(tmp_path: Path, capsys: pytest.
         "annotations: *l}\ndata: {x: y}\n"
     )
     assert cli.main(["check", str(manifest)]) == 0
+
+
+@pytest.mark.parametrize("text", [None, "clusters: [\n", "- just\n- a list\n", b"\x8f\x90"])
+def test_review_and_audit_word_an_unusable_kubeconfig_alike(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str | bytes | None
+) -> None:
+    # review said "cannot list the cluster of kubeconfig …" where audit said "cannot use kubeconfig …"
+    kubeconfig = tmp_path / "kubeconfig"
+    if isinstance(text, str):
+        kubeconfig.write_text(text)
+    elif text is not None:
+        kubeconfig.write_bytes(text)
+    said = {}
+    for argv in (["audit"], ["review", str(FIXTURES / "reviews" / "s01-worker-delete.validating.json")]):
+        assert cli.main([*argv, "--kubeconfig", str(kubeconfig)]) == 2
+        err = capsys.readouterr().err
+        assert (
+            err.startswith(f"guardhook {argv[0]}: cannot use kubeconfig {kubeconfig}: ")
+            and err.count("\n") == 1
+        )
+        said[argv[0]] = err.split(": ", 1)[1]
+    assert said["review"] == said["audit"]

@@ -27,6 +27,7 @@ from guardhook.capacity.solver import (
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import NODES, ClusterView
 from guardhook.cluster.view.store import PODS as POD_KIND
+from guardhook.policies.group_capacity import shortfall_message
 
 from gpu_cluster import node_object
 
@@ -403,6 +404,29 @@ def test_mixed_leader_and_worker_shapes() -> None:
     # would be room for 2 leaders and 4 workers, but together only one group of 3 fits
     assert groups_that_fit(view, leader, template(cpu="3", gpu=4), size=3, count=2) == 1
     assert groups_that_fit(view, leader, template(cpu="3", gpu=4), size=2, count=3) == 2
+
+
+@pytest.mark.parametrize(
+    ("worker_gpu", "fits", "ending"), [(16, 0, "fit on"), (4, 1, "fit beside the first 1 on")]
+)
+def test_a_mixed_shape_shortfall_names_the_groups_placed_before_it(
+    worker_gpu: int, fits: int, ending: str
+) -> None:
+    # with none placed the message ended "they do not fit beside the first 0"
+    view = view_from_objects([node("a", cpu="10", gpu=8)])
+    demand = GroupDemand(
+        leader=shape_of_template(template(cpu="6")),
+        worker=shape_of_template(template(cpu="1", gpu=worker_gpu)),
+        size=2,
+        count=2,
+        namespace="default",
+    )
+    fit = fit_groups(index_for(view), demand)
+    assert (fit.fits, fit.pod_slots) == (fits, -1)
+    message = shortfall_message(fit, "llm", 2)
+    assert f"; the {'first' if not fits else 'second'} needs a leader requesting" in message
+    assert f"they do not {ending} the eligible nodes" in message
+    assert "beside the first 0" not in message
 
 
 def test_exclusive_topology_one_group_per_free_domain() -> None:

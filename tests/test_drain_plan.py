@@ -385,7 +385,9 @@ def test_groups_with_no_pod_are_a_note_left_out_of_the_rebuild_and_its_exit_code
     assert [p.as_dict() for p in plan.podless] == [
         {"namespace": "serve", "name": "llm-idle", "count": 4, "groups": ["0", "1", "2", "3"], "noPod": True}
     ]
-    assert "llm-idle" not in {row.name for row in plan.lws} and plan.ok
+    # listed as audit counts it (BROKEN 4), with nothing to rebuild
+    [idle] = [row for row in plan.lws if row.name == "llm-idle"]
+    assert (idle.losing, idle.broken_count, idle.lost, idle.rebuildable, plan.ok) == ((), 4, 0, 0, True)
     assert plan_drain(fleet(no_replicas), ["gpu-node-16"], PARAMS).podless == ()  # asks for no group
 
     half = plan_drain(fleet(half_made), ["gpu-node-01"], PARAMS)
@@ -400,7 +402,9 @@ def test_groups_with_no_pod_are_a_note_left_out_of_the_rebuild_and_its_exit_code
 
     text = drain_cli(tmp_path, "gpu-node-16", state=state)
     assert text.returncode == 0, text.stderr
-    assert "  No LeaderWorkerSet group loses a pod and none with pods is broken." in text.stdout
+    assert "  serve      llm-idle  1       0       4           0     0" in text.stdout.splitlines()
+    assert "  serve/llm-idle: broken now 0, 1, 2, 3" in text.stdout.splitlines()
+    assert "llm-idle: 0 groups to rebuild" not in text.stdout
     assert (
         "  note: serve/llm-idle has no pod: its 4 groups are broken and left out of this plan: no drain "
         "loses them and none makes them (is the LWS controller running? a quota?)"
@@ -441,3 +445,43 @@ def test_a_wave_waits_for_groups_in_their_order() -> None:
 
     plan = plan_drain(fleet(twelve), ["gpu-node-01"], PARAMS)
     assert [g.group for g in plan.waves[0].waits_for] == [str(g) for g in range(4, 12)]
+
+
+def test_drain_plan_lists_the_broken_groups_audit_counts(tmp_path: Path) -> None:
+    # audit counted an LWS with no pod broken; drain-plan left it out of its table: one rule now
+    def shapes(objects: list[KubeObject]) -> None:
+        twin = copy.deepcopy(find(objects, "LeaderWorkerSet", "llm-xl"))
+        twin["metadata"].update(name="llm-idle", uid="uid-llm-idle")
+        twin["spec"]["replicas"] = 2
+        objects.append(twin)
+        find(objects, "LeaderWorkerSet", "llm-xl")["spec"]["replicas"] = 6  # groups 4, 5: no pod
+        set_ready(find(objects, "Pod", "llm-xl-2-1"), False)
+
+    state = tmp_path / "state.yaml"
+    state.write_text(yaml.safe_dump_all(fleet(shapes)))
+    env = clean_env(tmp_path)
+    audit = subprocess.run(
+        [sys.executable, "-m", "guardhook", "audit", "--format", "json", "--cluster-state", str(state)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    counted = {(g["namespace"], g["name"]): g["broken"] for g in json.loads(audit.stdout)["groups"]}
+    assert counted == {XL: 3, ("serve", "llm-idle"): 2}
+    for node in ("gpu-node-16", "gpu-node-01"):  # losing no group, and losing one
+        document = json.loads(drain_cli(tmp_path, node, "--format", "json", state=fleet(shapes)).stdout)
+        listed = {(r["namespace"], r["name"]): len(r["broken"]) for r in document["lws"]}
+        assert listed == counted
+
+
+def test_the_table_holds_counts_and_the_keys_follow_it(tmp_path: Path) -> None:
+    # LOSING and BROKEN-NOW held group keys ("0,1") beside the count columns
+    def broken_group_2(objects: list[KubeObject]) -> None:
+        set_ready(find(objects, "Pod", "llm-xl-2-1"), False)
+
+    done = drain_cli(tmp_path, "gpu-node-01", "gpu-node-05", state=fleet(broken_group_2))
+    lines = done.stdout.splitlines()
+    header = lines.index("  NAMESPACE  LWS     BUDGET  LOSING  BROKEN-NOW  LOST  REBUILDABLE")
+    assert lines[header + 1].split() == ["serve", "llm-xl", "1", "2", "1", "3", "3"]
+    assert lines[header + 2] == "  serve/llm-xl: losing groups 0, 1; broken now 2"

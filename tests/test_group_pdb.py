@@ -55,11 +55,18 @@ def pdb_request(selector: dict[str, Any] | None, name: str = "budget", **budget:
     return request
 
 
-def engine(*extra_objects: dict[str, Any], actions: tuple[str, ...] = ("Deny",), replicas: int = 4) -> Engine:
+def engine(
+    *extra_objects: dict[str, Any],
+    actions: tuple[str, ...] = ("Deny",),
+    replicas: int = 4,
+    size: int | None = None,
+) -> Engine:
     objects = embedded_fleet_objects()
     for obj in objects:
         if obj["kind"] == "LeaderWorkerSet":
             obj["spec"]["replicas"] = replicas
+            if size is not None:
+                obj["spec"]["leaderWorkerTemplate"]["size"] = size
     view = view_from_objects([*objects, *extra_objects])
     return Engine(view, build_config({"policies": {"group-pdb": {"actions": list(actions)}}}), record=False)
 
@@ -112,6 +119,29 @@ def test_pdbs_within_one_group_or_unrelated_are_allowed(selector: dict[str, Any]
 def test_a_single_replica_lws_cannot_be_spanned() -> None:
     response = engine(replicas=1).judge(pdb_request(labels()), "validate").response
     assert response["allowed"] is True
+
+
+@pytest.mark.parametrize(
+    "budget",
+    [{"minAvailable": 3}, {"maxUnavailable": 1}, {"minAvailable": "75%"}],
+    ids=["min", "max", "percent"],
+)
+def test_a_plain_pdb_over_a_size_1_lws_counts_groups_and_is_allowed(budget: dict[str, Any]) -> None:
+    # a group of one pod: the PDB's pods are the groups, so it budgets replicas already
+    response = engine(size=1).judge(pdb_request(labels(), **budget), "validate").response
+    assert response["allowed"] is True
+    assert group_pdb_warnings(response) == []
+
+
+def test_a_per_group_pdb_over_a_size_1_lws_is_not_advised_to_block_every_eviction() -> None:
+    response = (
+        engine(size=1).judge(pdb_request(labels(group_index="1"), maxUnavailable=1), "validate").response
+    )
+    assert response["allowed"] is True
+    [advice] = group_pdb_warnings(response)
+    assert "integer minAvailable" not in advice  # minAvailable 1 over one pod blocks its every eviction
+    assert "one pod (size 1)" in advice and "one PDB over all of llm-xl's pods" in advice
+    assert len(advice) <= 256
 
 
 @pytest.mark.parametrize(

@@ -290,7 +290,9 @@ def test_drain_plan_takes_gangs_in_waves_under_their_budget() -> None:
     ]
     text = io.StringIO()
     render_text(plan, text)
-    assert "    train      Workload/train  1       train-0,train-1  -" in text.getvalue().splitlines()
+    lines = text.getvalue().splitlines()
+    assert "    train      Workload/train  1       2       0" in lines  # counts in the count columns
+    assert "    train/Workload/train: losing train-0, train-1" in lines
 
 
 def test_drain_plan_places_lost_gangs_whole_on_what_is_left_and_says_what_the_rest_lack() -> None:

@@ -6,6 +6,7 @@ index fails at once instead of running for minutes."""
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from eviction_helpers import engine, eviction, judge, lws_object, pod_object
 
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import PODS, ClusterView
+from guardhook.commands.drain_plan import render_text
 from guardhook.groups.counts import all_groups, count_groups, view_group_health
 from guardhook.groups.index import GroupIndex, group_index, group_keys
 from guardhook.groups.ready import leaders
@@ -200,6 +202,23 @@ def test_drain_plan_counts_groups_without_pods_and_lists_a_bounded_few(
     [podless] = document["podless"]
     assert podless["count"] == INT32_MAX - 2 and podless["groups"] == row["broken"] and not podless["noPod"]
     assert f"{INT32_MAX - 2} of its groups are broken" in document["refusedAtOnce"][0]["reason"]
+
+
+def test_drain_plan_text_of_a_huge_lws_caps_its_lists_and_counts_the_rest() -> None:
+    # one line held 1,000 group keys (5,000 characters), and waitsFor stopped at 1,000 unsaid
+    plan = plan_drain(huge_cluster(), ["node-0-1"], {})
+    wave = plan.waves[-1]
+    assert len(wave.waits_for) == GROUPS_LISTED
+    assert wave.waits_for_not_listed == INT32_MAX - 2 - GROUPS_LISTED
+    assert wave.as_dict()["waitsForNotListed"] == INT32_MAX - 2 - GROUPS_LISTED
+    out = io.StringIO()
+    render_text(plan, out)
+    text = out.getvalue()
+    assert max(len(line) for line in text.splitlines()) < 300, text
+    assert (
+        f"  serve/llm: losing group 0; broken now 2, 3, 4, 5, 6, 7, 8, 9 … and {INT32_MAX - 10} more" in text
+    )
+    assert f"waits for serve/llm groups 2, 3, 4, 5, 6, 7, 8, 9 … and {INT32_MAX - 10} more" in text
 
 
 def test_drain_plan_of_a_small_lws_lists_every_broken_group() -> None:

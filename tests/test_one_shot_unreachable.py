@@ -29,7 +29,7 @@ def run(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
         (["audit"], "cannot list objects from kubeconfig"),
         (["check", str(REVIEW)], "cannot list objects from kubeconfig"),
         (["drain-plan", "gpu-node-01"], "cannot list objects from kubeconfig"),
-        (["review", str(REVIEW)], "cannot list the cluster of kubeconfig"),
+        (["review", str(REVIEW)], "cannot list objects from kubeconfig"),  # worded as audit's
     ],
     ids=["audit", "check", "drain-plan", "review"],
 )

@@ -36,7 +36,8 @@ def test_default_format_is_the_response_admission_review_with_its_base64_patch(
 def test_text_format_prints_the_decision_and_the_decoded_patch(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = review(capsys, "--format", "text", SERVICE)
     assert code == 0
-    assert out.splitlines() == ["allowed", "patch (JSONPatch):", "  " + json.dumps(PIN)]
+    # each operation says the policy that made it, as a warning does
+    assert out.splitlines() == ["allowed", "patch (JSONPatch):", "  [leader-service] " + json.dumps(PIN)]
     code, out = review(capsys, "--format", "text", WORKER_DELETE)
     [first] = out.splitlines()
     assert first.startswith("denied 403 Forbidden: [worker-delete] pod serve/llm-xl-0-2 is worker 2")
@@ -54,6 +55,7 @@ def test_json_format_decodes_the_patch(capsys: pytest.CaptureFixture[str]) -> No
         "warnings": [],
         "auditAnnotations": {},
         "patch": [PIN],
+        "patches": [{"policy": "leader-service", "patch": [PIN]}],  # which policy made it
         "notJudged": [],
     }
     code, out = review(capsys, "--format", "json", WORKER_DELETE)

@@ -115,8 +115,20 @@ def test_a_wrong_patch_fails(capsys: pytest.CaptureFixture[str], tmp_path: Path)
             lambda d: d["results"][0].update(policy="worker-delet"),
             "results[0].policy: unknown policy worker-delet",
         ),
+        (
+            lambda d: d["results"][3].update(result="patched", patch=[]),
+            "results[3].patch goes with a review and result: patched",
+        ),
     ],
-    ids=["empty", "unknown-key", "bad-result", "no-state", "missing-state", "unknown-policy"],
+    ids=[
+        "empty",
+        "unknown-key",
+        "bad-result",
+        "no-state",
+        "missing-state",
+        "unknown-policy",
+        "resource-patch",
+    ],
 )
 def test_a_bad_suite_exits_2_with_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, edit: object, message: str
@@ -148,3 +160,80 @@ def test_fail_only_lists_only_failures_in_json_and_keeps_their_ids(
     code, out, _ = run(capsys, "--fail-only", str(suites))
     [row] = out.splitlines()[1:-1]
     assert row.split()[0] == "6" and "FAIL" in row  # its ID in the full table, not 1
+
+
+def test_a_resource_named_nowhere_in_resources_is_a_suite_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # a typo'd name must not pass as "skipped" (kyverno test: a resource not found fails the run)
+    suites = copy_examples(tmp_path)
+    suite = suites / "fleet" / "guardhook-test.yaml"
+    document = yaml.safe_load(suite.read_text())
+    document["results"][3].update(
+        resource={"kind": "PodDisruptionBudget", "namespace": "serve", "name": "llm-x"}
+    )
+    document["results"][3]["result"] = "skipped"
+    suite.write_text(yaml.safe_dump(document, sort_keys=False))
+    code, out, err = run(capsys, str(suite))
+    assert code == 2 and out == ""
+    assert err == (
+        f"guardhook test: {suite}: results[3].resource PodDisruptionBudget serve/llm-x is not in resources\n"
+    )
+
+
+def unjudged_suite(tmp_path: Path, result: str) -> Path:
+    """A suite whose clusterState lacks the LWS of its one review (a worker DELETE of serve/llm-xl)."""
+    (tmp_path / "state.yaml").write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: serve}\n")
+    suite = tmp_path / "guardhook-test.yaml"
+    review = str(EXAMPLES / "reviews" / "s01-worker-delete.validating.json")
+    document = {
+        "apiVersion": "guardhook.io/v1alpha1",
+        "kind": "Test",
+        "clusterState": ["state.yaml"],
+        "reviews": [review],
+        "results": [{"review": review, "policy": "worker-delete", "result": result}],
+    }
+    suite.write_text(yaml.safe_dump(document, sort_keys=False))
+    return suite
+
+
+def test_a_review_that_cannot_be_judged_fails_unless_expected_not_judged(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run(capsys, str(unjudged_suite(tmp_path, "allowed")))
+    assert code == 1, out
+    [row] = out.splitlines()[1:-1]
+    assert row.endswith(
+        "FAIL    expected allowed, got not-judged: LeaderWorkerSet serve/llm-xl is not in the cluster view"
+    )
+    code, out, _ = run(capsys, str(unjudged_suite(tmp_path, "not-judged")))
+    assert code == 0 and out.splitlines()[-1] == "Test summary: 1 passed, 0 failed"
+    # and as review --exit-code says it: not judged, exit 2
+    review = str(EXAMPLES / "reviews" / "s01-worker-delete.validating.json")
+    assert main(["review", "--exit-code", "--cluster-state", str(tmp_path / "state.yaml"), review]) == 2
+
+
+def test_not_judged_is_expected_of_a_review_only(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    suites = copy_examples(tmp_path)
+    suite = suites / "fleet" / "guardhook-test.yaml"
+    document = yaml.safe_load(suite.read_text())
+    document["results"][3]["result"] = "not-judged"
+    suite.write_text(yaml.safe_dump(document, sort_keys=False))
+    code, _, err = run(capsys, str(suite))
+    assert code == 2 and "results[3].result not-judged goes with a review" in err
+
+
+def test_the_suites_and_output_in_commands_md_are_the_examples_and_what_they_print(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the excerpt had drifted from the example suites (one review of two) and their comments
+    text = (REPO / "docs" / "commands.md").read_text()
+    suites = [
+        "examples/test-suites/fleet/guardhook-test.yaml",
+        "examples/test-suites/group-disrupted/guardhook-test.yaml",
+    ]
+    excerpt = "---\n".join(f"# {name}\n" + (REPO / name).read_text() for name in suites)
+    assert f"```yaml\n{excerpt}```\n" in text
+    monkeypatch.chdir(REPO)
+    code, out, _ = run(capsys, "examples/test-suites")
+    assert code == 0 and f"```\n$ guardhook test examples/test-suites\n{out}```\n" in text

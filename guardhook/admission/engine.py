@@ -54,7 +54,9 @@ class Decision:
 
     `outcome` is "allowed" (no violation), "denied", "warned", "audited", "mutated" or "error";
     `action` is the enforcement action taken (Deny, Warn, Audit, Mutate), "" when none was;
-    `findings` the violation's separate findings (Violation.findings), for one-per-line reports.
+    `findings` the violation's separate findings (Violation.findings), for one-per-line reports;
+    `patch` the JSONPatch operations a "mutated" decision added to the response's patch (so a
+    reader can say which policy made each).
     """
 
     policy: str
@@ -62,6 +64,7 @@ class Decision:
     message: str = ""
     action: str = ""
     findings: tuple[str, ...] = ()
+    patch: tuple[JSONPatchOp, ...] = ()
 
 
 @dataclass
@@ -203,7 +206,9 @@ class Engine:
                 verdict.decisions.append(Decision(policy.id, "audited", message, "Audit", findings))
             elif action == "Mutate" and violation.patch:
                 _add_patch(response, violation.patch)
-                verdict.decisions.append(Decision(policy.id, "mutated", message, "Mutate", findings))
+                verdict.decisions.append(
+                    Decision(policy.id, "mutated", message, "Mutate", findings, tuple(violation.patch))
+                )
 
 
 @dataclass

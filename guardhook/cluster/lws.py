@@ -20,6 +20,7 @@ ownerReference first, labels second); whether a group is whole, guardhook.groups
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -83,6 +84,35 @@ def _int_or(value: Any, default: int) -> int:
     if isinstance(value, str) and digits(value):
         return int(value)
     return default
+
+
+def lenient_readings(obj: KubeObject) -> list[str]:
+    """What LeaderWorkerSet reads leniently in `obj` (a manifest the API server would refuse: its
+    CRD's schema types `spec` and `leaderWorkerTemplate` objects, `replicas` and `size` int32s),
+    one phrase each, naming the field and what is read instead: `spec.replicas "four" is not an
+    integer: read as 1`. Empty for a well-formed object (a missing field takes its default)."""
+    found = []
+    spec = obj.get("spec")
+    template: Any = None
+    if spec is not None and not isinstance(spec, dict):
+        found.append(f"spec {_shown(spec)} is not an object: read as empty")
+    elif isinstance(spec, dict):
+        template = spec.get("leaderWorkerTemplate")
+        if template is not None and not isinstance(template, dict):
+            found.append(f"spec.leaderWorkerTemplate {_shown(template)} is not an object: read as empty")
+        fields = [("spec.replicas", spec.get("replicas"))]
+        if isinstance(template, dict):
+            fields.append(("spec.leaderWorkerTemplate.size", template.get("size")))
+        for name, value in fields:
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                found.append(f"{name} {_shown(value)} is not an integer: read as {_int_or(value, 1)}")
+    return found
+
+
+def _shown(value: Any) -> str:
+    """`value` as a manifest would show it, cut short."""
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 GroupKey = str

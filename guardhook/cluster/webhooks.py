@@ -35,13 +35,14 @@ class NamespaceRecord:
 @dataclass(frozen=True)
 class WebhookEntry:
     """One entry of a webhook configuration: name, failurePolicy (API default Fail), the caBundle
-    as given (base64, "" when unset) and where it calls (`service` "namespace/name:port path", or
-    the `url`)."""
+    as given (base64, "" when unset), where it calls (`service` "namespace/name:port path", or
+    the `url`) and what its `rules` match: (API group, resource, operation) triples, "*" as given."""
 
     name: str
     failure_policy: str
     ca_bundle: str
     target: str
+    matches: frozenset[tuple[str, str, str]] = frozenset()
 
     @property
     def own(self) -> bool:
@@ -94,6 +95,29 @@ def _entry(hook: KubeObject) -> WebhookEntry:
         str(hook.get("failurePolicy") or "Fail"),
         str(config.get("caBundle") or ""),
         target,
+        rule_matches(as_list(hook.get("rules"))),
+    )
+
+
+def rule_matches(rules: list[object]) -> frozenset[tuple[str, str, str]]:
+    """The (API group, resource, operation) triples admission `rules` (RuleWithOperations: a
+    webhook's or a ValidatingAdmissionPolicy's `resourceRules`) name, "*" kept as a wildcard;
+    entries that are not mappings, and values that are not strings, are skipped."""
+    found: set[tuple[str, str, str]] = set()
+    for raw in rules:
+        rule = as_dict(raw)
+        groups, resources, operations = (
+            [v for v in as_list(rule.get(key)) if isinstance(v, str)]
+            for key in ("apiGroups", "resources", "operations")
+        )
+        found.update((g, r, o) for g in groups for r in resources for o in operations)
+    return frozenset(found)
+
+
+def overlap(a: frozenset[tuple[str, str, str]], b: frozenset[tuple[str, str, str]]) -> bool:
+    """Whether some request matches both sets of rule_matches triples ("*" matches any value)."""
+    return any(
+        all(x == y or "*" in (x, y) for x, y in zip(one, other, strict=True)) for one in a for other in b
     )
 
 

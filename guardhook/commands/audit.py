@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from guardhook.commands.common import (
+    LISTING,
     SourceError,
     add_view_flags,
     live_client,
@@ -72,6 +73,100 @@ RESULT_OF_OUTCOME = {
 }
 
 
+FLOOR_COMMAND = "guardhook export admission-policies | kubectl apply -f -"
+FLOOR_COMPONENT_PATH = "manifests/components/admission-policy-floor"
+HA_COMPONENT_PATH = "manifests/components/ha"
+
+
+@dataclass(frozen=True)
+class FloorCover:
+    """The next step for the `webhook-fails-open` gaps (`gaps` of them): the admission-policy
+    floor, ValidatingAdmissionPolicies the API server enforces while guardhook cannot be called.
+    `covered`: gap name ("<configuration>/<entry>") -> the floor policies whose rules match some of
+    the entry's requests (each covers its own policy's part); counted against the floor installed
+    (`installed`, bound or not) or, when none is, against the floor `guardhook export` writes for
+    the configuration."""
+
+    gaps: int
+    covered: dict[str, tuple[str, ...]]
+    installed: bool
+    bound: bool
+    checked: bool = True
+    """False when the floor's kinds could not be read: it may be installed already."""
+
+    def lines(self) -> list[str]:
+        """The words for people, under the gaps: what the floor covers and what is left."""
+        named = ", ".join(
+            f"{name.split('/', 1)[-1]} ({', '.join(ids)})" for name, ids in self.covered.items()
+        )
+        share = f"{len(self.covered)} of the {self.gaps} [webhook-fails-open] gaps"
+        if self.installed:
+            first = f"The admission-policy floor, installed, covers {share}" + (f": {named}" if named else "")
+            if not self.bound:
+                first += " once every floor policy is bound (see the floor line)"
+        else:
+            first = (
+                f"Next step for the {self.gaps} [webhook-fails-open] gaps: install the admission-policy "
+                f"floor{'' if self.checked else ' unless it is (it could not be checked)'} ({FLOOR_COMMAND}, "
+                f"or the component {FLOOR_COMPONENT_PATH}), which the API server "
+                f"enforces while guardhook cannot be called; it covers {len(self.covered)} of them"
+                + (f": {named}" if named else "")
+            )
+        rest = self.gaps - len(self.covered)
+        lines = [first]
+        if rest:
+            lines.append(
+                f"  the other {rest} hold only while guardhook answers: run it highly available "
+                f"({HA_COMPONENT_PATH})"
+            )
+        return lines
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "gaps": self.gaps,
+            "covered": {name: list(ids) for name, ids in self.covered.items()},
+            "floorInstalled": self.installed,
+            "nextStep": " ".join(line.strip() for line in self.lines()),
+        }
+
+
+def floor_cover(view: Any, gaps: Sequence[Gap], floor: FloorLayer, rules: Sequence[Any]) -> FloorCover | None:
+    """Which `webhook-fails-open` `gaps` the floor covers (FloorCover): an entry is covered by each
+    floor rule (guardhook.floor.rules.Rule, as exported for the configuration) whose resource rules
+    match some request of the entry's; with a floor installed, only its policies count."""
+    from guardhook.cluster.coverage import (
+        FLOOR_NOT_BOUND,
+        FLOOR_NOT_INSTALLED,
+        FLOOR_UNCHECKED,
+        WEBHOOK_FAILS_OPEN,
+    )
+    from guardhook.cluster.webhooks import overlap, rule_matches
+    from guardhook.floor.export import NAME_PREFIX
+
+    open_gaps = [gap for gap in gaps if gap.kind == WEBHOOK_FAILS_OPEN]
+    if not open_gaps:
+        return None
+    installed = floor.state not in (FLOOR_UNCHECKED, FLOOR_NOT_INSTALLED)
+    if installed:
+        rules = [rule for rule in rules if NAME_PREFIX + rule.policy_id in floor.policies]
+    entries = {
+        (configuration.kind, f"{configuration.name}/{entry.name}"): entry.matches
+        for configuration in view.webhook_configurations()
+        for entry in configuration.entries
+    }
+    covered: dict[str, tuple[str, ...]] = {}
+    for gap in open_gaps:
+        matches = entries.get((gap.object_kind, gap.name), frozenset())
+        ids = tuple(
+            rule.policy_id for rule in rules if overlap(matches, rule_matches(list(rule.resource_rules)))
+        )
+        if ids:
+            covered[gap.name] = ids
+    return FloorCover(
+        len(open_gaps), covered, installed, floor.state != FLOOR_NOT_BOUND, floor.state != FLOOR_UNCHECKED
+    )
+
+
 @dataclass
 class AuditResult:
     """Every finding (passes included), group counts per LWS, and notes (skipped policies/lists).
@@ -99,6 +194,8 @@ class AuditResult:
     gangs: list[GangSetGroups] = field(default_factory=list)
     """Gang counts per set of Workload API `disruptionMode: all` PodGroups
     (guardhook.groups.podgroup.each_gang_set)."""
+    floor_cover: FloorCover | None = None
+    """The `webhook-fails-open` gaps the admission-policy floor covers (None: no such gap)."""
 
     @property
     def violations(self) -> list[Finding]:
@@ -147,7 +244,8 @@ def audit(
     params = config.settings(WORKER_DELETE.id).params
     draining = draining_nodes(view, drain_taint_keys(params), drain_conditions(params))
     stale = stale_in_view(view, drain_taint_keys(params))
-    floor = floor_layer(view, export_floor(config).digest)
+    exported = export_floor(config)
+    floor = floor_layer(view, exported.digest)
     return AuditResult(
         findings,
         all_groups(view),
@@ -160,6 +258,7 @@ def audit(
         floor=floor,
         unnarrowed=unnarrowed(view, objects, config),
         gangs=list(each_gang_set(view)),
+        floor_cover=floor_cover(view, gaps, floor, exported.rules),
     )
 
 
@@ -231,9 +330,10 @@ def _key_of(obj: KubeObject) -> tuple[str, str, str]:
     return (str(obj.get("kind") or ""), str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
-def render_text(result: AuditResult, out: TextIO, quiet: bool = False) -> None:
-    """Violations, one line each, then a table of groups per LWS, then the notes; with `quiet`
-    (`--quiet`), the violation lines alone."""
+def render_text(result: AuditResult, out: TextIO, quiet: bool = False, err: TextIO | None = None) -> None:
+    """The report on `out`: violations, one line each, then a table of groups per LWS, the gaps and
+    the floor; the notes on `err` (default stderr) as `guardhook audit: note: …`, as `check` prints
+    its own, so `out` holds the report alone. With `quiet` (`--quiet`), the violation lines alone."""
     if quiet:
         for finding in result.violations:
             print(finding.line(), file=out)
@@ -273,6 +373,9 @@ def render_text(result: AuditResult, out: TextIO, quiet: bool = False) -> None:
     print(gaps_heading(result), file=out)
     for gap in result.gaps:
         print(f"  [{gap.kind}] {gap.message}", file=out)
+    if result.floor_cover is not None:
+        for line in result.floor_cover.lines():
+            print(line, file=out)
     if result.floor is not None:
         print(f"Admission-policy floor: {result.floor.message}", file=out)
     if result.draining:
@@ -284,7 +387,7 @@ def render_text(result: AuditResult, out: TextIO, quiet: bool = False) -> None:
         for stale in result.stale:
             print(f"  {stale.describe()}", file=out)
     for note in result.notes:
-        print(f"Note: {note}", file=out)
+        print(f"guardhook audit: note: {note}", file=err or sys.stderr)
 
 
 def render_gangs(result: AuditResult, out: TextIO) -> None:
@@ -363,6 +466,7 @@ def render_json(result: AuditResult, out: TextIO) -> None:
             for g in result.gaps
         ],
         "gapsNotChecked": result.unchecked,
+        "failsOpen": result.floor_cover.as_dict() if result.floor_cover is not None else None,
         "admissionPolicyFloor": (
             {
                 "state": result.floor.state,
@@ -550,7 +654,7 @@ def run_audit(args: argparse.Namespace) -> int:
     if args.format == "json":
         render_json(result, sys.stdout)
     else:
-        render_text(result, sys.stdout, quiet=bool(getattr(args, "quiet", False)))
+        render_text(result, sys.stdout, quiet=bool(getattr(args, "quiet", False)), err=sys.stderr)
     reports = policy_reports(result)
     if args.reports_file:
         write_text(args.reports_file, yaml.safe_dump_all(reports, sort_keys=False))
@@ -568,5 +672,5 @@ def _audit_objects(source: Source) -> tuple[list[Located], list[str], list[str] 
     if not source.live:
         return [Located(m.source, m.obj) for m in load_paths(source.paths)], [], None
     api = live_client(source, retries=False)
-    listed = using_source(source, "list objects from", lambda: list_cluster(api))
+    listed = using_source(source, LISTING, lambda: list_cluster(api))
     return [Located("cluster", obj) for obj in listed.objects], listed.notes, listed.unreadable

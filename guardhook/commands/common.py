@@ -98,10 +98,16 @@ def using_source(source: Source, doing: str, make: Callable[[], T]) -> T:
         raise SourceError(f"cannot {doing} {source.describe()}: {reason}") from exc
 
 
+LISTING = "list objects from"
+"""What a one-shot command was doing when listing a live cluster failed, as its error line says it
+(`cannot list objects from kubeconfig FILE: …`): one wording for `review`, `audit`, `drain-plan`."""
+
+
 def live_client(source: Source, retries: bool = True) -> ApiClient:
     """An API client for a live `source`; `retries=False` for one-shot commands, so an unreachable
     API server is one error line at once rather than urllib3's "Retrying (Retry(...))" warnings
-    before it. Raises SourceError for an unusable kubeconfig."""
+    before it. Raises SourceError for an unusable kubeconfig, worded one way for every command:
+    `cannot use kubeconfig FILE: no such file` (not UTF-8 text, not valid YAML, …)."""
     from guardhook.cluster.kube import api_client
 
     return using_source(source, "use", lambda: api_client(source, retries=retries))
@@ -109,15 +115,17 @@ def live_client(source: Source, retries: bool = True) -> ApiClient:
 
 def open_view(source: Source, stale_after_seconds: float) -> ClusterView:
     """The view for one-shot commands: manifests or the sample fleet as they are; a live source is
-    listed once (every kind, paginated, no watches). Raises SourceError when the API server cannot
-    be listed — it never falls back to the sample fleet."""
+    listed once (every kind, paginated, no watches). Raises SourceError when the kubeconfig cannot
+    be used (worded by live_client, as for `audit`) or the API server cannot be listed (LISTING) —
+    it never falls back to the sample fleet."""
     from guardhook.cluster.sources import static_view
 
     if not source.live:
         return static_view(source, stale_after_seconds)
     from guardhook.cluster.kube_transport import snapshot_view
 
-    return using_source(source, "list the cluster of", lambda: snapshot_view(source, stale_after_seconds))
+    live_client(source, retries=False).close()  # an unusable kubeconfig, said as every command says it
+    return using_source(source, LISTING, lambda: snapshot_view(source, stale_after_seconds))
 
 
 def write_text(path: str, text: str) -> None:

@@ -18,11 +18,19 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from guardhook.commands import argtypes
-from guardhook.commands.common import EXIT_USAGE, SourceError, add_view_flags, live_client, using_source
+from guardhook.commands.common import (
+    EXIT_USAGE,
+    LISTING,
+    SourceError,
+    add_view_flags,
+    live_client,
+    using_source,
+)
 
 if TYPE_CHECKING:
     from guardhook.cluster.sources import Source
-    from guardhook.planning.drain import DrainPlan, PodlessGroups, Wave
+    from guardhook.planning.drain import DrainPlan, LwsDrain, PodlessGroups, Wave
+    from guardhook.planning.evictions import GroupRef
     from guardhook.wire import KubeObject
 
 log = logging.getLogger("guardhook")
@@ -31,6 +39,8 @@ EXIT_REBUILDABLE = 0
 EXIT_NOT_REBUILDABLE = 1
 EVICTION_POLICY = "group-eviction"
 DELETE_POLICY = "worker-delete"  # its drainTaintKeys say which taints make a node draining
+KEYS_SHOWN = 8
+"""Group keys named per list in the text (a Hash key is 40 characters); "… and N more" counts the rest."""
 
 
 def add_parser(commands: Any) -> None:
@@ -108,7 +118,7 @@ def _objects(source: Source) -> list[KubeObject]:
 
     if source.live:
         api = live_client(source, retries=False)
-        listed = using_source(source, "list objects from", lambda: list_cluster(api))
+        listed = using_source(source, LISTING, lambda: list_cluster(api))
         for note in listed.notes:  # a kind RBAC forbids or the cluster does not serve: skipped
             print(f"guardhook drain-plan: {note}", file=sys.stderr)
         return listed.objects
@@ -119,8 +129,9 @@ def _objects(source: Source) -> list[KubeObject]:
 
 
 def render_text(plan: DrainPlan, out: TextIO) -> None:
-    """The plan for people: a table per LWS, a line per wave, the 429s of an all-at-once drain,
-    and one line per LWS on rebuilding."""
+    """The plan for people: a table per LWS (counts of groups), the keys of its groups losing a pod
+    or broken, a line per wave, the 429s of an all-at-once drain, and one line per LWS on
+    rebuilding. Every list of groups names at most KEYS_SHOWN of them, then how many more."""
     if not plan.nodes:  # --draining with no node draining
         print("Draining 0 nodes: no node is cordoned or carries a drain taint", file=out)
     else:
@@ -135,8 +146,8 @@ def render_text(plan: DrainPlan, out: TextIO) -> None:
             item.namespace,
             item.name,
             str(item.budget),
-            _indexes(item.losing),
-            _broken_cell(item.broken, item.broken_not_listed),
+            str(len(item.losing)),
+            str(item.broken_count),
             str(item.lost),
             str(item.rebuildable),
         )
@@ -146,9 +157,12 @@ def render_text(plan: DrainPlan, out: TextIO) -> None:
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         for row in rows:
             print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)
+        for item in plan.lws:
+            keys = _keys_line(item)
+            if keys:
+                print(f"  {item.namespace}/{item.name}: {keys}", file=out)
     else:
-        with_pods = " with pods" if plan.podless else ""
-        print(f"  No LeaderWorkerSet group loses a pod and none{with_pods} is broken.", file=out)
+        print("  No LeaderWorkerSet group loses a pod and none is broken.", file=out)
     _render_gangs(plan, out)
     for item in plan.lws:
         for warning in item.warnings:
@@ -176,7 +190,7 @@ def render_text(plan: DrainPlan, out: TextIO) -> None:
     else:
         print("Drained at once, the webhook would answer no eviction with 429.", file=out)
     print("After the drain:", file=out)
-    for item in plan.lws:
+    for item in (item for item in plan.lws if item.lost):  # the others' broken groups have no pod
         line = (
             f"  {item.namespace}/{item.name}: {item.lost} group{_s(item.lost)} to rebuild, "
             f"room for {item.rebuildable}"
@@ -189,14 +203,14 @@ def render_text(plan: DrainPlan, out: TextIO) -> None:
                 f"whole again, room for {gang.rebuildable}"
             )
             print(line + (f" ({gang.short})" if gang.short else ""), file=out)
-    if not plan.lws and not any(gang.lost for gang in plan.gangs):
+    if not any(item.lost for item in plan.lws) and not any(gang.lost for gang in plan.gangs):
         print("  nothing to rebuild", file=out)
 
 
 def _podless_sentence(podless: PodlessGroups) -> str:
     """The note on an LWS's groups with no live pod (guardhook.planning.drain.PodlessGroups)."""
     count = podless.count
-    named = ", ".join(podless.groups) + (" …" if podless.groups and len(podless.groups) < count else "")
+    named = _capped(podless.groups, count - len(podless.groups)) if podless.groups else ""
     if podless.no_pod:
         what = f"{podless.namespace}/{podless.name} has no pod: its {count} group{_s(count)}"
     else:
@@ -212,45 +226,80 @@ def _podless_sentence(podless: PodlessGroups) -> str:
 
 def _render_gangs(plan: DrainPlan, out: TextIO) -> None:
     """A table per gang set (Workload API PodGroups, disruptionMode all), only when the drain
-    touches one or one has a broken gang."""
+    touches one or one has a broken gang: counts, then the PodGroups by name."""
     if not plan.gangs:
         return
     print("  Gangs (Workload API PodGroups, disruptionMode all):", file=out)
     header = ("NAMESPACE", "SET", "BUDGET", "LOSING", "BROKEN-NOW")
     rows = [header] + [
-        (g.namespace, f"{g.kind}/{g.name}", str(g.budget), _indexes(g.losing), _indexes(g.broken))
+        (g.namespace, f"{g.kind}/{g.name}", str(g.budget), str(len(g.losing)), str(len(g.broken)))
         for g in plan.gangs
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     for row in rows:
         print("    " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)
+    for g in plan.gangs:
+        parts = [
+            f"{what} {_capped(names)}"
+            for what, names in (("losing", g.losing), ("broken now", g.broken))
+            if names
+        ]
+        if parts:
+            print(f"    {g.namespace}/{g.kind}/{g.name}: {'; '.join(parts)}", file=out)
 
 
 def _wave_detail(wave: Wave) -> str:
     parts = []
     if wave.groups:
-        parts.append("breaks " + ", ".join(str(g) for g in wave.groups))
+        parts.append("breaks " + _group_refs(wave.groups))
     else:
         parts.append("breaks no group")
     if wave.retried:
         parts.append(
             f"{len(wave.retried)} eviction{_s(len(wave.retried))} retried until a group is whole again"
         )
-    if wave.waits_for:
-        parts.append("waits for " + ", ".join(str(g) for g in wave.waits_for))
+    if wave.waits_for or wave.waits_for_not_listed:
+        parts.append("waits for " + _group_refs(wave.waits_for, wave.waits_for_not_listed))
     return " — " + "; ".join(parts)
 
 
-def _broken_cell(broken: tuple[str, ...], not_listed: int) -> str:
-    """The BROKEN-NOW cell: the groups named, then how many more (a Hash LWS's groups with no pod
-    have no key to name them by)."""
-    if not not_listed:
-        return _indexes(broken)
-    return f"{_indexes(broken)} and {not_listed} more" if broken else f"{not_listed} with no pod"
+def _keys_line(item: LwsDrain) -> str:
+    """`losing groups 0, 1; broken now 4, 5, … and N more` for the table's count columns ("" when
+    both are 0). A Hash LWS's groups with no pod have no key: they are counted, not named."""
+    parts = []
+    if item.losing:
+        parts.append(f"losing group{_s(len(item.losing))} {_capped(item.losing)}")
+    if item.broken:
+        parts.append(f"broken now {_capped(item.broken, item.broken_not_listed)}")
+    elif item.broken_not_listed:
+        parts.append(f"broken now {item.broken_not_listed} with no pod")
+    return "; ".join(parts)
 
 
-def _indexes(groups: tuple[str, ...]) -> str:
-    return ",".join(map(str, groups)) or "-"
+def _group_refs(groups: list[GroupRef], not_listed: int = 0) -> str:
+    """Groups by their LWS or gang set: `serve/llm-xl group 0` for one, `serve/llm-xl groups 0, 1, …
+    and N more` for several (`not_listed`: more groups broken that no key names)."""
+    sets: dict[tuple[str, str, str], list[str]] = {}
+    for group in groups:
+        sets.setdefault((group.namespace, group.kind, group.lws), []).append(group.group)
+    parts = []
+    alone = len(sets) == 1  # the groups no key names are of this one set
+    for (namespace, kind, name), keys in sets.items():
+        what = f"{kind} {namespace}/{name} PodGroup" if kind else f"{namespace}/{name} group"
+        parts.append(f"{what}{_s(len(keys) + not_listed * alone)} {_capped(keys, not_listed * alone)}")
+    if not_listed and not alone:
+        parts.append(f"{not_listed} more with no pod")
+    return ", ".join(parts)
+
+
+def _capped(keys: tuple[str, ...] | list[str], not_listed: int = 0) -> str:
+    """`keys` joined, at most KEYS_SHOWN of them, then `… and N more` (N counting `not_listed`,
+    groups no key names); "-" for none."""
+    shown = ", ".join(keys[:KEYS_SHOWN])
+    more = len(keys[KEYS_SHOWN:]) + not_listed
+    if not more:
+        return shown or "-"
+    return f"{shown} … and {more} more" if shown else f"{more} with no pod"
 
 
 def _s(count: int) -> str:

@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from guardhook import __version__
 from guardhook.commands import (
@@ -65,9 +65,19 @@ USAGE_ERRORS = (
 )
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line, `guardhook uninstall: error: argument
+    --wait: -5 must be …`, exit 2 — without the usage text argparse prints above it (`--help` shows
+    that), as every other bad input of a command is one line (docs/commands.md)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The whole parser: global flags and one subparser per command module in COMMANDS."""
-    parser = argparse.ArgumentParser(
+    """The whole parser: global flags and one subparser per command module in COMMANDS, each
+    reporting a usage error in one line (OneLineErrors)."""
+    parser = OneLineErrors(
         prog="guardhook", description="Admission webhook that makes the LeaderWorkerSet group the unit."
     )
     add_version_flag(parser)

@@ -2,7 +2,9 @@
 
 `--format review` (default) prints the response AdmissionReview as the API server would receive
 it (the patch base64-encoded); `text` prints the decision, warnings, audit annotations and the
-decoded JSONPatch for a person; `json` prints the same as one JSON object. `--exit-code` exits 1
+decoded JSONPatch for a person, each operation after the id of the policy that made it
+(`[leader-service] {"op": "add", …}`), as warnings carry theirs; `json` prints the same as one
+JSON object (`patch`, and `patches`: the operations grouped by policy). `--exit-code` exits 1
 when the request is denied, for scripts and CI.
 
 A request about a pod whose LeaderWorkerSet the view does not hold (or an eviction of a pod the
@@ -22,6 +24,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 from guardhook.commands.common import EXIT_USAGE, add_view_flags, open_view, read_file
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from guardhook.admission.engine import Decision
     from guardhook.cluster.view.store import ClusterView
     from guardhook.wire import AdmissionRequest
 
@@ -61,7 +66,7 @@ def run_review(args: argparse.Namespace) -> int:
     `--exit-code`, else 0."""
     from guardhook.admission.codec import ReviewError, decode, encode
     from guardhook.admission.engine import Engine
-    from guardhook.admission.review import review_both
+    from guardhook.admission.review import verdict_both
     from guardhook.cluster.sources import choose_source
     from guardhook.cluster.view.manifests import ManifestError, manifest_text
     from guardhook.config import load_config
@@ -83,14 +88,20 @@ def run_review(args: argparse.Namespace) -> int:
     source = choose_source(args.cluster_state, args.kubeconfig)
     view = open_view(source, config.stale_after_seconds)
     engine = Engine(view, config, record=False)
-    response = dict(review_both(engine, decoded.request, args.endpoint))
+    if args.endpoint == "both":
+        verdict = verdict_both(engine, decoded.request)
+    else:
+        verdict = engine.judge(decoded.request, args.endpoint)
+    response = dict(verdict.response)
+    patches = patches_by_policy(verdict.decisions)
     note = not_judged(view, decoded.request)
     if args.format == "review":
         print(json.dumps(encode(decoded.api_version, response), indent=2))  # type: ignore[arg-type]
     elif args.format == "json":
-        print(json.dumps({**summary(response), "notJudged": [note] if note else []}, indent=2))
+        document = {**summary(response), "patches": patches, "notJudged": [note] if note else []}
+        print(json.dumps(document, indent=2))
     else:
-        render_text(response, sys.stdout)
+        render_text(response, sys.stdout, patches)
     if note:
         print(f"guardhook review: not judged: {note}", file=sys.stderr)
     if not args.exit_code:
@@ -141,6 +152,12 @@ def decoded_patch(response: dict[str, Any]) -> list[Any] | None:
     return ops if isinstance(ops, list) else [ops]
 
 
+def patches_by_policy(decisions: Sequence[Decision]) -> list[dict[str, Any]]:
+    """`[{"policy": id, "patch": [ops]}]`, one per policy whose decision patched the request, in
+    the order the engine applied them (their operations, joined, are the response's patch)."""
+    return [{"policy": d.policy, "patch": list(d.patch)} for d in decisions if d.patch]
+
+
 def summary(response: dict[str, Any]) -> dict[str, Any]:
     """The response as one flat object with the patch decoded: `allowed`, `code`, `reason`,
     `message`, `warnings`, `auditAnnotations`, `patch` (JSONPatch operations or null)."""
@@ -156,9 +173,10 @@ def summary(response: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def render_text(response: dict[str, Any], out: TextIO) -> None:
+def render_text(response: dict[str, Any], out: TextIO, patches: Sequence[dict[str, Any]] = ()) -> None:
     """The decision on the first line (`allowed`, or `denied CODE REASON: message`), then one line
-    per warning, audit annotation and JSONPatch operation."""
+    per warning, audit annotation and JSONPatch operation, each operation after the id of the
+    policy that made it (from `patches`, patches_by_policy; unattributed when it is not there)."""
     brief = summary(response)
     if brief["allowed"]:
         print("allowed", file=out)
@@ -172,5 +190,8 @@ def render_text(response: dict[str, Any], out: TextIO) -> None:
     if brief["patch"] is None:
         return
     print("patch (JSONPatch):", file=out)
-    for op in brief["patch"]:
-        print("  " + json.dumps(op, separators=(", ", ": ")), file=out)
+    attributed = [(f"[{p['policy']}] ", op) for p in patches for op in p["patch"]]
+    if [op for _, op in attributed] != brief["patch"]:  # not the decisions' patch: say it as it is
+        attributed = [("", op) for op in brief["patch"]]
+    for policy, op in attributed:
+        print(f"  {policy}{json.dumps(op, separators=(', ', ': '))}", file=out)

@@ -12,14 +12,21 @@ A suite is a file named `guardhook-test.yaml` (every one under each DIR, or a fi
     results:
       - review: reviews/s01.json                  # or resource: {kind, namespace, name}
         policy: worker-delete
-        result: denied                            # allowed|denied|warned|audited|patched|skipped
+        result: denied                            # allowed|denied|warned|audited|patched|skipped|not-judged
         code: 403                                 # optional: the response's status.code
         patch: [{op: add, path: /x, value: "0"}]  # optional with patched: the decoded JSONPatch
 
 Paths are relative to the suite file. Each review is judged alone against the cluster state (no
 earlier request's effect, as `guardhook review`), mutate then validate as the API server does.
 A policy's result is its decision's outcome ("mutated" reads "patched"); "skipped" when the
-policy did not judge the object at all.
+policy did not judge the object at all. A review that cannot be judged as a group (its pod's
+LeaderWorkerSet, or the evicted pod, is not in the clusterState: `guardhook review` says "not
+judged" and `--exit-code` exits 2) is "not-judged" for every policy, and fails unless that is the
+result expected.
+
+A result naming a review not listed in `reviews`, or a resource that nothing in `resources` is, is
+a suite error (exit 2), as `kyverno test` fails on a resource it does not find: a typo'd name must
+not pass as "skipped".
 
 Prints one row per expected result (PASS or FAIL, and why) and a summary; exit 0 when every result
 is as expected, 1 when one is not, 2 when a suite cannot be read (one line naming the file and key).
@@ -40,7 +47,8 @@ if TYPE_CHECKING:
 
 SUITE_FILE = "guardhook-test.yaml"
 API_VERSION = "guardhook.io/v1alpha1"
-RESULTS = ("allowed", "denied", "warned", "audited", "patched", "skipped")
+NOT_JUDGED = "not-judged"
+RESULTS = ("allowed", "denied", "warned", "audited", "patched", "skipped", NOT_JUDGED)
 SUITE_KEYS = {"apiVersion", "kind", "metadata", "clusterState", "config", "resources", "reviews", "results"}
 RESULT_KEYS = {"review", "resource", "policy", "result", "code", "patch"}
 EXIT_FAILED = 1
@@ -126,6 +134,7 @@ def run_suite(path: Path) -> list[Row]:
     from guardhook.admission.review import verdict_both
     from guardhook.cluster.view.manifests import ManifestError
     from guardhook.cluster.view.static import view_from_paths
+    from guardhook.commands.review import not_judged
     from guardhook.config import load_config
 
     suite = _load(path)
@@ -145,7 +154,7 @@ def run_suite(path: Path) -> list[Row]:
             raise SuiteError(f"{path}: reviews: cannot read {name}: {exc.strerror or exc}") from exc
         except ReviewError as exc:
             raise SuiteError(f"{path}: reviews: {name} is not an AdmissionReview: {exc}") from exc
-        verdicts[name] = verdict_both(engine, decoded.request)
+        verdicts[name] = _Judged(verdict_both(engine, decoded.request), not_judged(view, decoded.request))
         subjects[name] = _request_subject(decoded.request)
     outcomes = _resource_outcomes(path, suite, view, config)
     meta = suite.get("metadata")
@@ -154,6 +163,14 @@ def run_suite(path: Path) -> list[Row]:
         _row(path, label, number, expected, verdicts, subjects, outcomes)
         for number, expected in enumerate(suite["results"], start=1)
     ]
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """A review's verdict, and why it could not be judged as a group (None: it was)."""
+
+    verdict: Any
+    not_judged: str | None
 
 
 def _request_subject(request: Any) -> str:
@@ -213,6 +230,8 @@ def _check_entry(path: Path, number: int, entry: Any) -> None:
         raise SuiteError(f"{where}.result must be one of {', '.join(RESULTS)}")
     if "patch" in entry and ("resource" in entry or entry["result"] != "patched"):
         raise SuiteError(f"{where}.patch goes with a review and result: patched")
+    if entry["result"] == NOT_JUDGED and "resource" in entry:
+        raise SuiteError(f"{where}.result {NOT_JUDGED} goes with a review")
     if "resource" in entry:
         resource = entry["resource"]
         if not isinstance(resource, dict) or not isinstance(resource.get("kind"), str):
@@ -237,18 +256,25 @@ def _paths(suite: dict[str, Any], key: str, path: Path, required: bool = False) 
     return value
 
 
-def _resource_outcomes(
-    path: Path, suite: dict[str, Any], view: Any, config: Any
-) -> dict[tuple[str, str, str, str], tuple[str, str]]:
-    """(kind, namespace, name, policy) -> (outcome, message) for the suite's resources, judged as
-    `check` judges manifests (a schema problem is policy `schema`, outcome denied)."""
+@dataclass(frozen=True)
+class _Outcomes:
+    """The suite's resources judged: (kind, namespace, name, policy) -> (outcome, message), and
+    the (kind, namespace, name) of every resource read."""
+
+    by_policy: dict[tuple[str, str, str, str], tuple[str, str]]
+    resources: frozenset[tuple[str, str, str]]
+
+
+def _resource_outcomes(path: Path, suite: dict[str, Any], view: Any, config: Any) -> _Outcomes:
+    """The suite's resources judged as `check` judges manifests (a schema problem is policy
+    `schema`, outcome denied); SuiteError when one cannot be read."""
     from guardhook.commands.check import read_manifests, valid_objects
     from guardhook.commands.scan import scan
     from guardhook.policies import REGISTRY
 
     names = _paths(suite, "resources", path)
     if not names:
-        return {}
+        return _Outcomes({}, frozenset())
     located, errors, _ = read_manifests([str(path.parent / n) for n in names])
     if errors:
         raise SuiteError(f"{path}: resources: {errors[0]}")
@@ -258,7 +284,14 @@ def _resource_outcomes(
         key = (finding.kind, finding.namespace, finding.name, finding.policy)
         if finding.violated or key not in outcomes:
             outcomes[key] = (finding.outcome, finding.message)
-    return outcomes
+    return _Outcomes(outcomes, frozenset(_identity(item.obj) for item in located))
+
+
+def _identity(obj: dict[str, Any]) -> tuple[str, str, str]:
+    """(kind, namespace, name) of a manifest, as a result's `resource:` names it."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    return (str(obj.get("kind") or ""), str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
 def _row(
@@ -266,26 +299,34 @@ def _row(
     label: str,
     number: int,
     expected: dict[str, Any],
-    verdicts: dict[str, Any],
+    verdicts: dict[str, _Judged],
     subjects: dict[str, str],
-    outcomes: dict[tuple[str, str, str, str], tuple[str, str]],
+    outcomes: _Outcomes,
 ) -> Row:
     policy = expected["policy"]
     want = expected["result"]
     if "review" in expected:
         review = expected["review"]
-        verdict = verdicts.get(review)
-        if verdict is None:
+        judged = verdicts.get(review)
+        if judged is None:
             raise SuiteError(f"{path}: results[{number - 1}].review {review} is not listed in reviews")
         subject = subjects[review]
-        actual, message = _review_outcome(verdict, policy)
-        problem = _review_problem(expected, verdict, actual)
+        if judged.not_judged:
+            actual, message = NOT_JUDGED, judged.not_judged
+            problem = "" if want == NOT_JUDGED else f"expected {want}, got {NOT_JUDGED}"
+        else:
+            actual, message = _review_outcome(judged.verdict, policy)
+            problem = _review_problem(expected, judged.verdict, actual)
     else:
         resource = expected["resource"]
         namespace = str(resource.get("namespace") or "")
         name = str(resource.get("name") or "")
         subject = f"{resource['kind']} {namespace}/{name}" if namespace else f"{resource['kind']} {name}"
-        outcome, message = outcomes.get((resource["kind"], namespace, name, policy), ("skipped", ""))
+        if (resource["kind"], namespace, name) not in outcomes.resources:
+            raise SuiteError(f"{path}: results[{number - 1}].resource {subject} is not in resources")
+        outcome, message = outcomes.by_policy.get(
+            (resource["kind"], namespace, name, policy), ("skipped", "")
+        )
         actual = "patched" if outcome == "mutated" else outcome
         problem = "" if actual == want else f"expected {want}, got {actual}"
     if problem and message:

@@ -60,29 +60,34 @@ class UnknownNodeError(ValueError):
 class Wave:
     """Nodes drained together; the whole groups their evictions break; the evictions retried
     within the wave (a node that alone exceeds the budget); the groups that must be whole again
-    before the wave starts."""
+    before the wave starts (`waits_for`, naming at most GROUPS_LISTED broken groups with no pod per
+    LWS; `waits_for_not_listed` counts the rest)."""
 
     nodes: list[str]
     groups: list[GroupRef] = field(default_factory=list)
     retried: list[Refusal] = field(default_factory=list)
     waits_for: list[GroupRef] = field(default_factory=list)
     healed: bool = False
+    waits_for_not_listed: int = 0
 
     def as_dict(self) -> dict[str, Any]:
+        extra = {"waitsForNotListed": self.waits_for_not_listed} if self.waits_for_not_listed else {}
         return {
             "nodes": self.nodes,
             "groups": [g.as_dict() for g in self.groups],
             "retried": [r.as_dict() for r in self.retried],
             "waitsFor": [g.as_dict() for g in self.waits_for],
+            **extra,
         }
 
 
 @dataclass(frozen=True)
 class LwsDrain:
-    """One LeaderWorkerSet under the drain: its group budget, the groups that lose a pod on the
-    drained nodes (`losing`), those already broken, how many groups are `lost` in all (the union,
-    less the broken groups with no pod: PodlessGroups) and how many of them can be rebuilt, and
-    what the rest lack (`short`)."""
+    """One LeaderWorkerSet under the drain (one that loses a pod on the drained nodes or has a
+    broken group, as `audit` counts BROKEN: a group with no pod too): its group budget, the groups
+    that lose a pod on the drained nodes (`losing`), those already broken, how many groups are
+    `lost` in all (the union, less the broken groups with no pod: PodlessGroups) and how many of
+    them can be rebuilt, and what the rest lack (`short`)."""
 
     namespace: str
     name: str
@@ -99,6 +104,11 @@ class LwsDrain:
     objects hold no such Namespace). False: no 429 of this plan holds for it."""
     warnings: tuple[str, ...] = ()
     """Why this plan may not hold for the LWS: an unguarded namespace, an unreadable annotation."""
+
+    @property
+    def broken_count(self) -> int:
+        """Every broken group, named or not: `audit`'s BROKEN (desired - whole)."""
+        return len(self.broken) + self.broken_not_listed
 
     def as_dict(self) -> dict[str, Any]:
         extra: dict[str, Any] = {"brokenNotListed": self.broken_not_listed} if self.broken_not_listed else {}
@@ -256,14 +266,15 @@ def plan_drain(
             losing=tuple(sorted(losing.get(key, ()), key=key_order)),
             broken=tuple(broken[key].shown(GROUPS_LISTED)),
             broken_not_listed=len(broken[key]) - len(broken[key].shown(GROUPS_LISTED)),
-            lost=rebuilt[key].lost,
-            rebuildable=rebuilt[key].rebuildable,
-            short=rebuilt[key].short,
+            lost=rebuilt[key].lost if key in rebuilt else 0,
+            rebuildable=rebuilt[key].rebuildable if key in rebuilt else 0,
+            short=rebuilt[key].short if key in rebuilt else "",
             evictions_guarded=evictions_guarded(view, key[0]),
             warnings=_warnings(view, key, params),
         )
         for key in sorted(lost)
-        if key in rebuilt
+        # one rule with audit: an LWS with a broken group is listed, even one with no pod to rebuild
+        if key in rebuilt or len(broken[key])
     )
     draining = {node: already[node] for node in order if node in already}
     gangs = tuple(_with_rebuild(gang, rebuilds.gangs.get(_set_key(gang))) for gang in gangs)
@@ -420,8 +431,10 @@ def _never_evicted(view: ClusterView, node: str, params: Mapping[str, Any]) -> b
 
 
 def _set_waits(view: ClusterView, waves: list[Wave], params: Mapping[str, Any]) -> None:
-    """Each later wave waits for the groups of the LWSs it touches that are broken before it."""
-    broken_now = {g for pods in _all_broken(view, params).values() for g in pods}
+    """Each later wave waits for the groups of the LWSs it touches that are broken before it (and
+    counts those of them a listing does not name)."""
+    listed, not_listed = _all_broken(view, params)
+    broken_now = {g for pods in listed.values() for g in pods}
     before: set[GroupRef] = set()
     for wave in waves:
         if wave.healed:
@@ -431,6 +444,7 @@ def _set_waits(view: ClusterView, waves: list[Wave], params: Mapping[str, Any]) 
             wait = before | broken_now
             waits = (g for g in wait if (g.namespace, g.kind, g.lws) in touched)
             wave.waits_for = sorted(waits, key=lambda g: (g.namespace, g.kind, g.lws, key_order(g.group)))
+            wave.waits_for_not_listed = sum(not_listed.get(key, 0) for key in touched)
         before |= set(wave.groups)
 
 
@@ -445,18 +459,26 @@ def _set_of(view: ClusterView, refusal: Refusal, params: Mapping[str, Any]) -> t
     return (gang.set.kind, gang.set.name) if gang is not None else ("", "")
 
 
-def _all_broken(view: ClusterView, params: Mapping[str, Any]) -> dict[LwsKey, set[GroupRef]]:
-    """The broken groups of every LWS, as far as a listing names them (BrokenGroups.shown)."""
+def _all_broken(
+    view: ClusterView, params: Mapping[str, Any]
+) -> tuple[dict[LwsKey, set[GroupRef]], dict[tuple[str, str, str], int]]:
+    """The broken groups of every LWS and gang set, as far as a listing names them
+    (BrokenGroups.shown), and per LWS (namespace, "", name) how many it does not name."""
     _, broken, _ = _groups(view, [], params, every_lws=True)
     found = {
         key: {GroupRef(key[0], key[1], g) for g in groups.shown(GROUPS_LISTED)}
         for key, groups in broken.items()
     }
+    not_listed = {
+        (key[0], "", key[1]): len(groups) - len(found[key])
+        for key, groups in broken.items()
+        if len(groups) > len(found[key])
+    }
     for gang in _gang_sets(view, [], params):
         found[(gang.namespace, f"{gang.kind}/{gang.name}")] = {
             GroupRef(gang.namespace, gang.name, name, gang.kind) for name in gang.broken
         }
-    return found
+    return found, not_listed
 
 
 def _groups(

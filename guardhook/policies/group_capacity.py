@@ -394,7 +394,9 @@ def shortfall_message(fit: Fit, lws_name: str, new_groups: int) -> str:
         if fit.limiting:
             why += f" (short of {fit.limiting})"
     else:
-        why = f"they do not fit beside the first {fit.fits} on the eligible nodes"
+        # mixed shapes: no pod count to give; with none placed there is no "first" to fit beside
+        beside = f" beside the first {fit.fits}" if fit.fits else ""
+        why = f"they do not fit{beside} on the eligible nodes"
         if fit.limiting:
             why += f" (short of {fit.limiting})"
     text = f"{head}; {needs} and {why}"

@@ -5,7 +5,9 @@ pods: evicting one pod in each of two groups takes two replicas down while the b
 pods gone. The selector is judged against the pods each LWS in the namespace can create
 (`guardhook.cluster.reach`), so it works before any pod exists and in `guardhook check`. Denied when
 it can reach pods of two or more groups (which needs `replicas > 1` and no pin of `group-index` or
-`group-key`). PDBs that pin one group are allowed.
+`group-key`). PDBs that pin one group are allowed. Over an LWS of `size: 1` a pod is a group, so a
+PDB counting its pods counts groups: allowed, and never pointed to per-group budgets (a budget over
+one pod either blocks its every eviction or allows it).
 
 Advisories (emitted on /validate whatever the actions):
 - a per-group PDB with a percentage or `maxUnavailable`: the disruption controller then takes the
@@ -13,6 +15,9 @@ Advisories (emitted on /validate whatever the actions):
   Disruption Budget": only an integer minAvailable counts the matched pods themselves); the
   leader StatefulSet has R replicas and the group's worker StatefulSet S-1, so the budget counts
   R+S-1 pods for a group of S;
+- a PDB pinning one group of a `size: 1` LWS: that group is one pod, so the budget keeps it
+  (minAvailable 1 blocks every eviction, and every drain, of it) or allows it; one PDB across the
+  LWS's pods budgets its groups;
 - a PDB overlapping another PDB on LWS pods: the eviction API refuses (HTTP 500) to evict a pod
   covered by two PDBs, so drains stall on it.
 
@@ -96,6 +101,11 @@ class GroupPdb(Policy):
         budget = _Budget(spec.get("minAvailable"), spec.get("maxUnavailable"))
         for lws in lws_list:
             reached = reach(selector, lws)
+            if lws.size <= 1:
+                # a pod is a group: counting pods counts groups, and a one-group budget is one pod
+                if reached.groups == 1 and lws.replicas > 1:
+                    advisories.append(_one_pod_group_advice(ctx.namespace, name, lws))
+                continue
             if reached.groups > 1:
                 spanning.append((lws, reached))
             elif reached.groups == 1 and budget.counted_by_scale:
@@ -152,6 +162,15 @@ def _scale_counting_advice(namespace: str, name: str, lws: LeaderWorkerSet, reac
         f"PDB {namespace}/{name} on one group of {lws.name} uses a percentage or maxUnavailable: expected "
         f"pods then come from StatefulSet scale ({scale} = {expected_pods(lws, reached)} pods), not "
         f"the group's {lws.size}; use an integer minAvailable"
+    )
+
+
+def _one_pod_group_advice(namespace: str, name: str, lws: LeaderWorkerSet) -> str:
+    # Kept under 256 characters: the API server may truncate longer warnings.
+    return (
+        f"PDB {namespace}/{name} covers one group of {lws.name}, which is one pod (size 1): it blocks "
+        f"every eviction of that pod or allows it; one PDB over all of {lws.name}'s pods budgets its "
+        f"groups"
     )
 
 

@@ -466,6 +466,20 @@ def _symlink_problem(link: Path, root: Path) -> str:
     return ""
 
 
+def malformed_lws(obj: KubeObject) -> list[str]:
+    """`LeaderWorkerSet ns/name: spec.replicas "four" is not an integer: read as 1`, one line per
+    field of a LeaderWorkerSet manifest read leniently (guardhook.cluster.lws.lenient_readings);
+    empty for any other kind."""
+    from guardhook.cluster.lws import lenient_readings
+    from guardhook.cluster.model import metadata
+
+    if obj.get("kind") != "LeaderWorkerSet":
+        return []
+    meta = metadata(obj)
+    where = "/".join(str(part) for part in (meta.get("namespace"), meta.get("name")) if part)
+    return [f"LeaderWorkerSet {where}: {problem}" for problem in lenient_readings(obj)]
+
+
 def load_paths(paths: Iterable[str | Path]) -> list[Manifest]:
     """Load every object from files and folders, logging a warning for each document that holds
     none (parse_documents). Raises ManifestError on a missing path, a file that is not YAML/JSON,
@@ -484,6 +498,9 @@ def load_paths(paths: Iterable[str | Path]) -> list[Manifest]:
             found += objects
             for document in skipped:  # said, as `check` says it of its input: never in silence
                 log.warning("%s", document.text())
+            for manifest in objects:  # read leniently, so said: the API server would refuse it
+                for problem in malformed_lws(manifest.obj):
+                    log.warning("%s: %s", manifest.source, problem)
         if not any(m.obj.get("apiVersion") for m in found):
             raise ManifestError(f"{raw}: no Kubernetes object (a document with apiVersion and kind)")
         manifests += found
