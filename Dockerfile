@@ -28,7 +28,10 @@ COPY guardhook ./guardhook
 # leaves the environment: pip and the build backend; the kubernetes client's asyncio twin
 # (kubernetes.aio, ~70 MB; nothing imports it: guardhook and the rest of the client are synchronous);
 # kubernetes-validate's schemas but the one Kubernetes version `check` reads (~100 MB for 13 versions;
-# guardhook.commands.schema.schema_dir_name); numpy's own test suites and C headers (~27 MB).
+# guardhook.commands.schema.schema_dir_name); numpy's own test suites and C headers (~27 MB). The
+# dependencies run from their bytecode alone (compiled beside where the source was, as Python imports a
+# module with no source; ~60 MB of sources saved), without type stubs, Cython and C sources or static
+# libraries; guardhook keeps its source, for tracebacks.
 RUN /opt/guardhook/bin/pip install --no-deps --no-build-isolation --no-index . \
  && /opt/guardhook/bin/pip check \
  && /opt/guardhook/bin/pip uninstall --quiet --yes setuptools pip \
@@ -38,7 +41,12 @@ RUN /opt/guardhook/bin/pip install --no-deps --no-build-isolation --no-index . \
  && find "$site/kubernetes_validate/kubernetes-json-schema" -mindepth 1 -maxdepth 1 ! -name "$keep" -exec rm -rf {} + \
  && test -s "$site/kubernetes_validate/kubernetes-json-schema/$keep/_definitions.json" \
  && find "$site/numpy" -depth -type d \( -name tests -o -name include \) -exec rm -rf {} + \
- && /opt/guardhook/bin/python -m compileall -q /opt/guardhook/lib \
+ && /opt/guardhook/bin/python -m compileall -q -b "$site" \
+ && find "$site" \( -name '*.py' -o -name '*.pyi' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.c' -o -name '*.h' \
+      -o -name '*.a' \) ! -path "$site/guardhook/*" -delete \
+ && find "$site/guardhook" -name '*.pyc' ! -path '*/__pycache__/*' -delete \
+ && find "$site" -depth -type d -name __pycache__ ! -path "$site/guardhook/*" -exec rm -rf {} + \
+ && /opt/guardhook/bin/python -m compileall -q "$site/guardhook" \
  && /opt/guardhook/bin/guardhook --version
 
 FROM ${BASE}
