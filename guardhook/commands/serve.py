@@ -22,6 +22,8 @@ from guardhook.commands.common import (
 if TYPE_CHECKING:
     from guardhook.cluster.view.store import ClusterView
     from guardhook.config import Config
+    from guardhook.server.certs import CertPaths
+    from guardhook.server.clientauth import ClientAuth
 
 log = logging.getLogger("guardhook")
 
@@ -54,6 +56,22 @@ def add_parser(commands: Any) -> None:
     )
     serve.add_argument(
         "--cert-dir", default="certs", help="folder with ca.crt, tls.crt, tls.key (default certs/)"
+    )
+    serve.add_argument(
+        "--client-ca-file",
+        metavar="FILE",
+        help="require a client certificate chaining to this PEM CA on POST /validate and /mutate "
+        "(reloaded when it changes, as the serving certificate is); /healthz, /readyz and /metrics "
+        "answer without one (default: no client authentication)",
+    )
+    serve.add_argument(
+        "--client-cn",
+        action="append",
+        type=argtypes.san,
+        default=[],
+        metavar="NAME",
+        help="with --client-ca-file: a name the client certificate's CN or a DNS SAN must be "
+        "(repeatable; default kube-apiserver)",
     )
     serve.add_argument(
         "--dns",
@@ -100,7 +118,8 @@ def run_serve(args: argparse.Namespace) -> int:
     from guardhook.ledger.lease import start_sweeper
     from guardhook.pdbsync.runner import start_background_sync
     from guardhook.server.app import Runtime
-    from guardhook.server.certs import ensure_certs
+    from guardhook.server.certs import ensure_certs, with_client_ca
+    from guardhook.server.clientauth import client_auth
     from guardhook.server.configwatch import ConfigWatcher
     from guardhook.server.metricsport import serve_metrics
     from guardhook.server.webhook_server import ServeOptions, WebhookServer
@@ -116,7 +135,13 @@ def run_serve(args: argparse.Namespace) -> int:
         raise SourceError("--sync-group-readiness needs a live cluster (--kubeconfig or in-cluster config)")
     if args.sync_leader_services and not source.live:
         raise SourceError("--sync-leader-services needs a live cluster (--kubeconfig or in-cluster config)")
+    if args.client_cn and not args.client_ca_file:
+        raise CommandError("--client-cn needs --client-ca-file (the CA the client certificate must chain to)")
     certs = ensure_certs(args.cert_dir, args.dns, in_cluster=in_cluster())
+    auth = None
+    if args.client_ca_file:
+        certs = with_client_ca(certs, args.client_ca_file)
+        auth = client_auth(args.client_cn)
     namespace = args.namespace or in_cluster_namespace()
     log.info(
         "cluster view: %s; guardhook namespace %s; certificates in %s",
@@ -139,6 +164,8 @@ def run_serve(args: argparse.Namespace) -> int:
         from guardhook.server.coverage_metrics import coverage_startup
 
         runtime = build_runtime()
+        runtime.client_auth = auth
+        log_callers(auth, certs)  # in the worker: its decision log is the one that writes
         # gaps and certificates (expiry, reloads) on /metrics, expiry in the log
         coverage_startup(runtime, certs, lambda: server.tls)
         if args.config:  # a changed file (a ConfigMap update) applies without a restart
@@ -186,6 +213,26 @@ def run_serve(args: argparse.Namespace) -> int:
     server = WebhookServer(options, make_runtime)
     server.run()
     return 0
+
+
+def log_callers(auth: ClientAuth | None, certs: CertPaths) -> None:
+    """Say at start who may ask for reviews. Without client authentication, have the decision log
+    write every allowed disruption at INFO with its caller (guardhook.admission.decisionlog), since
+    anyone who reaches the port could spend a group's budget."""
+    from guardhook.admission.decisionlog import log_allowed_disruptions
+
+    if auth is not None:
+        log.info(
+            "client certificates required on the review endpoints: CA %s, names %s",
+            certs.client_ca,
+            auth.wanted(),
+        )
+        return
+    log_allowed_disruptions(True)
+    log.info(
+        "no client authentication (--client-ca-file): any caller that reaches the port may ask for reviews; "
+        "each allowed disruption is logged at INFO with its caller"
+    )
 
 
 def check_listenable(host: str, ports: list[int]) -> None:

@@ -4,6 +4,7 @@ TLS secret keys (`ca.crt`, `tls.crt`, `tls.key`), and a TLS context that follows
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import ipaddress
 import logging
@@ -37,9 +38,11 @@ class CertificateError(RuntimeError):
 
 @dataclass(frozen=True)
 class CertPaths:
-    """The three files of a certificate folder."""
+    """The three files of a certificate folder, and the CA that client certificates must chain to
+    when the server requires them (`serve --client-ca-file`; None: no client authentication)."""
 
     folder: Path
+    client_ca: Path | None = None
 
     @property
     def ca(self) -> Path:
@@ -189,6 +192,18 @@ def _check_loadable(paths: CertPaths) -> None:
         ) from exc
 
 
+def with_client_ca(paths: CertPaths, client_ca: str | Path) -> CertPaths:
+    """`paths` with the client CA `client_ca` (`serve --client-ca-file`), checked now so a file that
+    cannot be used fails at start. Raises CertificateError naming the file and what is wrong."""
+    ca = Path(client_ca)
+    if ca.is_dir():
+        raise CertificateError(f"--client-ca-file {ca} is a folder: give the PEM file of the client CA")
+    problem = client_ca_problem(ca)
+    if problem:
+        raise CertificateError(problem)
+    return dataclasses.replace(paths, client_ca=ca)
+
+
 def ca_bundle(paths: CertPaths) -> str:
     """The base64 caBundle for a webhook configuration's clientConfig."""
     import base64
@@ -211,7 +226,7 @@ class RotatingServerContext:
     def __init__(self, paths: CertPaths) -> None:
         self.paths = paths
         self._lock = threading.Lock()
-        self._stamp: tuple[float, int, float, int] | None = None
+        self._stamp: tuple[float, ...] | None = None
         self._context: ssl.SSLContext | None = None
         self.reloads = 0
         self.failures = 0
@@ -222,9 +237,15 @@ class RotatingServerContext:
         if self._context is None:
             raise CertificateError(f"cannot load {paths.cert} and {paths.key}")
 
-    def _file_stamp(self) -> tuple[float, int, float, int]:
-        cert, key = self.paths.cert.stat(), self.paths.key.stat()
-        return (cert.st_mtime, cert.st_size, key.st_mtime, key.st_size)
+    def _file_stamp(self) -> tuple[float, ...]:
+        files = [self.paths.cert, self.paths.key]
+        if self.paths.client_ca is not None:  # a rotated client CA is reloaded like the pair
+            files.append(self.paths.client_ca)
+        stamp: list[float] = []
+        for path in files:
+            info = path.stat()
+            stamp += [info.st_mtime, info.st_size]
+        return tuple(stamp)
 
     def context(self) -> ssl.SSLContext:
         """The current context, reloading changed files."""
@@ -249,7 +270,7 @@ class RotatingServerContext:
                 except (OSError, ssl.SSLError) as exc:
                     if self._context is None:
                         raise
-                    self._refused(stamp, pair_problem(self.paths) or str(exc))
+                    self._refused(stamp, files_problem(self.paths) or str(exc))
         return self._context
 
     def _refused(self, change: object, why: str) -> None:
@@ -267,11 +288,42 @@ class RotatingServerContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(certfile=str(self.paths.cert), keyfile=str(self.paths.key))
+        if self.paths.client_ca is not None:
+            require_client_certificates(context, self.paths.client_ca)
         try:
             self.not_after = x509.load_pem_x509_certificate(self.paths.cert.read_bytes()).not_valid_after_utc
         except (OSError, ValueError):
             self.not_after = None  # OpenSSL loaded it (e.g. DER in a chain file): no gauge from here
         return bound_io(context)  # a stalled client must not hold a request thread for good
+
+
+def require_client_certificates(context: ssl.SSLContext, client_ca: Path) -> None:
+    """Make `context` ask every client for a certificate and refuse the handshake of one whose
+    certificate does not chain to a CA in the PEM file `client_ca`. A client that presents none is
+    let through (CERT_OPTIONAL): the kubelet's probes present none on this same port, so the
+    review endpoints refuse such a request over HTTP instead (guardhook.server.clientauth). Raises
+    OSError or ssl.SSLError when the file cannot be read or holds no certificate."""
+    context.load_verify_locations(cafile=str(client_ca))
+    if not context.get_ca_certs():  # load_verify_locations accepts a file with no certificate in it
+        raise ssl.SSLError(f"{client_ca} holds no PEM certificate")
+    context.verify_mode = ssl.CERT_OPTIONAL
+
+
+def client_ca_problem(client_ca: Path) -> str:
+    """What is wrong with the client CA file in words that name it ("" when it loads)."""
+    try:
+        require_client_certificates(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), client_ca)
+    except OSError as exc:  # ssl.SSLError included
+        return f"{client_ca} cannot be used as the client CA: {exc.strerror or exc}"
+    return ""
+
+
+def files_problem(paths: CertPaths) -> str:
+    """pair_problem, then the client CA's (client_ca_problem); "" when neither is found."""
+    found = pair_problem(paths)
+    if not found and paths.client_ca is not None:
+        found = client_ca_problem(paths.client_ca)
+    return found
 
 
 def pair_problem(paths: CertPaths) -> str:
