@@ -4,11 +4,14 @@ TLS secret keys (`ca.crt`, `tls.crt`, `tls.key`), and a TLS context that follows
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
+import errno
 import ipaddress
 import logging
 import os
+import secrets
 import ssl
 import threading
 from collections.abc import Iterable
@@ -137,9 +140,9 @@ def generate(folder: str | Path, names: Iterable[str]) -> CertPaths:
         .sign(ca_key, hashes.SHA256())
     )
     try:
-        _write(paths.ca, ca_cert.public_bytes(serialization.Encoding.PEM))
-        _write(paths.key, _pem_key(key), private=True)
-        _write(paths.cert, cert.public_bytes(serialization.Encoding.PEM))
+        write_atomically(paths.ca, ca_cert.public_bytes(serialization.Encoding.PEM))
+        write_atomically(paths.key, _pem_key(key), private=True)
+        write_atomically(paths.cert, cert.public_bytes(serialization.Encoding.PEM))
     except OSError as exc:
         raise CertificateError(
             f"cannot write certificates into {paths.folder}: {exc.strerror or exc}"
@@ -147,13 +150,34 @@ def generate(folder: str | Path, names: Iterable[str]) -> CertPaths:
     return paths
 
 
-def _write(path: Path, data: bytes, private: bool = False) -> None:
-    # Write beside and rename, so a reader never sees half a file.
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-    os.replace(tmp, path)
+def write_atomically(path: Path, data: bytes, private: bool = False) -> None:
+    """Write `data` to `path` atomically: into a new file of a fresh random name beside it, made with
+    O_CREAT|O_EXCL|O_NOFOLLOW (so nothing already there, a pre-made file or a symlink planted where
+    a fixed temporary name would be, is reused or followed), mode 0600 for a key (0644 otherwise),
+    flushed to disk, then renamed over `path` (a symlink at `path` is replaced, never followed).
+    Raises OSError; the temporary file is removed on failure."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    mode = 0o600 if private else 0o644
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(tmp, flags, mode)
+            break
+        except FileExistsError:
+            continue  # a name taken by chance (or planted): draw another
+    else:
+        raise FileExistsError(errno.EEXIST, "no free temporary name", str(path.parent))
+    try:
+        with os.fdopen(fd, "wb") as out:
+            os.fchmod(out.fileno(), mode)  # the exact mode, whatever the umask
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def ensure_certs(folder: str | Path, extra_names: Iterable[str] = (), in_cluster: bool = False) -> CertPaths:
