@@ -18,6 +18,15 @@ def port(text: str) -> int:
     return value
 
 
+def listen_port(text: str) -> int:
+    """A TCP port to listen on, 0-65535: 0 lets the OS choose a free one. Raises
+    argparse.ArgumentTypeError otherwise."""
+    value = _int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a port (0-65535; 0: any free port)")
+    return value
+
+
 def positive_int(text: str) -> int:
     """An integer of at least 1. Raises argparse.ArgumentTypeError otherwise."""
     value = _int(text)

@@ -32,7 +32,12 @@ def add_parser(commands: Any) -> None:
     """Register `guardhook serve` on the CLI's subparsers."""
     serve = commands.add_parser("serve", help="serve the webhook over HTTPS under gunicorn")
     serve.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
-    serve.add_argument("--port", type=argtypes.port, default=8443, help="port (default 8443)")
+    serve.add_argument(
+        "--port",
+        type=argtypes.listen_port,
+        default=8443,
+        help="port (default 8443; 0: a free port the OS chooses, logged as `Listening at:`)",
+    )
     serve.add_argument("--threads", type=argtypes.positive_int, default=8, help="request threads (default 8)")
     serve.add_argument(
         "--metrics-port",
@@ -125,7 +130,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from guardhook.server.webhook_server import ServeOptions, WebhookServer
 
     ports = [args.port, *([args.metrics_port] if args.metrics_port else [])]
-    if len(set(ports)) < len(ports):
+    if args.port and len(set(ports)) < len(ports):
         raise CommandError(f"--port and --metrics-port must differ (both {ports[0]})")
     config = load_config(args.config, args.enforcement)
     source = choose_source(args.cluster_state, args.kubeconfig)

@@ -13,6 +13,7 @@ import logging
 import os
 import secrets
 import ssl
+import textwrap
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -95,6 +96,7 @@ def generate(folder: str | Path, names: Iterable[str]) -> CertPaths:
     `folder` (created if missing; the key is written mode 0600). Returns the paths. Raises
     CertificateError when the folder cannot be created or written."""
     paths = CertPaths(Path(folder))
+    _refuse_non_folder(paths.folder)
     try:
         paths.folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -150,6 +152,16 @@ def generate(folder: str | Path, names: Iterable[str]) -> CertPaths:
     return paths
 
 
+def _refuse_non_folder(folder: Path) -> None:
+    """Raise CertificateError when `folder` exists and is not a folder (mkdir would only say "File
+    exists")."""
+    if folder.exists() and not folder.is_dir():
+        raise CertificateError(
+            f"{folder} is a file, not a folder: the certificates are the files ca.crt, tls.crt and tls.key "
+            "inside a folder; give that folder"
+        )
+
+
 def write_atomically(path: Path, data: bytes, private: bool = False) -> None:
     """Write `data` to `path` atomically: into a new file of a fresh random name beside it, made with
     O_CREAT|O_EXCL|O_NOFOLLOW (so nothing already there, a pre-made file or a symlink planted where
@@ -186,6 +198,7 @@ def ensure_certs(folder: str | Path, extra_names: Iterable[str] = (), in_cluster
     each replica would otherwise invent its own CA, when only some of the files are there (never
     overwritten), and when tls.crt/tls.key do not load as a certificate and its key."""
     paths = CertPaths(Path(folder))
+    _refuse_non_folder(paths.folder)
     if paths.complete():
         _check_loadable(paths)
         return paths
@@ -350,6 +363,15 @@ def files_problem(paths: CertPaths) -> str:
     return found
 
 
+def _key_reason(exc: Exception) -> str:
+    """cryptography's reason a key did not load, whole words only: the part after "Details:" when
+    there is one (the specific fault, after a generic preamble), else the message shortened at a
+    word boundary."""
+    text = str(exc) or type(exc).__name__
+    _, found, details = text.partition("Details: ")
+    return textwrap.shorten(details if found else text, 200, placeholder=" ...")
+
+
 def pair_problem(paths: CertPaths) -> str:
     """What is wrong with tls.crt/tls.key in words that name the file ("" when nothing is found:
     OpenSSL's own reason then stands): unreadable, not a PEM certificate, not a PEM private key,
@@ -367,7 +389,7 @@ def pair_problem(paths: CertPaths) -> str:
     try:
         key = serialization.load_pem_private_key(key_pem, password=None)
     except (ValueError, TypeError) as exc:
-        return f"{paths.key} is not an unencrypted PEM private key ({str(exc)[:120]})"
+        return f"{paths.key} is not an unencrypted PEM private key ({_key_reason(exc)})"
     public = serialization.PublicFormat.SubjectPublicKeyInfo
     if key.public_key().public_bytes(serialization.Encoding.PEM, public) != cert.public_key().public_bytes(
         serialization.Encoding.PEM, public

@@ -13,7 +13,9 @@ body with non-blocking calls into a buffer. Only a complete request is queued fo
 with the bytes already in the parser's buffer, so waiting connections never hold the threads that
 answer complete requests. Like the Go API server's `http.Server.ReadHeaderTimeout` (here covering
 the body too), a connection gets `request_timeout` seconds from its first byte (or from accept, for
-the TLS handshake of a new connection) to a complete request; past that it is closed.
+the TLS handshake of a new connection) to a complete request; past that it is closed. A new
+connection whose first bytes are a plain HTTP request line, not a TLS record, is answered as Go's
+net/http answers it (400 "Client sent an HTTP request to an HTTPS server") and logged, not reset.
 
 Stopping (SIGTERM to the master, or an old worker after SIGHUP), in this order, within gunicorn's
 `graceful_timeout` (webhook_server.GRACEFUL_TIMEOUT_SECONDS):
@@ -66,6 +68,10 @@ HEADER_END = b"\r\n\r\n"
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)[ \t]*(?=\r\n)", re.IGNORECASE)
 _CHUNKED = re.compile(rb"\r\ntransfer-encoding:[^\r\n]*chunked", re.IGNORECASE)
 _EXPECT_CONTINUE = re.compile(rb"\r\nexpect:[ \t]*100-continue[ \t]*(?=\r\n)", re.IGNORECASE)
+_PLAIN_HTTP = re.compile(rb"(GET|HEAD|POST|PUT|DELETE|OPTIONS|PATCH|CONNECT|TRACE) ")
+PLAIN_HTTP_MESSAGE = "Client sent an HTTP request to an HTTPS server"
+"""Go's net/http answer (400) to plain HTTP on a TLS port, with the same words."""
+PLAIN_HTTP_ANSWER = raw_answer(400, PLAIN_HTTP_MESSAGE)
 
 SHUTDOWN_LINGER_SECONDS = 5.0
 """How long a stopping worker keeps idle kept-alive connections open (gunicorn's own default is
@@ -197,6 +203,9 @@ class ReadAheadWorker(ThreadWorker):
             return
         try:
             wanted = self._handshake(conn) or self._read(conn, state)
+        except PlainHTTP:
+            self._answer_plain_http(conn)
+            return
         except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError: a bad or broken client
             log.debug("closing a connection while reading its request: %s", exc)
             self._drop(conn)
@@ -223,6 +232,11 @@ class ReadAheadWorker(ThreadWorker):
         if self.cfg.is_ssl:
             if not isinstance(conn.sock, ssl.SSLSocket):
                 conn.sock.setblocking(False)
+                first = _peek(conn.sock)
+                if first is None:
+                    return selectors.EVENT_READ
+                if _PLAIN_HTTP.match(first):
+                    raise PlainHTTP
                 conn.sock = ssl_context(self.cfg).wrap_socket(
                     conn.sock,
                     server_side=True,
@@ -240,6 +254,23 @@ class ReadAheadWorker(ThreadWorker):
         conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
         conn.initialized = True
         return 0
+
+    def _answer_plain_http(self, conn: Any) -> None:
+        """Answer plain HTTP sent to the TLS port as Go's net/http does (400 "Client sent an HTTP
+        request to an HTTPS server", in the port's JSON `Status`), log it, and close gracefully:
+        what the client sent is read first and the close is a FIN, so the answer is not lost to
+        a reset."""
+        log.warning(
+            "plain HTTP from %s on the HTTPS port: answered 400 (%s)", _peer(conn), PLAIN_HTTP_MESSAGE
+        )
+        self._release(conn)
+        with contextlib.suppress(OSError):  # BlockingIOError once what arrived is read
+            for _ in range(16):  # the request, so the close below is no reset (_close_idle drains the rest)
+                if not conn.sock.recv(READ_CHUNK):
+                    break
+        with contextlib.suppress(OSError):
+            conn.sock.send(PLAIN_HTTP_ANSWER)
+        self._close_idle(conn, time.monotonic())
 
     def _read(self, conn: Any, state: Reading) -> int | None:
         """Read what is there; None once the request is complete, -1 at EOF, else the selector
@@ -456,6 +487,21 @@ class ReadAheadWorker(ThreadWorker):
             return
         with contextlib.suppress(OSError):
             conn.sock.send(TIMEOUT_ANSWER)
+
+
+class PlainHTTP(Exception):
+    """A new connection to the TLS port opened with a plain HTTP request line."""
+
+
+def _peek(sock: socket.socket) -> bytes | None:
+    """The first bytes waiting on a new (non-blocking, not yet TLS) connection, without taking
+    them; None when none arrived yet, b"" at EOF or on an error (the handshake then fails as usual)."""
+    try:
+        return sock.recv(8, socket.MSG_PEEK)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
 
 
 def _peer(conn: Any) -> str:
