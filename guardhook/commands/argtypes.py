@@ -27,6 +27,19 @@ def listen_port(text: str) -> int:
     return value
 
 
+_BINARY_SUFFIXES = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
+
+
+def byte_size(text: str) -> int:
+    """A number of bytes of at least 1, plain or with a Kubernetes binary suffix (Ki, Mi, Gi:
+    `128Mi`). Raises argparse.ArgumentTypeError otherwise."""
+    number = text.rstrip("KMGi")
+    suffix = text[len(number) :]
+    if not number.isdigit() or suffix not in _BINARY_SUFFIXES or int(number) < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a size in bytes (e.g. 134217728, 128Mi, 1Gi)")
+    return int(number) * _BINARY_SUFFIXES[suffix]
+
+
 def positive_int(text: str) -> int:
     """An integer of at least 1. Raises argparse.ArgumentTypeError otherwise."""
     value = _int(text)

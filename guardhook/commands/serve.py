@@ -60,6 +60,14 @@ def add_parser(commands: Any) -> None:
         "kept-alive ones are closed (default 1000)",
     )
     serve.add_argument(
+        "--max-body-bytes-in-flight",
+        type=argtypes.byte_size,
+        metavar="BYTES",
+        help="request bytes held at once by requests being read or answered; past it a request is "
+        "answered 503 with Retry-After (default: 1/8 of the container's memory limit, else 256Mi; "
+        "suffixes Ki, Mi, Gi)",
+    )
+    serve.add_argument(
         "--cert-dir", default="certs", help="folder with ca.crt, tls.crt, tls.key (default certs/)"
     )
     serve.add_argument(
@@ -214,10 +222,21 @@ def run_serve(args: argparse.Namespace) -> int:
         certs=certs,
         request_timeout=args.request_timeout,
         max_connections=args.max_connections,
+        max_body_in_flight=body_bound(args.max_body_bytes_in_flight),
     )
     server = WebhookServer(options, make_runtime)
     server.run()
     return 0
+
+
+def body_bound(given: int | None) -> int:
+    """The bound on request bytes in flight: `given` (--max-body-bytes-in-flight), else the default
+    derived from the memory limit (guardhook.server.bodybudget); logged either way."""
+    from guardhook.server.bodybudget import default_budget, mib
+
+    bound, why = (given, "--max-body-bytes-in-flight") if given else default_budget()
+    log.info("request bodies held at once are bounded to %s (%s); past it: 503", mib(bound), why)
+    return bound
 
 
 def log_callers(auth: ClientAuth | None, certs: CertPaths) -> None:
