@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import socket
 import ssl
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from guardhook.server.certs import (
     generate,
     with_client_ca,
 )
-from guardhook.server.clientauth import certificate_names, client_auth
+from guardhook.server.clientauth import NO_CERTIFICATE, certificate_names, client_auth
 
 from conftest import REPO, Server, clean_env, load_review
 from kustomize_lite import render, user_overlay
@@ -125,6 +126,25 @@ def test_a_review_without_a_client_certificate_is_refused_and_records_nothing(
     after = post(server, "s07-eviction-worker.validating", apiserver).json()["response"]
     assert after["allowed"] is False and after["status"]["code"] == 429
     assert "refused a review from 127.0.0.1" in server.logged("refused a review")
+
+
+def test_a_review_without_a_certificate_is_refused_before_its_body_is_read(
+    tmp_path: Path, fresh_server: Callable[..., Server]
+) -> None:
+    # Its body would otherwise be read and held first (up to 6 MiB, against the bound on bytes in
+    # flight that the API server's reviews share); here only the headers are ever sent.
+    ca = ClientCA(tmp_path / "client")
+    server = fresh_server("--client-ca-file", str(ca.file), "--request-timeout", "60")
+    host, port = server.url.removeprefix("https://").rsplit(":", 1)
+    context = ssl.create_default_context(cafile=str(server.ca))
+    with context.wrap_socket(
+        socket.create_connection((host, int(port)), timeout=30), server_hostname=host
+    ) as sock:
+        sock.sendall(b"POST /validate?timeout=10s HTTP/1.1\r\nHost: g\r\nContent-Length: 3145728\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 401 ") and b"client certificate is required" in answer
 
 
 def test_probes_and_metrics_answer_without_a_client_certificate(
@@ -257,3 +277,26 @@ def test_certificate_names_are_the_cn_and_the_dns_sans() -> None:
     }
     assert certificate_names(cert) == {"kube-apiserver", "apiserver.example"}
     assert client_auth([]).names == frozenset({"kube-apiserver"})
+
+
+class PeerSocket:
+    """What the app reads of gunicorn's socket: the verified peer certificate (None: none)."""
+
+    def __init__(self, cert: dict[str, object] | None) -> None:
+        self.cert = cert
+
+    def getpeercert(self) -> dict[str, object] | None:
+        return self.cert
+
+
+def test_the_app_refuses_what_the_worker_let_through() -> None:
+    # The worker refuses a review without a certificate by its request line; the app checks again
+    # (401) and checks the names (403), from the socket gunicorn puts in the WSGI environ.
+    auth = client_auth(["kube-apiserver"])
+    assert auth.refusal({"gunicorn.socket": PeerSocket(None)}) == (401, NO_CERTIFICATE)
+    assert auth.refusal({}) == (401, NO_CERTIFICATE)
+    eve = {"subject": ((("commonName", "eve"),),)}
+    code, reason = auth.refusal({"gunicorn.socket": PeerSocket(eve)}) or (0, "")
+    assert code == 403 and "(eve)" in reason and "kube-apiserver" in reason
+    apiserver = {"subject": ((("commonName", "kube-apiserver"),),)}
+    assert auth.refusal({"gunicorn.socket": PeerSocket(apiserver)}) is None

@@ -7,7 +7,9 @@ CA (guardhook.server.certs.require_client_certificates). A client that presents 
 completes the handshake, because the kubelet's probes (`/healthz`, `/readyz`) come to this same
 port with no certificate, and Prometheus may scrape `/metrics` here. The review endpoints then
 refuse it over HTTP: 401 without a certificate, 403 with one whose names are not allowed, before
-the body is decoded, so such a request is never judged and records nothing in the ledger.
+the body is decoded, so such a request is never judged and records nothing in the ledger. A
+review request with no certificate is answered 401 even earlier, by the worker as soon as its
+request line is in (guardhook.server.readahead), so its body is never read or held.
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ from typing import Any
 
 DEFAULT_NAME = "kube-apiserver"
 """The name expected when none is given, as Gatekeeper's `--client-cn-name` defaults to it."""
+
+
+NO_CERTIFICATE = "a client certificate is required: the webhook only judges the API server's requests"
+"""The 401's reason, here and where the worker refuses such a request before reading its body."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +40,7 @@ class ClientAuth:
         getpeercert = getattr(sock, "getpeercert", None)
         cert = getpeercert() if getpeercert is not None else None
         if not cert:
-            return 401, "a client certificate is required: the webhook only judges the API server's requests"
+            return 401, NO_CERTIFICATE
         presented = certificate_names(cert)
         if presented & self.names:
             return None

@@ -54,6 +54,7 @@ from gunicorn import http, util
 from gunicorn.sock import ssl_context
 from gunicorn.workers.gthread import ThreadWorker
 
+from guardhook.server.clientauth import NO_CERTIFICATE
 from guardhook.server.status import protocol_error, raw_answer
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,7 @@ HEADER_END = b"\r\n\r\n"
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)[ \t]*(?=\r\n)", re.IGNORECASE)
 _CHUNKED = re.compile(rb"\r\ntransfer-encoding:[^\r\n]*chunked", re.IGNORECASE)
 _EXPECT_CONTINUE = re.compile(rb"\r\nexpect:[ \t]*100-continue[ \t]*(?=\r\n)", re.IGNORECASE)
+_REVIEW_LINE = re.compile(rb"POST /(validate|mutate)[ ?]")
 _PLAIN_HTTP = re.compile(rb"(GET|HEAD|POST|PUT|DELETE|OPTIONS|PATCH|CONNECT|TRACE) ")
 PLAIN_HTTP_MESSAGE = "Client sent an HTTP request to an HTTPS server"
 """Go's net/http answer (400) to plain HTTP on a TLS port, with the same words."""
@@ -82,6 +84,7 @@ OVER_BOUND_ANSWER = raw_answer(
     "too many request bytes in flight: the server's bound on request bodies held at once is reached; retry",
     (("Retry-After", "1"),),
 )
+UNAUTHENTICATED_ANSWER = raw_answer(401, NO_CERTIFICATE)
 OVER_BOUND_LOG_SECONDS = 10.0
 """At most one WARNING per this many seconds for refusals past the bound (each is counted)."""
 
@@ -183,6 +186,8 @@ class Reading:
     """Bytes of an oversized body still to come, read and thrown away after the 400."""
     held: int = 0
     """Bytes counted against the server-wide bound (ReadAheadWorker.max_in_flight) for this request."""
+    caller_checked: bool = False
+    """Whether the request line was looked at for a review without a client certificate."""
 
 
 class ReadAheadWorker(ThreadWorker):
@@ -229,6 +234,9 @@ class ReadAheadWorker(ThreadWorker):
             return
         except OverBound:
             self._refuse_over_bound(conn)
+            return
+        except Unauthenticated:
+            self._refuse_unauthenticated(conn)
             return
         except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError: a bad or broken client
             log.debug("closing a connection while reading its request: %s", exc)
@@ -301,6 +309,7 @@ class ReadAheadWorker(ThreadWorker):
         """Read what is there; None once the request is complete, -1 at EOF, else the selector
         event to wait for."""
         conn.sock.setblocking(False)
+        self._check_caller(conn, state)
         self._hold(state)  # bytes a kept-alive connection's previous read left
         while not self._complete(state):
             try:
@@ -313,8 +322,34 @@ class ReadAheadWorker(ThreadWorker):
             if not data:
                 return -1
             state.buffer += data
+            self._check_caller(conn, state)
             self._hold(state)
         return None
+
+    def _check_caller(self, conn: Any, state: Reading) -> None:
+        """Once the request line is in: raise Unauthenticated for a review request (POST /validate
+        or /mutate) on a connection that presented no client certificate where the TLS context
+        asks for one (`serve --client-ca-file`), so its body is never read or held. The app
+        answers the same (and checks the certificate's names: guardhook.server.clientauth)."""
+        if state.caller_checked:
+            return
+        line_end = state.buffer.find(b"\r\n")
+        if line_end < 0:
+            return
+        state.caller_checked = True
+        sock = conn.sock
+        if not isinstance(sock, ssl.SSLSocket) or sock.context.verify_mode != ssl.CERT_OPTIONAL:
+            return
+        if _REVIEW_LINE.match(state.buffer, 0, line_end + 1) and not sock.getpeercert():
+            raise Unauthenticated
+
+    def _refuse_unauthenticated(self, conn: Any) -> None:
+        """Answer 401 to a review request without a client certificate, unread, and close."""
+        log.warning("refused a review from %s: %s", _peer(conn), NO_CERTIFICATE)
+        self._release(conn)
+        with contextlib.suppress(OSError):
+            conn.sock.send(UNAUTHENTICATED_ANSWER)
+        self._close_idle(conn, time.monotonic())
 
     def _hold(self, state: Reading) -> None:
         """Count the bytes the request in `state` holds (what arrived, not what its Content-Length
@@ -551,6 +586,10 @@ class ReadAheadWorker(ThreadWorker):
             return
         with contextlib.suppress(OSError):
             conn.sock.send(TIMEOUT_ANSWER)
+
+
+class Unauthenticated(Exception):
+    """A review request on a connection without the client certificate the server requires."""
 
 
 class OverBound(Exception):
