@@ -4,6 +4,7 @@ only a caller with a certificate from the client CA, naming an allowed name, is 
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import socket
@@ -21,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from test_manifests import MANIFESTS, one
 
+from guardhook.commands.argtypes import certificate_name
 from guardhook.commands.main import build_parser
 from guardhook.server.certs import (
     CertificateError,
@@ -268,6 +270,17 @@ def test_the_context_asks_for_a_certificate_but_lets_a_probe_without_one_through
     context = RotatingServerContext(paths).context()
     assert context.verify_mode == ssl.CERT_OPTIONAL
     assert RotatingServerContext(CertPaths(paths.folder)).context().verify_mode == ssl.CERT_NONE
+
+
+@pytest.mark.parametrize("name", ["system:kube-apiserver", "kube-apiserver-kubelet-client"])
+def test_a_cn_is_free_text(name: str) -> None:
+    assert certificate_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["", " kube-apiserver", "a\nb"])
+def test_an_empty_or_unprintable_name_is_refused(name: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        certificate_name(name)
 
 
 def test_certificate_names_are_the_cn_and_the_dns_sans() -> None:

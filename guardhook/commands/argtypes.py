@@ -109,6 +109,15 @@ def san(text: str) -> str:
     return text
 
 
+def certificate_name(text: str) -> str:
+    """A name a certificate's subject CN or DNS SAN may hold: non-empty, printable, no surrounding
+    space (a CN is free text, e.g. `system:kube-apiserver`). Raises argparse.ArgumentTypeError
+    otherwise."""
+    if not text or text != text.strip() or not text.isprintable():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a certificate name (non-empty printable text)")
+    return text
+
+
 def _int(text: str) -> int:
     try:
         return int(text)

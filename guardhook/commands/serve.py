@@ -80,7 +80,7 @@ def add_parser(commands: Any) -> None:
     serve.add_argument(
         "--client-cn",
         action="append",
-        type=argtypes.san,
+        type=argtypes.certificate_name,
         default=[],
         metavar="NAME",
         help="with --client-ca-file: a name the client certificate's CN or a DNS SAN must be "
