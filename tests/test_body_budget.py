@@ -102,6 +102,8 @@ def test_bodies_past_the_bound_get_503_and_the_server_keeps_judging(
     finally:
         for sock in socks:
             sock.close()
+    metrics = server.session.get(server.url + "/metrics", timeout=10).text
+    assert 'guardhook_requests_refused_unread_total{code="503",reason="bytes-in-flight"} 2.0' in metrics
     assert "request bodies held at once are bounded to 8 MiB (--max-body-bytes-in-flight)" in server.logged(
         "bounded to"
     )

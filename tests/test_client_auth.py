@@ -147,6 +147,8 @@ def test_a_review_without_a_certificate_is_refused_before_its_body_is_read(
         while chunk := sock.recv(65536):
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 401 ") and b"client certificate is required" in answer
+    metrics = server.session.get(server.url + "/metrics", timeout=10).text
+    assert 'guardhook_requests_refused_unread_total{code="401",reason="no-client-certificate"} 1.0' in metrics
 
 
 def test_probes_and_metrics_answer_without_a_client_certificate(

@@ -45,6 +45,11 @@ def test_plain_http_gets_gos_400_and_a_log_line_not_a_reset(server: Server) -> N
     post += b"Content-Length: %d\r\n\r\n%s" % (len(review), review)
     assert GO_WORDS.encode() in plain_http(server, post)
     assert server.session.get(server.url + "/healthz", timeout=10).status_code == 200
+    metrics = server.session.get(server.url + "/metrics", timeout=10).text
+    counted = re.search(
+        r'guardhook_requests_refused_unread_total\{code="400",reason="plain-http"\} (\d+)', metrics
+    )
+    assert counted and int(counted.group(1)) >= 2
 
 
 def test_port_0_listens_on_a_port_the_os_chooses_and_logs_it(tmp_path: Path) -> None:

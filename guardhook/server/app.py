@@ -27,7 +27,7 @@ from werkzeug.wsgi import get_content_length, get_input_stream
 from guardhook.admission.codec import MAX_BODY_BYTES, ReviewError, decode, encode
 from guardhook.admission.engine import Endpoint, Engine
 from guardhook.server.clientauth import ClientAuth
-from guardhook.server.metrics import CONTENT_TYPE, GangCollector, GroupCollector, Metrics
+from guardhook.server.metrics import CONTENT_TYPE, GangCollector, GroupCollector, Metrics, RefusalCollector
 from guardhook.server.spare_metrics import SpareGroupsCollector
 from guardhook.server.status import status_body
 
@@ -51,6 +51,7 @@ class Runtime:
         self.metrics.registry.register(GroupCollector(lambda: self.engine.view))
         self.metrics.registry.register(GangCollector(lambda: self.engine.view))
         self.metrics.registry.register(SpareGroupsCollector(lambda: self.engine.view))
+        self.metrics.registry.register(RefusalCollector())
 
     @property
     def ready(self) -> bool:

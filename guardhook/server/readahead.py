@@ -54,6 +54,7 @@ from gunicorn import http, util
 from gunicorn.sock import ssl_context
 from gunicorn.workers.gthread import ThreadWorker
 
+from guardhook.server import refusals
 from guardhook.server.clientauth import NO_CERTIFICATE
 from guardhook.server.status import protocol_error, raw_answer
 
@@ -293,6 +294,7 @@ class ReadAheadWorker(ThreadWorker):
         request to an HTTPS server", in the port's JSON `Status`), log it, and close gracefully:
         what the client sent is read first and the close is a FIN, so the answer is not lost to
         a reset."""
+        refusals.refused("plain-http")
         log.warning(
             "plain HTTP from %s on the HTTPS port: answered 400 (%s)", _peer(conn), PLAIN_HTTP_MESSAGE
         )
@@ -345,6 +347,7 @@ class ReadAheadWorker(ThreadWorker):
 
     def _refuse_unauthenticated(self, conn: Any) -> None:
         """Answer 401 to a review request without a client certificate, unread, and close."""
+        refusals.refused("no-client-certificate")
         log.warning("refused a review from %s: %s", _peer(conn), NO_CERTIFICATE)
         self._release(conn)
         with contextlib.suppress(OSError):
@@ -367,6 +370,7 @@ class ReadAheadWorker(ThreadWorker):
     def _refuse_over_bound(self, conn: Any) -> None:
         """Answer 503 with Retry-After to a request that would pass max_in_flight, and close the
         connection gracefully (what the client still sends is read and dropped, not held)."""
+        refusals.refused("bytes-in-flight")
         self.over_bound += 1
         now = time.monotonic()
         if now - self._over_bound_logged >= OVER_BOUND_LOG_SECONDS:
