@@ -19,7 +19,7 @@ import secrets
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -125,11 +125,11 @@ class ApiServer:
 
 
 @contextmanager
-def api_server(folder: Path) -> Iterator[ApiServer]:
-    """Start etcd and kube-apiserver with their data and logs in `folder`, wait for /readyz and
-    install the fixtures' CRDs; stop both (by their own handles) afterwards. `folder` (and its
-    parents) are created when missing. Raises RuntimeError when the binaries are missing or the
-    server does not come up within START_SECONDS."""
+def api_server(folder: Path, extra_args: Sequence[str] = ()) -> Iterator[ApiServer]:
+    """Start etcd and kube-apiserver (with `extra_args` appended to its flags) with their data and
+    logs in `folder`, wait for /readyz and install the fixtures' CRDs; stop both (by their own
+    handles) afterwards. `folder` (and its parents) are created when missing. Raises RuntimeError
+    when the binaries are missing or the server does not come up within START_SECONDS."""
     reason = missing_binaries()
     if reason is not None:
         raise RuntimeError(f"cannot start an API server: {reason}")
@@ -176,6 +176,7 @@ def api_server(folder: Path) -> Iterator[ApiServer]:
                 # 1.37 refuses a loopback advertise address with the endpoint reconciler; nothing
                 # here reads the kubernetes Service endpoints.
                 "--endpoint-reconciler-type=none",
+                *extra_args,
             ],
         )
         session = requests.Session()

@@ -87,7 +87,10 @@ def test_certs_into_a_path_that_is_a_file_exits_2_naming_it(
     assert cli.main(["certs", "--out", str(occupied)]) == 2
     err = capsys.readouterr().err
     # one line naming the path once, as every command error does (docs/commands.md)
-    assert err == f"guardhook certs: cannot create the certificate folder {occupied}: File exists\n"
+    assert err == (
+        f"guardhook certs: {occupied} is a file, not a folder: the certificates are the files ca.crt, "
+        "tls.crt and tls.key inside a folder; give that folder\n"
+    )
     assert occupied.read_text() == "not a folder"
 
 
@@ -165,7 +168,8 @@ def test_certificates_that_do_not_load_are_refused_before_serving(tmp_path: Path
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        (["serve", "--port", "99999"], "argument --port: 99999 is not a port (1-65535)"),  # was a traceback
+        # was a traceback
+        (["serve", "--port", "99999"], "argument --port: 99999 is not a port (0-65535; 0: any free port)"),
         (["serve", "--threads", "0"], "argument --threads: 0 must be at least 1"),  # was "failed to boot"
         (["pdb-sync", "--interval", "0"], "argument --interval: 0 must be a number of seconds above 0"),
         # A negative or endless wait was taken (and clamped, or waited for ever).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import ssl
 import time
 from pathlib import Path
@@ -10,12 +11,14 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from guardhook.commands.main import main
 from guardhook.server.certs import (
     CertificateError,
     RotatingServerContext,
     ensure_certs,
     generate,
     service_dns_names,
+    write_atomically,
 )
 
 
@@ -75,3 +78,65 @@ def test_a_broken_rotation_keeps_the_last_good_context(tmp_path: Path) -> None:
     good = rotating.context()
     paths.cert.write_text("not a certificate")
     assert rotating.context() is good
+
+
+# ---- files written safely (issue 48 item 4) ----------------------------------------------------
+
+
+def test_a_premade_world_writable_key_tmp_is_not_reused(tmp_path: Path) -> None:
+    # Before: `certs` opened tls.key.tmp with O_TRUNC and kept its 0666 mode: a world-readable key.
+    planted = tmp_path / "tls.key.tmp"
+    planted.write_bytes(b"planted")
+    planted.chmod(0o666)
+    assert main(["certs", "--out", str(tmp_path)]) == 0
+    key = tmp_path / "tls.key"
+    assert oct(key.stat().st_mode & 0o777) == "0o600" and not key.is_symlink()
+    assert planted.read_bytes() == b"planted"  # neither written nor renamed into place
+    assert b"PRIVATE KEY" in key.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ca.crt", "tls.crt", "tls.key", "tls.key.tmp"]
+
+
+def test_a_symlinked_key_tmp_is_not_followed(tmp_path: Path) -> None:
+    # Before: the key was written where the link pointed (here a file outside the folder).
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"untouched")
+    folder = tmp_path / "certs"
+    folder.mkdir()
+    (folder / "tls.key.tmp").symlink_to(outside)
+    (folder / "ca.crt.tmp").symlink_to(tmp_path / "dangling")
+    assert main(["certs", "--out", str(folder)]) == 0
+    assert outside.read_bytes() == b"untouched" and not (tmp_path / "dangling").exists()
+    key = folder / "tls.key"
+    assert not key.is_symlink() and oct(key.stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_symlink_at_the_key_itself_is_replaced_not_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"untouched")
+    folder = tmp_path / "certs"
+    folder.mkdir()
+    (folder / "tls.key").symlink_to(outside)
+    generate(folder, ["localhost"])
+    assert outside.read_bytes() == b"untouched"
+    assert not (folder / "tls.key").is_symlink()
+    assert oct((folder / "tls.key").stat().st_mode & 0o777) == "0o600"
+
+
+def test_the_key_is_0600_whatever_the_umask(tmp_path: Path) -> None:
+    previous = os.umask(0)
+    try:
+        paths = generate(tmp_path, ["localhost"])
+    finally:
+        os.umask(previous)
+    assert oct(paths.key.stat().st_mode & 0o777) == "0o600"
+    assert oct(paths.cert.stat().st_mode & 0o777) == "0o644"
+
+
+def test_a_failed_write_leaves_no_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(_src: object, _dst: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken)
+    with pytest.raises(OSError, match="No space"):
+        write_atomically(tmp_path / "tls.key", b"key", private=True)
+    assert list(tmp_path.iterdir()) == []

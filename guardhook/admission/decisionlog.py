@@ -8,6 +8,11 @@ name, user (userInfo.username), dryRun, policy, action (Deny/Warn/Audit/Mutate, 
 outcome (allowed/denied/warned/audited/mutated/error), message (the policy's own text, as sent to
 the API server), policyMs (that policy's judge time) and latencyMs (the whole request's). Never the
 object, oldObject or options: only the request's identifying attributes.
+
+With `log_allowed_disruptions(True)` (`serve` without client authentication) an allow by a policy
+that spends a group's disruption budget (DISRUPTION_POLICIES) is logged at INFO too, with the
+caller's groups (userInfo.groups) beside its user: a forged review that spent a budget can then be
+traced to whoever sent it.
 """
 
 from __future__ import annotations
@@ -37,6 +42,19 @@ class DecisionLike(Protocol):
 LEVELS = {"allowed": logging.DEBUG, "error": logging.WARNING}
 """Log level by outcome; every other outcome (a violation acted on) is INFO."""
 
+DISRUPTION_POLICIES = frozenset({"group-eviction", "worker-delete", "group-resize"})
+"""The policies whose allow records a disruption in the eviction ledger (judge_gang_budget):
+evictions, pod deletes and group resizes."""
+
+_allowed_disruption_level = logging.DEBUG
+
+
+def log_allowed_disruptions(enabled: bool) -> None:
+    """Log a DISRUPTION_POLICIES allow at INFO, with the caller's groups (enabled), or at DEBUG as
+    any allow (the default)."""
+    global _allowed_disruption_level
+    _allowed_disruption_level = logging.INFO if enabled else logging.DEBUG
+
 
 def request_fields(request: AdmissionRequest) -> dict[str, Any]:
     """The identifying attributes of `request` (never its object, oldObject or options)."""
@@ -56,6 +74,12 @@ def request_fields(request: AdmissionRequest) -> dict[str, Any]:
     }
 
 
+def _user_groups(request: AdmissionRequest) -> list[str]:
+    user = request.get("userInfo") or {}
+    groups = user.get("groups") if isinstance(user, Mapping) else None
+    return [str(g) for g in groups] if isinstance(groups, list) else []
+
+
 def log_decisions(
     request: AdmissionRequest, decisions: Sequence[DecisionLike], timings: Mapping[str, float], seconds: float
 ) -> None:
@@ -63,7 +87,8 @@ def log_decisions(
     judge time in seconds by policy id; `seconds`: the whole request's judging."""
     common: dict[str, Any] | None = None
     for decision in decisions:
-        level = LEVELS.get(decision.outcome, logging.INFO)
+        disruption = decision.outcome == "allowed" and decision.policy in DISRUPTION_POLICIES
+        level = _allowed_disruption_level if disruption else LEVELS.get(decision.outcome, logging.INFO)
         if not log.isEnabledFor(level):
             continue
         if common is None:
@@ -77,6 +102,8 @@ def log_decisions(
             "policyMs": round(timings.get(decision.policy, 0.0) * 1000, 3),
             "latencyMs": round(seconds * 1000, 3),
         }
+        if disruption:
+            fields["groups"] = _user_groups(request)
         # Logger.handle(makeRecord(...)) is Logger.log without findCaller's walk up the stack:
         # the formats (guardhook.server.logformat) never print the caller, and a line per denial
         # is on the request path.

@@ -18,6 +18,28 @@ def port(text: str) -> int:
     return value
 
 
+def listen_port(text: str) -> int:
+    """A TCP port to listen on, 0-65535: 0 lets the OS choose a free one. Raises
+    argparse.ArgumentTypeError otherwise."""
+    value = _int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a port (0-65535; 0: any free port)")
+    return value
+
+
+_BINARY_SUFFIXES = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
+
+
+def byte_size(text: str) -> int:
+    """A number of bytes of at least 1, plain or with a Kubernetes binary suffix (Ki, Mi, Gi:
+    `128Mi`). Raises argparse.ArgumentTypeError otherwise."""
+    number = text.rstrip("KMGi")
+    suffix = text[len(number) :]
+    if not number.isdigit() or suffix not in _BINARY_SUFFIXES or int(number) < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a size in bytes (e.g. 134217728, 128Mi, 1Gi)")
+    return int(number) * _BINARY_SUFFIXES[suffix]
+
+
 def positive_int(text: str) -> int:
     """An integer of at least 1. Raises argparse.ArgumentTypeError otherwise."""
     value = _int(text)
@@ -84,6 +106,15 @@ def san(text: str) -> str:
     labels = text.lower().removeprefix("*.").split(".")
     if len(text) > 253 or not all(is_label(label) for label in labels):
         raise argparse.ArgumentTypeError(f"{text!r} is neither a DNS name nor an IP address")
+    return text
+
+
+def certificate_name(text: str) -> str:
+    """A name a certificate's subject CN or DNS SAN may hold: non-empty, printable, no surrounding
+    space (a CN is free text, e.g. `system:kube-apiserver`). Raises argparse.ArgumentTypeError
+    otherwise."""
+    if not text or text != text.strip() or not text.isprintable():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a certificate name (non-empty printable text)")
     return text
 
 

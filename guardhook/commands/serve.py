@@ -22,6 +22,8 @@ from guardhook.commands.common import (
 if TYPE_CHECKING:
     from guardhook.cluster.view.store import ClusterView
     from guardhook.config import Config
+    from guardhook.server.certs import CertPaths
+    from guardhook.server.clientauth import ClientAuth
 
 log = logging.getLogger("guardhook")
 
@@ -30,7 +32,12 @@ def add_parser(commands: Any) -> None:
     """Register `guardhook serve` on the CLI's subparsers."""
     serve = commands.add_parser("serve", help="serve the webhook over HTTPS under gunicorn")
     serve.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
-    serve.add_argument("--port", type=argtypes.port, default=8443, help="port (default 8443)")
+    serve.add_argument(
+        "--port",
+        type=argtypes.listen_port,
+        default=8443,
+        help="port (default 8443; 0: a free port the OS chooses, logged as `Listening at:`)",
+    )
     serve.add_argument("--threads", type=argtypes.positive_int, default=8, help="request threads (default 8)")
     serve.add_argument(
         "--metrics-port",
@@ -53,7 +60,31 @@ def add_parser(commands: Any) -> None:
         "kept-alive ones are closed (default 1000)",
     )
     serve.add_argument(
+        "--max-body-bytes-in-flight",
+        type=argtypes.byte_size,
+        metavar="BYTES",
+        help="request bytes held at once by requests being read or answered; past it a request is "
+        "answered 503 with Retry-After (default: 1/8 of the container's memory limit, else 256Mi; "
+        "suffixes Ki, Mi, Gi)",
+    )
+    serve.add_argument(
         "--cert-dir", default="certs", help="folder with ca.crt, tls.crt, tls.key (default certs/)"
+    )
+    serve.add_argument(
+        "--client-ca-file",
+        metavar="FILE",
+        help="require a client certificate chaining to this PEM CA on POST /validate and /mutate "
+        "(reloaded when it changes, as the serving certificate is); /healthz, /readyz and /metrics "
+        "answer without one (default: no client authentication)",
+    )
+    serve.add_argument(
+        "--client-cn",
+        action="append",
+        type=argtypes.certificate_name,
+        default=[],
+        metavar="NAME",
+        help="with --client-ca-file: a name the client certificate's CN or a DNS SAN must be "
+        "(repeatable; default kube-apiserver)",
     )
     serve.add_argument(
         "--dns",
@@ -100,13 +131,14 @@ def run_serve(args: argparse.Namespace) -> int:
     from guardhook.ledger.lease import start_sweeper
     from guardhook.pdbsync.runner import start_background_sync
     from guardhook.server.app import Runtime
-    from guardhook.server.certs import ensure_certs
+    from guardhook.server.certs import ensure_certs, with_client_ca
+    from guardhook.server.clientauth import client_auth
     from guardhook.server.configwatch import ConfigWatcher
     from guardhook.server.metricsport import serve_metrics
     from guardhook.server.webhook_server import ServeOptions, WebhookServer
 
     ports = [args.port, *([args.metrics_port] if args.metrics_port else [])]
-    if len(set(ports)) < len(ports):
+    if args.port and len(set(ports)) < len(ports):
         raise CommandError(f"--port and --metrics-port must differ (both {ports[0]})")
     config = load_config(args.config, args.enforcement)
     source = choose_source(args.cluster_state, args.kubeconfig)
@@ -116,7 +148,13 @@ def run_serve(args: argparse.Namespace) -> int:
         raise SourceError("--sync-group-readiness needs a live cluster (--kubeconfig or in-cluster config)")
     if args.sync_leader_services and not source.live:
         raise SourceError("--sync-leader-services needs a live cluster (--kubeconfig or in-cluster config)")
+    if args.client_cn and not args.client_ca_file:
+        raise CommandError("--client-cn needs --client-ca-file (the CA the client certificate must chain to)")
     certs = ensure_certs(args.cert_dir, args.dns, in_cluster=in_cluster())
+    auth = None
+    if args.client_ca_file:
+        certs = with_client_ca(certs, args.client_ca_file)
+        auth = client_auth(args.client_cn)
     namespace = args.namespace or in_cluster_namespace()
     log.info(
         "cluster view: %s; guardhook namespace %s; certificates in %s",
@@ -139,6 +177,8 @@ def run_serve(args: argparse.Namespace) -> int:
         from guardhook.server.coverage_metrics import coverage_startup
 
         runtime = build_runtime()
+        runtime.client_auth = auth
+        log_callers(auth, certs)  # in the worker: its decision log is the one that writes
         # gaps and certificates (expiry, reloads) on /metrics, expiry in the log
         coverage_startup(runtime, certs, lambda: server.tls)
         if args.config:  # a changed file (a ConfigMap update) applies without a restart
@@ -182,10 +222,41 @@ def run_serve(args: argparse.Namespace) -> int:
         certs=certs,
         request_timeout=args.request_timeout,
         max_connections=args.max_connections,
+        max_body_in_flight=body_bound(args.max_body_bytes_in_flight),
     )
     server = WebhookServer(options, make_runtime)
     server.run()
     return 0
+
+
+def body_bound(given: int | None) -> int:
+    """The bound on request bytes in flight: `given` (--max-body-bytes-in-flight), else the default
+    derived from the memory limit (guardhook.server.bodybudget); logged either way."""
+    from guardhook.server.bodybudget import default_budget, mib
+
+    bound, why = (given, "--max-body-bytes-in-flight") if given else default_budget()
+    log.info("request bodies held at once are bounded to %s (%s); past it: 503", mib(bound), why)
+    return bound
+
+
+def log_callers(auth: ClientAuth | None, certs: CertPaths) -> None:
+    """Say at start who may ask for reviews. Without client authentication, have the decision log
+    write every allowed disruption at INFO with its caller (guardhook.admission.decisionlog), since
+    anyone who reaches the port could spend a group's budget."""
+    from guardhook.admission.decisionlog import log_allowed_disruptions
+
+    if auth is not None:
+        log.info(
+            "client certificates required on the review endpoints: CA %s, names %s",
+            certs.client_ca,
+            auth.wanted(),
+        )
+        return
+    log_allowed_disruptions(True)
+    log.info(
+        "no client authentication (--client-ca-file): any caller that reaches the port may ask for reviews; "
+        "each allowed disruption is logged at INFO with its caller"
+    )
 
 
 def check_listenable(host: str, ports: list[int]) -> None:

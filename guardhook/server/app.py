@@ -26,7 +26,8 @@ from werkzeug.wsgi import get_content_length, get_input_stream
 
 from guardhook.admission.codec import MAX_BODY_BYTES, ReviewError, decode, encode
 from guardhook.admission.engine import Endpoint, Engine
-from guardhook.server.metrics import CONTENT_TYPE, GangCollector, GroupCollector, Metrics
+from guardhook.server.clientauth import ClientAuth
+from guardhook.server.metrics import CONTENT_TYPE, GangCollector, GroupCollector, Metrics, RefusalCollector
 from guardhook.server.spare_metrics import SpareGroupsCollector
 from guardhook.server.status import status_body
 
@@ -37,15 +38,20 @@ ENDPOINTS = "POST /validate, POST /mutate, GET /healthz, GET /readyz, GET /metri
 
 class Runtime:
     """What the app serves from: the engine (with its view) and metrics. `refresh_metrics` is
-    called before /metrics renders, so gauges computed from the view are current."""
+    called before /metrics renders, so gauges computed from the view are current. `client_auth`,
+    when set, is who may ask for a review (guardhook.server.clientauth)."""
 
-    def __init__(self, engine: Engine, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self, engine: Engine, metrics: Metrics | None = None, client_auth: ClientAuth | None = None
+    ) -> None:
         self.engine = engine
         self.metrics = metrics or Metrics()
+        self.client_auth = client_auth
         self.collectors: list[Callable[[Runtime], None]] = []
         self.metrics.registry.register(GroupCollector(lambda: self.engine.view))
         self.metrics.registry.register(GangCollector(lambda: self.engine.view))
         self.metrics.registry.register(SpareGroupsCollector(lambda: self.engine.view))
+        self.metrics.registry.register(RefusalCollector())
 
     @property
     def ready(self) -> bool:
@@ -67,6 +73,10 @@ def create_app(runtime: Runtime) -> Flask:
 
     def review(endpoint: Endpoint, environ: dict[str, Any]) -> ReviewAnswer:
         started = time.perf_counter()
+        refused = _unauthenticated(runtime.client_auth, environ)
+        if refused is not None:  # never decoded or judged: nothing reaches the ledger
+            runtime.metrics.answered(endpoint, refused.status, time.perf_counter() - started)
+            return refused
         try:
             body, too_large = _read_body(environ)
         except ReviewError as exc:  # the body's framing broke: its end is unknown, so close
@@ -233,6 +243,17 @@ def _read_body(environ: dict[str, Any]) -> tuple[bytes, bool]:
     if len(body) > MAX_BODY_BYTES:
         return b"", True
     return body, False
+
+
+def _unauthenticated(auth: ClientAuth | None, environ: dict[str, Any]) -> ReviewAnswer | None:
+    """The 401/403 for a caller client authentication refuses (logged at WARNING with its
+    address), or None when it may be judged or no client authentication is set."""
+    refusal = auth.refusal(environ) if auth is not None else None
+    if refusal is None:
+        return None
+    code, reason = refusal
+    log.warning("refused a review from %s: %s", environ.get("REMOTE_ADDR", "an unknown address"), reason)
+    return ReviewAnswer(code, _status_body(code, reason))
 
 
 def _content_coding(environ: dict[str, Any]) -> str:

@@ -19,6 +19,8 @@ from typing import Any
 import jsonpatch
 import yaml
 
+from guardhook.server.certs import write_atomically
+
 WEBHOOK_KINDS = {
     "ValidatingWebhookConfiguration": "validating",
     "MutatingWebhookConfiguration": "mutating",
@@ -206,6 +208,6 @@ def write_patches(manifests: Path, bundle: bytes) -> list[Path]:
             "# `components:`, run it again (with --keep-certs to keep the certificates).\n"
         )
         body = yaml.safe_dump(ca_bundle_patch(bundle, configuration), sort_keys=False)
-        target.write_text(header + body)
+        write_atomically(target, (header + body).encode())  # a planted symlink is replaced, not followed
         written.append(target)
     return written

@@ -4,11 +4,16 @@ TLS secret keys (`ca.crt`, `tls.crt`, `tls.key`), and a TLS context that follows
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime
+import errno
 import ipaddress
 import logging
 import os
+import secrets
 import ssl
+import textwrap
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -37,9 +42,11 @@ class CertificateError(RuntimeError):
 
 @dataclass(frozen=True)
 class CertPaths:
-    """The three files of a certificate folder."""
+    """The three files of a certificate folder, and the CA that client certificates must chain to
+    when the server requires them (`serve --client-ca-file`; None: no client authentication)."""
 
     folder: Path
+    client_ca: Path | None = None
 
     @property
     def ca(self) -> Path:
@@ -89,6 +96,7 @@ def generate(folder: str | Path, names: Iterable[str]) -> CertPaths:
     `folder` (created if missing; the key is written mode 0600). Returns the paths. Raises
     CertificateError when the folder cannot be created or written."""
     paths = CertPaths(Path(folder))
+    _refuse_non_folder(paths.folder)
     try:
         paths.folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -134,9 +142,9 @@ def generate(folder: str | Path, names: Iterable[str]) -> CertPaths:
         .sign(ca_key, hashes.SHA256())
     )
     try:
-        _write(paths.ca, ca_cert.public_bytes(serialization.Encoding.PEM))
-        _write(paths.key, _pem_key(key), private=True)
-        _write(paths.cert, cert.public_bytes(serialization.Encoding.PEM))
+        write_atomically(paths.ca, ca_cert.public_bytes(serialization.Encoding.PEM))
+        write_atomically(paths.key, _pem_key(key), private=True)
+        write_atomically(paths.cert, cert.public_bytes(serialization.Encoding.PEM))
     except OSError as exc:
         raise CertificateError(
             f"cannot write certificates into {paths.folder}: {exc.strerror or exc}"
@@ -144,13 +152,44 @@ def generate(folder: str | Path, names: Iterable[str]) -> CertPaths:
     return paths
 
 
-def _write(path: Path, data: bytes, private: bool = False) -> None:
-    # Write beside and rename, so a reader never sees half a file.
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-    os.replace(tmp, path)
+def _refuse_non_folder(folder: Path) -> None:
+    """Raise CertificateError when `folder` exists and is not a folder (mkdir would only say "File
+    exists")."""
+    if folder.exists() and not folder.is_dir():
+        raise CertificateError(
+            f"{folder} is a file, not a folder: the certificates are the files ca.crt, tls.crt and tls.key "
+            "inside a folder; give that folder"
+        )
+
+
+def write_atomically(path: Path, data: bytes, private: bool = False) -> None:
+    """Write `data` to `path` atomically: into a new file of a fresh random name beside it, made with
+    O_CREAT|O_EXCL|O_NOFOLLOW (so nothing already there, a pre-made file or a symlink planted where
+    a fixed temporary name would be, is reused or followed), mode 0600 for a key (0644 otherwise),
+    flushed to disk, then renamed over `path` (a symlink at `path` is replaced, never followed).
+    Raises OSError; the temporary file is removed on failure."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    mode = 0o600 if private else 0o644
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(tmp, flags, mode)
+            break
+        except FileExistsError:
+            continue  # a name taken by chance (or planted): draw another
+    else:
+        raise FileExistsError(errno.EEXIST, "no free temporary name", str(path.parent))
+    try:
+        with os.fdopen(fd, "wb") as out:
+            os.fchmod(out.fileno(), mode)  # the exact mode, whatever the umask
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def ensure_certs(folder: str | Path, extra_names: Iterable[str] = (), in_cluster: bool = False) -> CertPaths:
@@ -159,6 +198,7 @@ def ensure_certs(folder: str | Path, extra_names: Iterable[str] = (), in_cluster
     each replica would otherwise invent its own CA, when only some of the files are there (never
     overwritten), and when tls.crt/tls.key do not load as a certificate and its key."""
     paths = CertPaths(Path(folder))
+    _refuse_non_folder(paths.folder)
     if paths.complete():
         _check_loadable(paths)
         return paths
@@ -189,6 +229,18 @@ def _check_loadable(paths: CertPaths) -> None:
         ) from exc
 
 
+def with_client_ca(paths: CertPaths, client_ca: str | Path) -> CertPaths:
+    """`paths` with the client CA `client_ca` (`serve --client-ca-file`), checked now so a file that
+    cannot be used fails at start. Raises CertificateError naming the file and what is wrong."""
+    ca = Path(client_ca)
+    if ca.is_dir():
+        raise CertificateError(f"--client-ca-file {ca} is a folder: give the PEM file of the client CA")
+    problem = client_ca_problem(ca)
+    if problem:
+        raise CertificateError(problem)
+    return dataclasses.replace(paths, client_ca=ca)
+
+
 def ca_bundle(paths: CertPaths) -> str:
     """The base64 caBundle for a webhook configuration's clientConfig."""
     import base64
@@ -211,7 +263,7 @@ class RotatingServerContext:
     def __init__(self, paths: CertPaths) -> None:
         self.paths = paths
         self._lock = threading.Lock()
-        self._stamp: tuple[float, int, float, int] | None = None
+        self._stamp: tuple[float, ...] | None = None
         self._context: ssl.SSLContext | None = None
         self.reloads = 0
         self.failures = 0
@@ -222,9 +274,15 @@ class RotatingServerContext:
         if self._context is None:
             raise CertificateError(f"cannot load {paths.cert} and {paths.key}")
 
-    def _file_stamp(self) -> tuple[float, int, float, int]:
-        cert, key = self.paths.cert.stat(), self.paths.key.stat()
-        return (cert.st_mtime, cert.st_size, key.st_mtime, key.st_size)
+    def _file_stamp(self) -> tuple[float, ...]:
+        files = [self.paths.cert, self.paths.key]
+        if self.paths.client_ca is not None:  # a rotated client CA is reloaded like the pair
+            files.append(self.paths.client_ca)
+        stamp: list[float] = []
+        for path in files:
+            info = path.stat()
+            stamp += [info.st_mtime, info.st_size]
+        return tuple(stamp)
 
     def context(self) -> ssl.SSLContext:
         """The current context, reloading changed files."""
@@ -249,7 +307,7 @@ class RotatingServerContext:
                 except (OSError, ssl.SSLError) as exc:
                     if self._context is None:
                         raise
-                    self._refused(stamp, pair_problem(self.paths) or str(exc))
+                    self._refused(stamp, files_problem(self.paths) or str(exc))
         return self._context
 
     def _refused(self, change: object, why: str) -> None:
@@ -267,11 +325,51 @@ class RotatingServerContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(certfile=str(self.paths.cert), keyfile=str(self.paths.key))
+        if self.paths.client_ca is not None:
+            require_client_certificates(context, self.paths.client_ca)
         try:
             self.not_after = x509.load_pem_x509_certificate(self.paths.cert.read_bytes()).not_valid_after_utc
         except (OSError, ValueError):
             self.not_after = None  # OpenSSL loaded it (e.g. DER in a chain file): no gauge from here
         return bound_io(context)  # a stalled client must not hold a request thread for good
+
+
+def require_client_certificates(context: ssl.SSLContext, client_ca: Path) -> None:
+    """Make `context` ask every client for a certificate and refuse the handshake of one whose
+    certificate does not chain to a CA in the PEM file `client_ca`. A client that presents none is
+    let through (CERT_OPTIONAL): the kubelet's probes present none on this same port, so the
+    review endpoints refuse such a request over HTTP instead (guardhook.server.clientauth). Raises
+    OSError or ssl.SSLError when the file cannot be read or holds no certificate."""
+    context.load_verify_locations(cafile=str(client_ca))
+    if not context.get_ca_certs():  # load_verify_locations accepts a file with no certificate in it
+        raise ssl.SSLError(f"{client_ca} holds no PEM certificate")
+    context.verify_mode = ssl.CERT_OPTIONAL
+
+
+def client_ca_problem(client_ca: Path) -> str:
+    """What is wrong with the client CA file in words that name it ("" when it loads)."""
+    try:
+        require_client_certificates(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), client_ca)
+    except OSError as exc:  # ssl.SSLError included
+        return f"{client_ca} cannot be used as the client CA: {exc.strerror or exc}"
+    return ""
+
+
+def files_problem(paths: CertPaths) -> str:
+    """pair_problem, then the client CA's (client_ca_problem); "" when neither is found."""
+    found = pair_problem(paths)
+    if not found and paths.client_ca is not None:
+        found = client_ca_problem(paths.client_ca)
+    return found
+
+
+def _key_reason(exc: Exception) -> str:
+    """cryptography's reason a key did not load, whole words only: the part after "Details:" when
+    there is one (the specific fault, after a generic preamble), else the message shortened at a
+    word boundary."""
+    text = str(exc) or type(exc).__name__
+    _, found, details = text.partition("Details: ")
+    return textwrap.shorten(details if found else text, 200, placeholder=" ...")
 
 
 def pair_problem(paths: CertPaths) -> str:
@@ -291,7 +389,7 @@ def pair_problem(paths: CertPaths) -> str:
     try:
         key = serialization.load_pem_private_key(key_pem, password=None)
     except (ValueError, TypeError) as exc:
-        return f"{paths.key} is not an unencrypted PEM private key ({str(exc)[:120]})"
+        return f"{paths.key} is not an unencrypted PEM private key ({_key_reason(exc)})"
     public = serialization.PublicFormat.SubjectPublicKeyInfo
     if key.public_key().public_bytes(serialization.Encoding.PEM, public) != cert.public_key().public_bytes(
         serialization.Encoding.PEM, public

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
@@ -20,6 +20,7 @@ from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.counts import each_lws_groups
 from guardhook.groups.podgroup import each_gang_set
 from guardhook.groups.ready import DEFAULT_STARTUP_WINDOW_SECONDS, gate_counts
+from guardhook.server import refusals
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -301,6 +302,23 @@ class LeaderServiceSyncMetrics:
         for key in self._seen | set(counts):
             self.unnarrowed_objects.labels(*key).set(counts.get(key, 0))
         self._seen |= set(counts)
+
+
+class RefusalCollector(Collector):
+    """`guardhook_requests_refused_unread_total{reason, code}`: requests the worker answered
+    before reading them whole (guardhook.server.refusals), which guardhook_requests_total, counted
+    by the app, never sees: no client certificate (401), the bound on bytes in flight (503), plain
+    HTTP on the HTTPS port (400)."""
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "guardhook_requests_refused_unread",
+            "Requests the server answered before reading them whole, by reason and HTTP status code.",
+            labels=["reason", "code"],
+        )
+        for reason, count in refusals.counts().items():
+            family.add_metric([reason, str(refusals.REASONS[reason])], count)
+        yield family
 
 
 class GateCollector(LwsGaugeCollector):

@@ -13,7 +13,13 @@ body with non-blocking calls into a buffer. Only a complete request is queued fo
 with the bytes already in the parser's buffer, so waiting connections never hold the threads that
 answer complete requests. Like the Go API server's `http.Server.ReadHeaderTimeout` (here covering
 the body too), a connection gets `request_timeout` seconds from its first byte (or from accept, for
-the TLS handshake of a new connection) to a complete request; past that it is closed.
+the TLS handshake of a new connection) to a complete request; past that it is closed. A new
+connection whose first bytes are a plain HTTP request line, not a TLS record, is answered as Go's
+net/http answers it (400 "Client sent an HTTP request to an HTTPS server") and logged, not reset.
+
+The bytes held at once by requests being read, queued or answered are bounded (`max_in_flight`,
+guardhook.server.bodybudget): a request whose bytes would pass the bound is answered 503 with
+Retry-After and closed, so many large bodies at once cannot run the process out of memory.
 
 Stopping (SIGTERM to the master, or an old worker after SIGHUP), in this order, within gunicorn's
 `graceful_timeout` (webhook_server.GRACEFUL_TIMEOUT_SECONDS):
@@ -48,6 +54,8 @@ from gunicorn import http, util
 from gunicorn.sock import ssl_context
 from gunicorn.workers.gthread import ThreadWorker
 
+from guardhook.server import refusals
+from guardhook.server.clientauth import NO_CERTIFICATE
 from guardhook.server.status import protocol_error, raw_answer
 
 log = logging.getLogger(__name__)
@@ -66,6 +74,20 @@ HEADER_END = b"\r\n\r\n"
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)[ \t]*(?=\r\n)", re.IGNORECASE)
 _CHUNKED = re.compile(rb"\r\ntransfer-encoding:[^\r\n]*chunked", re.IGNORECASE)
 _EXPECT_CONTINUE = re.compile(rb"\r\nexpect:[ \t]*100-continue[ \t]*(?=\r\n)", re.IGNORECASE)
+_REVIEW_LINE = re.compile(rb"POST /(validate|mutate)[ ?]")
+_PLAIN_HTTP = re.compile(rb"(GET|HEAD|POST|PUT|DELETE|OPTIONS|PATCH|CONNECT|TRACE) ")
+PLAIN_HTTP_MESSAGE = "Client sent an HTTP request to an HTTPS server"
+"""Go's net/http answer (400) to plain HTTP on a TLS port, with the same words."""
+PLAIN_HTTP_ANSWER = raw_answer(400, PLAIN_HTTP_MESSAGE)
+
+OVER_BOUND_ANSWER = raw_answer(
+    503,
+    "too many request bytes in flight: the server's bound on request bodies held at once is reached; retry",
+    (("Retry-After", "1"),),
+)
+UNAUTHENTICATED_ANSWER = raw_answer(401, NO_CERTIFICATE)
+OVER_BOUND_LOG_SECONDS = 10.0
+"""At most one WARNING per this many seconds for refusals past the bound (each is counted)."""
 
 SHUTDOWN_LINGER_SECONDS = 5.0
 """How long a stopping worker keeps idle kept-alive connections open (gunicorn's own default is
@@ -163,6 +185,10 @@ class Reading:
     `Connection: close`, so the request handed on asks for it)."""
     discard: int = 0
     """Bytes of an oversized body still to come, read and thrown away after the 400."""
+    held: int = 0
+    """Bytes counted against the server-wide bound (ReadAheadWorker.max_in_flight) for this request."""
+    caller_checked: bool = False
+    """Whether the request line was looked at for a review without a client certificate."""
 
 
 class ReadAheadWorker(ThreadWorker):
@@ -173,9 +199,16 @@ class ReadAheadWorker(ThreadWorker):
 
     request_timeout: float = READ_TIMEOUT_SECONDS
     max_body: int = 3 * 1024 * 1024
+    max_in_flight: int = 256 * 1024 * 1024
+    """Request bytes held at once, read or being answered (guardhook.server.bodybudget)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.in_flight = 0
+        """Bytes held now by requests being read, queued or answered (each counted by _hold)."""
+        self.over_bound = 0
+        """Requests refused with 503 because the bound was reached."""
+        self._over_bound_logged = 0.0
         self.reading: dict[Any, Reading] = {}
         self.discarding: dict[Any, Reading] = {}
         self.cut_off = 0
@@ -197,11 +230,21 @@ class ReadAheadWorker(ThreadWorker):
             return
         try:
             wanted = self._handshake(conn) or self._read(conn, state)
+        except PlainHTTP:
+            self._answer_plain_http(conn)
+            return
+        except OverBound:
+            self._refuse_over_bound(conn)
+            return
+        except Unauthenticated:
+            self._refuse_unauthenticated(conn)
+            return
         except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError: a bad or broken client
             log.debug("closing a connection while reading its request: %s", exc)
             self._drop(conn)
             return
         if wanted is None:
+            conn.guardhook_held, state.held = state.held, 0  # held until answered (finish_request)
             self._release(conn)
             # The expectation is met here (a 100 sent, or the body already in): gunicorn must
             # not answer it once more.
@@ -223,6 +266,11 @@ class ReadAheadWorker(ThreadWorker):
         if self.cfg.is_ssl:
             if not isinstance(conn.sock, ssl.SSLSocket):
                 conn.sock.setblocking(False)
+                first = _peek(conn.sock)
+                if first is None:
+                    return selectors.EVENT_READ
+                if _PLAIN_HTTP.match(first):
+                    raise PlainHTTP
                 conn.sock = ssl_context(self.cfg).wrap_socket(
                     conn.sock,
                     server_side=True,
@@ -241,10 +289,30 @@ class ReadAheadWorker(ThreadWorker):
         conn.initialized = True
         return 0
 
+    def _answer_plain_http(self, conn: Any) -> None:
+        """Answer plain HTTP sent to the TLS port as Go's net/http does (400 "Client sent an HTTP
+        request to an HTTPS server", in the port's JSON `Status`), log it, and close gracefully:
+        what the client sent is read first and the close is a FIN, so the answer is not lost to
+        a reset."""
+        refusals.refused("plain-http")
+        log.warning(
+            "plain HTTP from %s on the HTTPS port: answered 400 (%s)", _peer(conn), PLAIN_HTTP_MESSAGE
+        )
+        self._release(conn)
+        with contextlib.suppress(OSError):  # BlockingIOError once what arrived is read
+            for _ in range(16):  # the request, so the close below is no reset (_close_idle drains the rest)
+                if not conn.sock.recv(READ_CHUNK):
+                    break
+        with contextlib.suppress(OSError):
+            conn.sock.send(PLAIN_HTTP_ANSWER)
+        self._close_idle(conn, time.monotonic())
+
     def _read(self, conn: Any, state: Reading) -> int | None:
         """Read what is there; None once the request is complete, -1 at EOF, else the selector
         event to wait for."""
         conn.sock.setblocking(False)
+        self._check_caller(conn, state)
+        self._hold(state)  # bytes a kept-alive connection's previous read left
         while not self._complete(state):
             try:
                 data = conn.sock.recv(READ_CHUNK)
@@ -256,7 +324,68 @@ class ReadAheadWorker(ThreadWorker):
             if not data:
                 return -1
             state.buffer += data
+            self._check_caller(conn, state)
+            self._hold(state)
         return None
+
+    def _check_caller(self, conn: Any, state: Reading) -> None:
+        """Once the request line is in: raise Unauthenticated for a review request (POST /validate
+        or /mutate) on a connection that presented no client certificate where the TLS context
+        asks for one (`serve --client-ca-file`), so its body is never read or held. The app
+        answers the same (and checks the certificate's names: guardhook.server.clientauth)."""
+        if state.caller_checked:
+            return
+        line_end = state.buffer.find(b"\r\n")
+        if line_end < 0:
+            return
+        state.caller_checked = True
+        sock = conn.sock
+        if not isinstance(sock, ssl.SSLSocket) or sock.context.verify_mode != ssl.CERT_OPTIONAL:
+            return
+        if _REVIEW_LINE.match(state.buffer, 0, line_end + 1) and not sock.getpeercert():
+            raise Unauthenticated
+
+    def _refuse_unauthenticated(self, conn: Any) -> None:
+        """Answer 401 to a review request without a client certificate, unread, and close."""
+        refusals.refused("no-client-certificate")
+        log.warning("refused a review from %s: %s", _peer(conn), NO_CERTIFICATE)
+        self._release(conn)
+        with contextlib.suppress(OSError):
+            conn.sock.send(UNAUTHENTICATED_ANSWER)
+        self._close_idle(conn, time.monotonic())
+
+    def _hold(self, state: Reading) -> None:
+        """Count the bytes the request in `state` holds (what arrived, not what its Content-Length
+        declares: a client must send the bytes it makes the server hold) against max_in_flight.
+        Raises OverBound when that would pass the bound while other requests hold bytes (one
+        request alone always goes on: a bound below one body must not stop every review)."""
+        grow = len(state.buffer) - state.held
+        if grow <= 0:
+            return
+        if self.in_flight + grow > self.max_in_flight and self.in_flight > state.held:
+            raise OverBound
+        self.in_flight += grow
+        state.held += grow
+
+    def _refuse_over_bound(self, conn: Any) -> None:
+        """Answer 503 with Retry-After to a request that would pass max_in_flight, and close the
+        connection gracefully (what the client still sends is read and dropped, not held)."""
+        refusals.refused("bytes-in-flight")
+        self.over_bound += 1
+        now = time.monotonic()
+        if now - self._over_bound_logged >= OVER_BOUND_LOG_SECONDS:
+            self._over_bound_logged = now
+            log.warning(
+                "refused a request from %s with 503: request bodies in flight would pass the bound of "
+                "%d bytes (serve --max-body-bytes-in-flight); %d refused so far",
+                _peer(conn),
+                self.max_in_flight,
+                self.over_bound,
+            )
+        self._release(conn)
+        with contextlib.suppress(OSError):
+            conn.sock.send(OVER_BOUND_ANSWER)
+        self._close_idle(conn, now)
 
     def _complete(self, state: Reading) -> bool:
         """Whether the request in `state` can be handed on (request_complete); for one whose
@@ -286,6 +415,8 @@ class ReadAheadWorker(ThreadWorker):
     def finish_request(self, conn: Any, fs: Any) -> None:
         """gthread's completion of a request; a connection closing after the 400 to an oversized
         body first has the rest of that body read and thrown away (see DISCARD_FACTOR)."""
+        self.in_flight -= getattr(conn, "guardhook_held", 0)  # the answer is out: its bytes are let go
+        conn.guardhook_held = 0
         discard = getattr(conn, "guardhook_discard", 0)
         conn.guardhook_discard = 0
         if discard and not fs.cancelled() and fs.exception() is None and fs.result() is False:
@@ -404,6 +535,9 @@ class ReadAheadWorker(ThreadWorker):
 
     def _release(self, conn: Any) -> None:
         state = self.reading.pop(conn, None)
+        if state is not None:
+            self.in_flight -= state.held
+            state.held = 0
         if state is not None and state.events:
             with contextlib.suppress(KeyError, ValueError, OSError):
                 self.poller.unregister(conn.sock)
@@ -458,6 +592,29 @@ class ReadAheadWorker(ThreadWorker):
             conn.sock.send(TIMEOUT_ANSWER)
 
 
+class Unauthenticated(Exception):
+    """A review request on a connection without the client certificate the server requires."""
+
+
+class OverBound(Exception):
+    """A request's body would pass the server-wide bound on body bytes in flight."""
+
+
+class PlainHTTP(Exception):
+    """A new connection to the TLS port opened with a plain HTTP request line."""
+
+
+def _peek(sock: socket.socket) -> bytes | None:
+    """The first bytes waiting on a new (non-blocking, not yet TLS) connection, without taking
+    them; None when none arrived yet, b"" at EOF or on an error (the handshake then fails as usual)."""
+    try:
+        return sock.recv(8, socket.MSG_PEEK)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
 def _peer(conn: Any) -> str:
     client = conn.client
     if isinstance(client, tuple) and len(client) >= 2:
@@ -465,10 +622,9 @@ def _peer(conn: Any) -> str:
     return str(client)
 
 
-def worker_class(request_timeout: float, max_body: int) -> type[ReadAheadWorker]:
+def worker_class(
+    request_timeout: float, max_body: int, max_in_flight: int = ReadAheadWorker.max_in_flight
+) -> type[ReadAheadWorker]:
     """A ReadAheadWorker subclass with these limits (gunicorn instantiates the class itself)."""
-    return type(
-        "ReadAheadWorker",
-        (ReadAheadWorker,),
-        {"request_timeout": request_timeout, "max_body": max_body, "__module__": __name__},
-    )
+    limits = {"request_timeout": request_timeout, "max_body": max_body, "max_in_flight": max_in_flight}
+    return type("ReadAheadWorker", (ReadAheadWorker,), {**limits, "__module__": __name__})

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from guardhook.server.cabundle import ManifestsError, webhook_documents
+from guardhook.server.certs import write_atomically
 
 STATIC_SUFFIX = ".static.k8s.io"
 """The name suffix reserved for manifest-based admission configurations (k8s.io/apiserver
@@ -105,13 +106,13 @@ def write_static(out: Path, manifests: Path, url: str, bundle_pem: bytes, root: 
     written = []
     config = out / "admission-configuration.yaml"
     out.mkdir(parents=True, exist_ok=True)
-    config.write_text(yaml.safe_dump(admission_configuration(root), sort_keys=False))
+    write_atomically(config, yaml.safe_dump(admission_configuration(root), sort_keys=False).encode())
     written.append(config)
     for configuration in configurations:
         folder = out / PLUGINS[configuration["kind"]][1]
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / "guardhook.yaml"
-        path.write_text(yaml.safe_dump(configuration, sort_keys=False))
+        write_atomically(path, yaml.safe_dump(configuration, sort_keys=False).encode())
         written.append(path)
     return written
 

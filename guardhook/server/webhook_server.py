@@ -25,6 +25,7 @@ from gunicorn.glogging import Logger as GunicornLogger
 from guardhook.admission.codec import MAX_BODY_BYTES
 from guardhook.server.app import Runtime, create_app
 from guardhook.server.asynclog import write_in_background
+from guardhook.server.bodybudget import NO_LIMIT_DEFAULT
 from guardhook.server.certs import CertPaths, RotatingServerContext
 from guardhook.server.logformat import formatter
 from guardhook.server.readahead import READ_TIMEOUT_SECONDS, worker_class
@@ -52,6 +53,8 @@ class ServeOptions:
     max_connections: int = WORKER_CONNECTIONS
     """gunicorn's `worker_connections`: open connections at once; at the limit the oldest idle
     kept-alive ones are closed to admit new ones (guardhook.server.readahead)."""
+    max_body_in_flight: int = NO_LIMIT_DEFAULT
+    """Request bytes held at once by requests being read or answered (guardhook.server.bodybudget)."""
 
 
 class SameFormatLogger(GunicornLogger):
@@ -79,7 +82,9 @@ class WebhookServer(BaseApplication):
         settings: dict[str, Any] = {
             "bind": f"{host}:{self.options.port}",
             "workers": 1,
-            "worker_class": worker_class(self.options.request_timeout, MAX_BODY_BYTES),
+            "worker_class": worker_class(
+                self.options.request_timeout, MAX_BODY_BYTES, self.options.max_body_in_flight
+            ),
             "threads": self.options.threads,
             "worker_connections": self.options.max_connections,
             "keepalive": KEEPALIVE_SECONDS,
