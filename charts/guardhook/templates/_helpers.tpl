@@ -217,3 +217,23 @@ rules:
 {{- $_ := set $obj.metadata "labels" $labels -}}
 {{ toYaml $obj }}
 {{- end }}
+
+{{/* ---- Rules across values that values.schema.json cannot say: each a `fail` with one line. ---- */}}
+{{- define "guardhook.validate" -}}
+{{- $policies := .Values.policies | default dict -}}
+{{- if and (get $policies "group-readiness") (not .Values.components.groupReadiness.enabled) -}}
+{{- fail "policies.group-readiness is set but components.groupReadiness.enabled is false: no webhook entry would call group-readiness (enable the component or drop the setting)" -}}
+{{- end -}}
+{{- if .Values.components.admissionPolicyFloor.enabled -}}
+{{- $floor := list -}}
+{{- range list "worker-delete" "group-pdb" "group-spec" -}}
+{{- if get $policies . }}{{ $floor = append $floor (printf "policies.%s" .) }}{{ end -}}
+{{- end -}}
+{{- if .Values.exemptions }}{{ $floor = append $floor "exemptions" }}{{ end -}}
+{{- if ne .Release.Namespace "guardhook-system" }}{{ $floor = append $floor (printf "namespace %s" .Release.Namespace) }}{{ end -}}
+{{- if ne (toJson .Values.webhook.excludedNamespaces) (toJson (list "kube-system" "kube-node-lease")) }}{{ $floor = append $floor "webhook.excludedNamespaces" }}{{ end -}}
+{{- with $floor -}}
+{{- fail (printf "components.admissionPolicyFloor renders the floor of the default configuration in guardhook-system, which %s would not match: export yours (guardhook export admission-policies --config FILE) and apply it instead of enabling the component" (join ", " .)) -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
