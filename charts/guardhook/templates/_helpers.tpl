@@ -30,6 +30,33 @@ app.kubernetes.io/name: guardhook
 {{- if kindIs "invalid" .Values.replicas }}{{ ternary 2 1 .Values.ha.enabled }}{{ else }}{{ .Values.replicas }}{{ end }}
 {{- end }}
 
+{{/* components/ha in force: ha.enabled with more than one replica. One replica surges instead and
+     gets no PDB (a PDB with maxUnavailable 1 would let a drain evict the only pod). Prints "true" or "". */}}
+{{- define "guardhook.ha" -}}
+{{- if and .Values.ha.enabled (gt (include "guardhook.replicas" . | int) 1) }}true{{ end }}
+{{- end }}
+
+{{/* Where the chart's other pods (the uninstall hook Job, the audit CronJob) run: the values
+     nodeSelector, tolerations and affinity, and their own priority class; arg: (list $ priorityClassName). */}}
+{{- define "guardhook.jobScheduling" -}}
+{{- $ := index . 0 -}}
+{{- with index . 1 }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $.Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $.Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $.Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
 {{/* The ServiceAccount every guardhook pod runs as (and the subject of every binding). */}}
 {{- define "guardhook.subject" -}}
 - kind: ServiceAccount
