@@ -153,11 +153,25 @@ matchConditions:
 {{ include "guardhook.condition.notKueueOrKubeSystemOrNode" . | indent 2 }}
 {{- end }}
 
-{{/* cert-manager's cainjector fills the caBundles from the serving Certificate's secret. */}}
+{{/* An entry's failurePolicy and timeoutSeconds: webhook.entries.<name> where set, else the
+     defaults the manifests give it; arg: (list $ name failurePolicy timeoutSeconds). */}}
+{{- define "guardhook.entryPolicy" -}}
+{{- $ := index . 0 -}}
+{{- $own := get ($.Values.webhook.entries | default dict) (index . 1) | default dict -}}
+failurePolicy: {{ get $own "failurePolicy" | default (index . 2) }}
+timeoutSeconds: {{ get $own "timeoutSeconds" | default (index . 3) }}
+{{- end }}
+
+{{/* The webhook configurations' annotations: webhook.annotations, and with cert-manager the
+     cainjector's, which fills the caBundles from the serving Certificate's secret. */}}
 {{- define "guardhook.webhookAnnotations" -}}
+{{- $annotations := deepCopy (.Values.webhook.annotations | default dict) -}}
 {{- if eq .Values.certs.source "cert-manager" }}
+{{- $_ := set $annotations "cert-manager.io/inject-ca-from" (printf "%s/guardhook-serving" .Release.Namespace) -}}
+{{- end }}
+{{- with $annotations }}
 annotations:
-  cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/guardhook-serving
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
 
@@ -206,8 +220,7 @@ annotations:
      arg: (list $ path). */}}
 {{- define "guardhook.leaderServiceEntry" -}}
 {{- $ := index . 0 -}}
-failurePolicy: Ignore
-timeoutSeconds: 5
+{{ include "guardhook.entryPolicy" (list $ "leader-service" "Ignore" 5) }}
 sideEffects: None
 matchPolicy: Equivalent
 admissionReviewVersions: [v1, v1beta1]
