@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from helm_chart import CHART, NAMESPACE, RELEASE, is_hook, run_helm, template
 
 Object = dict[str, Any]
@@ -132,3 +133,35 @@ def test_every_pod_of_the_chart_runs_on_linux_nodes_by_default(tmp_path: Path) -
     cron = _one(objects, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     for pod in (_pod(objects), hook, cron):
         assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+
+
+def test_chart_metadata_as_the_anchor_charts_have_it() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["icon"].endswith("charts/guardhook/icon.svg") and (CHART / "icon.svg").is_file()
+    assert chart["maintainers"] and all(m["name"] for m in chart["maintainers"])
+    annotations = chart["annotations"]
+    assert annotations["artifacthub.io/category"] == "security"
+    assert annotations["artifacthub.io/license"] == "Apache-2.0"
+    (image,) = yaml.safe_load(annotations["artifacthub.io/images"])
+    assert image["image"] == f"ghcr.io/guardhook/guardhook:{chart['appVersion']}"
+    assert all(
+        link["url"].startswith("https://") for link in yaml.safe_load(annotations["artifacthub.io/links"])
+    )
+
+
+def test_notes_say_what_was_installed_and_how_to_check_it(tmp_path: Path) -> None:
+    values = {
+        "ha": {"enabled": False},
+        "certs": {"source": "self-signed"},
+        "components": {"pdbSync": {"enabled": True}},
+    }
+    done = run_helm(
+        "install", "--dry-run=client", RELEASE, str(CHART), "--namespace", "ops", values=values, tmp=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    notes = done.stdout.split("NOTES:", 1)[1]
+    assert "installed in namespace ops" in notes
+    assert "1 webhook pod(s)" in notes and "certificates: self-signed" in notes
+    assert "component pdb-sync" in notes and "component group-readiness" not in notes
+    assert f"helm test {RELEASE} -n ops" in notes
+    assert "kubectl -n ops rollout status deployment/guardhook" in notes
