@@ -53,6 +53,10 @@ GLOBAL_EXEMPT_USERS: tuple[str, ...] = tuple(
 )
 """The default global `exemptions.users`: DEFAULT_EXEMPT_USERS less the per-policy ones."""
 ENFORCEMENT_MODES = ("deny", "audit")
+SECTIONS = ("policies", "exemptions", "clusterView")
+"""The configuration's top-level keys. A new section (e.g. one for the server) goes here, in
+build_config and in guardhook.config_schema.config_schema, whence the chart's `config` value and
+docs take it; tests/test_config_schema.py fails while the two lists differ."""
 
 
 class ConfigError(ValueError):
@@ -210,7 +214,7 @@ def build_config(raw: Any, policies: Iterable[Policy] | None = None) -> Config:
         policies = REGISTRY
     registry = {p.id: p for p in policies}
     doc = _mapping(raw, "config")
-    _reject_unknown(doc, {"policies", "exemptions", "clusterView"}, "")
+    _reject_unknown(doc, set(SECTIONS), "")
     controllers = _lws_controllers(doc.get("exemptions"))
     # Only an absent or empty (null) key means "defaults": `policies: []` or `false` is a mistake.
     raw_policies = doc.get("policies")

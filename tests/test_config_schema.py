@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from guardhook.commands.main import main
-from guardhook.config import ConfigError, build_config, config_problems, load_config
+from guardhook.config import SECTIONS, ConfigError, build_config, config_problems, load_config
 from guardhook.config_schema import (
     CHART_SCHEMA,
     DOC,
@@ -109,6 +109,10 @@ def test_the_schema_and_the_loader_refuse_the_same_documents(doc: Any, says: str
     problems = schema_problems(doc)
     assert problems and says in problems[0], problems
     assert loader_refuses(doc)
+
+
+def test_the_schema_and_the_loader_know_the_same_sections() -> None:
+    assert set(config_schema()["properties"]) == set(SECTIONS)
 
 
 def test_every_refinement_names_a_parameter_of_its_policy() -> None:
