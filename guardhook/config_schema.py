@@ -76,7 +76,8 @@ def _actions_schema(policy: Policy) -> Schema:
     allowed = [a for a in ACTIONS if a != "Mutate" or policy.can_mutate]
     # "With Deny, every action is another than Warn": Helm's validator names the offending item and
     # the actions it may be, where `not` over two `contains` would print only "'not' failed".
-    with_deny = {"enum": [a for a in allowed if a != "Warn"], "description": DENY_WITH_WARN}
+    # Every action but Warn, so an item the first enum refuses (Mutate) is not refused twice.
+    with_deny = {"enum": [a for a in ACTIONS if a != "Warn"], "description": DENY_WITH_WARN}
     return {
         "type": "array",
         "items": {"enum": allowed},

@@ -120,6 +120,11 @@ def test_every_refinement_names_a_parameter_of_its_policy() -> None:
     assert set(PARAM_REFINEMENTS) <= params
 
 
+def test_an_action_refused_for_itself_is_refused_once() -> None:
+    problems = schema_problems({"policies": {"worker-delete": {"actions": ["Deny", "Mutate"]}}})
+    assert problems == ["policies.worker-delete.actions[1]: 'Mutate' is not one of Deny, Warn, Audit"]
+
+
 def test_mutate_is_offered_only_to_policies_that_can_mutate() -> None:
     policies = config_schema()["properties"]["policies"]["properties"]
     for policy in REGISTRY:
