@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from guardhook.cluster.lws import LWS_CONTROLLER
+from guardhook.config_schema import DEFAULT_STALE_AFTER_SECONDS, MAX_NUMBER, schema_problems
 from guardhook.policies import REGISTRY
 from guardhook.policies.base import ACTIONS, Action, Policy
 from guardhook.wire import UserInfo
@@ -51,8 +52,11 @@ GLOBAL_EXEMPT_USERS: tuple[str, ...] = tuple(
     u for u in DEFAULT_EXEMPT_USERS if u not in PER_POLICY_EXEMPT_USERS
 )
 """The default global `exemptions.users`: DEFAULT_EXEMPT_USERS less the per-policy ones."""
-DEFAULT_STALE_AFTER_SECONDS = 60.0
 ENFORCEMENT_MODES = ("deny", "audit")
+SECTIONS = ("policies", "exemptions", "clusterView")
+"""The configuration's top-level keys. A new section (e.g. one for the server) goes here, in
+build_config and in guardhook.config_schema.config_schema, whence the chart's `config` value and
+docs take it; tests/test_config_schema.py fails while the two lists differ."""
 
 
 class ConfigError(ValueError):
@@ -123,27 +127,50 @@ def default_config(policies: Iterable[Policy] | None = None) -> Config:
 def load_config(path: str | Path | None, enforcement: str = "deny") -> Config:
     """Read and validate a YAML config file (None: defaults), then apply `--enforcement`.
 
+    The document must pass the loader's checks and the configuration schema
+    (guardhook.config_schema), the one the chart's values.schema.json holds.
     Raises ConfigError naming the bad key or value, or the unreadable file.
     """
-    raw: Any = {}
-    if path is not None:
-        try:
-            loaded = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506
-            raw = {} if loaded is None else loaded  # an empty file is the defaults; `false` is not
-        except UnicodeDecodeError as exc:  # a ValueError, not an OSError: bytes that are not UTF-8
-            raise ConfigError(
-                f"cannot read config {path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
-            ) from exc
-        except OSError as exc:
-            raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
-        except _DuplicateKey as exc:
-            raise ConfigError(f"config {path}: {exc}") from exc
-        except yaml.YAMLError as exc:
-            from guardhook.cluster.view.manifests import yaml_error_line
-
-            raise ConfigError(f"cannot read config {path}: not valid YAML: {yaml_error_line(exc)}") from exc
+    raw: Any = {} if path is None else read_config_document(path)
     config = build_config(raw)
+    problems = schema_problems(raw)
+    if problems:  # the loader and the schema agree (tests/test_config_schema.py): a guard
+        raise ConfigError(problems[0])
     return apply_enforcement(config, enforcement)
+
+
+def read_config_document(path: str | Path) -> Any:
+    """The decoded YAML document of config file `path` ({} for an empty file).
+
+    Raises ConfigError when it cannot be read, is not UTF-8 YAML, or names a key twice."""
+    try:
+        loaded = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506
+    except UnicodeDecodeError as exc:  # a ValueError, not an OSError: bytes that are not UTF-8
+        raise ConfigError(
+            f"cannot read config {path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
+    except _DuplicateKey as exc:
+        raise ConfigError(f"config {path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        from guardhook.cluster.view.manifests import yaml_error_line
+
+        raise ConfigError(f"cannot read config {path}: not valid YAML: {yaml_error_line(exc)}") from exc
+    return {} if loaded is None else loaded  # an empty file is the defaults; `false` is not
+
+
+def config_problems(raw: Any) -> list[str]:
+    """Every problem of a decoded config document, one line each: the schema's (all of them), else
+    the one the loader finds beyond what the schema can say; [] when it is valid."""
+    problems = schema_problems(raw)
+    if problems:
+        return problems
+    try:
+        build_config(raw)
+    except ConfigError as exc:
+        return [str(exc)]
+    return []
 
 
 class _DuplicateKey(yaml.YAMLError):
@@ -164,11 +191,6 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 raise _DuplicateKey(f"line {line}: duplicate key {key} (YAML keys are unique)")
             seen.add(key)
         return super().construct_mapping(node, deep)
-
-
-MAX_NUMBER = 2**31 - 1
-"""The largest number a parameter takes: Kubernetes counts (replicas, PDB budgets) are int32, and
-a duration past it (68 years) is a typo, not a setting."""
 
 
 def apply_enforcement(config: Config, enforcement: str) -> Config:
@@ -192,7 +214,7 @@ def build_config(raw: Any, policies: Iterable[Policy] | None = None) -> Config:
         policies = REGISTRY
     registry = {p.id: p for p in policies}
     doc = _mapping(raw, "config")
-    _reject_unknown(doc, {"policies", "exemptions", "clusterView"}, "")
+    _reject_unknown(doc, set(SECTIONS), "")
     controllers = _lws_controllers(doc.get("exemptions"))
     # Only an absent or empty (null) key means "defaults": `policies: []` or `false` is a mistake.
     raw_policies = doc.get("policies")

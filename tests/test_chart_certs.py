@@ -29,6 +29,7 @@ SERVED: dict[str, list[tuple[str, str, bool]]] = {
         ("serviceaccounts", "ServiceAccount", True),
         ("configmaps", "ConfigMap", True),
         ("services", "Service", True),
+        ("resourcequotas", "ResourceQuota", True),
     ],
     "apps/v1": [("deployments", "Deployment", True)],
     "batch/v1": [("jobs", "Job", True), ("cronjobs", "CronJob", True)],

@@ -97,16 +97,35 @@ BAD_VALUES = [
     ({"resources": {"requests": {"memory": "lots"}}}, "memory"),
     ({"monitoring": {"serviceMonitor": {"enabled": True, "interval": "often"}}}, "interval"),
     ({"replica": 2}, "replica"),
+    # issue 49: guardhook's own configuration, checked by the generated configuration schema
+    ({"policies": {"group-eviction": {"budgett": 2}}}, "budgett"),
+    ({"policies": {"worker-delete": {"actions": ["Deny", "Warn"]}}}, "actions"),
+    ({"policies": {"group-eviction": {"maxDisruptedGroups": "two"}}}, "maxDisruptedGroups"),
+    ({"policies": {"group-eviction": {"maxDisruptedGroups": -1}}}, "maxDisruptedGroups"),
+    ({"policies": {"worker-delete": {"actions": ["Mutate"]}}}, "actions"),
+    ({"config": {"clusterVeiw": {"staleAfterSeconds": 5}}}, "clusterVeiw"),
+    ({"config": {"clusterView": {"staleAfterSeconds": 0}}}, "staleAfterSeconds"),
+    ({"policies": {"group-capacity": {"kueueManaged": "Maybe"}}}, "kueueManaged"),
 ]
 
 
-@pytest.mark.parametrize(("values", "named"), BAD_VALUES, ids=[n for _v, n in BAD_VALUES])
+@pytest.mark.parametrize(("values", "named"), BAD_VALUES, ids=[str(v) for v, _n in BAD_VALUES])
 def test_schema_refuses_mistyped_values_naming_the_key(tmp_path: Path, values: Object, named: str) -> None:
     done = run_helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, values=values, tmp=tmp_path)
     assert done.returncode != 0
     assert "values don't meet the specifications of the schema" in done.stderr, done.stderr
     assert named in done.stderr, done.stderr
     assert "panic" not in done.stderr and "goroutine" not in done.stderr
+
+
+@pytest.mark.parametrize(("values", "named"), BAD_VALUES[-8:], ids=[str(v) for v, _n in BAD_VALUES[-8:]])
+def test_helm_lint_strict_refuses_a_mistyped_configuration(
+    tmp_path: Path, values: Object, named: str
+) -> None:
+    """What guardhook's loader refuses fails the lint too, before a pod crash-loops on it."""
+    done = run_helm("lint", "--strict", str(CHART), "--namespace", NAMESPACE, values=values, tmp=tmp_path)
+    assert done.returncode != 0
+    assert named in done.stdout + done.stderr
 
 
 def test_helm_package_makes_the_release_artifact(tmp_path: Path) -> None:
@@ -141,3 +160,44 @@ def _without_certs(objects: list[Object]) -> list[Object]:
             hook["clientConfig"].pop("caBundle", None)
         out.append(obj)
     return out
+
+
+CROSS_VALUE_RULES = [
+    (
+        {"policies": {"group-readiness": {"allLeaderWorkerSets": True}}},
+        "guardhook",
+        "policies.group-readiness is set but components.groupReadiness.enabled is false",
+    ),
+    (
+        {"components": {"admissionPolicyFloor": {"enabled": True}}, "exemptions": {"namespaces": ["ops"]}},
+        "guardhook-system",
+        "which exemptions would not match",
+    ),
+    (
+        {
+            "components": {"admissionPolicyFloor": {"enabled": True}},
+            "policies": {"worker-delete": {"actions": ["Warn"]}},
+        },
+        "guardhook-system",
+        "which policies.worker-delete would not match",
+    ),
+    (
+        {"components": {"admissionPolicyFloor": {"enabled": True}}},
+        "ops",
+        "which namespace ops would not match",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("values", "namespace", "says"), CROSS_VALUE_RULES, ids=[s for *_v, s in CROSS_VALUE_RULES]
+)
+def test_a_rule_across_values_fails_the_render_with_one_line(
+    tmp_path: Path, values: Object, namespace: str, says: str
+) -> None:
+    """What values.schema.json cannot say (a rule across values) fails at render, not in the cluster."""
+    done = run_helm("template", RELEASE, str(CHART), "--namespace", namespace, values=values, tmp=tmp_path)
+    assert done.returncode != 0
+    (error,) = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert says in error, done.stderr
+    assert "guardhook export admission-policies" in error or "group-readiness" in error

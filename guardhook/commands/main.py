@@ -21,6 +21,7 @@ from guardhook.commands import (
     audit,
     certs,
     check,
+    config,
     drain_plan,
     export,
     group_readiness,
@@ -50,8 +51,9 @@ COMMANDS = (
     uninstall,
     test,
     export,
+    config,
 )
-ONE_SHOT = ("review", "check", "audit", "certs", "drain-plan", "uninstall", "test", "export")
+ONE_SHOT = ("review", "check", "audit", "certs", "drain-plan", "uninstall", "test", "export", "config")
 """Commands a person runs and reads: warnings as `Warning: …`, log lines only with --verbose
 (guardhook.commands.output). The others (serve, the reconcilers) log as configured."""
 

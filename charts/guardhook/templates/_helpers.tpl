@@ -30,6 +30,33 @@ app.kubernetes.io/name: guardhook
 {{- if kindIs "invalid" .Values.replicas }}{{ ternary 2 1 .Values.ha.enabled }}{{ else }}{{ .Values.replicas }}{{ end }}
 {{- end }}
 
+{{/* components/ha in force: ha.enabled with more than one replica. One replica surges instead and
+     gets no PDB (a PDB with maxUnavailable 1 would let a drain evict the only pod). Prints "true" or "". */}}
+{{- define "guardhook.ha" -}}
+{{- if and .Values.ha.enabled (gt (include "guardhook.replicas" . | int) 1) }}true{{ end }}
+{{- end }}
+
+{{/* Where the chart's other pods (the uninstall hook Job, the audit CronJob) run: the values
+     nodeSelector, tolerations and affinity, and their own priority class; arg: (list $ priorityClassName). */}}
+{{- define "guardhook.jobScheduling" -}}
+{{- $ := index . 0 -}}
+{{- with index . 1 }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $.Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $.Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $.Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
 {{/* The ServiceAccount every guardhook pod runs as (and the subject of every binding). */}}
 {{- define "guardhook.subject" -}}
 - kind: ServiceAccount
@@ -126,11 +153,25 @@ matchConditions:
 {{ include "guardhook.condition.notKueueOrKubeSystemOrNode" . | indent 2 }}
 {{- end }}
 
-{{/* cert-manager's cainjector fills the caBundles from the serving Certificate's secret. */}}
+{{/* An entry's failurePolicy and timeoutSeconds: webhook.entries.<name> where set, else the
+     defaults the manifests give it; arg: (list $ name failurePolicy timeoutSeconds). */}}
+{{- define "guardhook.entryPolicy" -}}
+{{- $ := index . 0 -}}
+{{- $own := get ($.Values.webhook.entries | default dict) (index . 1) | default dict -}}
+failurePolicy: {{ get $own "failurePolicy" | default (index . 2) }}
+timeoutSeconds: {{ get $own "timeoutSeconds" | default (index . 3) }}
+{{- end }}
+
+{{/* The webhook configurations' annotations: webhook.annotations, and with cert-manager the
+     cainjector's, which fills the caBundles from the serving Certificate's secret. */}}
 {{- define "guardhook.webhookAnnotations" -}}
+{{- $annotations := deepCopy (.Values.webhook.annotations | default dict) -}}
 {{- if eq .Values.certs.source "cert-manager" }}
+{{- $_ := set $annotations "cert-manager.io/inject-ca-from" (printf "%s/guardhook-serving" .Release.Namespace) -}}
+{{- end }}
+{{- with $annotations }}
 annotations:
-  cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/guardhook-serving
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
 
@@ -179,8 +220,7 @@ annotations:
      arg: (list $ path). */}}
 {{- define "guardhook.leaderServiceEntry" -}}
 {{- $ := index . 0 -}}
-failurePolicy: Ignore
-timeoutSeconds: 5
+{{ include "guardhook.entryPolicy" (list $ "leader-service" "Ignore" 5) }}
 sideEffects: None
 matchPolicy: Equivalent
 admissionReviewVersions: [v1, v1beta1]
@@ -216,4 +256,24 @@ rules:
 {{- $_ := set $obj.metadata "namespace" $.Release.Namespace -}}
 {{- $_ := set $obj.metadata "labels" $labels -}}
 {{ toYaml $obj }}
+{{- end }}
+
+{{/* ---- Rules across values that values.schema.json cannot say: each a `fail` with one line. ---- */}}
+{{- define "guardhook.validate" -}}
+{{- $policies := .Values.policies | default dict -}}
+{{- if and (get $policies "group-readiness") (not .Values.components.groupReadiness.enabled) -}}
+{{- fail "policies.group-readiness is set but components.groupReadiness.enabled is false: no webhook entry would call group-readiness (enable the component or drop the setting)" -}}
+{{- end -}}
+{{- if .Values.components.admissionPolicyFloor.enabled -}}
+{{- $floor := list -}}
+{{- range list "worker-delete" "group-pdb" "group-spec" -}}
+{{- if get $policies . }}{{ $floor = append $floor (printf "policies.%s" .) }}{{ end -}}
+{{- end -}}
+{{- if .Values.exemptions }}{{ $floor = append $floor "exemptions" }}{{ end -}}
+{{- if ne .Release.Namespace "guardhook-system" }}{{ $floor = append $floor (printf "namespace %s" .Release.Namespace) }}{{ end -}}
+{{- if ne (toJson .Values.webhook.excludedNamespaces) (toJson (list "kube-system" "kube-node-lease")) }}{{ $floor = append $floor "webhook.excludedNamespaces" }}{{ end -}}
+{{- with $floor -}}
+{{- fail (printf "components.admissionPolicyFloor renders the floor of the default configuration in guardhook-system, which %s would not match: export yours (guardhook export admission-policies --config FILE) and apply it instead of enabling the component" (join ", " .)) -}}
+{{- end -}}
+{{- end -}}
 {{- end }}
