@@ -523,8 +523,17 @@ def test_kubeconfig_is_context_listed_once(capsys: pytest.CaptureFixture[str], t
     assert summary(err)[0] == "1"
 
 
-def test_an_insecure_kubeconfig_is_one_warning_line_not_urllib3s(tmp_path: Path) -> None:
-    # urllib3 printed its raw InsecureRequestWarning (file, line, source) for every request
+REVIEW = str(FIXTURES / "reviews" / "s07-eviction-worker.validating.json")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["check", PDB], ["audit"], ["drain-plan", "--draining"], ["review", REVIEW]],
+    ids=lambda c: c[0],
+)
+def test_an_insecure_kubeconfig_is_one_warning_line_not_urllib3s(tmp_path: Path, command: list[str]) -> None:
+    # urllib3 printed its raw InsecureRequestWarning (file, line, source) for every request, in
+    # every command that reads a cluster
     import ssl
     import subprocess
     import sys
@@ -547,7 +556,7 @@ def test_an_insecure_kubeconfig_is_one_warning_line_not_urllib3s(tmp_path: Path)
             text.replace("  cluster:\n", "  cluster:\n    insecure-skip-tls-verify: true\n"),
         )
         done = subprocess.run(
-            [sys.executable, "-m", "guardhook", "check", "--kubeconfig", kubeconfig, PDB],
+            [sys.executable, "-m", "guardhook", *command, "--kubeconfig", kubeconfig],
             capture_output=True,
             text=True,
             timeout=120,
@@ -557,7 +566,7 @@ def test_an_insecure_kubeconfig_is_one_warning_line_not_urllib3s(tmp_path: Path)
     assert done.returncode in (0, 1), done.stderr
     assert "InsecureRequestWarning" not in done.stderr and "urllib3" not in done.stderr
     [line] = [line for line in done.stderr.splitlines() if "insecure-skip-tls-verify" in line]
-    assert line.startswith(f"guardhook check: warning: {kubeconfig} sets insecure-skip-tls-verify: ")
+    assert line.startswith(f"guardhook {command[0]}: warning: {kubeconfig} sets insecure-skip-tls-verify: ")
 
 
 def test_an_unreachable_kubeconfig_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -441,32 +441,16 @@ def run_check(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-INSECURE = (
-    "{kubeconfig} sets insecure-skip-tls-verify: the API server's certificate is not verified, so the "
-    "context may come from a server that is not your cluster's"
-)
-"""The one line `check --kubeconfig` says for a cluster whose certificate is not verified (instead
-of urllib3's InsecureRequestWarning, once per request)."""
-
-
 def _cluster_objects(kubeconfig: str) -> list[KubeObject]:
     """Every object guardhook reads, listed once from the cluster of `kubeconfig`. Raises
     SourceError when the kubeconfig is unusable or the cluster cannot be listed."""
-    import warnings
-
-    from urllib3.exceptions import InsecureRequestWarning
-
     from guardhook.cluster.listing import list_cluster
     from guardhook.cluster.sources import KUBECONFIG, Source
     from guardhook.commands.common import live_client, using_source
 
     source = Source(KUBECONFIG, (kubeconfig,))
     api = live_client(source, retries=False)
-    with warnings.catch_warnings():
-        if not api.configuration.verify_ssl:  # said once here, not by urllib3 once per request
-            warnings.simplefilter("ignore", InsecureRequestWarning)
-            print(f"guardhook check: warning: {INSECURE.format(kubeconfig=kubeconfig)}", file=sys.stderr)
-        listed = using_source(source, "list objects from", lambda: list_cluster(api))
+    listed = using_source(source, "list objects from", lambda: list_cluster(api))
     for note in listed.notes:
         print(f"guardhook check: {note}", file=sys.stderr)
     return listed.objects

@@ -7,6 +7,7 @@ Kubernetes client and the cluster view are imported inside the functions that us
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -103,14 +104,43 @@ LISTING = "list objects from"
 (`cannot list objects from kubeconfig FILE: …`): one wording for `review`, `audit`, `drain-plan`."""
 
 
+PROGRAM = ["guardhook"]
+"""How a warning names the running command (`guardhook check`; set by guardhook.commands.main)."""
+
+INSECURE = (
+    "{kubeconfig} sets insecure-skip-tls-verify: the API server's certificate is not verified, so the "
+    "cluster read may be a server that is not your cluster"
+)
+"""The one line every command says for a kubeconfig whose server certificate is not verified,
+instead of urllib3's InsecureRequestWarning (file, line and source, once per request)."""
+
+_insecure_said: set[str] = set()
+
+
 def live_client(source: Source, retries: bool = True) -> ApiClient:
     """An API client for a live `source`; `retries=False` for one-shot commands, so an unreachable
     API server is one error line at once rather than urllib3's "Retrying (Retry(...))" warnings
-    before it. Raises SourceError for an unusable kubeconfig, worded one way for every command:
-    `cannot use kubeconfig FILE: no such file` (not UTF-8 text, not valid YAML, …)."""
+    before it. A kubeconfig with insecure-skip-tls-verify is said once (INSECURE) and urllib3's
+    per-request warning silenced. Raises SourceError for an unusable kubeconfig, worded one way for
+    every command: `cannot use kubeconfig FILE: no such file` (not UTF-8 text, not valid YAML, …)."""
     from guardhook.cluster.kube import api_client
 
-    return using_source(source, "use", lambda: api_client(source, retries=retries))
+    api = using_source(source, "use", lambda: api_client(source, retries=retries))
+    if not api.configuration.verify_ssl:
+        _say_insecure(source)
+    return api
+
+
+def _say_insecure(source: Source) -> None:
+    import warnings
+
+    from urllib3.exceptions import InsecureRequestWarning
+
+    warnings.simplefilter("ignore", InsecureRequestWarning)  # said once below, not once per request
+    kubeconfig = source.paths[0] if source.paths else "the kubeconfig"
+    if kubeconfig not in _insecure_said:
+        _insecure_said.add(kubeconfig)
+        print(f"{PROGRAM[0]}: warning: {INSECURE.format(kubeconfig=kubeconfig)}", file=sys.stderr)
 
 
 def open_view(source: Source, stale_after_seconds: float) -> ClusterView:

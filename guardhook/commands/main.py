@@ -152,6 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; exit 2 with one line on stderr for bad configuration, input or source."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    from guardhook.commands import common
+
+    common.PROGRAM[0] = f"guardhook {args.command}"
     configure_logging(str(args.log_level), args.log_format)
     if args.command in ONE_SHOT:
         from guardhook.commands.output import configure_logging as quiet_logs
