@@ -574,3 +574,20 @@ def test_a_crds_cel_rules_are_kept(
     obj = json.loads(json.dumps(SCALED))
     obj["spec"]["minReplicaCount"] = "five"
     assert validate(obj) == ['spec.minReplicaCount: "five" is not an integer']
+
+
+STRICTNESS = REPO / "tests" / "manifests" / "strictness"
+
+
+@pytest.mark.parametrize("path", sorted(STRICTNESS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_check_refuses_what_kubectl_apply_strict_refuses(
+    path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fixtures e2e/test_check_strictness.py sends to a real 1.37 API server with `kubectl apply
+    --dry-run=server --validate=strict`: `invalid-*` Invalid [schema] here (exit 1), `valid-*` not."""
+    code = main(["check", str(path)])
+    out = capsys.readouterr().out
+    if path.name.startswith("invalid-"):
+        assert code == 1 and "Invalid [schema]" in out, out
+    else:
+        assert code == 0 and "Invalid" not in out, out
