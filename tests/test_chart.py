@@ -39,6 +39,7 @@ COMPONENT_VALUES: dict[str, Object] = {
     "pdb-sync": {"components": {"pdbSync": {"enabled": True}}},
     "policy-reports": {"components": {"policyReports": {"enabled": True}}},
     "admission-policy-floor": {"components": {"admissionPolicyFloor": {"enabled": True}}},
+    "client-auth": {"components": {"clientAuth": {"enabled": True}}},
 }
 """The chart values that do what each kustomize component does. A component added to
 manifests/components needs its values here and its templates in the chart (see
