@@ -428,6 +428,9 @@ EXEMPTING = build_config(
         ({"username": "carol", "groups": ["platform-admins"]}, "serve"),
         ({"username": "carol", "groups": ["devs"]}, "scratch"),
         ({"username": "system:serviceaccount:lws-system:lws-controller-manager", "groups": []}, "serve"),
+        ({"username": "system:node:gpu-node-01", "groups": ["system:nodes"]}, "serve"),
+        ({"username": "system:node:evil", "groups": ["system:authenticated"]}, "serve"),
+        ({"username": "system:node:evil"}, "serve"),
     ],
 )
 def test_configured_exemptions_hold_for_the_floor_as_for_the_webhook(

@@ -388,8 +388,11 @@ def _called(hook: Object, review: Object, identity_only: bool = True) -> bool:
 
 
 def _as_user(username: str) -> Object:
+    """s01 as sent by `username`; a kubelet (`system:node:gpu-node-*`) in the `system:nodes` group,
+    as its credentials put it, anyone else (`system:node:evil` too) in `system:authenticated` only."""
     review = load_review("s01-worker-delete.validating")
-    review["request"]["userInfo"] = {"username": username, "groups": ["system:authenticated"]}
+    groups = ["system:nodes"] if username.startswith("system:node:gpu-node") else []
+    review["request"]["userInfo"] = {"username": username, "groups": [*groups, "system:authenticated"]}
     return review
 
 
@@ -458,6 +461,7 @@ def test_match_conditions_skip_every_default_exempt_user_and_no_look_alike(webho
     samples = [pattern.replace("*", "gpu-node-03") for pattern in DEFAULT_EXEMPT_USERS]
     non_exempt = [
         "kubernetes-admin",
+        "system:node:evil",  # named like a kubelet, outside the system:nodes group (issue 48)
         "system:serviceaccount:kube-system:deployment-controller",
         "system:serviceaccount:team:lws-controller-manager-helper",
         "system:serviceaccount:team:kueue-controller-manager-helper",
@@ -481,7 +485,9 @@ def _identities(hook: Object) -> set[str]:
         expression = condition["expression"]
         prefixes = set(re.findall(r"startsWith\('([^']*)'\)", expression))
         found |= {p + "*" for p in prefixes if p != "system:serviceaccount:"}
-        found |= {s for s in re.findall(r"'(system:[^']*)'", expression) if s not in prefixes}
+        found |= {
+            s for s in re.findall(r"'(system:[^']*)'", expression) if s not in prefixes | {"system:nodes"}
+        }
     return found
 
 
@@ -758,7 +764,8 @@ def test_node_entry_skips_the_node_lifecycle_controller_and_kubelets(webhooks: l
     hook = _taint_hook(webhooks, "nodes")
     for user in ("system:serviceaccount:kube-system:node-controller", "system:node:gpu-node-06"):
         review = load_review("n01-node-taint-noexecute.validating")
-        review["request"]["userInfo"] = {"username": user, "groups": ["system:authenticated"]}
+        groups = ["system:nodes"] if user.startswith("system:node:") else []
+        review["request"]["userInfo"] = {"username": user, "groups": [*groups, "system:authenticated"]}
         assert _called(hook, review, identity_only=False) is False
 
 

@@ -151,7 +151,9 @@ objectSelector:
 
 {{- define "guardhook.condition.notANode" -}}
 - name: not-a-node
-  expression: "!request.userInfo.username.startsWith('system:node:')"
+  expression: >-
+    !(request.userInfo.username.startsWith('system:node:') &&
+    has(request.userInfo.groups) && 'system:nodes' in request.userInfo.groups)
 {{- end }}
 
 {{/* The usual exemptions: the LWS controller, Kueue, the kube-system controllers, kubelets. */}}
