@@ -513,3 +513,20 @@ def test_the_standalone_command_holds_its_lease_and_narrows_a_service_created_af
             process.terminate()
             output = process.communicate(timeout=30)[0].decode()
         assert "successfully acquired lease" in output
+
+
+def test_a_service_with_a_made_up_lws_owner_is_still_planned() -> None:
+    # Issue 48: an ownerReference naming the LWS with another uid does not take the Service out of
+    # the reconciler's reach; the LWS's own (its uid) does.
+    lws = fleet_lws()
+    for uid, planned in (("made-up", [PATCH]), (lws["metadata"]["uid"], [])):
+        forged = service()
+        forged["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "leaderworkerset.x-k8s.io/v1",
+                "kind": "LeaderWorkerSet",
+                "name": "llm-xl",
+                "uid": uid,
+            }
+        ]
+        assert [e.state for e in plan(view_of(forged, lws), [], config("Mutate")).entries] == planned, uid

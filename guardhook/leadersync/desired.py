@@ -41,7 +41,7 @@ from guardhook.cluster.view.store import SERVICES, ClusterView
 from guardhook.config import Config
 from guardhook.policies.base import PolicyContext
 from guardhook.policies.leader_service import POLICY, opted_out, workers_reached
-from guardhook.policies.shared.traffic import traffic_selector
+from guardhook.policies.shared.traffic import lws_owner_check, traffic_selector
 from guardhook.wire import JSONPatchOp, KubeObject
 
 PATCH = "patch"
@@ -146,7 +146,7 @@ def judge(
     """The entry for one object (None when its selector reaches no worker of an LWS in
     `lws_list` that serves from its leaders only): the policy's own judgement, as an UPDATE that
     changes nothing."""
-    found = traffic_selector(obj)
+    found = traffic_selector(obj, lws_owner_check(view, str(metadata(obj).get("namespace") or "")))
     if found is None:
         return None
     reached = [lws for lws in workers_reached(found.selector, lws_list) if lws.serving_pods != SERVING_ALL]

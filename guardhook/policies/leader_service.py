@@ -22,7 +22,8 @@ selects no pod, and the warning gives a selector that would work.
 Left alone (design.md §1, §2): headless Services (`clusterIP: None`, used for discovery; a
 mutating review of a CREATE carries no clusterIP yet, so only a set value counts), ExternalName
 and selector-less Services, Services owned by an LWS or a DisaggregatedSet (their discovery
-Services).
+Services). An LWS ownerReference counts only when the view holds that LWS with that uid or the LWS
+controller sends the request (issue 48: a made-up reference does not switch the mutation off).
 
 Idempotent: the patched selector cannot match a worker, so judging it again yields no patch
 (the mutating webhook uses `reinvocationPolicy: IfNeeded`). Actions: `Mutate` (default, on
@@ -73,6 +74,7 @@ from guardhook.policies.shared.traffic import (
     POOL_RESOURCE,
     UNMODELLED_LWS_LABELS,
     TrafficSelector,
+    lws_owner_check,
     render,
     selects_no_lws_pod,
     traffic_selector,
@@ -155,7 +157,8 @@ class LeaderService(Policy):
         """A violation with the worker-index patch when the object can send traffic to workers of
         an LWS whose leaders alone serve; advisories for what cannot be patched (module
         docstring); else allow."""
-        found = traffic_selector(ctx.object)
+        username = str(ctx.user.get("username") or "")
+        found = traffic_selector(ctx.object, lws_owner_check(ctx.view, ctx.namespace, username))
         if found is None:
             return ALLOW
         subject = f"{found.kind} {ctx.namespace}/{ctx.name}"
