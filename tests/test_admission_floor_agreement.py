@@ -378,6 +378,9 @@ SPEC_CHANGES = {
     "bad-readiness-optin": lambda o: (
         o["metadata"].setdefault("annotations", {}).update({"guardhook.io/group-readiness": "yes"})
     ),
+    "zero-budget": lambda o: (
+        o["metadata"].setdefault("annotations", {}).update({"guardhook.io/max-disrupted-groups": "00"})
+    ),
 }
 
 

@@ -408,6 +408,14 @@ def group_spec(params: Mapping[str, Any]) -> Rule:
                 reason="Invalid",
             ),
             Validation(
+                f"!({quote(BUDGET_ANNOTATION)} in {annotation}) || "
+                f"!{annotation}[{quote(BUDGET_ANNOTATION)}].matches('^0+$')",
+                f'{BUDGET_ANNOTATION}: "0" lets no group be disrupted, so every drain of a node its '
+                "groups run on waits forever unless the cluster sets group-eviction's "
+                "minMaxDisruptedGroups above it; allow at least 1",
+                reason="Invalid",
+            ),
+            Validation(
                 " && ".join(readable),
                 "a guardhook annotation cannot be read (max-disrupted-groups and spare-groups take a "
                 'non-negative integer, serving-pods "leaders" or "all", group-pdbs and group-readiness '
@@ -416,7 +424,7 @@ def group_spec(params: Mapping[str, Any]) -> Rule:
             ),
         ),
         covers="the group-spec lints that read the LWS alone (restartPolicy, leader readiness, "
-        "probe windows, unreadable annotations)",
+        "probe windows, unreadable annotations, a budget of 0)",
         not_covered=(
             "the rollout lint (maxUnavailable/maxSurge as percentages of replicas): it needs string "
             "parsing that the CEL subset the floor keeps to (no substring) cannot do",

@@ -44,7 +44,7 @@ from guardhook.planning.evictions import GroupRef, LwsKey, Refusal, evict_in_tur
 from guardhook.planning.rebuild import GangSetKey, Rebuild, rebuild_everything
 from guardhook.policies.group_eviction import eviction_context
 from guardhook.policies.shared.gang_budget import gang_disruption, gang_reading
-from guardhook.policies.shared.group_budget import BrokenGroups, broken_in_view, budget_of
+from guardhook.policies.shared.group_budget import BrokenGroups, broken_in_view, budget_of, min_budget
 from guardhook.wire import KubeObject
 
 GROUPS_LISTED = 1000
@@ -482,5 +482,8 @@ def _groups(
         for lws in view.all_lws():
             key = (lws.namespace, lws.name)
             if key not in broken:
-                broken[key], budgets[key] = broken_in_view(view, lws), budget_of(lws, default)
+                broken[key], budgets[key] = (
+                    broken_in_view(view, lws),
+                    budget_of(lws, default, min_budget(params)),
+                )
     return losing, broken, budgets

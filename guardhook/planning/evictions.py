@@ -110,7 +110,7 @@ def evict_in_turn(
             reason = (
                 f"would break group {eviction.group} of LeaderWorkerSet {key[0]}/{key[1]} while "
                 f"{groups_broken(len(groups))} broken "
-                f"(budget {eviction.budget}, {budget_source(eviction.lws)})"
+                f"(budget {eviction.budget}, {budget_source(eviction.lws, eviction.budget)})"
             )
         if reason is not None:
             outcome.refused.append(Refusal(pod.namespace, pod.name, pod.node_name, reason))

@@ -71,6 +71,7 @@ from guardhook.policies.shared.group_budget import (
     GroupDisruption,
     group_disruption,
     judge_budget,
+    min_budget,
     too_many,
     within_budget,
 )
@@ -95,7 +96,7 @@ class GroupEviction(Policy):
     default_actions = ("Deny",)
     fail_closed = True
     stale_code = TOO_MANY_REQUESTS
-    params = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120}
+    params = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120, "minMaxDisruptedGroups": 0}
     # A TTL of 0 forgets each allowed eviction at once: concurrent evictions then break any budget.
     param_minimums = {"ledgerTTLSeconds": 1}
 
@@ -211,7 +212,7 @@ def eviction_context(view: ClusterView, pod: PodRecord, params: Mapping[str, Any
     LWS the view knows (the LWS is gone and its pods are being collected) or of a group beyond
     `spec.replicas` (scaling down). `params` are the policy's (`maxDisruptedGroups`); the budget is
     the LWS annotation guardhook.io/max-disrupted-groups when set. Also used by `guardhook drain-plan`."""
-    return group_disruption(view, pod, int(params.get("maxDisruptedGroups", 1)))
+    return group_disruption(view, pod, int(params.get("maxDisruptedGroups", 1)), min_budget(params))
 
 
 def view_pdb_refusal(view: ClusterView, pod: PodRecord) -> str | None:

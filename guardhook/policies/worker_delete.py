@@ -81,7 +81,7 @@ from guardhook.policies.base import (
     target,
 )
 from guardhook.policies.shared.gang_budget import gang_disruption, judge_gang_budget
-from guardhook.policies.shared.group_budget import group_disruption, judge_budget
+from guardhook.policies.shared.group_budget import group_disruption, judge_budget, min_budget
 from guardhook.wire import KubeObject
 
 DRAIN_TAINT_KEYS_PARAM = "drainTaintKeys"
@@ -101,10 +101,15 @@ class WorkerDelete(Policy):
     params = {
         "maxDisruptedGroups": 1,
         "ledgerTTLSeconds": 120,
+        "minMaxDisruptedGroups": 0,
         "drainTaintKeys": [],
         "drainConditions": list(DRAIN_CONDITIONS),
     }
-    shared_params = {"maxDisruptedGroups": "group-eviction", "ledgerTTLSeconds": "group-eviction"}
+    shared_params = {
+        "maxDisruptedGroups": "group-eviction",
+        "ledgerTTLSeconds": "group-eviction",
+        "minMaxDisruptedGroups": "group-eviction",
+    }
     param_minimums = {"ledgerTTLSeconds": 1}
 
     def param_problem(self, name: str, value: Any) -> str | None:
@@ -190,7 +195,9 @@ class WorkerDelete(Policy):
         """A worker DELETE on a draining node (`why`: cordoned, or its drain taint), judged by the
         group budget; None when the view does not hold the pod's LWS (then it is judged as any
         worker delete)."""
-        disruption = group_disruption(ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)))
+        disruption = group_disruption(
+            ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)), min_budget(ctx.params)
+        )
         if disruption is None:
             return None
         lws = disruption.lws
