@@ -89,6 +89,9 @@ OPT_OUT_ANNOTATION = "guardhook.io/leader-service"
 OPT_OUT_VALUE = "ignore"
 SYNC_NAME = "leader-service-sync"
 """The reconciler that narrows what admission could not see (guardhook.leadersync)."""
+SYNC_NAMESPACES_PARAM = "syncNamespaces"
+"""The namespaces the leader-service-sync reconciler may act in ([] = every namespace the webhooks
+guard); set with namespaced RBAC (manifests/components/leader-service-sync/namespaced)."""
 SYNC_PERIOD_SECONDS = 10.0
 """The reconciler's default period: the documented bound (docs/policies.md)."""
 SERVING_PODS_HINT = (
@@ -152,6 +155,13 @@ class LeaderService(Policy):
     )
     default_actions = ("Mutate",)
     can_mutate = True
+    params = {SYNC_NAMESPACES_PARAM: []}
+
+    def param_problem(self, name: str, value: Any) -> str | None:
+        """`syncNamespaces` must list namespace names (non-empty strings)."""
+        if name == SYNC_NAMESPACES_PARAM and not all(isinstance(n, str) and n for n in value):
+            return "must be a list of namespace names (non-empty strings)"
+        return None
 
     def judge(self, ctx: PolicyContext) -> Judgement:
         """A violation with the worker-index patch when the object can send traffic to workers of
