@@ -111,3 +111,46 @@ def test_a_worker_statefulset_without_its_lws_labels_is_still_guarded() -> None:
     response = dict(Engine(fleet_view(strip)).judge(request, "validate").response)
     assert response["allowed"] is False
     assert response["status"]["message"].startswith("[pod-counted-scaler]")
+
+
+# ---- the floor holds the same rule (evaluated by cel-python as the API server would) ------------
+
+
+FLOOR_CASES = [
+    ({"name": None}, TENANT, True),
+    ({"name": "no-such-lws"}, TENANT, True),
+    ({"worker": "0"}, TENANT, True),
+    ({"app": "other"}, TENANT, False),
+    ({"leaderworkerset.sigs.k8s.io/extra": "x"}, TENANT, False),
+    ({"name": None}, {"username": LWS_CONTROLLER, "groups": ["system:serviceaccounts"]}, False),
+    ({"name": None}, {"username": "system:serviceaccount:kube-system:statefulset-controller"}, False),
+]
+
+
+@pytest.mark.parametrize(("changes", "user", "denied"), FLOOR_CASES)
+def test_the_floor_agrees_with_the_webhook_on_relabelling(
+    changes: dict[str, str | None], user: dict[str, Any], denied: bool
+) -> None:
+    from guardhook.config import default_config
+    from guardhook.floor.evaluate import evaluate_floor
+    from guardhook.floor.export import export_floor
+
+    request = relabel_update(user=user, **changes)
+    floor = evaluate_floor(export_floor(default_config()).objects, copy.deepcopy(request))
+    assert not floor.errors, floor.errors
+    floor_denied = any("'guardhook-floor-worker-delete'" in text for text in floor.denied)
+    assert floor_denied is denied
+    assert (answer(request)["allowed"] is False) is denied
+
+
+def test_the_floor_lets_a_ready_worker_be_updated_otherwise() -> None:
+    # The delete rule is for DELETEs only: an UPDATE of a Ready worker that keeps its LWS labels
+    # (an annotation, say) passes the floor.
+    from guardhook.config import default_config
+    from guardhook.floor.evaluate import evaluate_floor
+    from guardhook.floor.export import export_floor
+
+    request = relabel_update()
+    request["object"]["metadata"].setdefault("annotations", {})["note"] = "x"
+    floor = evaluate_floor(export_floor(default_config()).objects, request)
+    assert not floor.errors and not floor.denied
