@@ -173,3 +173,17 @@ def test_evicting_a_worker_whose_name_label_was_removed_waits_as_with_the_label(
     assert response["allowed"] is False
     assert response["status"]["code"] == 429
     assert "would break group 0" in response["status"]["message"]
+
+
+@pytest.mark.parametrize("name", [None, "no-such-lws"])
+def test_deleting_a_worker_whose_name_label_was_removed_is_denied(name: str | None) -> None:
+    # `kubectl label pod llm-xl-0-2 leaderworkerset.sigs.k8s.io/name-` then `kubectl delete pod`:
+    # the delete reaches worker-delete (no objectSelector on the label) and is judged by the owners.
+    request = request_of(load_review("s01-worker-delete.validating"))
+    unname(request["oldObject"], name)
+    view = fleet_view(lambda objects: unname(find(objects, "Pod", "llm-xl-0-2"), name))
+    response = dict(Engine(view).judge(request, "validate").response)
+    assert response["allowed"] is False
+    assert response["status"]["message"].startswith(
+        "[worker-delete] pod serve/llm-xl-0-2 is worker 2 of group 0 of LeaderWorkerSet llm-xl"
+    )
