@@ -82,3 +82,18 @@ def test_audit_finds_a_zero_budget(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["audit", "--cluster-state", str(_lws_file(tmp_path, "0"))]) == 0
     out = capsys.readouterr().out
     assert f'LeaderWorkerSet serve/llm-xl: Warn [group-spec] {BUDGET}: "0" lets no group be disrupted' in out
+
+
+def test_the_minimum_raises_a_gangs_zero_too() -> None:
+    # A Workload API gang's PodGroups annotated "0" (tests/group_shapes): the same minimum applies.
+    import group_shapes as shapes
+
+    from guardhook.ledger import MemoryLedger
+
+    def first_eviction(policies: dict[str, Any]) -> dict[str, Any]:
+        view = shapes.view(shapes.gang_objects(budget=0))
+        engine = Engine(view, build_config({"policies": policies}), ledger=MemoryLedger())
+        return dict(engine.judge(shapes.eviction_request("train-0-0", "train"), "validate").response)
+
+    assert first_eviction({})["allowed"] is False
+    assert first_eviction({"group-eviction": {"minMaxDisruptedGroups": 1}})["allowed"] is True

@@ -338,7 +338,7 @@ def _gang_sets(view: ClusterView, nodes: Sequence[str], params: Mapping[str, Any
     for pod in view.all_pods():
         if pod.terminal or not pod.pod_group:
             continue
-        gang = gang_disruption(view, pod, int(params.get("maxDisruptedGroups", 1)))
+        gang = gang_disruption(view, pod, int(params.get("maxDisruptedGroups", 1)), min_budget(params))
         if gang is None:
             continue
         if gang.set not in found:
@@ -436,7 +436,11 @@ def _set_of(view: ClusterView, refusal: Refusal, params: Mapping[str, Any]) -> t
     member = member_of_pod(pod) if pod is not None else None
     if member is not None:
         return ("", member.lws_name)
-    gang = gang_disruption(view, pod, int(params.get("maxDisruptedGroups", 1))) if pod is not None else None
+    gang = (
+        gang_disruption(view, pod, int(params.get("maxDisruptedGroups", 1)), min_budget(params))
+        if pod is not None
+        else None
+    )
     return (gang.set.kind, gang.set.name) if gang is not None else ("", "")
 
 

@@ -115,7 +115,9 @@ class GroupEviction(Policy):
             return allowed_disruption_target(pod.disruption, ctx.user)
         eviction = eviction_context(ctx.view, pod, ctx.params)
         if eviction is None:
-            gang = gang_disruption(ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)))
+            gang = gang_disruption(
+                ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)), min_budget(ctx.params)
+            )
             if gang is not None:
                 return self._judge_gang(ctx, pod, gang, seen is not None and not seen.terminating)
             return lws_unknowable(ctx.view, pod) or ALLOW
@@ -159,7 +161,9 @@ class GroupEviction(Policy):
         if len(short) != 1:
             return ALLOW
         stand_in = PodRecord(namespace, name, "", {}, {}, "", "", False, False, (), pod_group=short[0].name)
-        gang = gang_disruption(ctx.view, stand_in, int(ctx.params.get("maxDisruptedGroups", 1)))
+        gang = gang_disruption(
+            ctx.view, stand_in, int(ctx.params.get("maxDisruptedGroups", 1)), min_budget(ctx.params)
+        )
         if gang is None:  # short_gangs holds only `all` PodGroups of the view, so never
             return ALLOW
         return self._judge_gang(ctx, stand_in, gang, False)

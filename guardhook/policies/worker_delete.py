@@ -177,7 +177,9 @@ class WorkerDelete(Policy):
             else ""
         )
         if node is not None and why:
-            gang = gang_disruption(ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)))
+            gang = gang_disruption(
+                ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)), min_budget(ctx.params)
+            )
             if gang is not None:
                 ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
                 what = f"deleting pod {pod.namespace}/{pod.name} from draining node {node.name} ({why})"
