@@ -36,11 +36,13 @@ DEFAULT_EXEMPT_USERS: tuple[str, ...] = (
     "system:serviceaccount:kube-system:namespace-controller",
     # The node lifecycle and taint eviction controllers both run as node-controller.
     "system:serviceaccount:kube-system:node-controller",
-    # A kubelet deletes only pods bound to its own node (the NodeRestriction admission plugin).
+    # A kubelet deletes only pods bound to its own node (the NodeRestriction admission plugin);
+    # exempt only in the `system:nodes` group (Exemptions.exempts).
     "system:node:*",
 )
 """Every default exempt identity: exact install identities, plus `system:node:*`, which the
-NodeRestriction admission plugin confines to each kubelet's own node. The webhooks'
+NodeRestriction admission plugin confines to each kubelet's own node (and which is exempt only in
+the `system:nodes` group: a user named like a node outside it is judged). The webhooks'
 `matchConditions` in manifests/ skip exactly these (tests/test_manifests.py keeps them identical)."""
 PER_POLICY_EXEMPT_USERS: tuple[str, ...] = (LWS_CONTROLLER,)
 """Default users exempt per policy instead of globally: every policy exempts them unless it judges
@@ -82,12 +84,26 @@ class Exemptions:
         if namespace and namespace in self.namespaces:
             return True
         username = str(user.get("username") or "")
-        if username and self._user_patterns.match(username):
+        if username and self._user_patterns.match(username) and _node_in_its_group(username, user):
             return True
         if not self.groups:  # the usual case: no group is exempt, so the user's are not read
             return False
         groups = user.get("groups") or []
         return any(isinstance(g, str) and g in self.groups for g in groups)
+
+
+NODE_USER_PREFIX = "system:node:"
+NODES_GROUP = "system:nodes"
+
+
+def _node_in_its_group(username: str, user: UserInfo) -> bool:
+    """False for a `system:node:<name>` username outside the `system:nodes` group: a kubelet's
+    credentials carry both (the Node authorizer and NodeRestriction act only on that pair), so a
+    user merely named like a node — anyone an authenticator lets pick a name — is judged (issue 48)."""
+    if not username.startswith(NODE_USER_PREFIX):
+        return True
+    groups = user.get("groups") or []
+    return NODES_GROUP in groups
 
 
 @dataclass(frozen=True)

@@ -378,6 +378,9 @@ SPEC_CHANGES = {
     "bad-readiness-optin": lambda o: (
         o["metadata"].setdefault("annotations", {}).update({"guardhook.io/group-readiness": "yes"})
     ),
+    "zero-budget": lambda o: (
+        o["metadata"].setdefault("annotations", {}).update({"guardhook.io/max-disrupted-groups": "00"})
+    ),
 }
 
 
@@ -428,6 +431,9 @@ EXEMPTING = build_config(
         ({"username": "carol", "groups": ["platform-admins"]}, "serve"),
         ({"username": "carol", "groups": ["devs"]}, "scratch"),
         ({"username": "system:serviceaccount:lws-system:lws-controller-manager", "groups": []}, "serve"),
+        ({"username": "system:node:gpu-node-01", "groups": ["system:nodes"]}, "serve"),
+        ({"username": "system:node:evil", "groups": ["system:authenticated"]}, "serve"),
+        ({"username": "system:node:evil"}, "serve"),
     ],
 )
 def test_configured_exemptions_hold_for_the_floor_as_for_the_webhook(

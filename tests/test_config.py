@@ -148,8 +148,13 @@ def test_exemptions_match_users_with_wildcards_groups_and_namespaces() -> None:
     assert exemptions.exempts({"username": "alice", "groups": ["ops"]}, "serve")
     assert exemptions.exempts({"username": "alice"}, "kube-system")
     assert not exemptions.exempts({"username": "alice", "groups": ["dev"]}, "serve")
-    # The defaults exempt kubelets (`system:node:*`) and the garbage collector.
-    assert Exemptions().exempts({"username": "system:node:gpu-node-03"}, "serve")
+    # The defaults exempt kubelets (`system:node:*` in the `system:nodes` group) and the garbage
+    # collector; a user merely named like a node is judged (issue 48).
+    assert Exemptions().exempts({"username": "system:node:gpu-node-03", "groups": ["system:nodes"]}, "serve")
+    assert not Exemptions().exempts(
+        {"username": "system:node:evil", "groups": ["system:authenticated"]}, "serve"
+    )
+    assert not Exemptions().exempts({"username": "system:node:evil"}, "serve")
     assert Exemptions().exempts(
         {"username": "system:serviceaccount:kube-system:generic-garbage-collector"}, "x"
     )

@@ -9,10 +9,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from eviction_helpers import engine, eviction
 
 from guardhook.admission.engine import Engine
-from guardhook.cluster.lws import GROUP_INDEX_LABEL, WORKER_INDEX_LABEL
+from guardhook.cluster.lws import GROUP_INDEX_LABEL, NAME_LABEL, WORKER_INDEX_LABEL
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import embedded_fleet_objects, view_from_objects
 from guardhook.groups.index import group_pods
@@ -120,3 +121,69 @@ def test_a_drain_plan_counts_a_relabelled_worker_in_its_real_group() -> None:
     [row] = [lws for lws in planned.lws if lws.name == "llm-xl"]
     assert row.losing == ("0",)
     assert [[(g.lws, g.group) for g in wave.groups] for wave in planned.waves] == [[("llm-xl", "0")]]
+
+
+# ---- the name label removed or changed (issue 48) ---------------------------------------------
+
+
+def unname(pod: KubeObject, name: str | None) -> KubeObject:
+    """`pod` with its `leaderworkerset.sigs.k8s.io/name` label removed (None) or set to `name`, as
+    `kubectl label pod <pod> leaderworkerset.sigs.k8s.io/name-` (or `=<name> --overwrite`) leaves it."""
+    labels = pod["metadata"]["labels"]
+    labels.pop(NAME_LABEL)
+    if name is not None:
+        labels[NAME_LABEL] = name
+    return pod
+
+
+@pytest.mark.parametrize("name", [None, "no-such-lws"])
+def test_a_worker_without_its_name_label_is_the_member_its_owners_make_it(name: str | None) -> None:
+    pod = unname(copy.deepcopy(load_review("s01-worker-delete.validating")["request"]["oldObject"]), name)
+    member = member_of_object(pod)
+    assert member is not None
+    assert (member.lws_name, member.group_index, member.worker_index) == ("llm-xl", "0", 2)
+    assert "its controller makes LWS llm-xl" in member.inconsistent
+    assert member_of_pod(PodRecord.from_object(pod)) == member
+
+
+@pytest.mark.parametrize("name", [None, "no-such-lws"])
+def test_a_leader_without_its_name_label_is_its_groups_leader(name: str | None) -> None:
+    pod = unname(copy.deepcopy(load_review("p01-leader-pod-create.mutating")["request"]["object"]), name)
+    member = member_of_object(pod)
+    assert member is not None
+    assert (member.lws_name, member.group_index, member.is_leader) == ("llm-xl", "4", True)
+
+
+def test_a_statefulset_pod_with_no_lws_label_is_no_member() -> None:
+    pod = copy.deepcopy(load_review("s01-worker-delete.validating")["request"]["oldObject"])
+    pod["metadata"]["labels"] = {"app": "web"}
+    assert member_of_object(pod) is None
+
+
+@pytest.mark.parametrize("name", [None, "no-such-lws"])
+def test_evicting_a_worker_whose_name_label_was_removed_waits_as_with_the_label(name: str | None) -> None:
+    # Group 1 is broken and the budget is 1: evicting a worker of group 0 must wait (429), whatever
+    # its name label says. Before issue 48 the unlabelled worker was no member and was let through.
+    objects = copy.deepcopy(embedded_fleet_objects())
+    unname(find(objects, "Pod", "llm-xl-0-3"), name)
+    _broken_group_1(objects)
+    view = view_from_objects(objects)
+    assert "llm-xl-0-3" in {p.name for p in group_pods(view, "serve", "llm-xl", "0")}
+    response: dict[str, Any] = dict(engine(view).judge(eviction("llm-xl-0-3"), "validate").response)
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 429
+    assert "would break group 0" in response["status"]["message"]
+
+
+@pytest.mark.parametrize("name", [None, "no-such-lws"])
+def test_deleting_a_worker_whose_name_label_was_removed_is_denied(name: str | None) -> None:
+    # `kubectl label pod llm-xl-0-2 leaderworkerset.sigs.k8s.io/name-` then `kubectl delete pod`:
+    # the delete reaches worker-delete (no objectSelector on the label) and is judged by the owners.
+    request = request_of(load_review("s01-worker-delete.validating"))
+    unname(request["oldObject"], name)
+    view = fleet_view(lambda objects: unname(find(objects, "Pod", "llm-xl-0-2"), name))
+    response = dict(Engine(view).judge(request, "validate").response)
+    assert response["allowed"] is False
+    assert response["status"]["message"].startswith(
+        "[worker-delete] pod serve/llm-xl-0-2 is worker 2 of group 0 of LeaderWorkerSet llm-xl"
+    )

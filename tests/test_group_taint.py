@@ -27,7 +27,8 @@ TAINT = "n01-node-taint-noexecute.validating"  # gpu-node-06 runs llm-xl-1-2 (gr
 def taint_request(effect: str = "NoExecute", user: str = "kubernetes-admin") -> dict[str, Any]:
     request = request_of(load_review(TAINT))
     request["object"]["spec"]["taints"][0]["effect"] = effect
-    request["userInfo"] = {"username": user, "groups": ["system:masters", "system:authenticated"]}
+    groups = ["system:nodes"] if user.startswith("system:node:") else ["system:masters"]
+    request["userInfo"] = {"username": user, "groups": [*groups, "system:authenticated"]}
     return request
 
 

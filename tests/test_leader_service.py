@@ -15,7 +15,7 @@ import yaml
 
 from guardhook.admission.engine import Engine
 from guardhook.cluster.view.static import embedded_fleet_view
-from guardhook.config import build_config
+from guardhook.config import LWS_CONTROLLER, build_config
 
 from conftest import Server, expected_answers, load_review
 
@@ -136,12 +136,30 @@ def test_services_left_alone(changes: dict[str, Any]) -> None:
     assert response == {"uid": service_request()["uid"], "allowed": True}
 
 
-def test_a_service_owned_by_the_lws_is_left_alone() -> None:
+LLM_XL_UID = "0210c3a2-ee71-453c-abc5-3914f5531483"  # the sample fleet's LWS serve/llm-xl
+
+
+def owned_service_request(uid: str, name: str = "llm-xl") -> dict[str, Any]:
     request = service_request()
     request["object"]["metadata"]["ownerReferences"] = [
-        {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": "llm-xl", "uid": "u"}
+        {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": name, "uid": uid}
     ]
-    assert "patch" not in engine("Mutate").judge(request, "mutate").response
+    return request
+
+
+def test_a_service_owned_by_the_lws_is_left_alone() -> None:
+    assert "patch" not in engine("Mutate").judge(owned_service_request(LLM_XL_UID), "mutate").response
+
+
+@pytest.mark.parametrize(("uid", "name"), [("u", "llm-xl"), ("", "llm-xl"), (LLM_XL_UID, "no-such-lws")])
+def test_a_made_up_lws_owner_reference_does_not_switch_the_mutation_off(uid: str, name: str) -> None:
+    # Issue 48: any ownerReference naming an LWS used to leave the Service unpinned; only the LWS
+    # the view holds with that uid, or the LWS controller sending it, counts now.
+    assert decoded_patch(engine("Mutate").judge(owned_service_request(uid, name), "mutate").response)
+    from_controller = owned_service_request(uid, name)
+    from_controller["userInfo"] = {"username": LWS_CONTROLLER, "groups": ["system:serviceaccounts"]}
+    # The LWS controller is exempt from leader-service anyway; the owner check trusts it too.
+    assert "patch" not in engine("Mutate").judge(from_controller, "mutate").response
 
 
 def test_update_with_an_allocated_cluster_ip_is_patched() -> None:

@@ -513,3 +513,47 @@ def test_the_standalone_command_holds_its_lease_and_narrows_a_service_created_af
             process.terminate()
             output = process.communicate(timeout=30)[0].decode()
         assert "successfully acquired lease" in output
+
+
+def test_a_service_with_a_made_up_lws_owner_is_still_planned() -> None:
+    # Issue 48: an ownerReference naming the LWS with another uid does not take the Service out of
+    # the reconciler's reach; the LWS's own (its uid) does.
+    lws = fleet_lws()
+    for uid, planned in (("made-up", [PATCH]), (lws["metadata"]["uid"], [])):
+        forged = service()
+        forged["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "leaderworkerset.x-k8s.io/v1",
+                "kind": "LeaderWorkerSet",
+                "name": "llm-xl",
+                "uid": uid,
+            }
+        ]
+        assert [e.state for e in plan(view_of(forged, lws), [], config("Mutate")).entries] == planned, uid
+
+
+def _in_namespace(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+    moved = copy.deepcopy(obj)
+    moved["metadata"]["namespace"] = namespace
+    return moved
+
+
+@pytest.mark.parametrize("namespace", ["kube-system", "kube-node-lease", "guardhook-system"])
+def test_nothing_is_planned_in_a_namespace_the_webhooks_leave_out(namespace: str) -> None:
+    # Issue 48: with the fleet in kube-system the dry run planned to patch a Service there, where
+    # admission never judges anything (every entry's namespaceSelector leaves it out).
+    objects = (_in_namespace(service(), namespace), _in_namespace(fleet_lws(), namespace))
+    assert plan(view_of(*objects), [], config("Mutate")).entries == []
+    assert [e.state for e in plan(view_of(service(), fleet_lws()), [], config("Mutate")).entries] == [PATCH]
+
+
+def test_sync_namespaces_confine_the_reconciler() -> None:
+    view = view_of(service(), fleet_lws())
+    assert plan(view, [], config("Mutate", syncNamespaces=["other"])).entries == []
+    (entry,) = plan(view, [], config("Mutate", syncNamespaces=["serve"])).entries
+    assert entry.state == PATCH
+
+
+def test_sync_namespaces_must_name_namespaces() -> None:
+    with pytest.raises(ValueError, match="syncNamespaces"):
+        config("Mutate", syncNamespaces=[""])

@@ -4,6 +4,7 @@ matchConditions evaluated as CEL against captured requests, and the self-managed
 from __future__ import annotations
 
 import base64
+import copy
 import functools
 import json
 import os
@@ -240,22 +241,66 @@ def test_eviction_webhook_is_opt_in_by_namespace_label_and_records_only_off_dry_
     assert all(h["failurePolicy"] == "Ignore" for h in others)  # only the opt-in scope fails closed
 
 
-# Subresources whose review object is the parent object itself (pods/resize sends the whole Pod),
-# so an objectSelector sees its labels; an Eviction or a Scale carries none.
-PARENT_OBJECT_SUBRESOURCES = {"pods/resize"}
+def test_no_entry_selects_objects_by_a_label_a_tenant_may_remove(webhooks: list[Object]) -> None:
+    # Issue 48: `kubectl label pod <worker> leaderworkerset.sigs.k8s.io/name-` took a worker out
+    # of every entry that had an objectSelector on it; none has one now.
+    assert [hook["name"] for hook in webhooks if "objectSelector" in hook] == []
 
 
-def test_no_object_selector_on_subresource_rules(webhooks: list[Object]) -> None:
-    for hook in webhooks:
-        subresources = {r for _, _, r, _ in rules_of(hook) if "/" in r}
-        if subresources - PARENT_OBJECT_SUBRESOURCES:
-            assert "objectSelector" not in hook, hook["name"]
-    selected = {hook["name"] for hook in webhooks if "objectSelector" in hook}
-    assert selected == {
-        "worker-delete.guardhook.io",
-        "pod-counted-scaler-statefulsets.guardhook.io",
-        "group-resize.guardhook.io",
-    }
+def _unnamed(review: Object) -> Object:
+    """`review` with its pod's (or StatefulSet's) `leaderworkerset.sigs.k8s.io/name` label removed."""
+    for key in ("object", "oldObject"):
+        if review["request"].get(key):
+            review["request"][key]["metadata"]["labels"].pop("leaderworkerset.sigs.k8s.io/name", None)
+    return review
+
+
+def _hook(webhooks: list[Object], name: str) -> Object:
+    return next(hook for hook in webhooks if hook["name"] == name)
+
+
+def test_a_member_without_its_name_label_still_reaches_worker_delete(webhooks: list[Object]) -> None:
+    hook = _hook(webhooks, "worker-delete.guardhook.io")
+    assert _called(hook, _unnamed(load_review("s01-worker-delete.validating")), identity_only=False)
+    bare = load_review("s01-worker-delete.validating")
+    bare["request"]["oldObject"]["metadata"]["labels"] = {"app": "web"}
+    assert _called(hook, bare, identity_only=False)  # its controller is a StatefulSet
+    bare["request"]["oldObject"]["metadata"]["ownerReferences"] = []
+    assert not _called(hook, bare, identity_only=False)  # a bare pod of no group: not sent
+
+
+def _update(review: Object, **labels: str | None) -> Object:
+    request = review["request"]
+    request["operation"] = "UPDATE"
+    request["object"] = copy.deepcopy(request["oldObject"])
+    for key, value in labels.items():
+        if value is None:
+            request["object"]["metadata"]["labels"].pop(key)
+        else:
+            request["object"]["metadata"]["labels"][key] = value
+    return review
+
+
+def test_worker_delete_is_sent_only_the_updates_that_change_lws_labels(webhooks: list[Object]) -> None:
+    hook = _hook(webhooks, "worker-delete.guardhook.io")
+    s01 = "s01-worker-delete.validating"
+    name, group = "leaderworkerset.sigs.k8s.io/name", "leaderworkerset.sigs.k8s.io/group-index"
+    assert _called(hook, _update(load_review(s01), **{name: None}), identity_only=False)
+    assert _called(hook, _update(load_review(s01), **{group: "3"}), identity_only=False)
+    assert not _called(hook, _update(load_review(s01), app="other"), identity_only=False)
+
+
+def test_resize_and_statefulset_entries_follow_owners_too(webhooks: list[Object]) -> None:
+    resize = load_review("s01-worker-delete.validating")
+    resize["request"].update(operation="UPDATE", subResource="resize", object=resize["request"]["oldObject"])
+    assert _called(_hook(webhooks, "group-resize.guardhook.io"), _unnamed(resize), identity_only=False)
+    statefulsets = _hook(webhooks, "pod-counted-scaler-statefulsets.guardhook.io")
+    sts = _unnamed(load_review("s27-sts-update-worker.validating"))
+    for key in ("object", "oldObject"):
+        sts["request"][key]["metadata"]["labels"] = {}
+    assert _called(statefulsets, sts, identity_only=False)  # its controller is the leader pod
+    sts["request"]["oldObject"]["metadata"]["ownerReferences"] = []
+    assert not _called(statefulsets, sts, identity_only=False)
 
 
 def test_services_are_mutated_with_reinvocation_if_needed(webhooks: list[Object]) -> None:
@@ -288,7 +333,7 @@ def test_hpa_is_registered_as_autoscaling_v2_only(webhooks: list[Object]) -> Non
 # design.md §2: the requests each policy sees, each reaching exactly one webhook entry (a request
 # reaching two entries would be judged twice by /validate).
 POLICY_REQUESTS = {
-    "worker-delete": [("", "v1", "pods", "DELETE")],
+    "worker-delete": [("", "v1", "pods", "DELETE"), ("", "v1", "pods", "UPDATE")],
     "group-eviction": [("", "v1", "pods/eviction", "CREATE")],
     "group-resize": [("", "v1", "pods/resize", "UPDATE")],
     "leader-service": sorted(LEADER_SERVICE_REQUESTS),
@@ -343,8 +388,11 @@ def _called(hook: Object, review: Object, identity_only: bool = True) -> bool:
 
 
 def _as_user(username: str) -> Object:
+    """s01 as sent by `username`; a kubelet (`system:node:gpu-node-*`) in the `system:nodes` group,
+    as its credentials put it, anyone else (`system:node:evil` too) in `system:authenticated` only."""
     review = load_review("s01-worker-delete.validating")
-    review["request"]["userInfo"] = {"username": username, "groups": ["system:authenticated"]}
+    groups = ["system:nodes"] if username.startswith("system:node:gpu-node") else []
+    review["request"]["userInfo"] = {"username": username, "groups": [*groups, "system:authenticated"]}
     return review
 
 
@@ -413,6 +461,7 @@ def test_match_conditions_skip_every_default_exempt_user_and_no_look_alike(webho
     samples = [pattern.replace("*", "gpu-node-03") for pattern in DEFAULT_EXEMPT_USERS]
     non_exempt = [
         "kubernetes-admin",
+        "system:node:evil",  # named like a kubelet, outside the system:nodes group (issue 48)
         "system:serviceaccount:kube-system:deployment-controller",
         "system:serviceaccount:team:lws-controller-manager-helper",
         "system:serviceaccount:team:kueue-controller-manager-helper",
@@ -436,7 +485,9 @@ def _identities(hook: Object) -> set[str]:
         expression = condition["expression"]
         prefixes = set(re.findall(r"startsWith\('([^']*)'\)", expression))
         found |= {p + "*" for p in prefixes if p != "system:serviceaccount:"}
-        found |= {s for s in re.findall(r"'(system:[^']*)'", expression) if s not in prefixes}
+        found |= {
+            s for s in re.findall(r"'(system:[^']*)'", expression) if s not in prefixes | {"system:nodes"}
+        }
     return found
 
 
@@ -713,7 +764,8 @@ def test_node_entry_skips_the_node_lifecycle_controller_and_kubelets(webhooks: l
     hook = _taint_hook(webhooks, "nodes")
     for user in ("system:serviceaccount:kube-system:node-controller", "system:node:gpu-node-06"):
         review = load_review("n01-node-taint-noexecute.validating")
-        review["request"]["userInfo"] = {"username": user, "groups": ["system:authenticated"]}
+        groups = ["system:nodes"] if user.startswith("system:node:") else []
+        review["request"]["userInfo"] = {"username": user, "groups": [*groups, "system:authenticated"]}
         assert _called(hook, review, identity_only=False) is False
 
 

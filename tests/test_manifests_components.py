@@ -4,6 +4,8 @@ admits webhook calls on 8443 and Prometheus on the metrics port only."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,8 @@ from typing import Any
 import kubernetes
 import pytest
 import requests
-from test_manifests import MANIFESTS, _called, by_kind, one, rules_of, to_model
+import yaml
+from test_manifests import MANIFESTS, _called, by_kind, canonical, one, rules_of, to_model
 
 from guardhook.admission.engine import Engine
 from guardhook.cluster.view.static import embedded_fleet_view
@@ -175,3 +178,48 @@ def test_metrics_port_serves_metrics_only(fresh_server: Callable[..., Server], p
     # another method: 405 with `Allow: GET` (the metrics port serves GET only)
     assert requests.post(f"http://127.0.0.1:{port}/validate", timeout=10).status_code in (404, 405)
     assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 404
+
+
+# --- issue 48: leader-service-sync with namespaced RBAC -------------------------------------------
+
+
+def _namespaced_sync(tmp_path: Path) -> Path:
+    """The default (cert-manager) install with the namespaced leader-service-sync in place of the
+    cluster-wide one, as a user's overlay."""
+    return user_overlay(
+        tmp_path / "overlay",
+        [MANIFESTS / "base"],
+        [
+            MANIFESTS / "components" / "cert-manager",
+            MANIFESTS / "components" / "leader-service-sync" / "namespaced",
+        ],
+    )
+
+
+def test_namespaced_leader_service_sync_patches_only_in_its_namespaces(tmp_path: Path) -> None:
+    objects = render(_namespaced_sync(tmp_path))
+    writes = [
+        (o["kind"], o["metadata"].get("namespace"))
+        for o in objects
+        if o["kind"] in ("ClusterRole", "Role")
+        and any("patch" in r.get("verbs", []) and "services" in r.get("resources", []) for r in o["rules"])
+    ]
+    assert writes == [("Role", "serve")]  # no ClusterRole may patch Services
+    binding = one(objects, "RoleBinding", "guardhook-leader-service-sync")
+    assert binding["metadata"]["namespace"] == "serve"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "guardhook", "namespace": "guardhook-system"}
+    ]
+    assert "--sync-leader-services" in container(objects)["args"]
+    # The reconciler is confined to the namespaces the Roles cover.
+    assert config_of(objects, tmp_path).settings("leader-service").params["syncNamespaces"] == ["serve"]
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_kubectl_kustomize_renders_the_namespaced_sync_alike(tmp_path: Path) -> None:
+    folder = _namespaced_sync(tmp_path)
+    printed = subprocess.run(
+        ["kubectl", "kustomize", str(folder)], capture_output=True, text=True, timeout=60
+    )
+    assert printed.returncode == 0, printed.stderr
+    assert canonical(render(folder)) == canonical(list(yaml.safe_load_all(printed.stdout)))

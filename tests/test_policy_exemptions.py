@@ -137,7 +137,15 @@ def test_look_alike_identities_in_other_namespaces_are_judged_like_anyone(userna
     ],
 )
 def test_the_install_identities_are_exempt(username: str) -> None:
-    assert allowed(as_user("s01-worker-delete.validating", username))
+    groups = ("system:nodes",) if username.startswith("system:node:") else ("system:serviceaccounts",)
+    assert allowed(as_user("s01-worker-delete.validating", username, groups))
+
+
+def test_a_user_named_like_a_node_outside_system_nodes_is_judged() -> None:
+    # Issue 48: `system:node:*` matched the username alone.
+    for groups in (("system:authenticated",), ()):
+        assert not allowed(as_user("s01-worker-delete.validating", "system:node:evil", groups))
+    assert allowed(as_user("s01-worker-delete.validating", "system:node:evil", ("system:nodes",)))
 
 
 def test_another_install_is_named_in_the_configuration() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from guardhook.config import Exemptions
+from guardhook.config import NODE_USER_PREFIX, NODES_GROUP, Exemptions
 
 
 def quote(text: str) -> str:
@@ -56,7 +56,7 @@ def glob_regex(pattern: str) -> str:
 def user_condition(patterns: Iterable[str]) -> str:
     """A CEL condition, true when `request.userInfo.username` (non-empty) matches one of the glob
     `patterns` ("false" when there are none): exact names in one list, `prefix*` as startsWith,
-    other globs as RE2 `matches`."""
+    other globs as RE2 `matches`; a `system:node:` name only in the `system:nodes` group."""
     exact, prefixes, globs = [], [], []
     for pattern in dict.fromkeys(patterns):
         if not any(c in pattern for c in "*?["):
@@ -71,7 +71,12 @@ def user_condition(patterns: Iterable[str]) -> str:
     parts += [f"{user}.matches({quote(glob_regex(g))})" for g in globs]
     if not parts:
         return "false"
-    return f"(has({user}) && {user} != '' && ({' || '.join(parts)}))"
+    # A `system:node:` name counts only in the `system:nodes` group (guardhook.config.Exemptions).
+    node = (
+        f"(!{user}.startsWith({quote(NODE_USER_PREFIX)}) || "
+        f"(has(request.userInfo.groups) && {quote(NODES_GROUP)} in request.userInfo.groups))"
+    )
+    return f"(has({user}) && {user} != '' && ({' || '.join(parts)}) && {node})"
 
 
 def exemption_conditions(exemptions: Iterable[Exemptions]) -> list[dict[str, str]]:

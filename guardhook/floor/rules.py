@@ -27,6 +27,9 @@ from guardhook.cluster.lws import (
     SERVING_PODS_VALUES,
     WORKER_INDEX_LABEL,
 )
+from guardhook.cluster.lws import (
+    PREFIX as LWS_PREFIX,
+)
 from guardhook.cluster.model import DISRUPTION_CONDITIONS
 from guardhook.floor.cel import quote, string_list
 from guardhook.policies.group_spec import DEFAULT_WEIGHT_LOAD_SECONDS, POD_ALONE_POLICIES
@@ -94,24 +97,33 @@ def _suffix_digits(name: str, prefix: str) -> str:
 def worker_delete(params: Mapping[str, Any]) -> Rule:
     """The worker-delete floor: a DELETE of a pod that `oldObject` places as a worker (by
     guardhook.groups.placement.group_member's rule: its controller ownerReference, then its labels,
-    which cannot turn a worker into a leader), not terminating, carrying no DisruptionTarget or
-    TerminationTarget True, and Ready, is denied, naming the leader to delete instead."""
+    which cannot turn a worker into a leader; a worker StatefulSet's pod is a worker whatever its
+    name label says), not terminating, carrying no DisruptionTarget or TerminationTarget True, and
+    Ready, is denied, naming the leader to delete instead; and an UPDATE that removes or changes a
+    `leaderworkerset.sigs.k8s.io/` label of a pod that carries one (issue 48). No objectSelector:
+    the name label is a tenant's to remove."""
     ctrl = "variables.controllers[0]"
+    group, worker = _label(GROUP_INDEX_LABEL), _label(WORKER_INDEX_LABEL)
     owned_worker = (
         f"variables.controllers.size() > 0 && has({ctrl}.kind) && {ctrl}.kind == 'StatefulSet' && "
         f"has({ctrl}.apiVersion) && {ctrl}.apiVersion.startsWith('apps/') && has({ctrl}.name) && "
-        f"{ctrl}.name != variables.lws && {_suffix_digits(f'{ctrl}.name', 'variables.lws')} && "
-        f"{_suffix_digits('variables.name', f'{ctrl}.name')} && !variables.name.matches('-0+$')"
+        f"{ctrl}.name != variables.lws && {ctrl}.name.matches('-[0-9]+$') && "
+        f"{_suffix_digits('variables.name', f'{ctrl}.name')} && !variables.name.matches('-0+$') && "
+        # With a name label the controller fits, a worker StatefulSet's pod is a worker whatever its
+        # labels say; without one (removed, or naming another LWS) a worker-index 0 says leader.
+        f"(({_suffix_digits(f'{ctrl}.name', 'variables.lws')}) || !{worker}.matches('^0+$') || "
+        f"!{group}.matches({quote(DIGITS)}))"
     )
-    group, worker = _label(GROUP_INDEX_LABEL), _label(WORKER_INDEX_LABEL)
     labelled_worker = (
         f"{group}.matches({quote(DIGITS)}) && {worker}.matches({quote(DIGITS)}) && !{worker}.matches('^0+$')"
     )
     disrupted = " || ".join(_first_condition_true(kind) for kind in DISRUPTION_CONDITIONS)
+    prefix = quote(LWS_PREFIX)
     variables = (
         ("name", "has(oldObject.metadata.name) ? oldObject.metadata.name : ''"),
         ("labels", "has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"),
         ("lws", _label(NAME_LABEL)),
+        ("lwsPod", f"variables.labels.exists(k, k.startsWith({prefix}))"),
         (
             "controllers",
             "has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences.filter(r, "
@@ -122,13 +134,21 @@ def worker_delete(params: Mapping[str, Any]) -> Rule:
             "has(oldObject.status) && has(oldObject.status.conditions) ? oldObject.status.conditions : []",
         ),
         ("ownedWorker", owned_worker),
-        ("worker", f"variables.lws != '' && (variables.ownedWorker || ({labelled_worker}))"),
+        (
+            "worker",
+            f"variables.lwsPod && (variables.ownedWorker || (variables.lws != '' && {labelled_worker}))",
+        ),
         ("terminating", "has(oldObject.metadata.deletionTimestamp)"),
         ("disrupted", disrupted),
         ("ready", _first_condition_true("Ready")),
         (
             "leader",
             f"variables.ownedWorker ? {ctrl}.name : variables.lws + '-' + string(int({group}))",
+        ),
+        (
+            "relabelled",
+            f"variables.labels.exists(k, k.startsWith({prefix}) && !(has(object.metadata.labels) && "
+            "k in object.metadata.labels && object.metadata.labels[k] == variables.labels[k]))",
         ),
     )
     message = (
@@ -137,27 +157,53 @@ def worker_delete(params: Mapping[str, Any]) -> Rule:
         "broken). Delete the group's leader instead, with --cascade=foreground"
     )
     message_expression = (
-        "'pod ' + request.namespace + '/' + variables.name + ' is a Ready worker of LeaderWorkerSet ' + "
-        "variables.lws + ' (admission-policy floor: guardhook is not needed to decide this): deleting "
+        "'pod ' + request.namespace + '/' + variables.name + ' is a Ready worker of ' + "
+        "(variables.lws != '' ? 'LeaderWorkerSet ' + variables.lws : "
+        "'the group of leader ' + variables.leader) + "
+        "' (admission-policy floor: guardhook is not needed to decide this): deleting "
         "one worker breaks the replica (the LWS controller then recreates the whole group, or under "
         "restartPolicy None it stays broken). To restart the group, delete its leader instead: kubectl "
         "delete pod -n ' + request.namespace + ' ' + variables.leader + ' --cascade=foreground'"
     )
+    relabel_message = (
+        f"pod carries {LWS_PREFIX}* labels, which say which LeaderWorkerSet group it is in: only the "
+        "LWS and StatefulSet controllers may remove or change them (they would take the pod out of "
+        "its group guards). Change the LeaderWorkerSet template instead"
+    )
+    relabel_message_expression = (
+        "'pod ' + request.namespace + '/' + variables.name + ' carries "
+        f"{LWS_PREFIX}* labels, which say which LeaderWorkerSet group it is in (admission-policy "
+        "floor): only the LWS and StatefulSet controllers may remove or change them (they would take "
+        "the pod out of its group guards). Change the LeaderWorkerSet template instead'"
+    )
     return Rule(
         policy_id="worker-delete",
         resource_rules=(
-            {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["DELETE"]},
+            {
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "resources": ["pods"],
+                "operations": ["DELETE", "UPDATE"],
+            },
         ),
-        object_selector={"matchExpressions": [{"key": NAME_LABEL, "operator": "Exists"}]},
         variables=variables,
         validations=(
             Validation(
-                "!variables.worker || variables.terminating || variables.disrupted || !variables.ready",
+                "request.operation != 'DELETE' || !variables.worker || variables.terminating || "
+                "variables.disrupted || !variables.ready",
                 message,
                 message_expression,
             ),
+            Validation(
+                "request.operation != 'UPDATE' || !variables.lwsPod || !variables.relabelled",
+                relabel_message,
+                relabel_message_expression,
+            ),
         ),
-        covers="DELETE of a Ready, not terminating, unmarked worker pod (leader named in the message)",
+        covers=(
+            "DELETE of a Ready, not terminating, unmarked worker pod (leader named in the message); "
+            f"UPDATE removing or changing a {LWS_PREFIX} label"
+        ),
         stricter=(
             "a Ready worker of a group that is already broken (another pod missing, not Ready, "
             "terminating or marked for removal): the webhook allows it, the floor cannot see the group",
@@ -165,6 +211,8 @@ def worker_delete(params: Mapping[str, Any]) -> Rule:
             "webhook allows it, the floor cannot see the LWS",
             "a worker on a cordoned or drain-tainted node (a drain without evictions): the webhook "
             "allows it within the group budget, the floor cannot see nodes or the budget",
+            f"an UPDATE changing a {LWS_PREFIX} label of a pod that carries one but is no group "
+            "member (its labels place it nowhere and no LWS controller made it): the webhook allows it",
         ),
         not_covered=(
             "while guardhook's view is stale the webhook denies every worker delete (fail closed); the "
@@ -360,6 +408,14 @@ def group_spec(params: Mapping[str, Any]) -> Rule:
                 reason="Invalid",
             ),
             Validation(
+                f"!({quote(BUDGET_ANNOTATION)} in {annotation}) || "
+                f"!{annotation}[{quote(BUDGET_ANNOTATION)}].matches('^0+$')",
+                f'{BUDGET_ANNOTATION}: "0" lets no group be disrupted, so every drain of a node its '
+                "groups run on waits forever unless the cluster sets group-eviction's "
+                "minMaxDisruptedGroups above it; allow at least 1",
+                reason="Invalid",
+            ),
+            Validation(
                 " && ".join(readable),
                 "a guardhook annotation cannot be read (max-disrupted-groups and spare-groups take a "
                 'non-negative integer, serving-pods "leaders" or "all", group-pdbs and group-readiness '
@@ -368,7 +424,7 @@ def group_spec(params: Mapping[str, Any]) -> Rule:
             ),
         ),
         covers="the group-spec lints that read the LWS alone (restartPolicy, leader readiness, "
-        "probe windows, unreadable annotations)",
+        "probe windows, unreadable annotations, a budget of 0)",
         not_covered=(
             "the rollout lint (maxUnavailable/maxSurge as percentages of replicas): it needs string "
             "parsing that the CEL subset the floor keeps to (no substring) cannot do",

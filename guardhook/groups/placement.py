@@ -21,6 +21,7 @@ from guardhook.cluster.lws import (
     GROUP_KEY_LABEL,
     NAME_LABEL,
     ORDINAL_DIGITS,
+    PREFIX,
     SIZE_ANNOTATION,
     WORKER_INDEX_LABEL,
     GroupKey,
@@ -182,7 +183,8 @@ def group_member(
 ) -> GroupMember | None:
     """Read a pod's group membership; None for a non-LWS pod.
 
-    The LWS is the one its name label names. The position comes from the controller
+    The LWS is the one its name label names when the controller fits it, else the one the
+    controller's name says (a label removed or changed: `_placed`). The position comes from the controller
     ownerReference (`owned_position`) and the group-index / worker-index labels: when they
     disagree the pod is judged by its controller — a pod of a worker StatefulSet is a worker
     whatever its labels say — and `inconsistent` says so. A pod with the name label but neither
@@ -207,20 +209,88 @@ def group_member(
 def _placed(
     labels: Mapping[str, str], owners: Iterable[OwnerRef], pod_name: str
 ) -> tuple[str, Position, str] | None:
-    """(LWS name, position, how the labels were inconsistent) by `group_member`'s rule, or None."""
-    lws_name = labels.get(NAME_LABEL)
-    if not lws_name:
-        return None
+    """(LWS name, position, how the labels were inconsistent) by `group_member`'s rule, or None.
+
+    The LWS is the name label's when the controller ownerReference fits it (or gives no reading);
+    when the label is missing or names an LWS the controller does not fit, the controller's
+    names say the LWS (`_owner_reading`, issue 48): a label a tenant may remove or change does not
+    take a worker out of its group."""
+    lws_name = labels.get(NAME_LABEL, "")
     labelled = _labelled_position(labels)
     key = labelled[0] if labelled is not None else _hash_key_label(labels)
+    owned = _owned(lws_name, key, owners, pod_name) if lws_name else None
+    said_name = ""
+    if owned is None and (lws_name or _carries_lws_labels(labels)):
+        read = _owner_reading(labelled, key, owners, pod_name)
+        if read is not None and read[0] != lws_name:
+            said_name = f"name label {lws_name!r}" if lws_name else "no name label"
+            lws_name, owned = read
+    if not lws_name:
+        return None
+    position, inconsistent = _judged_position(labelled, owned)
+    if said_name:
+        inconsistent = f"{said_name}, its controller makes LWS {lws_name}" + (
+            f"; {inconsistent}" if inconsistent else ""
+        )
+    return None if position is None else (lws_name, position, inconsistent)
+
+
+def _owned(lws_name: str, key: str, owners: Iterable[OwnerRef], pod_name: str) -> Position | None:
+    """The pod's position in LWS `lws_name` by its controller (Hash when `key` is a Hash key)."""
     if key and ordinal(key) is None:
         # A Hash group: its key is the labels' (no name says it), the controller says the rank,
         # also when the worker-index label is missing or unreadable.
-        owned = hash_owned_position(lws_name, key, owners, pod_name)
-    else:
-        owned = owned_position(lws_name, owners, pod_name)
-    position, inconsistent = _judged_position(labelled, owned)
-    return None if position is None else (lws_name, position, inconsistent)
+        return hash_owned_position(lws_name, key, owners, pod_name)
+    return owned_position(lws_name, owners, pod_name)
+
+
+def _carries_lws_labels(labels: Mapping[str, str]) -> bool:
+    """Whether any `leaderworkerset.sigs.k8s.io/` label is left on the pod: the mark of a pod made
+    from an LWS template, without which a StatefulSet's pod is not read as an LWS member."""
+    return any(name.startswith(PREFIX) for name in labels)
+
+
+def _owner_reading(
+    labelled: Position | None, key: str, owners: Iterable[OwnerRef], pod_name: str
+) -> tuple[str, Position] | None:
+    """(LWS name, position) from the controller ownerReference's name alone, as the LWS controller
+    names what it makes (lws pkg/controllers): the leader StatefulSet is `<lws>`, a worker
+    StatefulSet is named after its leader pod (`<lws>-<g>` Ordinal; `<lws>-<hash>-<random>` Hash,
+    its leader a pod of the leader Deployment's ReplicaSet `<lws>-<hash>`). A pod `<x>-<g>-<w>` of
+    StatefulSet `<x>-<g>` could be worker w of `<x>` or leader of group w of `<x>-<g>`: the
+    worker-index label decides when left, else the worker reading (the stricter for deletes). None when
+    the controller is no apps/ StatefulSet or ReplicaSet or the pod's name does not fit it."""
+    controller = next((owner for owner in owners if owner.controller), None)
+    if controller is None or not controller.api_version.startswith("apps/"):
+        return None
+    if key and ordinal(key) is None:
+        return _hash_owner_reading(key, controller, pod_name)
+    if controller.kind != "StatefulSet":
+        return None
+    pod_index = _suffix_index(pod_name, controller.name)
+    if pod_index is None:
+        return None
+    base, _, group = controller.name.rpartition("-")
+    worker = (
+        (base, (ordinal_key(int(group)), pod_index)) if base and digits(group) and pod_index >= 1 else None
+    )
+    leader = (controller.name, (ordinal_key(pod_index), 0))
+    if labelled is not None and labelled[1] == 0:
+        return leader
+    return worker or leader
+
+
+def _hash_owner_reading(key: str, controller: OwnerRef, pod_name: str) -> tuple[str, Position] | None:
+    """`_owner_reading` for a Hash group (its key the labels'): a ReplicaSet `<lws>-<hash>` makes
+    the leader, a StatefulSet `<lws>-<hash>-<random>` (its leader pod's name) worker w ≥ 1."""
+    if controller.kind == "ReplicaSet":
+        lws_name = controller.name.rpartition("-")[0]
+        return (lws_name, (key, 0)) if lws_name else None
+    if controller.kind != "StatefulSet":
+        return None
+    worker = _suffix_index(pod_name, controller.name)
+    lws_name = controller.name.rsplit("-", 2)[0] if controller.name.count("-") >= 2 else ""
+    return (lws_name, (key, worker)) if lws_name and worker is not None and worker >= 1 else None
 
 
 def group_of_pod(pod: PodRecord) -> tuple[str, GroupKey] | None:

@@ -22,7 +22,10 @@ For each object whose selector can match workers of an LWS that does not serve f
 
 Never judged: headless, ExternalName and selector-less Services, the discovery Services LWS and
 DisaggregatedSet own (`traffic_selector` is None), namespaces exempt from leader-service
-(`policies.leader-service.exemptions.namespaces` and the global ones), LWSs being deleted.
+(`policies.leader-service.exemptions.namespaces` and the global ones), the namespaces every webhook
+entry leaves out (`kube-system`, `kube-node-lease`, `guardhook-system`: guardhook.cluster.coverage
+.EXCLUDED_NAMESPACES; issue 48: the reconciler acts only where admission would), namespaces not in
+leader-service's `syncNamespaces` when it lists any (namespaced RBAC), LWSs being deleted.
 """
 
 from __future__ import annotations
@@ -35,13 +38,14 @@ from typing import Any
 
 import jsonpatch
 
+from guardhook.cluster.coverage import EXCLUDED_NAMESPACES
 from guardhook.cluster.lws import SERVING_ALL, LeaderWorkerSet
 from guardhook.cluster.model import metadata
 from guardhook.cluster.view.store import SERVICES, ClusterView
 from guardhook.config import Config
 from guardhook.policies.base import PolicyContext
-from guardhook.policies.leader_service import POLICY, opted_out, workers_reached
-from guardhook.policies.shared.traffic import traffic_selector
+from guardhook.policies.leader_service import POLICY, SYNC_NAMESPACES_PARAM, opted_out, workers_reached
+from guardhook.policies.shared.traffic import lws_owner_check, traffic_selector
 from guardhook.wire import JSONPatchOp, KubeObject
 
 PATCH = "patch"
@@ -113,10 +117,13 @@ def plan(view: ClusterView, pools: Iterable[KubeObject], config: Config) -> Plan
         result.warnings.append("cluster view is stale or not synced; Services and pools left as they are")
         return result
     settings = config.settings(POLICY.id)
-    exempt = set(config.exemptions.namespaces) | set(settings.exemptions.namespaces)
+    exempt = {*EXCLUDED_NAMESPACES, *config.exemptions.namespaces, *settings.exemptions.namespaces}
+    only = set(settings.params.get(SYNC_NAMESPACES_PARAM) or ())
     lws_by_namespace: dict[str, list[LeaderWorkerSet]] = defaultdict(list)
     for lws in view.all_lws():
-        if lws.namespace not in exempt and not lws.meta.get("deletionTimestamp"):
+        if lws.namespace in exempt or (only and lws.namespace not in only):
+            continue
+        if not lws.meta.get("deletionTimestamp"):
             lws_by_namespace[lws.namespace].append(lws)
     patching = mutates(config)
     for obj in _candidates(view, pools, lws_by_namespace):
@@ -146,7 +153,7 @@ def judge(
     """The entry for one object (None when its selector reaches no worker of an LWS in
     `lws_list` that serves from its leaders only): the policy's own judgement, as an UPDATE that
     changes nothing."""
-    found = traffic_selector(obj)
+    found = traffic_selector(obj, lws_owner_check(view, str(metadata(obj).get("namespace") or "")))
     if found is None:
         return None
     reached = [lws for lws in workers_reached(found.selector, lws_list) if lws.serving_pods != SERVING_ALL]

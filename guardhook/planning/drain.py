@@ -44,7 +44,7 @@ from guardhook.planning.evictions import GroupRef, LwsKey, Refusal, evict_in_tur
 from guardhook.planning.rebuild import GangSetKey, Rebuild, rebuild_everything
 from guardhook.policies.group_eviction import eviction_context
 from guardhook.policies.shared.gang_budget import gang_disruption, gang_reading
-from guardhook.policies.shared.group_budget import BrokenGroups, broken_in_view, budget_of
+from guardhook.policies.shared.group_budget import BrokenGroups, broken_in_view, budget_of, min_budget
 from guardhook.wire import KubeObject
 
 GROUPS_LISTED = 1000
@@ -354,7 +354,7 @@ def _gang_sets(view: ClusterView, nodes: Sequence[str], params: Mapping[str, Any
     for pod in view.all_pods():
         if pod.terminal or not pod.pod_group:
             continue
-        gang = gang_disruption(view, pod, int(params.get("maxDisruptedGroups", 1)))
+        gang = gang_disruption(view, pod, int(params.get("maxDisruptedGroups", 1)), min_budget(params))
         if gang is None:
             continue
         if gang.set not in found:
@@ -455,7 +455,11 @@ def _set_of(view: ClusterView, refusal: Refusal, params: Mapping[str, Any]) -> t
     member = member_of_pod(pod) if pod is not None else None
     if member is not None:
         return ("", member.lws_name)
-    gang = gang_disruption(view, pod, int(params.get("maxDisruptedGroups", 1))) if pod is not None else None
+    gang = (
+        gang_disruption(view, pod, int(params.get("maxDisruptedGroups", 1)), min_budget(params))
+        if pod is not None
+        else None
+    )
     return (gang.set.kind, gang.set.name) if gang is not None else ("", "")
 
 
@@ -509,5 +513,8 @@ def _groups(
         for lws in view.all_lws():
             key = (lws.namespace, lws.name)
             if key not in broken:
-                broken[key], budgets[key] = broken_in_view(view, lws), budget_of(lws, default)
+                broken[key], budgets[key] = (
+                    broken_in_view(view, lws),
+                    budget_of(lws, default, min_budget(params)),
+                )
     return losing, broken, budgets

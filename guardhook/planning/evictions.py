@@ -23,7 +23,7 @@ from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.ref import SetRef
 from guardhook.policies.group_eviction import eviction_context, pdb_refusal, within_budget
 from guardhook.policies.shared.gang_budget import gang_disruption, gang_reading
-from guardhook.policies.shared.group_budget import BrokenGroups, budget_source, groups_broken
+from guardhook.policies.shared.group_budget import BrokenGroups, budget_source, groups_broken, min_budget
 from guardhook.wire import KubeObject
 
 LwsKey = tuple[str, str]
@@ -110,7 +110,7 @@ def evict_in_turn(
             reason = (
                 f"would break group {eviction.group} of LeaderWorkerSet {key[0]}/{key[1]} while "
                 f"{groups_broken(len(groups))} broken "
-                f"(budget {eviction.budget}, {budget_source(eviction.lws)})"
+                f"(budget {eviction.budget}, {budget_source(eviction.lws, eviction.budget)})"
             )
         if reason is not None:
             outcome.refused.append(Refusal(pod.namespace, pod.name, pod.node_name, reason))
@@ -136,7 +136,7 @@ def _evict_gang_member(
     group-eviction's gang budget does (guardhook.policies.shared.gang_budget; PDBs are not
     simulated for gangs); `gangs` holds the broken PodGroups per set, updated in place, read from
     the view on a set's first pod unless `healed`. Anything else is allowed and changes nothing."""
-    gang = gang_disruption(view, pod, int(params.get("maxDisruptedGroups", 1)))
+    gang = gang_disruption(view, pod, int(params.get("maxDisruptedGroups", 1)), min_budget(params))
     if gang is None:
         return
     if gang.set not in gangs:

@@ -71,6 +71,7 @@ from guardhook.policies.shared.group_budget import (
     GroupDisruption,
     group_disruption,
     judge_budget,
+    min_budget,
     too_many,
     within_budget,
 )
@@ -95,7 +96,7 @@ class GroupEviction(Policy):
     default_actions = ("Deny",)
     fail_closed = True
     stale_code = TOO_MANY_REQUESTS
-    params = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120}
+    params = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120, "minMaxDisruptedGroups": 0}
     # A TTL of 0 forgets each allowed eviction at once: concurrent evictions then break any budget.
     param_minimums = {"ledgerTTLSeconds": 1}
 
@@ -114,7 +115,9 @@ class GroupEviction(Policy):
             return allowed_disruption_target(pod.disruption, ctx.user)
         eviction = eviction_context(ctx.view, pod, ctx.params)
         if eviction is None:
-            gang = gang_disruption(ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)))
+            gang = gang_disruption(
+                ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)), min_budget(ctx.params)
+            )
             if gang is not None:
                 return self._judge_gang(ctx, pod, gang, seen is not None and not seen.terminating)
             return lws_unknowable(ctx.view, pod) or ALLOW
@@ -158,7 +161,9 @@ class GroupEviction(Policy):
         if len(short) != 1:
             return ALLOW
         stand_in = PodRecord(namespace, name, "", {}, {}, "", "", False, False, (), pod_group=short[0].name)
-        gang = gang_disruption(ctx.view, stand_in, int(ctx.params.get("maxDisruptedGroups", 1)))
+        gang = gang_disruption(
+            ctx.view, stand_in, int(ctx.params.get("maxDisruptedGroups", 1)), min_budget(ctx.params)
+        )
         if gang is None:  # short_gangs holds only `all` PodGroups of the view, so never
             return ALLOW
         return self._judge_gang(ctx, stand_in, gang, False)
@@ -211,7 +216,7 @@ def eviction_context(view: ClusterView, pod: PodRecord, params: Mapping[str, Any
     LWS the view knows (the LWS is gone and its pods are being collected) or of a group beyond
     `spec.replicas` (scaling down). `params` are the policy's (`maxDisruptedGroups`); the budget is
     the LWS annotation guardhook.io/max-disrupted-groups when set. Also used by `guardhook drain-plan`."""
-    return group_disruption(view, pod, int(params.get("maxDisruptedGroups", 1)))
+    return group_disruption(view, pod, int(params.get("maxDisruptedGroups", 1)), min_budget(params))
 
 
 def view_pdb_refusal(view: ClusterView, pod: PodRecord) -> str | None:

@@ -48,7 +48,7 @@ from guardhook.policies.base import (
     stale_judgement,
     target,
 )
-from guardhook.policies.shared.group_budget import group_disruption, judge_budget
+from guardhook.policies.shared.group_budget import group_disruption, judge_budget, min_budget
 
 RESTART_CONTAINER = "RestartContainer"
 NOT_REQUIRED = "NotRequired"
@@ -157,8 +157,12 @@ class GroupResize(Policy):
     default_actions = ("Deny",)
     fail_closed = True
     stale_code = TOO_MANY_REQUESTS
-    params = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120}
-    shared_params = {"maxDisruptedGroups": "group-eviction", "ledgerTTLSeconds": "group-eviction"}
+    params = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120, "minMaxDisruptedGroups": 0}
+    shared_params = {
+        "maxDisruptedGroups": "group-eviction",
+        "ledgerTTLSeconds": "group-eviction",
+        "minMaxDisruptedGroups": "group-eviction",
+    }
     param_minimums = {"ledgerTTLSeconds": 1}
 
     def judge(self, ctx: PolicyContext) -> Judgement:
@@ -186,7 +190,9 @@ class GroupResize(Policy):
                     f"{lws.namespace}/{lws.name}, which lacks this pod until the container is back",
                 )
             )
-        disruption = group_disruption(ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)))
+        disruption = group_disruption(
+            ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)), min_budget(ctx.params)
+        )
         if disruption is None:
             return ALLOW
         consequence = (

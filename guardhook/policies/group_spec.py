@@ -32,6 +32,9 @@ behaviour from the Kubernetes docs, "Configure Liveness, Readiness and Startup P
   `guardhook.io/spare-groups` not a non-negative integer, `guardhook.io/serving-pods` neither
   "leaders" nor "all"): the finding names the annotation and the value used instead
   (guardhook.cluster.coverage.unreadable_annotations), since the other policies silently fall back.
+- `guardhook.io/max-disrupted-groups: "0"`: no group of the LWS may be disrupted, so every drain of
+  a node its groups run on stops (issue 48: a tenant's annotation); the finding names group-eviction's
+  `minMaxDisruptedGroups`, the cluster's minimum that such an annotation cannot go below.
 
 Requests: leaderworkersets CREATE and UPDATE. Reads only the request object, never the view, so
 it cannot be stale. Default action: Warn.
@@ -42,7 +45,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from guardhook.cluster.coverage import unreadable_annotations
+from guardhook.cluster.coverage import BUDGET_ANNOTATION, unreadable_annotations
 from guardhook.cluster.lws import LeaderWorkerSet
 from guardhook.cluster.model import as_dict, as_list, scaled
 from guardhook.cluster.resources import (
@@ -95,7 +98,20 @@ def lint(lws: LeaderWorkerSet, weight_load_seconds: int) -> list[str]:
     findings += _restarts_during_load(lws, weight_load_seconds)
     findings += _pod_level_below_containers(lws)
     findings += [unreadable.sentence() for unreadable in unreadable_annotations(lws)]
+    findings += _zero_budget(lws)
     return findings
+
+
+def _zero_budget(lws: LeaderWorkerSet) -> list[str]:
+    """The finding for a budget annotation of 0 (any run of zeros: it reads as 0)."""
+    raw = lws.annotations.get(BUDGET_ANNOTATION, "")
+    if not raw or raw.strip("0") or not raw.isascii():
+        return []
+    return [
+        f'{BUDGET_ANNOTATION}: "{raw}" lets no group be disrupted, so every drain (kubectl drain, '
+        "node upgrades, autoscaler scale-downs) of a node its groups run on waits forever unless the "
+        "cluster sets group-eviction's minMaxDisruptedGroups above it; allow at least 1"
+    ]
 
 
 def _rollout(lws: LeaderWorkerSet) -> list[str]:

@@ -52,8 +52,12 @@ class GroupTaint(Policy):
     targets = (target("", NODES), target(RESOURCE_GROUP, DEVICE_TAINT_RULES))
     default_actions = ("Warn",)
     fail_closed = False
-    params = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120}
-    shared_params = {"maxDisruptedGroups": "group-eviction", "ledgerTTLSeconds": "group-eviction"}
+    params = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120, "minMaxDisruptedGroups": 0}
+    shared_params = {
+        "maxDisruptedGroups": "group-eviction",
+        "ledgerTTLSeconds": "group-eviction",
+        "minMaxDisruptedGroups": "group-eviction",
+    }
     param_minimums = {"ledgerTTLSeconds": 1}
 
     def judge(self, ctx: PolicyContext) -> Judgement:

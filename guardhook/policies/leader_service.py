@@ -22,7 +22,8 @@ selects no pod, and the warning gives a selector that would work.
 Left alone (design.md §1, §2): headless Services (`clusterIP: None`, used for discovery; a
 mutating review of a CREATE carries no clusterIP yet, so only a set value counts), ExternalName
 and selector-less Services, Services owned by an LWS or a DisaggregatedSet (their discovery
-Services).
+Services). An LWS ownerReference counts only when the view holds that LWS with that uid or the LWS
+controller sends the request (issue 48: a made-up reference does not switch the mutation off).
 
 Idempotent: the patched selector cannot match a worker, so judging it again yields no patch
 (the mutating webhook uses `reinvocationPolicy: IfNeeded`). Actions: `Mutate` (default, on
@@ -73,6 +74,7 @@ from guardhook.policies.shared.traffic import (
     POOL_RESOURCE,
     UNMODELLED_LWS_LABELS,
     TrafficSelector,
+    lws_owner_check,
     render,
     selects_no_lws_pod,
     traffic_selector,
@@ -87,6 +89,9 @@ OPT_OUT_ANNOTATION = "guardhook.io/leader-service"
 OPT_OUT_VALUE = "ignore"
 SYNC_NAME = "leader-service-sync"
 """The reconciler that narrows what admission could not see (guardhook.leadersync)."""
+SYNC_NAMESPACES_PARAM = "syncNamespaces"
+"""The namespaces the leader-service-sync reconciler may act in ([] = every namespace the webhooks
+guard); set with namespaced RBAC (manifests/components/leader-service-sync/namespaced)."""
 SYNC_PERIOD_SECONDS = 10.0
 """The reconciler's default period: the documented bound (docs/policies.md)."""
 SERVING_PODS_HINT = (
@@ -150,12 +155,20 @@ class LeaderService(Policy):
     )
     default_actions = ("Mutate",)
     can_mutate = True
+    params = {SYNC_NAMESPACES_PARAM: []}
+
+    def param_problem(self, name: str, value: Any) -> str | None:
+        """`syncNamespaces` must list namespace names (non-empty strings)."""
+        if name == SYNC_NAMESPACES_PARAM and not all(isinstance(n, str) and n for n in value):
+            return "must be a list of namespace names (non-empty strings)"
+        return None
 
     def judge(self, ctx: PolicyContext) -> Judgement:
         """A violation with the worker-index patch when the object can send traffic to workers of
         an LWS whose leaders alone serve; advisories for what cannot be patched (module
         docstring); else allow."""
-        found = traffic_selector(ctx.object)
+        username = str(ctx.user.get("username") or "")
+        found = traffic_selector(ctx.object, lws_owner_check(ctx.view, ctx.namespace, username))
         if found is None:
             return ALLOW
         subject = f"{found.kind} {ctx.namespace}/{ctx.name}"

@@ -286,15 +286,21 @@ def lws_owned_statefulset(
     view: ClusterView, namespace: str, name: str, obj: dict[str, Any] | None
 ) -> OwnedStatefulSet | None:
     """Whether StatefulSet `namespace/name` belongs to an LWS, judged from `obj` (the request's
-    StatefulSet, when there is one), else the view's record, else the naming convention `L` /
-    `L-<g>` of an LWS in the view. None when it does not."""
+    StatefulSet, when there is one), else the view's record, else (also when a record owned by a
+    pod carries no LWS marker: its labels removed) the naming convention `L` / `L-<g>` of an LWS in
+    the view. None when it does not."""
     found = _from_object(name, obj)
     if found is not None:
         return found
     record = view.statefulset(namespace, name)
-    if record is not None:
-        return _from_markers(name, record.owners, record.labels)
-    return _from_naming(view, namespace, name)
+    if record is None:
+        return _from_naming(view, namespace, name)
+    found = _from_markers(name, record.owners, record.labels)
+    if found is None and any(o.controller and o.kind == "Pod" for o in record.owners):
+        # A worker StatefulSet (its controller the leader pod) whose LWS labels a tenant removed is
+        # still known by its name (issue 48); one with no such owner and no marker is no LWS's.
+        return _from_naming(view, namespace, name)
+    return found
 
 
 def _from_object(name: str, obj: dict[str, Any] | None) -> OwnedStatefulSet | None:

@@ -48,6 +48,12 @@ replacement worker joins nothing. They name the leader to delete instead, with
 `--cascade=foreground`: the workers go first and the group is rebuilt sooner, which is how the LWS
 controller itself restarts a group.
 
+A pod UPDATE that removes or changes a `leaderworkerset.sigs.k8s.io/` label of a group member (placed
+by its old object) is denied (issue 48): those labels are the LWS controller's, and a pod without
+its name label was matched by no objectSelector of guardhook's webhooks or the floor. Only the LWS
+controller (exempt per policy) and the StatefulSet controller (exempt globally) may change them —
+docs/policies.md#exempt-identities. Adding a label is left alone: it cannot take a pod out of a group.
+
 Fail mode: closed. With a stale view the group's state is unknown, so the delete is denied.
 """
 
@@ -57,11 +63,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from guardhook.cluster.going import DRAIN_CONDITIONS, draining
-from guardhook.cluster.lws import GROUP_KEY_LABEL, RECREATING_POLICIES, WORKER_INDEX_LABEL
-from guardhook.cluster.model import NodeRecord, PodRecord
+from guardhook.cluster.lws import GROUP_KEY_LABEL, PREFIX, RECREATING_POLICIES, WORKER_INDEX_LABEL
+from guardhook.cluster.model import NodeRecord, PodRecord, metadata, str_map
 from guardhook.groups import GroupRef, resolve
 from guardhook.groups.counts import member_group_health
-from guardhook.groups.placement import member_of_pod
+from guardhook.groups.placement import member_of_object, member_of_pod
 from guardhook.groups.podgroup import all_mode_group, gang_health
 from guardhook.groups.ref import KTHENA, LWS_HASH, NO_RECREATOR
 from guardhook.policies.base import (
@@ -75,7 +81,8 @@ from guardhook.policies.base import (
     target,
 )
 from guardhook.policies.shared.gang_budget import gang_disruption, judge_gang_budget
-from guardhook.policies.shared.group_budget import group_disruption, judge_budget
+from guardhook.policies.shared.group_budget import group_disruption, judge_budget, min_budget
+from guardhook.wire import KubeObject
 
 DRAIN_TAINT_KEYS_PARAM = "drainTaintKeys"
 DRAIN_CONDITIONS_PARAM = "drainConditions"
@@ -88,16 +95,21 @@ DELETE by one of them (the Job controller) is its workload controller stopping t
 
 class WorkerDelete(Policy):
     id = "worker-delete"
-    targets = (target("", "pods", "", "DELETE"),)
+    targets = (target("", "pods", "", "DELETE", "UPDATE"),)
     default_actions = ("Deny",)
     fail_closed = True
     params = {
         "maxDisruptedGroups": 1,
         "ledgerTTLSeconds": 120,
+        "minMaxDisruptedGroups": 0,
         "drainTaintKeys": [],
         "drainConditions": list(DRAIN_CONDITIONS),
     }
-    shared_params = {"maxDisruptedGroups": "group-eviction", "ledgerTTLSeconds": "group-eviction"}
+    shared_params = {
+        "maxDisruptedGroups": "group-eviction",
+        "ledgerTTLSeconds": "group-eviction",
+        "minMaxDisruptedGroups": "group-eviction",
+    }
     param_minimums = {"ledgerTTLSeconds": 1}
 
     def param_problem(self, name: str, value: Any) -> str | None:
@@ -109,7 +121,10 @@ class WorkerDelete(Policy):
         return None
 
     def judge(self, ctx: PolicyContext) -> Judgement:
-        """Deny deleting a worker of a whole group; see the module docstring for what is allowed."""
+        """Deny deleting a worker of a whole group, and relabelling a group member; see the module
+        docstring for what is allowed."""
+        if ctx.operation == "UPDATE":
+            return _relabel(ctx)
         pod = _deleted_pod(ctx)
         member = member_of_pod(pod) if pod is not None else None
         if pod is not None and member is None and not pod.terminating and pod.pod_group:
@@ -162,7 +177,9 @@ class WorkerDelete(Policy):
             else ""
         )
         if node is not None and why:
-            gang = gang_disruption(ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)))
+            gang = gang_disruption(
+                ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)), min_budget(ctx.params)
+            )
             if gang is not None:
                 ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
                 what = f"deleting pod {pod.namespace}/{pod.name} from draining node {node.name} ({why})"
@@ -180,7 +197,9 @@ class WorkerDelete(Policy):
         """A worker DELETE on a draining node (`why`: cordoned, or its drain taint), judged by the
         group budget; None when the view does not hold the pod's LWS (then it is judged as any
         worker delete)."""
-        disruption = group_disruption(ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)))
+        disruption = group_disruption(
+            ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)), min_budget(ctx.params)
+        )
         if disruption is None:
             return None
         lws = disruption.lws
@@ -198,6 +217,35 @@ class WorkerDelete(Policy):
         return judge_budget(
             ctx.view, disruption, ctx.ledger, ctx.may_record, ttl, what, advisory, cause="delete"
         )
+
+
+def _relabel(ctx: PolicyContext) -> Judgement:
+    """A pod UPDATE: denied when the old pod is an LWS group member and the update removes or
+    changes one of its `leaderworkerset.sigs.k8s.io/` labels (their keys named); allowed otherwise.
+    Judged from the request alone: the view is not read."""
+    member = member_of_object(ctx.old_object)
+    changed = changed_lws_labels(ctx.old_object, ctx.object)
+    if member is None or not changed:
+        return ALLOW
+    keys = ", ".join(changed)
+    return Judgement(
+        violation=Violation(
+            f"pod {member.namespace or ctx.namespace}/{ctx.name} is {member.role} of group "
+            f"{member.group_index} of LeaderWorkerSet {member.lws_name}: its {PREFIX}* labels say "
+            f"which group it is in and only the LWS and StatefulSet controllers may change them; "
+            f"this update removes or changes {keys}, which would take it out of its group's guards "
+            f"(worker-delete, group-eviction, the admission-policy floor). Change the "
+            f"LeaderWorkerSet's template instead{member.note()}"
+        )
+    )
+
+
+def changed_lws_labels(old: KubeObject, new: KubeObject) -> tuple[str, ...]:
+    """The `leaderworkerset.sigs.k8s.io/` label keys of `old` that `new` removes or sets to
+    another value, sorted (a label added is none of them)."""
+    before = str_map(metadata(old).get("labels"))
+    after = str_map(metadata(new).get("labels"))
+    return tuple(sorted(k for k, v in before.items() if k.startswith(PREFIX) and after.get(k) != v))
 
 
 def _deleted_pod(ctx: PolicyContext) -> PodRecord | None:

@@ -111,12 +111,47 @@ namespaceSelector:
       values: {{ include "guardhook.excludedNamespaces" . }}
 {{- end }}
 
-{{/* A DELETE or UPDATE is matched on the stored object's labels; only LWS-owned objects matter. */}}
+{{/* A pod CREATE (group-readiness) is matched on the new pod's labels, which its controller
+     wrote; no entry that must see every member uses it (issue 48). */}}
 {{- define "guardhook.lwsObjectSelector" -}}
 objectSelector:
   matchExpressions:
     - key: leaderworkerset.sigs.k8s.io/name
       operator: Exists
+{{- end }}
+
+{{/* Which objects an entry that must see every LWS member is called for: by any
+     leaderworkerset.sigs.k8s.io/ label or by its controller ownerReference, never by the name
+     label alone, which a tenant may remove (issue 48). */}}
+{{- define "guardhook.condition.lwsPodDeleteOrRelabel" -}}
+- name: lws-pod-delete-or-relabel
+  expression: >-
+    request.operation == 'DELETE' ?
+    (has(oldObject.metadata.labels) &&
+    oldObject.metadata.labels.exists(k, k.startsWith('leaderworkerset.sigs.k8s.io/'))) ||
+    (has(oldObject.metadata.ownerReferences) && oldObject.metadata.ownerReferences.exists(r,
+    has(r.controller) && r.controller && r.kind in ['StatefulSet', 'ReplicaSet'])) :
+    has(oldObject.metadata.labels) && oldObject.metadata.labels.exists(k,
+    k.startsWith('leaderworkerset.sigs.k8s.io/') && !(has(object.metadata.labels) &&
+    k in object.metadata.labels && object.metadata.labels[k] == oldObject.metadata.labels[k]))
+{{- end }}
+
+{{- define "guardhook.condition.lwsPod" -}}
+- name: lws-pod
+  expression: >-
+    (has(object.metadata.labels) &&
+    object.metadata.labels.exists(k, k.startsWith('leaderworkerset.sigs.k8s.io/'))) ||
+    (has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r,
+    has(r.controller) && r.controller && r.kind in ['StatefulSet', 'ReplicaSet']))
+{{- end }}
+
+{{- define "guardhook.condition.lwsStatefulSet" -}}
+- name: lws-statefulset
+  expression: >-
+    (has(oldObject.metadata.labels) &&
+    oldObject.metadata.labels.exists(k, k.startsWith('leaderworkerset.sigs.k8s.io/'))) ||
+    (has(oldObject.metadata.ownerReferences) && oldObject.metadata.ownerReferences.exists(r,
+    has(r.controller) && r.controller && r.kind in ['LeaderWorkerSet', 'Pod']))
 {{- end }}
 
 {{/* Exempt identities (design.md §2) are skipped before the call. */}}
@@ -143,7 +178,9 @@ objectSelector:
 
 {{- define "guardhook.condition.notANode" -}}
 - name: not-a-node
-  expression: "!request.userInfo.username.startsWith('system:node:')"
+  expression: >-
+    !(request.userInfo.username.startsWith('system:node:') &&
+    has(request.userInfo.groups) && 'system:nodes' in request.userInfo.groups)
 {{- end }}
 
 {{/* The usual exemptions: the LWS controller, Kueue, the kube-system controllers, kubelets. */}}

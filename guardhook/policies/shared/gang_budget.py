@@ -45,8 +45,11 @@ class GangDisruption:
     groups: tuple[PodGroupRecord, ...] = field(repr=False)
 
 
-def gang_disruption(view: ClusterView, pod: PodRecord, default_budget: int) -> GangDisruption | None:
-    """The gang context of removing `pod`, or None when it is in no `all` PodGroup the view holds."""
+def gang_disruption(
+    view: ClusterView, pod: PodRecord, default_budget: int, minimum_budget: int = 0
+) -> GangDisruption | None:
+    """The gang context of removing `pod`, or None when it is in no `all` PodGroup the view holds.
+    B never goes below `minimum_budget` (`minMaxDisruptedGroups`, as for LWS groups)."""
     group = all_mode_group(view, pod)
     if group is None:
         return None
@@ -58,7 +61,7 @@ def gang_disruption(view: ClusterView, pod: PodRecord, default_budget: int) -> G
         budgets = [int_annotation(g.annotations, BUDGET_ANNOTATION, -1) for g in groups]
         set_budgets = [b for b in budgets if b >= 0]
         budget = min(set_budgets) if set_budgets else default_budget
-    return GangDisruption(pod, group, target, budget, groups)
+    return GangDisruption(pod, group, target, max(budget, minimum_budget), groups)
 
 
 def ledger_key(target: SetRef) -> tuple[str, str]:

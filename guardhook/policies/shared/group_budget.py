@@ -1,7 +1,9 @@
 """The group disruption budget shared by `group-eviction`, delete-based drains (`worker-delete`) and
 `group-taint`: at most B groups of one LWS broken at a time (design.md §2).
 
-B is the LWS annotation `guardhook.io/max-disrupted-groups`, else the policy's `maxDisruptedGroups`.
+B is the LWS annotation `guardhook.io/max-disrupted-groups`, else the policy's `maxDisruptedGroups`,
+and never below the cluster admin's `minMaxDisruptedGroups` (group-eviction's, default 0: a tenant's
+annotation "0" would block every drain of the nodes its groups run on; issue 48).
 A group counts as broken when the view shows it not whole, or when the ledger holds an unexpired
 disruption of it that the view does not show seen through yet, both from one reading
 (`budget_reading`, whose docstring states the invariant and how it holds across replicas).
@@ -21,6 +23,7 @@ import itertools
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from guardhook.cluster.going import Going
 from guardhook.cluster.lws import (
@@ -42,6 +45,9 @@ from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
 from guardhook.policies.base import ALLOW, TOO_MANY_REQUESTS, Judgement, Violation
 
 BUDGET_ANNOTATION = "guardhook.io/max-disrupted-groups"
+MIN_BUDGET_PARAM = "minMaxDisruptedGroups"
+"""The parameter (group-eviction's, shared with worker-delete, group-resize, group-taint) that no
+LWS's B goes below, whatever its annotation says."""
 EMPTY_GROUPS_LISTED = 20
 """Messages name at most this many groups with no pods, then say how many more there are."""
 
@@ -163,19 +169,28 @@ class GroupDisruption:
         return broken_in_view(self.view, self.lws)
 
 
-def budget_of(lws: LeaderWorkerSet, default: int) -> int:
-    """B for `lws`: its `guardhook.io/max-disrupted-groups` annotation, else `default`."""
-    return int_annotation(lws.annotations, BUDGET_ANNOTATION, default)
+def budget_of(lws: LeaderWorkerSet, default: int, minimum: int = 0) -> int:
+    """B for `lws`: its `guardhook.io/max-disrupted-groups` annotation, else `default`; never below
+    `minimum` (`minMaxDisruptedGroups`: the annotation is the tenant's, the minimum the admin's)."""
+    return max(int_annotation(lws.annotations, BUDGET_ANNOTATION, default), minimum)
 
 
-def budget_source(lws: LeaderWorkerSet) -> str:
+def min_budget(params: Mapping[str, Any]) -> int:
+    """The policy's `minMaxDisruptedGroups` (0 when unset): the least B of any LWS."""
+    return int(params.get(MIN_BUDGET_PARAM, 0))
+
+
+def budget_source(lws: LeaderWorkerSet, budget: int | None = None) -> str:
     """Where `budget_of(lws, ...)` took B from, for messages: the LWS's annotation when it holds a
     non-negative integer, else the policy's `maxDisruptedGroups` parameter (default 1), saying so
-    when an annotation is there but not usable."""
+    when an annotation is there but not usable; the cluster minimum when `budget` (B as used) is
+    above the annotation's value."""
     raw = lws.annotations.get(BUDGET_ANNOTATION)
     if raw is None:
         return "config parameter maxDisruptedGroups"
     if digits(raw):
+        if budget is not None and int(raw) < budget:
+            return f"config parameter {MIN_BUDGET_PARAM}, above annotation {BUDGET_ANNOTATION}: {raw!r}"
         return f"annotation {BUDGET_ANNOTATION}"
     return (
         f"config parameter maxDisruptedGroups; annotation {BUDGET_ANNOTATION}: {raw!r} is not a whole number"
@@ -219,16 +234,20 @@ def broken_in_view(view: ClusterView, lws: LeaderWorkerSet, going: Going | None 
     return broken_in_pods(lws, lws_pods(view, lws.namespace, lws.name), judge.doomed)
 
 
-def group_disruption(view: ClusterView, pod: PodRecord, default_budget: int) -> GroupDisruption | None:
+def group_disruption(
+    view: ClusterView, pod: PodRecord, default_budget: int, minimum_budget: int = 0
+) -> GroupDisruption | None:
     """The group context of removing `pod`, or None for a pod outside any LWS the view knows (the
-    LWS is gone and its pods are being collected) or of a group beyond `spec.replicas`."""
+    LWS is gone and its pods are being collected) or of a group beyond `spec.replicas`. B is
+    `budget_of(lws, default_budget, minimum_budget)`."""
     member = member_of_pod(pod)
     if member is None:
         return None
     lws = view.lws(member.namespace, member.lws_name)
     if lws is None or not below_replicas(member.group_index, lws.replicas):
         return None
-    return GroupDisruption(pod, lws, member.group_index, budget_of(lws, default_budget), view, member)
+    budget = budget_of(lws, default_budget, minimum_budget)
+    return GroupDisruption(pod, lws, member.group_index, budget, view, member)
 
 
 def budget_reading(
@@ -410,6 +429,6 @@ def budget_message(disruption: GroupDisruption, broken: BrokenGroups, what: str)
     return (
         f"{what} would break group {disruption.group} of LeaderWorkerSet "
         f"{lws.namespace}/{lws.name}, but {groups_broken(len(broken), lws.replicas)} already broken "
-        f"and at most {disruption.budget} may be broken at a time ({budget_source(lws)}): "
+        f"and at most {disruption.budget} may be broken at a time ({budget_source(lws, disruption.budget)}): "
         f"{describe_broken(broken)}. Retry once a broken group is whole again"
     )

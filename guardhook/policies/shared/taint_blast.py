@@ -33,6 +33,7 @@ from guardhook.policies.shared.group_budget import (
     budget_source,
     describe_broken,
     ledger_key,
+    min_budget,
 )
 
 
@@ -64,7 +65,7 @@ def judge_blast(ctx: PolicyContext, blast: Blast) -> Judgement:
     over = []
     going = Going(ctx.view, blast.unless)
     for lws, victims in _by_lws(ctx.view, blast.victims).items():
-        judged = _LwsBlast(ctx.view, lws, victims, budget_of(lws, default), going)
+        judged = _LwsBlast(ctx.view, lws, victims, budget_of(lws, default, min_budget(ctx.params)), going)
         line = judged.record(ledger, ttl) if ledger is not None else judged.read(ctx.ledger)
         if line:
             over.append(line)
@@ -149,7 +150,8 @@ class _LwsBlast:
         line = (
             f"LeaderWorkerSet {lws.namespace}/{lws.name} would lose {len(lost)} whole group"
             f"{'s' if len(lost) > 1 else ''} of {lws.replicas}: {groups}; already broken: "
-            f"{describe_broken(broken)}; at most {self.budget} may be broken at a time ({budget_source(lws)})"
+            f"{describe_broken(broken)}; at most {self.budget} may be broken at a time "
+            f"({budget_source(lws, self.budget)})"
         )
         return line, None
 

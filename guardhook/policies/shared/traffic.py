@@ -14,6 +14,7 @@ The endpoint picker chooses among the pods the selector matches, exactly as a Se
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import jsonpatch
@@ -21,6 +22,7 @@ import jsonpatch
 from guardhook.cluster.disaggregated import ds_owner
 from guardhook.cluster.lws import (
     GROUP_INDEX_LABEL,
+    LWS_CONTROLLER,
     NAME_LABEL,
     PREFIX,
     SERVING_ALL,
@@ -28,9 +30,10 @@ from guardhook.cluster.lws import (
     LeaderWorkerSet,
     lws_owner,
 )
-from guardhook.cluster.model import as_dict, digits, str_map
+from guardhook.cluster.model import OwnerRef, as_dict, digits, str_map
 from guardhook.cluster.reach import reach
 from guardhook.cluster.selectors import from_map
+from guardhook.cluster.view.store import ClusterView
 from guardhook.wire import JSONPatchOp, KubeObject
 
 POOL_KIND = "InferencePool"
@@ -65,12 +68,32 @@ class TrafficSelector:
         return {"op": "add", "path": jsonpatch.JsonPointer.from_parts([*self.path, key]).path, "value": value}
 
 
-def traffic_selector(obj: KubeObject) -> TrafficSelector | None:
+OwnerCheck = Callable[[OwnerRef], bool]
+"""Whether an LWS ownerReference is genuine (`lws_owner_check`)."""
+
+
+def lws_owner_check(view: ClusterView, namespace: str, sender: str = "") -> OwnerCheck:
+    """Whether an LWS ownerReference of an object in `namespace` is genuine: the view holds that
+    LWS with that uid, or `sender` (the request's username) is the LWS controller, which writes
+    such references (issue 48: anyone may write a made-up one, and the LWS controller's own
+    Services are headless anyway)."""
+
+    def genuine(owner: OwnerRef) -> bool:
+        if sender == LWS_CONTROLLER:
+            return True
+        lws = view.lws(namespace, owner.name)
+        return lws is not None and bool(owner.uid) and lws.uid == owner.uid
+
+    return genuine
+
+
+def traffic_selector(obj: KubeObject, owner_check: OwnerCheck | None = None) -> TrafficSelector | None:
     """The selector through which `obj` routes traffic, or None when it routes none this way:
 
     - a Service that is not headless (a set `clusterIP: None`; a mutating review of a CREATE
       carries no clusterIP yet), not ExternalName, has a non-empty selector and is owned by neither
-      an LWS nor a DisaggregatedSet (their own discovery Services, headless too);
+      an LWS nor a DisaggregatedSet (their own discovery Services, headless too) — an LWS
+      ownerReference counts only when `owner_check` (when given) finds it genuine;
     - an InferencePool (v1 or v1alpha2, by `apiVersion`) with a non-empty selector.
     Never raises on malformed input (a non-map selector counts as empty)."""
     kind = str(obj.get("kind") or "")
@@ -79,7 +102,10 @@ def traffic_selector(obj: KubeObject) -> TrafficSelector | None:
     if kind == "Service" and group == "":
         if spec.get("type") == "ExternalName" or spec.get("clusterIP") == "None":
             return None
-        if lws_owner(obj) is not None or ds_owner(obj) is not None:
+        owner = lws_owner(obj)
+        if owner is not None and (owner_check is None or owner_check(owner)):
+            return None
+        if ds_owner(obj) is not None:
             return None
         return _found(kind, str_map(spec.get("selector")), ("spec", "selector"))
     if kind == POOL_KIND and group == POOL_GROUP:
