@@ -218,7 +218,9 @@ def test_without_client_auth_an_allowed_eviction_is_logged_at_info_with_its_call
 
 def test_the_client_auth_component_mounts_the_ca_and_passes_the_flags(tmp_path: Path) -> None:
     overlay = user_overlay(
-        tmp_path / "overlay", [MANIFESTS / "overlays" / "cert-manager"], [MANIFESTS / "components" / "client-auth"]
+        tmp_path / "overlay",
+        [MANIFESTS / "overlays" / "cert-manager"],
+        [MANIFESTS / "components" / "client-auth"],
     )
     pod = one(render(overlay), "Deployment")["spec"]["template"]["spec"]
     args = [a.replace("$(POD_NAMESPACE)", "guardhook-system") for a in pod["containers"][0]["args"]]
