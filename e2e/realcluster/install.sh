@@ -16,6 +16,9 @@ PYTHON=${PYTHON:-$PROJECT/.venv/bin/python}
 LWS_VERSION=${LWS_VERSION:-v0.9.0}
 LWS_DIR=$REALCLUSTER_WORK/lws-$LWS_VERSION
 COMPONENTS=${COMPONENTS:-group-readiness pdb-sync}
+# GUARDHOOK_CLIENT_CA (client-auth.sh's client-ca.crt, when the API server presents its certificate):
+# the Secret guardhook-client-ca and the client-auth component, as docs/operations.md says.
+if [ -n "${GUARDHOOK_CLIENT_CA:-}" ]; then COMPONENTS="client-auth $COMPONENTS"; fi
 FIXTURES=${GUARDHOOK_FIXTURES:-$PROJECT/../shared/fixtures}
 W=$REALCLUSTER_WORK/guardhook-install
 log() { echo "$(date -u +%T) $*"; }
@@ -73,6 +76,11 @@ open(path, "w").write(yaml.safe_dump(doc, sort_keys=False))
 PY
 "$PYTHON" -m guardhook certs --force --patch-manifests "$W/m" > "$W/certs.log"
 kubectl kustomize "$W/m/overlays/self-managed" > "$W/rendered.yaml"
+if [ -n "${GUARDHOOK_CLIENT_CA:-}" ]; then
+  kubectl create namespace guardhook-system --dry-run=client -o yaml | kubectl apply -f - > /dev/null
+  kubectl -n guardhook-system create secret generic guardhook-client-ca --from-file=ca.crt="$GUARDHOOK_CLIENT_CA" \
+    --dry-run=client -o yaml | kubectl apply -f - > /dev/null
+fi
 kubectl apply --server-side --force-conflicts -f "$W/rendered.yaml" > /dev/null
 # New pods for the imported image under the same tag and the new certificates.
 kubectl -n guardhook-system rollout restart deployment/guardhook > /dev/null

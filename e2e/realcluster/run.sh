@@ -91,6 +91,16 @@ step lws-build 1800 env KUBECTL="$REALCLUSTER_BIN/kubectl" "$PROJECT/e2e/realclu
 # A brand-new cluster every run: a run killed before its `down.sh --wipe` (a CI timeout) leaves its
 # cluster running, and up.sh would resume it, objects and all.
 step fresh 300 "$RC/down.sh" --wipe
+# The API server presents a client certificate to guardhook (issue 48): install.sh gives guardhook its
+# CA and the client-auth component, so every suite's reviews come from an authenticated caller and
+# e2e/test_client_auth.py shows a caller without one refused.
+CLIENT_AUTH_DIR=$REALCLUSTER_WORK/client-auth
+if flag=$("$PROJECT/e2e/realcluster/client-auth.sh" "$CLIENT_AUTH_DIR" 2> "$LOGS/client-auth.log"); then
+  export RC_APISERVER_FLAGS="${RC_APISERVER_FLAGS:+$RC_APISERVER_FLAGS }$flag"
+  export GUARDHOOK_CLIENT_CA=$CLIENT_AUTH_DIR/client-ca.crt
+else
+  summary+=("realcluster: client-auth: FAILED (see $LOGS/client-auth.log)"); failed=1
+fi
 step up 300 "$RC/up.sh"
 [ "$failed" = 0 ] || exit 1
 
@@ -115,6 +125,7 @@ for suite in $SUITES; do
       [ "$failed" = 0 ] || exit 1
       # shellcheck disable=SC2086
       step e2e 2400 env GUARDHOOK_E2E_KUBECONFIG="$KUBECONFIG" GUARDHOOK_E2E_REALCLUSTER="$RC" GUARDHOOK_E2E_REQUIRE=1 \
+        GUARDHOOK_E2E_CLIENT_AUTH="${GUARDHOOK_CLIENT_CA:+1}" \
         GUARDHOOK_E2E_IMAGE="${GUARDHOOK_E2E_IMAGE:-example.local/pause:3.9}" \
         "$PYTHON" -m pytest -q -rs -p no:cacheprovider e2e ${E2E_ARGS:-} \
         --deselect e2e/test_group_makers.py::test_a_hash_lws_is_drained_one_group_at_a_time \
