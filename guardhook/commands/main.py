@@ -21,6 +21,7 @@ from guardhook.commands import (
     audit,
     certs,
     check,
+    drain,
     drain_plan,
     export,
     group_readiness,
@@ -45,13 +46,14 @@ COMMANDS = (
     certs,
     pdb_sync,
     drain_plan,
+    drain,
     group_readiness,
     leader_service_sync,
     uninstall,
     test,
     export,
 )
-ONE_SHOT = ("review", "check", "audit", "certs", "drain-plan", "uninstall", "test", "export")
+ONE_SHOT = ("review", "check", "audit", "certs", "drain-plan", "drain", "uninstall", "test", "export")
 """Commands a person runs and reads: warnings as `Warning: …`, log lines only with --verbose
 (guardhook.commands.output). The others (serve, the reconcilers) log as configured."""
 
