@@ -15,19 +15,28 @@ the same group model as in production. It records what a test asserts: the group
 leader delete per group), the evictions, and the most groups of each LWS ever seen broken at once,
 observed after every step and every write. `interrupt_after` raises KeyboardInterrupt right after
 that many writes (a Ctrl-C mid-wave); `refuse_once` answers the first eviction of those pods 429.
+
+`DrainFake` is the fake API server that also serves the drain's writes (evictions, deletes with
+DeleteOptions, server-side dry runs), for the real client (guardhook.cluster.drain_calls).
 """
 
 from __future__ import annotations
 
 import copy
+import json
+import re
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlparse
 
 from guardhook.cluster.drain_calls import Answer
 from guardhook.cluster.lws import GROUP_INDEX_LABEL, NAME_LABEL, WORKER_INDEX_LABEL
 from guardhook.wire import KubeObject
+
+from fake_apiserver import FakeApiServer, _Handler, _QuietServer, status
 
 GPU = "nvidia.com/gpu"
 DELETED = "2026-12-01T00:00:00Z"
@@ -274,3 +283,75 @@ def _rename(value: Any, old: str, new: str) -> Any:
     if isinstance(value, dict):
         return {k: _rename(v, old, new) for k, v in value.items()}
     return value
+
+
+class DrainFake(FakeApiServer):
+    """The fake API server (tests/fake_apiserver.py) also serving what a drain sends, as the API
+    server does: POST of a pod's `eviction` subresource (201 and the pod deleted; 429 for the pods
+    in `refuse`), DELETE of a pod with DeleteOptions in its body, and `dryRun=All` on those and on
+    a node PATCH (judged, answered, nothing stored). `sent` records (method, path, body)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.refuse: set[str] = set()
+        self.sent: list[tuple[str, str, dict[str, Any] | list[Any]]] = []
+
+    def start(self) -> DrainFake:
+        handler = type("Handler", (_DrainHandler,), {"fake": self})
+        httpd = _QuietServer(("127.0.0.1", self.port), handler)
+        httpd.daemon_threads = True
+        self.port = httpd.server_address[1]
+        self._httpd = httpd
+        threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+
+EVICTION = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction$")
+
+
+class _DrainHandler(_Handler):
+    fake: DrainFake
+
+    def _take_body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(length) or b"{}")
+
+    def do_POST(self) -> None:
+        url = urlparse(self.path)
+        match = EVICTION.match(url.path)
+        if not match:
+            return super().do_POST()
+        body = self._take_body()
+        self.fake.sent.append(("POST", self.path, body))
+        namespace, name = match.groups()
+        if self.fake.get("pods", namespace, name) is None:
+            return self._json(404, status(404, "NotFound", f'pods "{name}" not found'))
+        if name in self.fake.refuse:
+            return self._json(
+                429,
+                status(
+                    429,
+                    "TooManyRequests",
+                    "Cannot evict pod as it would violate the pod's disruption budget.",
+                ),
+            )
+        dry = "dryRun=All" in url.query or (body.get("deleteOptions") or {}).get("dryRun")
+        if not dry:
+            self.fake.delete("pods", namespace, name)
+        return self._json(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "metadata": {}})
+
+    def do_DELETE(self) -> None:
+        body = self._take_body()
+        self.fake.sent.append(("DELETE", self.path, body))
+        if "dryRun=All" in urlparse(self.path).query:
+            return self._json(
+                200, {"kind": "Status", "apiVersion": "v1", "status": "Success", "metadata": {}}
+            )
+        return super().do_DELETE()
+
+    def do_PATCH(self) -> None:
+        url = urlparse(self.path)
+        if "dryRun=All" not in url.query:
+            return super().do_PATCH()
+        self.fake.sent.append(("PATCH", self.path, self._take_body()))
+        return self._json(200, {})

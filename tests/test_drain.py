@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from drain_standin import StandIn, lws_copy
+from drain_standin import DrainFake, StandIn, lws_copy
 
 from guardhook.cluster.view.static import embedded_fleet_objects
 from guardhook.commands.main import main
@@ -278,3 +280,63 @@ def test_text_progress_names_waves_groups_and_what_is_left(capsys: pytest.Captur
     assert lines.count("  waiting for group 0 of LeaderWorkerSet serve/llm-xl: rebuilding elsewhere") == 1
     assert any(line.startswith("LEFT group 1 of LeaderWorkerSet serve/llm-xl: no room") for line in lines)
     assert lines[-1] == "stopped with 1 thing left (named above)"
+
+
+# ---- the calls, through the kubernetes client ------------------------------------------------------
+
+
+def test_the_calls_reach_the_api_server_as_kubectl_and_the_lws_controller_send_them() -> None:
+    from guardhook.cluster.drain_calls import KubeDrainCalls
+
+    with running_drain_fake() as fake:
+        calls = KubeDrainCalls(fake.api_client())
+        assert calls.cordon("gpu-node-01", dry_run=False).ok
+        assert fake.get("nodes", "", "gpu-node-01")["spec"]["unschedulable"] is True
+        assert calls.delete_foreground("serve", "llm-xl-0", None, dry_run=False).ok
+        assert fake.sent[-1][2]["propagationPolicy"] == "Foreground"
+        assert fake.get("pods", "serve", "llm-xl-0") is None
+        assert calls.evict("serve", "llm-xl-1-1", 30, dry_run=False).ok
+        method, path, body = fake.sent[-1]
+        assert (method, path) == ("POST", "/api/v1/namespaces/serve/pods/llm-xl-1-1/eviction")
+        assert (body["kind"], body["metadata"]["name"], body["deleteOptions"]["gracePeriodSeconds"]) == (
+            "Eviction",
+            "llm-xl-1-1",
+            30,
+        )
+        assert fake.get("pods", "serve", "llm-xl-1-1") is None
+        assert calls.evict("serve", "llm-xl-1-1", None, dry_run=False).gone
+        fake.refuse = {"llm-xl-2-1"}
+        refused = calls.evict("serve", "llm-xl-2-1", None, dry_run=False)
+        assert refused.code == 429 and "disruption budget" in refused.message
+
+
+def test_a_server_dry_run_sends_every_request_as_a_dry_run_and_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with running_drain_fake() as fake:
+        kubeconfig = str(fake.write_kubeconfig(tmp_path / "kubeconfig"))
+        code = main(["drain", "--kubeconfig", kubeconfig, "--dry-run=server", "gpu-node-01"])
+        sent = [(method, path.split("?")[0], "dryRun=All" in path) for method, path, _ in fake.sent]
+        assert sent == [
+            ("PATCH", "/api/v1/nodes/gpu-node-01", True),
+            ("DELETE", "/api/v1/namespaces/serve/pods/llm-xl-0", True),
+        ]
+        assert fake.sent[1][2]["propagationPolicy"] == "Foreground" and fake.sent[1][2]["dryRun"] == ["All"]
+        assert not fake.get("nodes", "", "gpu-node-01")["spec"].get("unschedulable")
+        assert fake.get("pods", "serve", "llm-xl-0") is not None
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "draining gpu-node-01 (dry run: server)" in out
+    assert (
+        "group 0 of LeaderWorkerSet serve/llm-xl: restarting it (deleting leader llm-xl-0, foreground)" in out
+    )
+
+
+@contextmanager
+def running_drain_fake() -> Iterator[DrainFake]:
+    fake = DrainFake().start()
+    fake.load(fleet())
+    try:
+        yield fake
+    finally:
+        fake.stop()

@@ -60,10 +60,12 @@ class KubeDrainCalls:
         return listed.objects
 
     def cordon(self, node: str, dry_run: bool) -> Answer:
-        """Mark `node` unschedulable (`kubectl cordon`: a patch of spec.unschedulable)."""
+        """Mark `node` unschedulable, as `kubectl cordon` does (spec.unschedulable true), as a
+        JSONPatch: the client sends a patch body as application/json-patch+json."""
+        patch = [{"op": "add", "path": "/spec/unschedulable", "value": True}]
         return _answer(
             lambda: self.core.patch_node(
-                node, {"spec": {"unschedulable": True}}, **_dry(dry_run), _request_timeout=30
+                node, patch, **_dry(dry_run), _request_timeout=30, _preload_content=False
             )
         )
 
@@ -73,11 +75,14 @@ class KubeDrainCalls:
             grace_period_seconds=grace_seconds, dry_run=[DRY_RUN_ALL] if dry_run else None
         )
         body = client.V1Eviction(
-            metadata=client.V1ObjectMeta(name=name, namespace=namespace), delete_options=options
+            api_version="policy/v1",
+            kind="Eviction",
+            metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+            delete_options=options,
         )
         return _answer(
             lambda: self.core.create_namespaced_pod_eviction(
-                name, namespace, body, **_dry(dry_run), _request_timeout=30
+                name, namespace, body, **_dry(dry_run), _request_timeout=30, _preload_content=False
             )
         )
 
@@ -92,7 +97,7 @@ class KubeDrainCalls:
         )
         return _answer(
             lambda: self.core.delete_namespaced_pod(
-                name, namespace, body=options, **_dry(dry_run), _request_timeout=30
+                name, namespace, body=options, **_dry(dry_run), _request_timeout=30, _preload_content=False
             )
         )
 
@@ -102,10 +107,13 @@ def _dry(dry_run: bool) -> dict[str, Any]:
     return {"dry_run": DRY_RUN_ALL} if dry_run else {}
 
 
-def _answer(call: Callable[[], object]) -> Answer:
-    """Run a write; an HTTP failure becomes its Answer (the API server's Status message)."""
+def _answer(call: Callable[[], Any]) -> Answer:
+    """Run a write; an HTTP failure becomes its Answer (the API server's Status message). The
+    answer's body is read but not decoded (`_preload_content=False`): a DELETE may answer the pod
+    or a Status, and only the status code matters here."""
     try:
-        call()
+        response = call()
     except ApiException as exc:
         return Answer(int(exc.status or 0), api_error(exc))
-    return Answer(200)
+    response.read()
+    return Answer(int(getattr(response, "status", 200)))
