@@ -52,6 +52,7 @@ class StandIn:
         self.loose_templates: dict[str, KubeObject] = {}
         self.restarts: Counter[tuple[str, str]] = Counter()
         self.evictions: list[str] = []
+        self.eviction_steps: list[int] = []  # the step of the world each eviction came in
         self.cordoned: list[str] = []
         self.dry_runs: list[str] = []
         self.most_broken: Counter[str] = Counter()
@@ -88,6 +89,7 @@ class StandIn:
             self.dry_runs.append(f"evict {name}")
             return Answer(201)
         self.evictions.append(name)
+        self.eviction_steps.append(self.steps)
         if not self._slot(pod) and any(
             o.get("controller") for o in pod["metadata"].get("ownerReferences", [])
         ):
@@ -176,13 +178,19 @@ class StandIn:
 
     def _observe(self) -> None:
         """The most groups of each LWS broken at once: a group is broken with fewer pods than its
-        size, or one not Ready or terminating (design.md §1)."""
+        size, or one not Ready or terminating (design.md §1); groups with no pod at all count too."""
         for lws in (o for o in self.store if o["kind"] == "LeaderWorkerSet"):
             namespace, name = lws["metadata"]["namespace"], lws["metadata"]["name"]
             size = int(lws["spec"]["leaderWorkerTemplate"]["size"])
-            broken = 0
-            for group in range(int(lws["spec"]["replicas"])):
-                pods = self._group_pods(namespace, name, str(group))
+            keys = {
+                p["metadata"]["labels"][GROUP_INDEX_LABEL]
+                for p in self._pods()
+                if p["metadata"]["namespace"] == namespace
+                and p["metadata"].get("labels", {}).get(NAME_LABEL) == name
+            }
+            broken = max(0, int(lws["spec"]["replicas"]) - len(keys))
+            for key in keys:
+                pods = self._group_pods(namespace, name, key)
                 whole = len(pods) == size and all(
                     _ready(p) and not p["metadata"].get("deletionTimestamp") for p in pods
                 )

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from drain_standin import DrainFake, StandIn, lws_copy
+from group_shapes import gang_objects, to_hash
 
 from guardhook.cluster.view.static import embedded_fleet_objects
 from guardhook.commands.main import main
@@ -340,3 +341,32 @@ def running_drain_fake() -> Iterator[DrainFake]:
         yield fake
     finally:
         fake.stop()
+
+
+# ---- other group makers --------------------------------------------------------------------------
+
+
+def test_a_hash_lws_group_is_restarted_by_its_generated_leader() -> None:
+    objects = fleet()
+    groups = to_hash(objects)
+    key, leader = groups[0]
+    cluster = StandIn(objects)
+    result, events = drain(cluster, "gpu-node-01")  # a worker of group 0
+    assert result.drained, result.left
+    assert cluster.restarts == {("llm-xl", key): 1}
+    assert [e["pod"] for e in events if e["event"] == "group"] == [leader]
+    assert cluster.most_broken == {"llm-xl": 1}
+
+
+def test_a_gang_is_evicted_whole_at_once_and_waited_for() -> None:
+    base = [o for o in fleet() if o["kind"] == "Node"]
+    cluster = StandIn(base + gang_objects(groups=3, size=2))
+    assert cluster.pods_on("gpu-node-01") == ["train-0-0"]
+    result, events = drain(cluster, "gpu-node-01")
+    assert result.drained, result.left
+    assert cluster.evictions == ["train-0-0", "train-0-1"]
+    assert len(set(cluster.eviction_steps)) == 1  # both before the world moved on: at once
+    [group] = [e for e in events if e["event"] == "group"]
+    assert (group["action"], group["pods"]) == ("evict", ["train-0-0", "train-0-1"])
+    assert [e["group"] for e in events if e["event"] == "rebuilt"] == [group["group"]]
+    assert cluster.pods_on("gpu-node-01") == []
