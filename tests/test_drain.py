@@ -370,3 +370,67 @@ def test_a_gang_is_evicted_whole_at_once_and_waited_for() -> None:
     assert (group["action"], group["pods"]) == ("evict", ["train-0-0", "train-0-1"])
     assert [e["group"] for e in events if e["event"] == "rebuilt"] == [group["group"]]
     assert cluster.pods_on("gpu-node-01") == []
+
+
+def test_disrupt_without_room_takes_the_group_and_the_timeout_names_it() -> None:
+    cluster = StandIn(no_room())
+    ticks = iter(range(10_000))
+    events: list[dict[str, Any]] = []
+    options = DrainOptions(
+        nodes=("gpu-node-00", "gpu-node-04"),
+        params=PARAMS,
+        poll_seconds=0.0,
+        disrupt_without_room=True,
+        timeout_seconds=60,
+    )
+    result = Drain(
+        cluster,
+        options,
+        lambda kind, **fields: events.append({"event": kind, **fields}),
+        clock=lambda: float(next(ticks)),  # a second each time the drain looks at the clock
+        sleep=lambda seconds: None,
+    ).run()
+    assert cluster.restarts == {("llm-xl", "0"): 1, ("llm-xl", "1"): 1}  # taken without room
+    assert [(item.what, item.why) for item in result.left] == [
+        ("group 1 of LeaderWorkerSet serve/llm-xl", "--timeout of 60s passed waiting for it")
+    ]
+    assert events[-1]["event"] == "done" and not events[-1]["drained"]
+
+
+def test_durations_are_read_as_kubectl_reads_them(capsys: pytest.CaptureFixture[str]) -> None:
+    from guardhook.commands.drain import duration
+
+    assert [duration(text) for text in ("0", "90", "90s", "5m", "1h30m", "1.5h")] == [
+        0,
+        90,
+        90,
+        300,
+        5400,
+        5400,
+    ]
+    with pytest.raises(SystemExit) as exited:
+        main(["drain", "--timeout", "soon", NODE])
+    assert exited.value.code == 2
+    assert "soon is not a duration" in capsys.readouterr().err
+
+
+def test_on_a_terminal_a_progress_bar_runs_beside_the_lines() -> None:
+    import io
+
+    from guardhook.commands.drain import Report
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    with Report("text", out, 0.0) as report:
+        assert report.progress is not None
+        Drain(
+            StandIn(two_lws()),
+            DrainOptions(nodes=(NODE,), params=PARAMS, poll_seconds=0.0),
+            report.event,
+            sleep=lambda seconds: None,
+        ).run()
+        assert report.progress.tasks[0].completed == report.progress.tasks[0].total == 4
+    assert "drained: 4 groups taken whole, 0 pods evicted" in out.getvalue()
