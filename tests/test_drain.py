@@ -434,3 +434,20 @@ def test_on_a_terminal_a_progress_bar_runs_beside_the_lines() -> None:
         ).run()
         assert report.progress.tasks[0].completed == report.progress.tasks[0].total == 4
     assert "drained: 4 groups taken whole, 0 pods evicted" in out.getvalue()
+
+
+def test_ctrl_c_ends_the_command_with_one_line_and_130(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from guardhook.planning import drain_run
+
+    def interrupted(self: Drain) -> DrainResult:
+        self.emit("start", nodes=list(self.options.nodes), dryRun="none")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(drain_run.Drain, "run", interrupted)  # Ctrl-C mid-run
+    with running_drain_fake() as fake:
+        kubeconfig = str(fake.write_kubeconfig(tmp_path / "kubeconfig"))
+        assert main(["drain", "--kubeconfig", kubeconfig, NODE]) == 130
+    err = capsys.readouterr().err
+    assert err == "guardhook drain: interrupted; run it again to go on from where the cluster is\n"

@@ -6,7 +6,8 @@ Progress: plain lines (waves, groups, pods, elapsed time), a progress bar as wel
 or with `--output json` one JSON event per line for automation.
 
 Exit codes: 0 drained, 1 stopped with groups or pods left (each named with why), 2 bad input
-(unknown node, no node, a selector that cannot be parsed, an unusable kubeconfig or config).
+(unknown node, no node, a selector that cannot be parsed, an unusable kubeconfig or config), 130
+interrupted (Ctrl-C; one line, no traceback: run it again to resume).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 EXIT_DRAINED = 0
 EXIT_LEFT = 1
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a Ctrl-C
 EVICTION_POLICY = "group-eviction"
 DELETE_POLICY = "worker-delete"
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
@@ -150,6 +152,12 @@ def run_drain(args: argparse.Namespace) -> int:
             result = drain.run()
     except UnknownNodeError as exc:
         raise SourceError(f"{exc} (not in {source.describe()})") from exc
+    except KeyboardInterrupt:
+        # No traceback: the drain keeps no state, so the next run picks up where the cluster is.
+        print(
+            "guardhook drain: interrupted; run it again to go on from where the cluster is", file=sys.stderr
+        )
+        return EXIT_INTERRUPTED
     return EXIT_DRAINED if result.drained else EXIT_LEFT
 
 
