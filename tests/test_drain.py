@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from drain_standin import DrainFake, StandIn, lws_copy
-from group_shapes import gang_objects, to_hash
+from group_shapes import gang_objects, to_hash, to_kthena
 
 from guardhook.cluster.view.static import embedded_fleet_objects
 from guardhook.commands.main import main
@@ -451,3 +451,15 @@ def test_ctrl_c_ends_the_command_with_one_line_and_130(
         assert main(["drain", "--kubeconfig", kubeconfig, NODE]) == 130
     err = capsys.readouterr().err
     assert err == "guardhook drain: interrupted; run it again to go on from where the cluster is\n"
+
+
+def test_a_kthena_served_group_is_restarted_by_its_entry_pod() -> None:
+    # The stand-in's foreground delete takes the whole group, as Kthena's recovery policies that
+    # recreate (RoleRecreate, the default, and ServingGroupRecreate) recreate it when its entry pod goes.
+    objects = fleet()
+    to_kthena(objects)
+    cluster = StandIn(objects)
+    result, events = drain(cluster, "gpu-node-01")
+    assert result.drained, result.left
+    assert cluster.restarts == {("llm-xl", "0"): 1}
+    assert [e["pod"] for e in events if e["event"] == "group"] == ["llm-xl-0-default-0-0"]
