@@ -25,6 +25,7 @@ from guardhook.commands.common import SourceError, live_client, using_source
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from guardhook.config import Config
     from guardhook.planning.drain_run import DrainOptions
     from guardhook.wire import KubeObject
 
@@ -131,6 +132,7 @@ def run_drain(args: argparse.Namespace) -> int:
     from guardhook.cluster.drain_calls import KubeDrainCalls
     from guardhook.cluster.sources import choose_source
     from guardhook.commands.common import require_cluster
+    from guardhook.config import load_config
     from guardhook.planning.drain import UnknownNodeError
     from guardhook.planning.drain_run import Drain
 
@@ -139,12 +141,13 @@ def run_drain(args: argparse.Namespace) -> int:
     if not args.nodes and not args.selector:
         raise SourceError("no node given: give the nodes to drain, or --selector LABELS")
     selector = _selector(args.selector) if args.selector else None
+    config = load_config(args.config)  # bad local input is refused before the cluster is read
     source = choose_source((), args.kubeconfig)
     require_cluster(source, "drain")
     calls = KubeDrainCalls(live_client(source, retries=False))
     objects = using_source(source, "list objects from", calls.objects)
     nodes = tuple(args.nodes) if selector is None else _selected(objects, selector, args.selector)
-    options = _options(args, nodes)
+    options = _options(args, config, nodes)
     report = Report(args.output, sys.stdout, time.monotonic())
     drain = Drain(_Cached(calls, objects, source), options, report.event)
     try:
@@ -202,12 +205,10 @@ def _selected(objects: Sequence[KubeObject], selector: Any, text: str) -> tuple[
     return tuple(found)
 
 
-def _options(args: argparse.Namespace, nodes: tuple[str, ...]) -> DrainOptions:
-    from guardhook.config import load_config
+def _options(args: argparse.Namespace, config: Config, nodes: tuple[str, ...]) -> DrainOptions:
     from guardhook.planning.drain_run import DrainOptions
     from guardhook.policies.worker_delete import drain_conditions, drain_taint_keys
 
-    config = load_config(args.config)
     delete_params = config.settings(DELETE_POLICY).params
     return DrainOptions(
         nodes=nodes,
