@@ -463,3 +463,28 @@ def test_a_kthena_served_group_is_restarted_by_its_entry_pod() -> None:
     assert result.drained, result.left
     assert cluster.restarts == {("llm-xl", "0"): 1}
     assert [e["pod"] for e in events if e["event"] == "group"] == ["llm-xl-0-default-0-0"]
+
+
+def test_an_unreachable_api_server_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from conftest import clean_env, free_port
+    from fake_apiserver import kubeconfig_text
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(kubeconfig_text(f"http://127.0.0.1:{free_port()}"))
+    done = subprocess.run(
+        [sys.executable, "-m", "guardhook", "drain", NODE, "--kubeconfig", str(kubeconfig)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(tmp_path),
+    )
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.splitlines()
+    assert (
+        line.startswith("guardhook drain: cannot list objects from kubeconfig")
+        and "Connection refused" in line
+    )
+    assert "Retrying" not in done.stderr
