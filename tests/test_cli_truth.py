@@ -22,6 +22,7 @@ LATIN1_CONFIG = b"policies:\n  group-spec: {actions: [Warn]}  # caf\xe9 au lait\
 REQUIRED_ARGS = {
     "check": ["tests/manifests/lint"],
     "drain-plan": ["gpu-node-01"],
+    "drain": ["gpu-node-01"],
     "export": ["admission-policies"],
 }
 

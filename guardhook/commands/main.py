@@ -22,6 +22,7 @@ from guardhook.commands import (
     certs,
     check,
     config,
+    drain,
     drain_plan,
     export,
     group_readiness,
@@ -46,6 +47,7 @@ COMMANDS = (
     certs,
     pdb_sync,
     drain_plan,
+    drain,
     group_readiness,
     leader_service_sync,
     uninstall,
@@ -53,7 +55,18 @@ COMMANDS = (
     export,
     config,
 )
-ONE_SHOT = ("review", "check", "audit", "certs", "drain-plan", "uninstall", "test", "export", "config")
+ONE_SHOT = (
+    "review",
+    "check",
+    "audit",
+    "certs",
+    "drain-plan",
+    "drain",
+    "uninstall",
+    "test",
+    "export",
+    "config",
+)
 """Commands a person runs and reads: warnings as `Warning: …`, log lines only with --verbose
 (guardhook.commands.output). The others (serve, the reconcilers) log as configured."""
 
