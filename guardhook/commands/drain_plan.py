@@ -30,7 +30,7 @@ from guardhook.commands.common import (
 if TYPE_CHECKING:
     from guardhook.cluster.sources import Source
     from guardhook.planning.drain import DrainPlan, LwsDrain, PodlessGroups, Wave
-    from guardhook.planning.evictions import GroupRef
+    from guardhook.planning.evictions import PlannedGroup
     from guardhook.wire import KubeObject
 
 log = logging.getLogger("guardhook")
@@ -276,7 +276,7 @@ def _keys_line(item: LwsDrain) -> str:
     return "; ".join(parts)
 
 
-def _group_refs(groups: list[GroupRef], not_listed: int = 0) -> str:
+def _group_refs(groups: list[PlannedGroup], not_listed: int = 0) -> str:
     """Groups by their LWS or gang set: `serve/llm-xl group 0` for one, `serve/llm-xl groups 0, 1, …
     and N more` for several (`not_listed`: more groups broken that no key names)."""
     sets: dict[tuple[str, str, str], list[str]] = {}

@@ -40,7 +40,7 @@ from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.placement import member_of_pod
 from guardhook.groups.podgroup import members, size_of
 from guardhook.groups.ref import SetRef
-from guardhook.planning.evictions import GroupRef, LwsKey, Refusal, evict_in_turn
+from guardhook.planning.evictions import LwsKey, PlannedGroup, Refusal, evict_in_turn
 from guardhook.planning.rebuild import GangSetKey, Rebuild, rebuild_everything
 from guardhook.policies.group_eviction import eviction_context
 from guardhook.policies.shared.gang_budget import gang_disruption, gang_reading
@@ -64,9 +64,9 @@ class Wave:
     LWS; `waits_for_not_listed` counts the rest)."""
 
     nodes: list[str]
-    groups: list[GroupRef] = field(default_factory=list)
+    groups: list[PlannedGroup] = field(default_factory=list)
     retried: list[Refusal] = field(default_factory=list)
-    waits_for: list[GroupRef] = field(default_factory=list)
+    waits_for: list[PlannedGroup] = field(default_factory=list)
     healed: bool = False
     waits_for_not_listed: int = 0
 
@@ -435,7 +435,7 @@ def _set_waits(view: ClusterView, waves: list[Wave], params: Mapping[str, Any]) 
     counts those of them a listing does not name)."""
     listed, not_listed = _all_broken(view, params)
     broken_now = {g for pods in listed.values() for g in pods}
-    before: set[GroupRef] = set()
+    before: set[PlannedGroup] = set()
     for wave in waves:
         if wave.healed:
             touched = {(g.namespace, g.kind, g.lws) for g in wave.groups} | {
@@ -449,7 +449,7 @@ def _set_waits(view: ClusterView, waves: list[Wave], params: Mapping[str, Any]) 
 
 
 def _set_of(view: ClusterView, refusal: Refusal, params: Mapping[str, Any]) -> tuple[str, str]:
-    """(kind, name) of the refused pod's set as GroupRef spells it: ("", LWS name) for an LWS
+    """(kind, name) of the refused pod's set as PlannedGroup spells it: ("", LWS name) for an LWS
     member, (set kind, set name) for a gang member, ("", "") for neither."""
     pod = view.pod(refusal.namespace, refusal.pod)
     member = member_of_pod(pod) if pod is not None else None
@@ -465,12 +465,12 @@ def _set_of(view: ClusterView, refusal: Refusal, params: Mapping[str, Any]) -> t
 
 def _all_broken(
     view: ClusterView, params: Mapping[str, Any]
-) -> tuple[dict[LwsKey, set[GroupRef]], dict[tuple[str, str, str], int]]:
+) -> tuple[dict[LwsKey, set[PlannedGroup]], dict[tuple[str, str, str], int]]:
     """The broken groups of every LWS and gang set, as far as a listing names them
     (BrokenGroups.shown), and per LWS (namespace, "", name) how many it does not name."""
     _, broken, _ = _groups(view, [], params, every_lws=True)
     found = {
-        key: {GroupRef(key[0], key[1], g) for g in groups.shown(GROUPS_LISTED)}
+        key: {PlannedGroup(key[0], key[1], g) for g in groups.shown(GROUPS_LISTED)}
         for key, groups in broken.items()
     }
     not_listed = {
@@ -480,7 +480,7 @@ def _all_broken(
     }
     for gang in _gang_sets(view, [], params):
         found[(gang.namespace, f"{gang.kind}/{gang.name}")] = {
-            GroupRef(gang.namespace, gang.name, name, gang.kind) for name in gang.broken
+            PlannedGroup(gang.namespace, gang.name, name, gang.kind) for name in gang.broken
         }
     return found, not_listed
 

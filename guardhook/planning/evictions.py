@@ -21,20 +21,20 @@ from guardhook.cluster.model import PodRecord, as_dict
 from guardhook.cluster.pdb_budget import matching_pdbs
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.ref import SetRef
+from guardhook.ledger import LwsKey
 from guardhook.policies.group_eviction import eviction_context, pdb_refusal, within_budget
 from guardhook.policies.shared.gang_budget import gang_disruption, gang_reading
 from guardhook.policies.shared.group_budget import BrokenGroups, budget_source, groups_broken, min_budget
 from guardhook.wire import KubeObject
 
-LwsKey = tuple[str, str]
-"""(namespace, LWS name)."""
-
 
 @dataclass(frozen=True, order=True)
-class GroupRef:
-    """One group: namespace, LWS name, group index; for a Workload API gang, `lws` is the name of
-    its set, `kind` the set's kind (Workload, or the PodGroups' controller owner's) and `group` the
-    PodGroup's name ("" `kind` for an LWS group)."""
+class PlannedGroup:
+    """One group as a drain plan names it, hashable and ordered (the plan's sets and sorted lists):
+    namespace, LWS name, group index; for a Workload API gang, `lws` is the name of its set, `kind`
+    the set's kind (Workload, or the PodGroups' controller owner's) and `group` the PodGroup's name
+    ("" `kind` for an LWS group). Not the group model's reference to a pod's group
+    (guardhook.groups.GroupRef), which a plan reads through; this is what it prints."""
 
     namespace: str
     lws: str
@@ -70,7 +70,7 @@ class Refusal:
 class Outcome:
     """The result of a run: groups it breaks (whole before, in order) and the refused evictions."""
 
-    broken: list[GroupRef] = field(default_factory=list)
+    broken: list[PlannedGroup] = field(default_factory=list)
     refused: list[Refusal] = field(default_factory=list)
 
 
@@ -117,7 +117,7 @@ def evict_in_turn(
             continue
         if eviction.group not in groups:
             broken[key] = groups.with_group(eviction.group, "evicted in this plan")
-            outcome.broken.append(GroupRef(key[0], key[1], eviction.group))
+            outcome.broken.append(PlannedGroup(key[0], key[1], eviction.group))
         namespace_pods[pod.namespace][pod.name] = pod.with_fields(terminating=True)
         for pdb in matching:
             _take_disruption(pdb)
@@ -152,7 +152,7 @@ def _evict_gang_member(
         return
     if name not in broken:
         broken.add(name)
-        outcome.broken.append(GroupRef(gang.set.namespace, gang.set.name, name, gang.set.kind))
+        outcome.broken.append(PlannedGroup(gang.set.namespace, gang.set.name, name, gang.set.kind))
 
 
 def _take_disruption(pdb: KubeObject) -> None:
