@@ -12,8 +12,8 @@ from eviction_helpers import engine, eviction, judge, lws_object, pod_object
 from interleavings import apply_watch_event
 
 from guardhook.cluster.view.static import view_from_objects
+from guardhook.groups.lws import member_by_name as unseen_member
 from guardhook.ledger import Disruption, MemoryLedger
-from guardhook.policies.group_eviction import unseen_member
 
 NOW = 1_796_000_000.0
 KEY = ("serve", "llm")

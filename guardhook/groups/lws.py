@@ -11,8 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import guardhook.groups.kthena as kthena
-from guardhook.cluster.lws import LWS_KIND, RECREATING_POLICIES, LeaderWorkerSet
-from guardhook.cluster.model import OwnerRef, PodRecord
+from guardhook.cluster.lws import (
+    GROUP_INDEX_LABEL,
+    LWS_KIND,
+    NAME_LABEL,
+    RECREATING_POLICIES,
+    WORKER_INDEX_LABEL,
+    LeaderWorkerSet,
+)
+from guardhook.cluster.model import OwnerRef, PodRecord, digits
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.index import group_keys, group_pods
 from guardhook.groups.placement import GroupMember, member_of_pod
@@ -85,3 +92,24 @@ def lws_group(view: ClusterView, pod: PodRecord) -> GroupRef | None:
     """The GroupRef of `pod` as an LWS group member, or None when it is none."""
     member = member_of_pod(pod)
     return None if member is None else group_ref(view, member, pod.owners)
+
+
+def member_by_name(view: ClusterView, namespace: str, name: str) -> PodRecord | None:
+    """A pod-to-be resolved by name alone: a stand-in record for a pod the view does not hold whose
+    name is an LWS member's — leader
+    `<lws>-<g>` or worker `<lws>-<g>-<w>` (LWS StatefulSet ordinal naming) of an LWS in the view
+    with g below `spec.replicas` and w below its size — or None. Its group is judged without it
+    (so counts as broken) and its eviction recorded: it is either gone (the API server answers
+    404) or a replacement the view has not seen yet."""
+    parts = name.split("-")
+    for cut in (2, 1):  # a worker name first: `a-1-2` is worker 2 of group 1 of `a`
+        head, tail = parts[:-cut], parts[-cut:]
+        if not head or not all(digits(part) for part in tail):
+            continue
+        lws = view.lws(namespace, "-".join(head))
+        group, worker = int(tail[0]), int(tail[1]) if cut == 2 else 0
+        if lws is None or group >= lws.replicas or (cut == 2 and not 0 < worker < lws.size):
+            continue
+        labels = {NAME_LABEL: lws.name, GROUP_INDEX_LABEL: str(group), WORKER_INDEX_LABEL: str(worker)}
+        return PodRecord(namespace, name, "", labels, {}, "", "", False, False, ())
+    return None

@@ -31,7 +31,8 @@ common controller owner — with the same parameters and annotation
 (guardhook.policies.shared.gang_budget). PodGroups with `single` or no disruption mode are no groups.
 
 Fail mode: closed with 429 when the view is stale or the ledger cannot be reached. A pod the view
-shows terminating, or does not hold while its name is an LWS member's (`unseen_member`), is
+shows terminating, or does not hold while its name is an LWS member's
+(guardhook.groups.lws.member_by_name), is
 allowed — its group counts as broken in the view — and recorded like any allowed eviction: it is
 either gone (the API server answers 404, which a drain treats as done; the LWS deletes the rest of
 a group once one pod is evicted, so this is common) or the view lags a group that has healed
@@ -49,10 +50,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from guardhook.cluster.lws import GROUP_INDEX_LABEL, NAME_LABEL, WORKER_INDEX_LABEL
-from guardhook.cluster.model import PodRecord, digits, metadata
+from guardhook.cluster.model import PodRecord, metadata
 from guardhook.cluster.pdb_budget import matching_pdbs, refusal
 from guardhook.cluster.view.store import LEADERWORKERSETS, ClusterView
+from guardhook.groups.lws import member_by_name
 from guardhook.groups.placement import member_of_pod
 from guardhook.groups.podgroup import short_gangs
 from guardhook.policies.base import (
@@ -106,7 +107,7 @@ class GroupEviction(Policy):
             return stale_judgement(self, ctx.view)
         namespace, name = _evicted_pod(ctx)
         seen = ctx.view.pod(namespace, name)
-        pod = seen if seen is not None else unseen_member(ctx.view, namespace, name)
+        pod = seen if seen is not None else member_by_name(ctx.view, namespace, name)
         if pod is None:
             return self._unseen_gang_member(ctx, namespace, name)
         if pod.terminal:
@@ -182,26 +183,6 @@ def lws_unknowable(view: ClusterView, pod: PodRecord) -> Judgement | None:
         f"{member.namespace}/{member.lws_name}, but the API server did not serve LeaderWorkerSets "
         f"when guardhook last asked (CRD installed since?), so its groups cannot be counted; retry shortly"
     )
-
-
-def unseen_member(view: ClusterView, namespace: str, name: str) -> PodRecord | None:
-    """A stand-in record for a pod the view does not hold whose name is an LWS member's — leader
-    `<lws>-<g>` or worker `<lws>-<g>-<w>` (LWS StatefulSet ordinal naming) of an LWS in the view
-    with g below `spec.replicas` and w below its size — or None. Its group is judged without it
-    (so counts as broken) and its eviction recorded: it is either gone (the API server answers
-    404) or a replacement the view has not seen yet."""
-    parts = name.split("-")
-    for cut in (2, 1):  # a worker name first: `a-1-2` is worker 2 of group 1 of `a`
-        head, tail = parts[:-cut], parts[-cut:]
-        if not head or not all(digits(part) for part in tail):
-            continue
-        lws = view.lws(namespace, "-".join(head))
-        group, worker = int(tail[0]), int(tail[1]) if cut == 2 else 0
-        if lws is None or group >= lws.replicas or (cut == 2 and not 0 < worker < lws.size):
-            continue
-        labels = {NAME_LABEL: lws.name, GROUP_INDEX_LABEL: str(group), WORKER_INDEX_LABEL: str(worker)}
-        return PodRecord(namespace, name, "", labels, {}, "", "", False, False, ())
-    return None
 
 
 def _evicted_pod(ctx: PolicyContext) -> tuple[str, str]:
