@@ -88,6 +88,15 @@ def _suffix_index(name: str, prefix: str) -> int | None:
     return int(rest) if digits(rest) else None
 
 
+def worker_statefulset_group(lws_name: str, statefulset: str) -> GroupKey | None:
+    """The group of an Ordinal LWS `lws_name` whose worker StatefulSet is named `statefulset`: the
+    LWS controller names it after the group's leader pod, `<lws>-<g>`; None when the name does not
+    fit (a Hash LWS's worker StatefulSets are named after generated leader names: read their
+    leader pod instead)."""
+    group = _suffix_index(statefulset, lws_name)
+    return None if group is None else ordinal_key(group)
+
+
 def owned_position(lws_name: str, owners: Iterable[OwnerRef], pod_name: str) -> Position | None:
     """The pod's place by its controller ownerReference, as the LWS controller builds groups:
     a pod `<lws>-<g>` of the leader StatefulSet `<lws>` is the leader of group g, a pod

@@ -52,9 +52,9 @@ from guardhook.cluster.lws import (
     LWS_KIND,
     NAME_LABEL,
 )
-from guardhook.cluster.model import OwnerRef, as_dict, digits, metadata, spec_replicas, str_map
+from guardhook.cluster.model import OwnerRef, as_dict, metadata, spec_replicas, str_map
 from guardhook.cluster.view.store import ClusterView
-from guardhook.groups.placement import member_of_pod
+from guardhook.groups.placement import member_of_pod, worker_statefulset_group
 from guardhook.groups.rbg import (
     RBG_API_VERSION,
     RBG_SET_KIND,
@@ -320,15 +320,8 @@ def _from_markers(name: str, owners: tuple[OwnerRef, ...], labels: dict[str, str
         return None
     # A worker StatefulSet carries its group's group-index label (lws pod_controller.go
     # constructWorkerStatefulSetApplyConfiguration); the leader StatefulSet does not.
-    group = labels.get(GROUP_INDEX_LABEL) or _group_of(lws_name, name)
+    group = labels.get(GROUP_INDEX_LABEL) or worker_statefulset_group(lws_name, name)
     return OwnedStatefulSet(lws_name, group)
-
-
-def _group_of(lws_name: str, name: str) -> str | None:
-    """The group of worker StatefulSet `name` of an Ordinal LWS `lws_name`, `<lws>-<g>`; None
-    otherwise."""
-    suffix = name[len(lws_name) + 1 :] if name.startswith(lws_name + "-") else ""
-    return str(int(suffix)) if digits(suffix) else None
 
 
 def _from_naming(view: ClusterView, namespace: str, name: str) -> OwnedStatefulSet | None:
@@ -343,7 +336,7 @@ def _from_naming(view: ClusterView, namespace: str, name: str) -> OwnedStatefulS
     if member is not None and member.is_leader and any(lws.name == member.lws_name for lws in candidates):
         return OwnedStatefulSet(member.lws_name, member.group_index)
     for lws in candidates:
-        group = None if lws.hashed else _group_of(lws.name, name)
+        group = None if lws.hashed else worker_statefulset_group(lws.name, name)
         if group is not None:
             return OwnedStatefulSet(lws.name, group)
     return None
