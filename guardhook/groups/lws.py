@@ -8,22 +8,27 @@ ModelServing when Kthena serves the LWS (guardhook.groups.kthena).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 
 import guardhook.groups.kthena as kthena
 from guardhook.cluster.lws import (
     GROUP_INDEX_LABEL,
+    GROUP_KEY_LABEL,
     LWS_KIND,
     NAME_LABEL,
     RECREATING_POLICIES,
     WORKER_INDEX_LABEL,
+    GroupKey,
     LeaderWorkerSet,
+    ordinal,
 )
-from guardhook.cluster.model import OwnerRef, PodRecord, digits
+from guardhook.cluster.model import OwnerRef, PodRecord, as_dict, digits
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.index import group_keys, group_pods
 from guardhook.groups.placement import GroupMember, member_of_pod
 from guardhook.groups.ref import KTHENA, LWS_HASH, LWS_ORDINAL, GroupRef, Rank, Recreator, SetRef
+from guardhook.wire import KubeObject
 
 LWS_CONTROLLER_NAME = "LeaderWorkerSet controller"
 
@@ -113,3 +118,30 @@ def member_by_name(view: ClusterView, namespace: str, name: str) -> PodRecord | 
         labels = {NAME_LABEL: lws.name, GROUP_INDEX_LABEL: str(group), WORKER_INDEX_LABEL: str(worker)}
         return PodRecord(namespace, name, "", labels, {}, "", "", False, False, ())
     return None
+
+
+def recreated_pods(lws: LeaderWorkerSet, group: GroupKey) -> list[KubeObject]:
+    """The pods the LWS controller creates when it recreates group `group`, not yet bound: a leader
+    from the leader template and size−1 workers from the worker template, named and labelled as
+    the controller names and labels them (a Hash group comes back under a new key: a stand-in one
+    here). What drain-plan's rebuild places on the nodes left."""
+    pods = []
+    for worker in range(max(1, lws.size)):
+        template = lws.leader_template if worker == 0 else lws.worker_template
+        name = f"{lws.name}-{group}" + (f"-{worker}" if worker else "")
+        labels = {
+            NAME_LABEL: lws.name,
+            GROUP_INDEX_LABEL: str(group),
+            WORKER_INDEX_LABEL: str(worker),
+            GROUP_KEY_LABEL: group if ordinal(group) is None else f"{lws.name}-{group}-rebuilt",
+        }
+        pods.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": lws.namespace, "labels": labels},
+                "spec": copy.deepcopy(as_dict(template.get("spec"))),
+                "status": {"phase": "Pending"},
+            }
+        )
+    return pods

@@ -37,18 +37,13 @@ from guardhook.capacity import (
 )
 from guardhook.capacity.shapes import PODS, format_amount
 from guardhook.cluster.lws import (
-    GROUP_INDEX_LABEL,
-    GROUP_KEY_LABEL,
-    NAME_LABEL,
-    WORKER_INDEX_LABEL,
     GroupKey,
-    LeaderWorkerSet,
-    ordinal,
 )
 from guardhook.cluster.model import as_dict, metadata
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import PODS as PODS_KIND
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.lws import recreated_pods
 from guardhook.groups.placement import member_of_object
 from guardhook.planning.evictions import LwsKey
 from guardhook.wire import KubeObject
@@ -124,7 +119,7 @@ def _rebuild_lws(
         answers[(lws.namespace, lws.name)] = Rebuild(len(groups), fit.fits, short)
         # rebuilt first: later LWSs see them waiting for nodes
         for group in itertools.islice(groups, fit.fits):
-            for pod in recreated_group(lws, group):
+            for pod in recreated_pods(lws, group):
                 after.upsert(PODS_KIND, pod)
     return answers
 
@@ -253,31 +248,6 @@ def _pod_after_drain(
     ):
         return None  # evicted for good (or an LWS pod beyond spec.replicas, being scaled away)
     return _pending(pod)
-
-
-def recreated_group(lws: LeaderWorkerSet, group: GroupKey) -> list[KubeObject]:
-    """The pods the LWS creates for group `group`, not yet bound: a leader from the leader
-    template and size−1 workers from the worker template, with the LWS labels."""
-    pods = []
-    for worker in range(max(1, lws.size)):
-        template = lws.leader_template if worker == 0 else lws.worker_template
-        name = f"{lws.name}-{group}" + (f"-{worker}" if worker else "")
-        labels = {
-            NAME_LABEL: lws.name,
-            GROUP_INDEX_LABEL: str(group),
-            WORKER_INDEX_LABEL: str(worker),
-            GROUP_KEY_LABEL: group if ordinal(group) is None else f"{lws.name}-{group}-rebuilt",
-        }
-        pods.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": name, "namespace": lws.namespace, "labels": labels},
-                "spec": copy.deepcopy(as_dict(template.get("spec"))),
-                "status": {"phase": "Pending"},
-            }
-        )
-    return pods
 
 
 def shortfall(fit: Fit, index: CapacityIndex) -> str:
