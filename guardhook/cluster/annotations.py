@@ -15,6 +15,15 @@ from guardhook.cluster.model import digits
 
 TRUE, FALSE = "true", "false"
 
+BUDGET_ANNOTATION = "guardhook.io/max-disrupted-groups"
+"""B, the groups of a set that may be broken at once (group-eviction and every budget)."""
+SPARE_GROUPS_ANNOTATION = "guardhook.io/spare-groups"
+"""Whole groups of room group-capacity keeps free beside a scale-up."""
+GROUP_READINESS_ANNOTATION = "guardhook.io/group-readiness"
+"""The switch that opts an LWS into the group-readiness gate."""
+GROUP_PDBS_ANNOTATION = "guardhook.io/group-pdbs"
+"""The switch that opts an LWS into (or out of) the per-group PDBs."""
+
 
 def switch(annotations: Mapping[str, str], key: str) -> bool | None:
     """True for exactly "true", False for exactly "false", None when absent or unreadable."""

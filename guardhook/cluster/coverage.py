@@ -39,7 +39,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from guardhook.cluster.annotations import count_unreadable, switch_unreadable
+from guardhook.cluster.annotations import (
+    BUDGET_ANNOTATION,
+    GROUP_PDBS_ANNOTATION,
+    GROUP_READINESS_ANNOTATION,
+    SPARE_GROUPS_ANNOTATION,
+    count_unreadable,
+    switch_unreadable,
+)
 from guardhook.cluster.lws import SERVING_PODS_ANNOTATION, LeaderWorkerSet
 from guardhook.cluster.view.store import FLOOR_KINDS, NAMESPACES, WEBHOOK_KINDS, ClusterView
 from guardhook.cluster.webhooks import (
@@ -54,10 +61,6 @@ if TYPE_CHECKING:
 
 GUARD_EVICTIONS_LABEL = "guardhook.io/guard-evictions"
 """The Namespace label (value "true") the eviction entry's namespaceSelector requires."""
-BUDGET_ANNOTATION = "guardhook.io/max-disrupted-groups"
-SPARE_GROUPS_ANNOTATION = "guardhook.io/spare-groups"
-GROUP_READINESS_ANNOTATION = "guardhook.io/group-readiness"  # guardhook.groups.ready.OPT_IN_ANNOTATION
-GROUP_PDBS_ANNOTATION = "guardhook.io/group-pdbs"  # guardhook.policies.group_pdb.GROUP_PDBS_ANNOTATION
 OPT_INS = (
     # (annotation, what any value but exactly "true" or "false" means)
     (GROUP_READINESS_ANNOTATION, '"false" (not opted in, unless allLeaderWorkerSets)'),

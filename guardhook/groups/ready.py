@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from guardhook.cluster.annotations import switch
+from guardhook.cluster.annotations import GROUP_READINESS_ANNOTATION, switch
 from guardhook.cluster.lws import LEADER_READY, SERVING_ALL, GroupKey, LeaderWorkerSet
 from guardhook.cluster.model import OwnerRef, PodRecord
 from guardhook.cluster.view.store import ClusterView
@@ -35,7 +35,7 @@ from guardhook.groups.placement import member_of_pod
 
 GATE = "guardhook.io/group-ready"
 """The readiness gate's conditionType, and the pod condition type the reconciler writes."""
-OPT_IN_ANNOTATION = "guardhook.io/group-readiness"
+OPT_IN_ANNOTATION = GROUP_READINESS_ANNOTATION
 """On a LeaderWorkerSet: "true" opts in, "false" opts out even when configured on for all."""
 
 # Condition reasons (CamelCase, as Kubernetes condition reasons are).

@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from guardhook.cluster.annotations import SPARE_GROUPS_ANNOTATION
 from guardhook.cluster.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation
 from guardhook.cluster.model import as_dict, scaled, spec_replicas
 from guardhook.cluster.view.store import ClusterView
@@ -56,7 +57,6 @@ if TYPE_CHECKING:
     from guardhook.capacity.provision import Provision
     from guardhook.capacity.shapes import PodShape
 
-SPARE_GROUPS_ANNOTATION = "guardhook.io/spare-groups"
 MODEL_KEY = "model"
 MODEL_ANNOTATION = "group-capacity-model"
 """auditAnnotations key of the model every answer states (the engine prefixes the policy id)."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from guardhook.cluster.annotations import GROUP_PDBS_ANNOTATION
 from guardhook.cluster.lws import GROUP_INDEX_LABEL, NAME_LABEL, LeaderWorkerSet
 from guardhook.cluster.model import as_dict, metadata
 from guardhook.cluster.reach import Reach, both, reach
@@ -42,8 +43,6 @@ from guardhook.policies.base import (
     target,
 )
 from guardhook.wire import KubeObject
-
-GROUP_PDBS_ANNOTATION = "guardhook.io/group-pdbs"
 
 
 def pdb_selector(pdb: KubeObject) -> Selector | None:

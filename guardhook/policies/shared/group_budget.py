@@ -25,6 +25,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass, field
 from typing import Any
 
+from guardhook.cluster.annotations import BUDGET_ANNOTATION
 from guardhook.cluster.going import Going
 from guardhook.cluster.lws import (
     GroupKey,
@@ -44,7 +45,6 @@ from guardhook.groups.placement import GroupMember, member_of_pod
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
 from guardhook.policies.base import ALLOW, TOO_MANY_REQUESTS, Judgement, Violation
 
-BUDGET_ANNOTATION = "guardhook.io/max-disrupted-groups"
 MIN_BUDGET_PARAM = "minMaxDisruptedGroups"
 """The parameter (group-eviction's, shared with worker-delete, group-resize, group-taint) that no
 LWS's B goes below, whatever its annotation says."""
