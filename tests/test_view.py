@@ -99,9 +99,14 @@ def test_the_group_index_follows_the_view_whenever_it_was_built() -> None:
     assert keys == group_keys(early, "serve", "llm-xl") == ["0", "1", "2", "3"]
     for key in keys:
         assert group_pods(early, "serve", "llm-xl", key) == group_pods(late, "serve", "llm-xl", key)
-    moved = copy.deepcopy(find(pods, "Pod", "llm-xl-3"))  # the leader StatefulSet's pod of group 3
-    moved["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/name"] = "other"
+    relabelled = copy.deepcopy(find(pods, "Pod", "llm-xl-3"))  # the leader StatefulSet's pod of group 3
+    relabelled["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/name"] = "other"
+    # Released by its StatefulSet (no controller ownerReference): then its labels place it.
+    moved = copy.deepcopy(relabelled)
+    moved["metadata"]["ownerReferences"] = []
     for view in (early, late):
+        view.upsert(PODS, relabelled)  # its owner still names llm-xl: a label alone moves nothing
+        assert "llm-xl-3" in {p.name for p in group_pods(view, "serve", "llm-xl", "3")}
         view.upsert(PODS, moved)
         assert "llm-xl-3" not in {p.name for p in group_pods(view, "serve", "llm-xl", "3")}
         view.replace_kind(PODS, [])
