@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cluster import LWS_NAME_LABEL, Cluster, pod_image
+from cluster import LWS_NAME_LABEL, Cluster, eventually, pod_image
 
 GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
@@ -248,6 +248,18 @@ def evict(cluster: Cluster, pod: str, dry_run: bool = False, body_dry_run: bool 
     return cluster.kubectl("create", "--raw", path, "-f", "-", stdin=json.dumps(body))
 
 
+def wait_budget_free(cluster: Cluster) -> None:
+    """Until every group's worker may be evicted (dry runs, recording nothing): an earlier test's
+    real eviction counts until the LWS controller's replacement is visible, or the ledger's TTL."""
+    for group in range(cluster.groups):
+        eventually(
+            lambda g=group: evict(cluster, cluster.worker(g), dry_run=True).returncode == 0,
+            timeout=180,
+            what=f"group {group}'s budget free",
+            interval=3,
+        )
+
+
 def test_dry_run_evictions_are_judged_but_never_recorded(cluster: Cluster) -> None:
     for group in range(cluster.groups):
         done = evict(cluster, cluster.worker(group), dry_run=True)
@@ -257,6 +269,7 @@ def test_dry_run_evictions_are_judged_but_never_recorded(cluster: Cluster) -> No
 def test_evictions_whose_body_is_a_dry_run_spend_no_budget(cluster: Cluster) -> None:
     """What `kubectl drain --dry-run=server` sends: each group's eviction passes (none recorded),
     and a real eviction afterwards is not refused for them (issue 47)."""
+    wait_budget_free(cluster)
     try:
         for group in range(cluster.groups):
             done = evict(cluster, cluster.worker(group), body_dry_run=True)
@@ -268,6 +281,7 @@ def test_evictions_whose_body_is_a_dry_run_spend_no_budget(cluster: Cluster) -> 
 
 
 def test_a_second_group_eviction_gets_429_until_the_first_group_is_back(cluster: Cluster) -> None:
+    wait_budget_free(cluster)
     try:
         first = evict(cluster, cluster.worker(0))
         assert first.returncode == 0, first.stderr
