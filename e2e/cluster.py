@@ -81,6 +81,38 @@ class Cluster:
             "create", "-n", self.namespace, "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(obj)
         )
 
+    def evict(
+        self, pod: str, dry_run: bool = False, body_dry_run: bool = False, grace_period: int | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Evict `pod` of the fleet's namespace through the Eviction API: `dry_run` as `?dryRun=All`
+        (admission sees `request.dryRun: true`), `body_dry_run` as `kubectl drain --dry-run=server`
+        sends it, in the Eviction's `deleteOptions.dryRun` (admission sees `request.dryRun: false`);
+        `grace_period` as `deleteOptions.gracePeriodSeconds`."""
+        options: dict[str, Any] = {}
+        if grace_period is not None:
+            options["gracePeriodSeconds"] = grace_period
+        if body_dry_run:
+            options["dryRun"] = ["All"]
+        body: dict[str, Any] = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod, "namespace": self.namespace},
+        }
+        if options:
+            body["deleteOptions"] = options
+        path = f"/api/v1/namespaces/{self.namespace}/pods/{pod}/eviction" + ("?dryRun=All" if dry_run else "")
+        return self.kubectl("create", "--raw", path, "-f", "-", stdin=json.dumps(body))
+
+    def wait_budget_free(self) -> None:
+        """Until every group's worker may be evicted (dry runs, recording nothing): an earlier
+        test's real eviction counts until the LWS controller's replacement is visible, or for the
+        ledger's TTL (120 s)."""
+
+        def free() -> bool:
+            return all(self.evict(self.worker(g), dry_run=True).returncode == 0 for g in range(self.groups))
+
+        eventually(free, timeout=180, what="every group's budget free", interval=3)
+
     def leader(self, group: int) -> str:
         return f"{self.lws}-{group}"
 

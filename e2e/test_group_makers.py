@@ -7,7 +7,6 @@ when the cluster lacks what it needs."""
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 import time
 from typing import Any
@@ -120,16 +119,6 @@ def _gang_pod(group: str, index: int) -> dict[str, Any]:
     }
 
 
-def _evict(cluster: Cluster, pod: str) -> subprocess.CompletedProcess[str]:
-    body = {
-        "apiVersion": "policy/v1",
-        "kind": "Eviction",
-        "metadata": {"name": pod, "namespace": cluster.namespace},
-    }
-    path = f"/api/v1/namespaces/{cluster.namespace}/pods/{pod}/eviction"
-    return cluster.kubectl("create", "--raw", path, "-f", "-", stdin=json.dumps(body))
-
-
 def test_a_pod_group_gang_is_evicted_group_by_group(cluster: Cluster) -> None:
     _need_cluster_mode(cluster)
     if cluster.kubectl("get", "podgroups.v1beta1.scheduling.k8s.io", "-n", cluster.namespace).returncode != 0:
@@ -155,12 +144,12 @@ def test_a_pod_group_gang_is_evicted_group_by_group(cluster: Cluster) -> None:
 
         eventually(running, 300, "both gangs Ready", interval=2)
         time.sleep(2)  # the view sees them Ready
-        first = _evict(cluster, "e2e-gang-0-0")
+        first = cluster.evict("e2e-gang-0-0")
         assert first.returncode == 0, first.stderr
-        second = _evict(cluster, "e2e-gang-1-0")
+        second = cluster.evict("e2e-gang-1-0")
         assert second.returncode != 0 and "[group-eviction]" in second.stderr
         assert "PodGroup" in second.stderr
-        same = _evict(cluster, "e2e-gang-0-1")  # the broken gang may lose the rest
+        same = cluster.evict("e2e-gang-0-1")  # the broken gang may lose the rest
         assert same.returncode == 0, same.stderr
         # gang 0 back whole (bare pods: recreated by the test once the evicted ones are gone, since an
         # apply while they terminate only updates them): then gang 1 may go
@@ -194,7 +183,7 @@ def test_a_pod_group_gang_is_evicted_group_by_group(cluster: Cluster) -> None:
         )
         eventually(running, 300, "gang 0 whole again", interval=2)
         eventually(
-            lambda: _evict(cluster, "e2e-gang-1-0").returncode == 0,
+            lambda: cluster.evict("e2e-gang-1-0").returncode == 0,
             180,
             "gang 1's eviction allowed",
             interval=5,

@@ -185,17 +185,6 @@ def test_helm_install_denies_a_worker_delete(release: Helm) -> None:
     assert set(bundles.values()) == {base64.b64encode(release.secret()["ca.crt"]).decode()}
 
 
-def _evict(cluster: Cluster, pod: str) -> subprocess.CompletedProcess[str]:
-    body = {
-        "apiVersion": "policy/v1",
-        "kind": "Eviction",
-        "metadata": {"name": pod, "namespace": cluster.namespace},
-        "deleteOptions": {"gracePeriodSeconds": 0},
-    }
-    path = f"/api/v1/namespaces/{cluster.namespace}/pods/{pod}/eviction"
-    return cluster.kubectl("create", "--raw", path, "-f", "-", stdin=json.dumps(body))
-
-
 def _drain(cluster: Cluster, stop: threading.Event, answers: list[str]) -> None:
     """Evict the fleet's pods over and over, as `kubectl drain` does (without the cordon, which
     would keep the upgraded guardhook pod off a one-node cluster), recording each answer."""
@@ -203,7 +192,7 @@ def _drain(cluster: Cluster, stop: threading.Event, answers: list[str]) -> None:
     while not stop.is_set() and len(answers) < 2000:
         pods = cluster.kubectl("get", "pods", "-n", cluster.namespace, "-l", selector, "-o", "name")
         for name in pods.stdout.split():
-            done = _evict(cluster, name.removeprefix("pod/"))
+            done = cluster.evict(name.removeprefix("pod/"), grace_period=0)
             if done.returncode == 0:
                 answers.append("evicted")
             elif "NotFound" in done.stderr or "not found" in done.stderr:

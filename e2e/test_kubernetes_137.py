@@ -367,47 +367,17 @@ def test_control_without_the_condition_the_worker_delete_is_denied(cluster: Clus
     assert done.returncode != 0 and "[worker-delete]" in done.stderr
 
 
-def _evict(cluster: Cluster, pod: str) -> subprocess.CompletedProcess[str]:
-    body = {
-        "apiVersion": "policy/v1",
-        "kind": "Eviction",
-        "metadata": {"name": pod, "namespace": cluster.namespace},
-    }
-    path = f"/api/v1/namespaces/{cluster.namespace}/pods/{pod}/eviction"
-    return cluster.kubectl("create", "--raw", path, "-f", "-", stdin=json.dumps(body))
-
-
-def _budget_free(cluster: Cluster) -> None:
-    """Wait until no group of the fleet counts as broken — every group's worker may be evicted (a
-    dry run, which records nothing): an earlier test's real eviction is seen through once the LWS
-    controller's replacement is visible, or after the ledger's TTL (120 s)."""
-
-    def free() -> bool:
-        for group in range(cluster.groups):
-            path = f"/api/v1/namespaces/{cluster.namespace}/pods/{cluster.worker(group)}/eviction?dryRun=All"
-            body = {
-                "apiVersion": "policy/v1",
-                "kind": "Eviction",
-                "metadata": {"name": cluster.worker(group)},
-            }
-            if cluster.kubectl("create", "--raw", path, "-f", "-", stdin=json.dumps(body)).returncode != 0:
-                return False
-        return True
-
-    eventually(free, timeout=180, what="every group of the fleet whole and its budget free", interval=3)
-
-
 def test_a_drain_under_drain_in_progress_still_gets_its_429(cluster: Cluster) -> None:
     """`kubectl drain --report-node-conditions` sets DrainInProgress on the node it drains: the
     condition must not count the node's groups as broken (that let every group's eviction through);
     the second group's eviction is 429 as without it (issue 47)."""
-    _budget_free(cluster)
+    cluster.wait_budget_free()
     node = node_of(cluster, cluster.worker(0))
     _condition(cluster, node, "DrainInProgress", "True")
     try:
-        first = _evict(cluster, cluster.worker(0))
+        first = cluster.evict(cluster.worker(0))
         assert first.returncode == 0, first.stderr
-        second = _evict(cluster, cluster.worker(1))
+        second = cluster.evict(cluster.worker(1))
         assert second.returncode != 0 and "[group-eviction]" in second.stderr, second.stderr
     finally:
         _condition(cluster, node, "DrainInProgress", "False")
@@ -418,7 +388,7 @@ def test_kubectl_drain_dry_run_server_then_a_real_eviction(cluster: Cluster) -> 
     """`kubectl drain --dry-run=server` evicts every pod of the node with `deleteOptions.dryRun`
     (admission sees `request.dryRun: false`): it finishes, and spends nothing — the real eviction
     that follows is allowed (issue 47)."""
-    _budget_free(cluster)
+    cluster.wait_budget_free()
     node = node_of(cluster, cluster.worker(0))
     drained = cluster.kubectl(
         "drain",
@@ -433,7 +403,7 @@ def test_kubectl_drain_dry_run_server_then_a_real_eviction(cluster: Cluster) -> 
     )
     assert drained.returncode == 0, drained.stderr
     try:
-        real = _evict(cluster, cluster.worker(1))
+        real = cluster.evict(cluster.worker(1))
         assert real.returncode == 0, real.stderr
     finally:
         cluster.restore()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cluster import LWS_NAME_LABEL, Cluster, eventually, pod_image
+from cluster import LWS_NAME_LABEL, Cluster, pod_image
 
 GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
@@ -231,66 +231,37 @@ def test_an_lws_with_restart_policy_none_is_allowed_with_a_warning(cluster: Clus
 # group-eviction (real evictions: last, and the fleet is restored afterwards)
 
 
-def evict(cluster: Cluster, pod: str, dry_run: bool = False, body_dry_run: bool = False) -> Any:
-    """Evict `pod` through the Eviction API: `dry_run` as `?dryRun=All` (admission sees
-    `request.dryRun: true`), `body_dry_run` as `kubectl drain --dry-run=server` sends it, in the
-    Eviction's `deleteOptions.dryRun` (admission sees `request.dryRun: false`)."""
-    options: dict[str, Any] = {"gracePeriodSeconds": 0}
-    if body_dry_run:
-        options["dryRun"] = ["All"]
-    body = {
-        "apiVersion": "policy/v1",
-        "kind": "Eviction",
-        "metadata": {"name": pod, "namespace": cluster.namespace},
-        "deleteOptions": options,
-    }
-    path = f"/api/v1/namespaces/{cluster.namespace}/pods/{pod}/eviction" + ("?dryRun=All" if dry_run else "")
-    return cluster.kubectl("create", "--raw", path, "-f", "-", stdin=json.dumps(body))
-
-
-def wait_budget_free(cluster: Cluster) -> None:
-    """Until every group's worker may be evicted (dry runs, recording nothing): an earlier test's
-    real eviction counts until the LWS controller's replacement is visible, or the ledger's TTL."""
-    for group in range(cluster.groups):
-        eventually(
-            lambda g=group: evict(cluster, cluster.worker(g), dry_run=True).returncode == 0,
-            timeout=180,
-            what=f"group {group}'s budget free",
-            interval=3,
-        )
-
-
 def test_dry_run_evictions_are_judged_but_never_recorded(cluster: Cluster) -> None:
     for group in range(cluster.groups):
-        done = evict(cluster, cluster.worker(group), dry_run=True)
+        done = cluster.evict(cluster.worker(group), dry_run=True, grace_period=0)
         assert done.returncode == 0, done.stderr  # each alone fits the budget of one group
 
 
 def test_evictions_whose_body_is_a_dry_run_spend_no_budget(cluster: Cluster) -> None:
     """What `kubectl drain --dry-run=server` sends: each group's eviction passes (none recorded),
     and a real eviction afterwards is not refused for them (issue 47)."""
-    wait_budget_free(cluster)
+    cluster.wait_budget_free()
     try:
         for group in range(cluster.groups):
-            done = evict(cluster, cluster.worker(group), body_dry_run=True)
+            done = cluster.evict(cluster.worker(group), body_dry_run=True, grace_period=0)
             assert done.returncode == 0, done.stderr
-        real = evict(cluster, cluster.worker(1))
+        real = cluster.evict(cluster.worker(1), grace_period=0)
         assert real.returncode == 0, real.stderr
     finally:
         cluster.restore()
 
 
 def test_a_second_group_eviction_gets_429_until_the_first_group_is_back(cluster: Cluster) -> None:
-    wait_budget_free(cluster)
+    cluster.wait_budget_free()
     try:
-        first = evict(cluster, cluster.worker(0))
+        first = cluster.evict(cluster.worker(0), grace_period=0)
         assert first.returncode == 0, first.stderr
-        second = evict(cluster, cluster.worker(1))
+        second = cluster.evict(cluster.worker(1), grace_period=0)
         assert second.returncode != 0
         assert "[group-eviction]" in second.stderr
         assert "TooManyRequests" in second.stderr or "429" in second.stderr  # so kubectl drain retries
         if cluster.mode == "bare":  # no controller tears the broken group down here
-            again = evict(cluster, cluster.worker(0, index=cluster.size - 1))
+            again = cluster.evict(cluster.worker(0, index=cluster.size - 1), grace_period=0)
             assert again.returncode == 0, again.stderr  # a group already broken may lose more pods
     finally:
         cluster.restore()

@@ -129,7 +129,7 @@ class StandIn:
         for pod in self._pods():
             if pod["metadata"].get("deletionTimestamp"):
                 self.store.remove(pod)
-            elif not _ready(pod) and pod["spec"].get("nodeName"):
+            elif not pod_ready(pod) and pod["spec"].get("nodeName"):
                 _set_ready(pod, True)  # the kubelet: Ready one step after it was bound
         self._recreate_groups()
         self._recreate_loose()
@@ -161,14 +161,14 @@ class StandIn:
         meta["uid"] = str(uuid.uuid4())
         meta.pop("deletionTimestamp", None)
         _set_ready(pod, False)
-        want = _gpus(pod)
+        want = pod_gpus(pod)
         pod["spec"]["nodeName"] = ""
         for node in self._nodes():
             if node.get("spec", {}).get("unschedulable"):
                 continue
             name = node["metadata"]["name"]
             free = int(node["status"]["allocatable"].get(GPU, 0)) - sum(
-                _gpus(p) for p in self._pods() if p["spec"].get("nodeName") == name
+                pod_gpus(p) for p in self._pods() if p["spec"].get("nodeName") == name
             )
             if free >= want:
                 pod["spec"]["nodeName"] = name
@@ -192,7 +192,7 @@ class StandIn:
             for key in keys:
                 pods = self._group_pods(namespace, name, key)
                 whole = len(pods) == size and all(
-                    _ready(p) and not p["metadata"].get("deletionTimestamp") for p in pods
+                    pod_ready(p) and not p["metadata"].get("deletionTimestamp") for p in pods
                 )
                 broken += not whole
             self.most_broken[name] = max(self.most_broken[name], broken)
@@ -247,11 +247,13 @@ class StandIn:
         )
 
 
-def _gpus(pod: KubeObject) -> int:
+def pod_gpus(pod: KubeObject) -> int:
+    """The GPUs `pod`'s containers request."""
     return sum(int(c.get("resources", {}).get("requests", {}).get(GPU, 0)) for c in pod["spec"]["containers"])
 
 
-def _ready(pod: KubeObject) -> bool:
+def pod_ready(pod: KubeObject) -> bool:
+    """Whether `pod`'s Ready condition is True."""
     return any(
         c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", [])
     )

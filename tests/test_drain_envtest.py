@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from drain_standin import pod_gpus, pod_ready
 from test_drain import NODE, two_lws
 
 from guardhook.cluster.lws import GROUP_INDEX_LABEL, NAME_LABEL, WORKER_INDEX_LABEL
@@ -95,7 +96,7 @@ class Controllers(threading.Thread):
             meta = pod["metadata"]
             if meta.get("deletionTimestamp"):
                 self._finish(pod)
-            elif not _ready(pod):
+            elif not pod_ready(pod):
                 self._ready(pod)
         self._recreate(self._pods())
 
@@ -150,12 +151,12 @@ class Controllers(threading.Thread):
                 pods.append(made)
 
     def _schedule(self, pods: list[KubeObject], pod: KubeObject) -> str | None:
-        want = _gpus(pod)
+        want = pod_gpus(pod)
         for node in sorted(self.api.get("/api/v1/nodes")["items"], key=lambda n: n["metadata"]["name"]):
             if node["spec"].get("unschedulable"):
                 continue
             name = node["metadata"]["name"]
-            used = sum(_gpus(p) for p in pods if p["spec"].get("nodeName") == name)
+            used = sum(pod_gpus(p) for p in pods if p["spec"].get("nodeName") == name)
             if int(node["status"]["allocatable"].get(GPU, 0)) - used >= want:
                 return name
         return None
@@ -171,7 +172,7 @@ class Controllers(threading.Thread):
             broken += sum(
                 not (
                     len(members) == size
-                    and all(_ready(p) and not p["metadata"].get("deletionTimestamp") for p in members)
+                    and all(pod_ready(p) and not p["metadata"].get("deletionTimestamp") for p in members)
                 )
                 for members in groups.values()
             )
@@ -193,16 +194,6 @@ def _slot(pod: KubeObject) -> tuple[str, str, str, str]:
         labels[NAME_LABEL],
         labels[GROUP_INDEX_LABEL],
         labels[WORKER_INDEX_LABEL],
-    )
-
-
-def _gpus(pod: KubeObject) -> int:
-    return sum(int(c.get("resources", {}).get("requests", {}).get(GPU, 0)) for c in pod["spec"]["containers"])
-
-
-def _ready(pod: KubeObject) -> bool:
-    return any(
-        c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", [])
     )
 
 
