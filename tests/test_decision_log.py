@@ -9,6 +9,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -254,3 +255,26 @@ def test_no_format_writes_controls_or_bidi_overrides_raw(
         assert 'user="eve\\u001b[2K\\rFAKE\\u0000\\u0085"' in decision
         assert 'name="worker-\\u202egnp.exe"' in decision
         assert "bad\\x1b]0;title\\x07\\u202e" in rejected
+
+
+@pytest.mark.parametrize("dry", ["request", "body", None])
+def test_an_allowed_disruption_is_info_unless_it_is_a_dry_run(
+    dry: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`serve` without client authentication logs every allow that spends a budget at INFO; a dry
+    run (request.dryRun, or the Eviction's deleteOptions.dryRun) spends nothing, so stays DEBUG."""
+    from guardhook.admission.decisionlog import log_allowed_disruptions, log_decisions
+
+    request = load_review("s07-eviction-worker.validating")["request"]
+    if dry == "request":
+        request["dryRun"] = True
+    elif dry == "body":
+        request["object"]["deleteOptions"] = {"dryRun": ["All"]}
+    decision = SimpleNamespace(policy="group-eviction", outcome="allowed", message="", action="", findings=())
+    log_allowed_disruptions(True)
+    try:
+        with caplog.at_level(logging.INFO, logger="guardhook.decisions"):
+            log_decisions(request, [decision], {}, 0.001)
+    finally:
+        log_allowed_disruptions(False)
+    assert len(caplog.records) == (0 if dry else 1)

@@ -10,7 +10,8 @@ the API server), policyMs (that policy's judge time) and latencyMs (the whole re
 object, oldObject or options: only the request's identifying attributes.
 
 With `log_allowed_disruptions(True)` (`serve` without client authentication) an allow by a policy
-that spends a group's disruption budget (DISRUPTION_POLICIES) is logged at INFO too, with the
+that spends a group's disruption budget (DISRUPTION_POLICIES; not a dry run, which spends nothing:
+guardhook.wire.is_dry_run) is logged at INFO too, with the
 caller's groups (userInfo.groups) beside its user: a forged review that spent a budget can then be
 traced to whoever sent it.
 """
@@ -86,8 +87,11 @@ def log_decisions(
     """Write one line per decision (skipping DEBUG lines unless enabled). `timings`: each policy's
     judge time in seconds by policy id; `seconds`: the whole request's judging."""
     common: dict[str, Any] | None = None
+    spends = _allowed_disruption_level != logging.DEBUG and not is_dry_run(
+        request
+    )  # a dry run spends nothing
     for decision in decisions:
-        disruption = decision.outcome == "allowed" and decision.policy in DISRUPTION_POLICIES
+        disruption = spends and decision.outcome == "allowed" and decision.policy in DISRUPTION_POLICIES
         level = _allowed_disruption_level if disruption else LEVELS.get(decision.outcome, logging.INFO)
         if not log.isEnabledFor(level):
             continue
