@@ -239,7 +239,16 @@ def test_the_client_auth_component_mounts_the_ca_and_passes_the_flags(tmp_path: 
 
 
 def serve(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "guardhook", "serve", "--host", "127.0.0.1", "--port", "1"]
+    command = [
+        sys.executable,
+        "-m",
+        "guardhook",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+    ]  # refused before binding; else any free port
     command += ["--cert-dir", str(tmp_path / "certs"), *args]
     return subprocess.run(
         command, capture_output=True, text=True, env=clean_env(tmp_path), cwd=REPO, timeout=60
