@@ -4,8 +4,10 @@ instead of a traceback or a hot loop later (e.g. `--port 99999`, `--threads 0`, 
 from __future__ import annotations
 
 import argparse
+import datetime
 import ipaddress
 import math
+import re
 
 from guardhook.commands.names import is_label, is_subdomain
 
@@ -68,6 +70,22 @@ def seconds_or_zero(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text} is not a number of seconds") from None
     if not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(f"{text} must be a number of seconds, 0 or more")
+    return value
+
+
+_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+
+
+def duration(text: str) -> datetime.timedelta:
+    """A positive duration written as Go and cert-manager write them, hours, minutes and seconds in
+    that order (`8760h`, `90m`, `1h30m`, `45s`). Raises argparse.ArgumentTypeError otherwise."""
+    found = _DURATION.fullmatch(text) if text else None
+    if found is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 8760h, 90m, 1h30m, 45s)")
+    hours, minutes, seconds = (int(part or 0) for part in found.groups())
+    value = datetime.timedelta(hours=hours, minutes=minutes, seconds=seconds)
+    if value <= datetime.timedelta(0):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a duration above 0")
     return value
 
 

@@ -115,8 +115,79 @@ def add_parser(commands: Any) -> None:
         help="also narrow to leaders (or report) Services and InferencePools that reach LWS workers "
         "and that admission could not judge (the leader-service-sync reconciler)",
     )
+    add_cert_flags(serve)
     add_view_flags(serve, "watch the cluster of this kubeconfig")
     serve.set_defaults(run=run_serve)
+
+
+def add_cert_flags(serve: Any) -> None:
+    """The flags of the certificates guardhook manages itself (guardhook.certsync)."""
+    serve.add_argument(
+        "--manage-certs",
+        type=argtypes.dns_subdomain,
+        metavar="SECRET",
+        help="make and rotate the CA and serving certificate in the Secret SECRET of --namespace (mounted "
+        "at --cert-dir), and set its CA as the caBundle of the --ca-bundle-webhook configurations; "
+        "serving starts once the certificate is mounted (needs a live cluster)",
+    )
+    serve.add_argument(
+        "--cert-service",
+        type=argtypes.dns_label,
+        default="guardhook",
+        metavar="NAME",
+        help="with --manage-certs: the webhook Service the certificate names (default guardhook)",
+    )
+    serve.add_argument(
+        "--ca-bundle-webhook",
+        action="append",
+        type=argtypes.dns_subdomain,
+        default=[],
+        metavar="NAME",
+        help="with --manage-certs: the Validating and MutatingWebhookConfigurations named NAME get the "
+        "caBundle (repeatable; default guardhook); no other is touched",
+    )
+    serve.add_argument(
+        "--cert-validity",
+        type=argtypes.duration,
+        default="8760h",
+        metavar="DURATION",
+        help="with --manage-certs: the serving certificate's validity (default 8760h)",
+    )
+    serve.add_argument(
+        "--ca-validity",
+        type=argtypes.duration,
+        default="87600h",
+        metavar="DURATION",
+        help="with --manage-certs: the CA's validity (default 87600h)",
+    )
+    serve.add_argument(
+        "--cert-renew-before",
+        type=argtypes.duration,
+        default="720h",
+        metavar="DURATION",
+        help="with --manage-certs: replace the CA or serving certificate this long before it expires "
+        "(default 720h; less than either validity)",
+    )
+
+
+def cert_target(args: argparse.Namespace, namespace: str) -> Any:
+    """The certificate controller's Target from `serve`'s flags (guardhook.certsync). Raises
+    CommandError when --cert-renew-before is not below both validities (it would rotate every round)."""
+    from guardhook.certsync.apply import Target
+    from guardhook.certsync.issue import CertSettings, service_names
+
+    for flag, validity in (("--cert-validity", args.cert_validity), ("--ca-validity", args.ca_validity)):
+        if args.cert_renew_before >= validity:
+            raise CommandError(
+                f"--cert-renew-before ({args.cert_renew_before}) must be less than {flag} ({validity})"
+            )
+    settings = CertSettings(
+        names=(*service_names(args.cert_service, namespace), *args.dns),
+        validity=args.cert_validity,
+        ca_validity=args.ca_validity,
+        renew_before=args.cert_renew_before,
+    )
+    return Target(namespace, args.manage_certs, settings, tuple(args.ca_bundle_webhook or ["guardhook"]))
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -150,12 +221,18 @@ def run_serve(args: argparse.Namespace) -> int:
         raise SourceError("--sync-leader-services needs a live cluster (--kubeconfig or in-cluster config)")
     if args.client_cn and not args.client_ca_file:
         raise CommandError("--client-cn needs --client-ca-file (the CA the client certificate must chain to)")
+    namespace = args.namespace or in_cluster_namespace()
+    cert_sync = None
+    if args.manage_certs:
+        if not source.live:
+            raise SourceError("--manage-certs needs a live cluster (--kubeconfig or in-cluster config)")
+        cert_sync = cert_target(args, namespace)
+        wait_for_managed_certs(source, cert_sync, args.cert_dir)
     certs = ensure_certs(args.cert_dir, args.dns, in_cluster=in_cluster())
     auth = None
     if args.client_ca_file:
         certs = with_client_ca(certs, args.client_ca_file)
         auth = client_auth(args.client_cn)
-    namespace = args.namespace or in_cluster_namespace()
     log.info(
         "cluster view: %s; guardhook namespace %s; certificates in %s",
         source.describe(),
@@ -205,6 +282,10 @@ def run_serve(args: argparse.Namespace) -> int:
         scaling_startup(live.view, config)  # the capacity index follows the watches from the start
         live.start()
         runtime = Runtime(Engine(live.view, config, ledger=ledger, log_decisions=True))
+        if cert_sync is not None:  # rotation and caBundles, by the Lease holder only
+            from guardhook.certsync.runner import start_background_sync as start_cert_sync
+
+            start_cert_sync(live_client(source), cert_sync)
         if args.sync_group_pdbs:  # plans from this same live view
             start_background_sync(live_client(source), namespace, lambda: live.view)
         api = live_client(source) if args.sync_group_readiness else None
@@ -227,6 +308,24 @@ def run_serve(args: argparse.Namespace) -> int:
     server = WebhookServer(options, make_runtime)
     server.run()
     return 0
+
+
+def wait_for_managed_certs(source: Any, target: Any, cert_dir: str) -> None:
+    """With --manage-certs, before the server listens: have the Secret hold certificates and wait
+    until they are mounted in `cert_dir` (guardhook.certsync.runner.wait_until_mounted); at once
+    when they are there already."""
+    from pathlib import Path
+
+    from guardhook.certsync.runner import mounted, wait_until_mounted
+
+    if mounted(Path(cert_dir)):
+        return
+    log.info("no certificate in %s yet: making it in Secret %s/%s", cert_dir, target.namespace, target.secret)
+    api = live_client(source)
+    try:
+        wait_until_mounted(api, target, Path(cert_dir))
+    finally:
+        api.close()
 
 
 def body_bound(given: int | None) -> int:

@@ -1,0 +1,232 @@
+"""What the certificate Secret should hold: a pure function of its current data, the wanted names
+and validities, and the time (`plan`).
+
+The Secret holds `ca.crt` (the bundle: the current CA first, then earlier CAs not yet expired),
+`ca.key` (the current CA's key, to sign the next serving certificate without a new CA), `tls.crt`
+and `tls.key` (the serving certificate, ECDSA P-256, signed by the current CA). As
+open-policy-agent/cert-controller's rotator (used by Gatekeeper, LWS and Kueue) does, certificates
+are replaced `renew_before` ahead of their expiry, and anything that does not parse, does not
+match its key or does not carry the wanted names is replaced at once. A new CA keeps the previous
+one in the bundle until it expires, so API servers trust the serving certificate the pods still
+serve until the kubelet refreshes their mounted Secret.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+CA_FILE = "ca.crt"
+CA_KEY_FILE = "ca.key"
+CERT_FILE = "tls.crt"
+KEY_FILE = "tls.key"
+KEYS = (CA_FILE, CA_KEY_FILE, CERT_FILE, KEY_FILE)
+CA_NAME = "guardhook-ca"
+BACKDATE = datetime.timedelta(minutes=5)
+"""notBefore lies this far back, so an API server whose clock is a little behind accepts it."""
+
+
+@dataclass(frozen=True)
+class CertSettings:
+    """What to issue: the serving certificate's DNS names (the first is its CN), its validity, the
+    CA's validity, and how long before either expires it is replaced."""
+
+    names: tuple[str, ...]
+    validity: datetime.timedelta
+    ca_validity: datetime.timedelta
+    renew_before: datetime.timedelta
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The Secret data to write (None: what is there is good) and why, in words for the log."""
+
+    data: dict[str, bytes] | None
+    why: str
+
+
+def _pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def new_ca(
+    now: datetime.datetime, validity: datetime.timedelta
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A new self-signed CA (ECDSA P-256, CN guardhook-ca) valid from `now` for `validity`, and its key."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CA_NAME)])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - BACKDATE)
+        .not_valid_after(now + validity)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return cert, key
+
+
+def new_serving(
+    ca: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    names: tuple[str, ...],
+    now: datetime.datetime,
+    validity: datetime.timedelta,
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A serving certificate for the DNS `names` signed by `ca`, valid for `validity` but never past
+    the CA, and its key."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    not_after = min(now + validity, ca.not_valid_after_utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - BACKDATE)
+        .not_valid_after(not_after)
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    return cert, key
+
+
+def _certs(data: bytes | None) -> list[x509.Certificate]:
+    try:
+        return x509.load_pem_x509_certificates(data) if data else []
+    except ValueError:
+        return []
+
+
+def _key(data: bytes | None) -> ec.EllipticCurvePrivateKey | None:
+    try:
+        key = serialization.load_pem_private_key(data, password=None) if data else None
+    except (ValueError, TypeError):
+        return None
+    return key if isinstance(key, ec.EllipticCurvePrivateKey) else None
+
+
+def _same_key(cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> bool:
+    spki = serialization.PublicFormat.SubjectPublicKeyInfo
+    return cert.public_key().public_bytes(serialization.Encoding.PEM, spki) == key.public_key().public_bytes(
+        serialization.Encoding.PEM, spki
+    )
+
+
+def _due(cert: x509.Certificate, now: datetime.datetime, renew_before: datetime.timedelta) -> bool:
+    return now + renew_before >= cert.not_valid_after_utc or now < cert.not_valid_before_utc
+
+
+def _ca_problem(data: Mapping[str, bytes], settings: CertSettings, now: datetime.datetime) -> str:
+    cas = _certs(data.get(CA_FILE))
+    key = _key(data.get(CA_KEY_FILE))
+    if not cas or key is None:
+        return "no CA" if not data.get(CA_FILE) else "the CA or its key does not load"
+    if not _same_key(cas[0], key):
+        return "ca.key is not the CA's key"
+    if _due(cas[0], now, settings.renew_before):
+        return f"the CA expires {cas[0].not_valid_after_utc.isoformat()}"
+    return ""
+
+
+def _names(cert: x509.Certificate) -> tuple[str, ...]:
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return ()
+    return tuple(san.get_values_for_type(x509.DNSName))
+
+
+def _serving_problem(
+    data: Mapping[str, bytes], ca: x509.Certificate, settings: CertSettings, now: datetime.datetime
+) -> str:
+    certs = _certs(data.get(CERT_FILE))
+    key = _key(data.get(KEY_FILE))
+    if not certs or key is None:
+        return "no serving certificate" if not data.get(CERT_FILE) else "tls.crt or tls.key does not load"
+    if not _same_key(certs[0], key):
+        return "tls.key is not the serving certificate's key"
+    try:
+        certs[0].verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return "the serving certificate is not signed by the current CA"
+    if _names(certs[0]) != settings.names:
+        return f"the serving certificate names {list(_names(certs[0]))}, not {list(settings.names)}"
+    if _due(certs[0], now, settings.renew_before):
+        return f"the serving certificate expires {certs[0].not_valid_after_utc.isoformat()}"
+    return ""
+
+
+def bundle(current: x509.Certificate, earlier: Iterable[x509.Certificate], now: datetime.datetime) -> bytes:
+    """The caBundle: `current` first, then each of `earlier` not yet expired and not `current`."""
+    kept = [c for c in earlier if c != current and c.not_valid_after_utc > now]
+    return b"".join(_pem(c) for c in [current, *dict.fromkeys(kept)])
+
+
+def plan(data: Mapping[str, bytes], settings: CertSettings, now: datetime.datetime) -> Plan:
+    """The Secret data for `settings` at `now`, given its current `data` (the four KEYS, any
+    missing): None when the CA and serving certificate are good and the bundle holds no expired
+    CA; else new data, keeping what is still good (a good CA signs a new serving certificate; a
+    new CA keeps the previous ones in the bundle until they expire)."""
+    earlier = _certs(data.get(CA_FILE))
+    why = _ca_problem(data, settings, now)
+    if why:
+        ca, ca_key = new_ca(now, settings.ca_validity)
+        cert, key = new_serving(ca, ca_key, settings.names, now, settings.validity)
+        return Plan(_data(ca, ca_key, cert, key, earlier, now), f"new CA and serving certificate: {why}")
+    ca = earlier[0]
+    why = _serving_problem(data, ca, settings, now)
+    kept_key = _key(data.get(CA_KEY_FILE))
+    if why and kept_key is not None:  # _ca_problem found the key good
+        cert, key = new_serving(ca, kept_key, settings.names, now, settings.validity)
+        return Plan(_data(ca, kept_key, cert, key, earlier, now), f"new serving certificate: {why}")
+    kept = bundle(ca, earlier, now)
+    if kept != data.get(CA_FILE):
+        return Plan({**{k: data[k] for k in KEYS}, CA_FILE: kept}, "expired CAs dropped from the bundle")
+    return Plan(None, "")
+
+
+def _data(
+    ca: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    cert: x509.Certificate,
+    key: ec.EllipticCurvePrivateKey,
+    earlier: list[x509.Certificate],
+    now: datetime.datetime,
+) -> dict[str, bytes]:
+    return {
+        CA_FILE: bundle(ca, earlier, now),
+        CA_KEY_FILE: _pem_key(ca_key),
+        CERT_FILE: _pem(cert),
+        KEY_FILE: _pem_key(key),
+    }
+
+
+def service_names(service: str, namespace: str) -> tuple[str, ...]:
+    """The DNS names the API server calls a webhook Service by: <svc>.<ns>.svc, and .cluster.local."""
+    return (f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local")
