@@ -321,9 +321,13 @@ def test_metrics_report_the_floor_layer() -> None:
         assert value == (1.0 if state == "in-sync" else 0.0), state
 
 
-def test_the_helm_chart_ships_the_same_floor() -> None:
-    chart_file = REPO / "charts" / "guardhook" / "files" / "admission-policy-floor.yaml"
-    assert chart_file.read_text() == (COMPONENT / "floor.yaml").read_text()
+def test_the_helm_chart_ships_the_floors_rules_as_guardhook_writes_them() -> None:
+    """The chart assembles the floor from files/floor-rules.yaml (tests/test_chart_floor.py renders
+    it); that file is what `python -m guardhook.floor.chartparts` writes from the rules."""
+    from guardhook.floor.chartparts import CHART_FILE
+    from guardhook.floor.chartparts import render as chart_parts
+
+    assert (REPO / CHART_FILE).read_text() == chart_parts(), "run python -m guardhook.floor.chartparts"
 
 
 def test_export_without_what_names_the_missing_argument(capsys: pytest.CaptureFixture[str]) -> None:

@@ -151,10 +151,11 @@ def test_chart_renders_what_kustomize_renders_with_cert_manager(
 
 
 def test_the_defaults_render_the_default_install(tmp_path: Path) -> None:
-    """No values: what `kubectl kustomize manifests/` renders (cert-manager with HA), but the
-    Namespace, which `helm install --create-namespace` makes."""
+    """No values but the certificate source: what `kubectl kustomize manifests/` renders
+    (cert-manager with HA), but the Namespace, which `helm install --create-namespace` makes. The
+    chart's own default certificates are self-managed (tests/test_chart_self_managed.py)."""
     kustomized = [obj for obj in render(MANIFESTS) if obj["kind"] != "Namespace"]
-    compare(kustomized, template(tmp_path))
+    compare(kustomized, template(tmp_path, CERT_VALUES[CERT_MANAGER]))
 
 
 def _self_managed(tmp_path: Path, components: list[str]) -> list[Object]:

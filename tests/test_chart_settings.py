@@ -78,7 +78,7 @@ def test_webhook_annotations_and_per_entry_failure_policy_and_timeout(tmp_path: 
             },
         }
     }
-    objects = template(tmp_path, values)
+    objects = template(tmp_path, {**values, "certs": {"source": "cert-manager"}})
     for kind in WEBHOOK_KINDS:
         annotations = _one(objects, kind)["metadata"]["annotations"]
         assert annotations["example.com/owner"] == "platform"
@@ -115,12 +115,12 @@ def test_the_schema_refuses_mistyped_settings(tmp_path: Path, values: Object, na
 
 def test_an_issuer_of_ones_own_signs_the_serving_certificate(tmp_path: Path) -> None:
     issuer = {"kind": "ClusterIssuer", "name": "corp-ca", "group": "cert-manager.io"}
-    objects = template(tmp_path, {"certs": {"certManager": {"issuerRef": issuer}}})
+    objects = template(tmp_path, {"certs": {"source": "cert-manager", "certManager": {"issuerRef": issuer}}})
     assert not [o for o in objects if o["kind"] == "Issuer"]
     (certificate,) = [o for o in objects if o["kind"] == "Certificate"]
     assert certificate["metadata"]["name"] == "guardhook-serving"
     assert certificate["spec"]["issuerRef"] == issuer
-    own = template(tmp_path)
+    own = template(tmp_path, {"certs": {"source": "cert-manager"}})
     assert {o["metadata"]["name"] for o in own if o["kind"] == "Issuer"} == {
         "guardhook-selfsigned",
         "guardhook-ca",

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from guardhook.commands import argtypes
 from guardhook.commands.common import CommandError
 
 WHAT = ("admission-policies",)
@@ -39,17 +40,29 @@ def add_parser(commands: Any) -> None:
         help="admissionregistration.k8s.io version: v1 (Kubernetes 1.30+) or v1beta1 (1.28-1.29) "
         "(default v1)",
     )
+    cmd.add_argument(
+        "--exclude-namespace",
+        action="append",
+        type=argtypes.dns_label,
+        default=[],
+        metavar="NS",
+        help="a namespace the floor leaves out, as every webhook entry does (repeatable; default "
+        "kube-system, kube-node-lease, guardhook-system: an install in another namespace names its "
+        "own, as the chart does)",
+    )
     cmd.add_argument("--out", metavar="FILE", help="write the YAML to FILE (default: standard output)")
     cmd.set_defaults(run=run_export)
 
 
 def run_export(args: argparse.Namespace) -> int:
     """Write the floor; exit 0, or 2 for a bad configuration or an unwritable --out."""
+    from guardhook.cluster.coverage import EXCLUDED_NAMESPACES
     from guardhook.config import load_config
     from guardhook.floor.export import export_floor, render
 
     config = load_config(args.config, args.enforcement)
-    text = render(export_floor(config, args.api_version))
+    excluded = tuple(args.exclude_namespace) or EXCLUDED_NAMESPACES
+    text = render(export_floor(config, args.api_version, excluded))
     if not args.out:
         sys.stdout.write(text)
         return 0

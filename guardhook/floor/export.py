@@ -86,7 +86,7 @@ def _exemptions(config: Config, policy_id: str) -> list[Exemptions]:
     return [global_, own]
 
 
-def _policy(rule: Rule, config: Config, api_version: str) -> dict[str, Any]:
+def _policy(rule: Rule, config: Config, api_version: str, excluded: tuple[str, ...]) -> dict[str, Any]:
     constraints: dict[str, Any] = {
         "matchPolicy": "Equivalent",
         "namespaceSelector": {
@@ -94,7 +94,7 @@ def _policy(rule: Rule, config: Config, api_version: str) -> dict[str, Any]:
                 {
                     "key": "kubernetes.io/metadata.name",
                     "operator": "NotIn",
-                    "values": list(EXCLUDED_NAMESPACES),
+                    "values": list(dict.fromkeys(excluded)),
                 }
             ]
         },
@@ -147,16 +147,38 @@ def _costs(policy: Mapping[str, Any]) -> list[Cost]:
     return found
 
 
+def go_json(value: Any) -> str:
+    """`value` as JSON the way Go's encoding/json (Helm's `toJson`) writes it: map keys sorted, no
+    spaces, `<`, `>`, `&`, U+2028 and U+2029 escaped; so the chart computes the same digest."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        text = text.replace(char, escaped)
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def _configured(spec: dict[str, Any]) -> dict[str, Any]:
+    """`spec` without the namespaces it leaves out: those follow the install (its namespace,
+    the webhook's excluded namespaces), not the configuration the digest tracks."""
+    constraints = {k: v for k, v in spec.get("matchConstraints", {}).items() if k != "namespaceSelector"}
+    return {**spec, "matchConstraints": constraints} if "matchConstraints" in spec else spec
+
+
 def floor_digest(objects: list[dict[str, Any]]) -> str:
-    """A digest of the objects' kinds, names and specs (annotations aside): equal for two exports
-    of the same floor, whatever the API version they are written in."""
-    canonical = [(o["kind"], o["metadata"]["name"], o["spec"]) for o in objects]
-    return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()[:16]
+    """A digest of the objects' kinds, names and specs (annotations and the namespaces left out
+    aside): equal for two exports of the same configuration's floor, whatever the API version they
+    are written in or the namespace guardhook is installed in. The bytes hashed are Go's JSON
+    (`go_json`), so the chart's template (components/admission-policy-floor.yaml) computes the same."""
+    canonical = [[o["kind"], o["metadata"]["name"], _configured(o["spec"])] for o in objects]
+    return hashlib.sha256(go_json(canonical).encode()).hexdigest()[:16]
 
 
-def export_floor(config: Config, api_version: str = "v1") -> Export:
-    """The floor for `config`, written as admissionregistration.k8s.io/`api_version` objects.
-    Raises ValueError for an API version not in API_VERSIONS."""
+def export_floor(
+    config: Config, api_version: str = "v1", excluded_namespaces: tuple[str, ...] = EXCLUDED_NAMESPACES
+) -> Export:
+    """The floor for `config`, written as admissionregistration.k8s.io/`api_version` objects that
+    leave out `excluded_namespaces` (default: the manifests' kube-system, kube-node-lease,
+    guardhook-system; an install elsewhere names its own). Raises ValueError for an API version
+    not in API_VERSIONS."""
     if api_version not in API_VERSIONS:
         raise ValueError(f"API version must be one of {', '.join(API_VERSIONS)}, not {api_version!r}")
     result = Export()
@@ -170,7 +192,7 @@ def export_floor(config: Config, api_version: str = "v1") -> Export:
             result.left_out.append((policy.id, "off in the configuration (no Deny, Warn or Audit action)"))
             continue
         rule = builder(config.settings(policy.id).params)
-        vap = _policy(rule, config, api_version)
+        vap = _policy(rule, config, api_version, excluded_namespaces)
         result.rules.append(rule)
         result.costs += _costs(vap)
         result.objects += [vap, _binding(rule, actions, api_version)]

@@ -295,22 +295,27 @@ rules:
 {{ toYaml $obj }}
 {{- end }}
 
+{{/* Seconds in a duration of the schema's form (8760h, 90m, 1h30m, 45s). */}}
+{{- define "guardhook.seconds" -}}
+{{- $h := regexFind "[0-9]+h" . | trimSuffix "h" | default "0" | atoi -}}
+{{- $m := regexFind "[0-9]+m" . | trimSuffix "m" | default "0" | atoi -}}
+{{- $s := regexFind "[0-9]+s" . | trimSuffix "s" | default "0" | atoi -}}
+{{- add (mul $h 3600) (mul $m 60) $s -}}
+{{- end }}
+
 {{/* ---- Rules across values that values.schema.json cannot say: each a `fail` with one line. ---- */}}
 {{- define "guardhook.validate" -}}
 {{- $policies := .Values.policies | default dict -}}
+{{- if eq .Values.certs.source "self-managed" -}}
+{{- $sm := .Values.certs.selfManaged -}}
+{{- $renew := include "guardhook.seconds" $sm.renewBefore | atoi -}}
+{{- range $key := list "validity" "caValidity" -}}
+{{- if ge $renew (include "guardhook.seconds" (get $sm $key) | atoi) -}}
+{{- fail (printf "certs.selfManaged.renewBefore (%s) must be less than certs.selfManaged.%s (%s): the certificates would be replaced at every round" $sm.renewBefore $key (get $sm $key)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if and (get $policies "group-readiness") (not .Values.components.groupReadiness.enabled) -}}
 {{- fail "policies.group-readiness is set but components.groupReadiness.enabled is false: no webhook entry would call group-readiness (enable the component or drop the setting)" -}}
-{{- end -}}
-{{- if .Values.components.admissionPolicyFloor.enabled -}}
-{{- $floor := list -}}
-{{- range list "worker-delete" "group-pdb" "group-spec" -}}
-{{- if get $policies . }}{{ $floor = append $floor (printf "policies.%s" .) }}{{ end -}}
-{{- end -}}
-{{- if .Values.exemptions }}{{ $floor = append $floor "exemptions" }}{{ end -}}
-{{- if ne .Release.Namespace "guardhook-system" }}{{ $floor = append $floor (printf "namespace %s" .Release.Namespace) }}{{ end -}}
-{{- if ne (toJson .Values.webhook.excludedNamespaces) (toJson (list "kube-system" "kube-node-lease")) }}{{ $floor = append $floor "webhook.excludedNamespaces" }}{{ end -}}
-{{- with $floor -}}
-{{- fail (printf "components.admissionPolicyFloor renders the floor of the default configuration in guardhook-system, which %s would not match: export yours (guardhook export admission-policies --config FILE) and apply it instead of enabling the component" (join ", " .)) -}}
-{{- end -}}
 {{- end -}}
 {{- end }}
