@@ -79,3 +79,27 @@ def test_uninstall_on_a_real_api_server(api: ApiServer, capsys: pytest.CaptureFi
     assert (condition["status"], condition["reason"]) == ("True", "GuardhookUninstalled")
     assert main(["uninstall", "--kubeconfig", str(api.kubeconfig), "--dry-run"]) == 0
     assert "4. no held readiness gate" in capsys.readouterr().out
+
+
+def test_uninstall_after_the_release_went_without_hooks_leaves_nothing(
+    api: ApiServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`helm uninstall --no-hooks` (or Argo CD before v3.3) deletes the release's objects — webhook
+    configurations, Deployment — and nothing else (issue 49): `guardhook uninstall` run by hand
+    afterwards deletes the per-group PDB and releases the held leader, and a second run finds
+    nothing left."""
+    for kind in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations"):
+        answer = api.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{kind}/guardhook")
+        assert answer.status_code == 200, answer.text
+    answer = api.request("DELETE", "/apis/apps/v1/namespaces/guardhook-system/deployments/guardhook")
+    assert answer.status_code == 200, answer.text
+    assert main(["uninstall", "--kubeconfig", str(api.kubeconfig)]) == 0, capsys.readouterr().out
+    assert [p["metadata"]["name"] for p in api.get(PDBS)["items"]] == ["serving-budget"]
+    pod = api.get("/api/v1/namespaces/serve/pods/llm-xl-0")
+    (condition,) = [c for c in pod["status"]["conditions"] if c["type"] == GATE]
+    assert (condition["status"], condition["reason"]) == ("True", "GuardhookUninstalled")
+    capsys.readouterr()
+    assert main(["uninstall", "--kubeconfig", str(api.kubeconfig)]) == 0  # exit 1 while anything is left
+    assert main(["uninstall", "--kubeconfig", str(api.kubeconfig), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "4. no held readiness gate" in out, out
