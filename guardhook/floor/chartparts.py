@@ -69,8 +69,9 @@ def parts() -> dict[str, Any]:
 def render() -> str:
     """The file's text."""
     header = (
-        "# The admission-policy floor's rules for the chart's template (components/admission-policy-floor.yaml),\n"
-        "# written by `python -m guardhook.floor.chartparts` from guardhook.floor.rules: do not edit.\n"
+        "# The admission-policy floor's rules for the chart's template\n"
+        "# (templates/components/admission-policy-floor.yaml), written by\n"
+        "# `python -m guardhook.floor.chartparts` from guardhook.floor.rules: do not edit.\n"
     )
     return header + yaml.safe_dump(parts(), sort_keys=False, width=100)
 
