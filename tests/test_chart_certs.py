@@ -82,6 +82,7 @@ class StandIn(BaseHTTPRequestHandler):
     empty lists (Helm's release storage finds no earlier release)."""
 
     secret: Object | None = None
+    objects: dict[str, Object] = {}  # noqa: RUF012 (each fixture's handler class gets its own)
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
@@ -106,6 +107,8 @@ class StandIn(BaseHTTPRequestHandler):
             self._send(200, _resource_list(path.removeprefix("/api/").removeprefix("/apis/")))
         elif path == SECRET_PATH and type(self).secret is not None:
             self._send(200, type(self).secret)
+        elif path in type(self).objects:
+            self._send(200, type(self).objects[path])
         elif path.endswith("/secrets"):
             self._send(200, {"kind": "SecretList", "apiVersion": "v1", "metadata": {}, "items": []})
         else:
@@ -124,7 +127,7 @@ class StandIn(BaseHTTPRequestHandler):
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[tuple[type[StandIn], Path]]:
     """A stand-in API server on a free port of 127.0.0.1 and a kubeconfig naming it."""
-    handler = type("Handler", (StandIn,), {"secret": None})
+    handler = type("Handler", (StandIn,), {"secret": None, "objects": {}})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -306,6 +306,16 @@ rules:
 {{/* ---- Rules across values that values.schema.json cannot say: each a `fail` with one line. ---- */}}
 {{- define "guardhook.validate" -}}
 {{- $policies := .Values.policies | default dict -}}
+{{- /* One release per cluster (the names are fixed): on install or upgrade against a cluster,
+     another release's (or a kustomize install's) webhook configuration fails the render. */ -}}
+{{- with lookup "admissionregistration.k8s.io/v1" "ValidatingWebhookConfiguration" "" "guardhook" -}}
+{{- $owner := dig "metadata" "annotations" "meta.helm.sh/release-name" "" . -}}
+{{- $ownerNamespace := dig "metadata" "annotations" "meta.helm.sh/release-namespace" "" . -}}
+{{- if or (ne $owner $.Release.Name) (ne $ownerNamespace $.Release.Namespace) -}}
+{{- $by := ternary (printf "by the Helm release %s in namespace %s" $owner $ownerNamespace) "without Helm (kubectl apply -k manifests/)" (ne $owner "") -}}
+{{- fail (printf "guardhook is already installed in this cluster %s: one release per cluster (its names are fixed); upgrade that one, or uninstall it first (docs/operations.md: Uninstall)" $by) -}}
+{{- end -}}
+{{- end -}}
 {{- if eq .Values.certs.source "self-managed" -}}
 {{- $sm := .Values.certs.selfManaged -}}
 {{- $renew := include "guardhook.seconds" $sm.renewBefore | atoi -}}
