@@ -323,8 +323,13 @@ def test_network_policy_sources_are_values(tmp_path: Path) -> None:
 def test_uninstall_hook_runs_guardhook_uninstall_before_anything_is_deleted(tmp_path: Path) -> None:
     objects = template(tmp_path)
     hooks = [o for o in objects if is_hook(o)]
-    # the pre-delete clean-up, and the Pod `helm test` runs (tests/test_chart_helm_test.py)
-    assert {o["metadata"]["annotations"]["helm.sh/hook"] for o in hooks} == {"pre-delete", "test"}
+    # the pre-delete clean-up, the Pod `helm test` runs (tests/test_chart_helm_test.py) and the
+    # post-install check (tests/test_chart_startup_check.py)
+    assert {o["metadata"]["annotations"]["helm.sh/hook"] for o in hooks} == {
+        "pre-delete",
+        "test",
+        "post-install,post-upgrade",
+    }
     hooks = [o for o in hooks if o["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete"]
     job = _one(hooks, "Job", "guardhook-uninstall")
     weights = {key(o): int(o["metadata"]["annotations"]["helm.sh/hook-weight"]) for o in hooks}
@@ -360,7 +365,9 @@ def test_uninstall_hook_runs_guardhook_uninstall_before_anything_is_deleted(tmp_
     needed = {(g, r) for rule in view["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
     assert needed - reads == set()  # the hook lists the whole cluster view guardhook uninstall opens
     without = template(tmp_path, {"uninstallHook": {"enabled": False}})
-    assert not [o for o in without if is_hook(o) and o["metadata"]["annotations"]["helm.sh/hook"] != "test"]
+    assert not [
+        o for o in without if is_hook(o) and o["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete"
+    ]
 
 
 def test_chart_version_follows_the_image(tmp_path: Path) -> None:

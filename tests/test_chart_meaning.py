@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from helm_chart import CHART, RELEASE, is_hook, run_helm, template
+from helm_chart import CHART, RELEASE, run_helm, template
 
 Object = dict[str, Any]
 
@@ -120,7 +120,8 @@ def test_the_hook_job_and_the_audit_cronjob_take_the_scheduling_values(tmp_path:
         "components": {"policyReports": {"enabled": True, "priorityClassName": "ops-low"}},
     }
     objects = template(tmp_path, values)
-    hook = next(o for o in objects if is_hook(o) and o["kind"] == "Job")["spec"]["template"]["spec"]
+    hook = next(o for o in objects if o["kind"] == "Job" and o["metadata"]["name"] == "guardhook-uninstall")
+    hook = hook["spec"]["template"]["spec"]
     cron = _one(objects, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     webhook = _one(objects, "Deployment")["spec"]["template"]["spec"]
     for pod, priority in ((hook, "ops-high"), (cron, "ops-low")):
