@@ -22,7 +22,8 @@
 # /var/tmp/guardhook-realcluster, kept between runs so the binaries and images are reused), PYTHON (a
 # python with guardhook and the test extras, default .venv/bin/python), GUARDHOOK_IMAGE_ARCHIVE (default
 # dist/image/guardhook-<version>.oci.tar), DRAINS (default 3), SUITES (default "drain hash e2e helm"),
-# REALCLUSTER_BUILT=1 (build.sh already ran), KEEP_CLUSTER=1 (leave it up), E2E_ARGS (extra pytest arguments for the e2e suite).
+# REALCLUSTER_BUILT=1 (build.sh already ran), KEEP_CLUSTER=1 (leave it up), E2E_ARGS (extra pytest arguments for the e2e suite),
+# HELM_TESTS (the helm suite's test files, default e2e/test_helm.py e2e/test_helm_self_managed.py).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PROJECT=$PWD
@@ -129,7 +130,7 @@ for suite in $SUITES; do
         GUARDHOOK_E2E_IMAGE="${GUARDHOOK_E2E_IMAGE:-example.local/pause:3.9}" \
         "$PYTHON" -m pytest -q -rs -p no:cacheprovider e2e ${E2E_ARGS:-} \
         --deselect e2e/test_group_makers.py::test_a_hash_lws_is_drained_one_group_at_a_time \
-        --ignore e2e/test_helm.py ;;  # the hash and helm suites run those
+        --ignore e2e/test_helm.py --ignore e2e/test_helm_self_managed.py ;;  # the hash and helm suites run those
     helm)
       # guardhook from charts/guardhook with the pinned Helm (e2e/test_helm.py): a kustomize install
       # left by the e2e suite is taken out first (GUARDHOOK_E2E_REPLACE=1); the image archive is
@@ -138,7 +139,7 @@ for suite in $SUITES; do
       helm=${GUARDHOOK_HELM:-$("$PROJECT/.ci/helm.sh" 2> "$LOGS/helm-build.log")} || { summary+=("realcluster: helm: no helm (see $LOGS/helm-build.log)"); failed=1; continue; }
       step e2e-helm 1800 env GUARDHOOK_E2E_KUBECONFIG="$KUBECONFIG" GUARDHOOK_E2E_HELM=1 GUARDHOOK_E2E_REPLACE=1 GUARDHOOK_E2E_REQUIRE=1 \
         GUARDHOOK_HELM="$helm" GUARDHOOK_E2E_IMAGE="${GUARDHOOK_E2E_IMAGE:-example.local/pause:3.9}" \
-        "$PYTHON" -m pytest -q -rs -p no:cacheprovider e2e/test_helm.py ;;
+        "$PYTHON" -m pytest -q -rs -p no:cacheprovider ${HELM_TESTS:-e2e/test_helm.py e2e/test_helm_self_managed.py} ;;
     *) echo "realcluster: unknown suite $suite" >&2; failed=1 ;;
   esac
 done

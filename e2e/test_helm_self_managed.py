@@ -1,0 +1,210 @@
+"""The Helm chart's default, self-managed certificates on a real cluster (issue 49): `helm install`
+with no cert-manager (the post-install check waits until guardhook answers), a CA and serving
+certificate rotated by guardhook's own controller under a short validity while evictions are sent
+(none refused for a certificate reason: the caBundle keeps the previous CA, every replica reloads
+its mounted Secret), `helm test`, an upgrade with a mistyped value refused before anything changes,
+and `helm uninstall --no-hooks` followed by the documented `guardhook uninstall` leaving nothing.
+
+Run as the `helm` suite of e2e/realcluster/run.sh runs e2e/test_helm.py (same settings:
+`GUARDHOOK_E2E_HELM=1`, `GUARDHOOK_E2E_REPLACE=1`, the image already on the nodes).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_helm import (
+    CALL_FAILED,
+    CHART,
+    NAMESPACE,
+    RELEASE,
+    WEBHOOK_KINDS,
+    Helm,
+    _drain,
+    _install_values,
+    _remove_kustomize_install,
+    _skip_reason,
+)
+
+from cluster import REQUIRE_ENV, Cluster, eventually, skip_or_fail, webhooks_answering
+from conftest import KUBECONFIG_ENV, _wait_whole, fleet_manifest
+
+pytestmark = pytest.mark.skipif(
+    _skip_reason() is not None and os.environ.get(REQUIRE_ENV) != "1", reason=str(_skip_reason())
+)
+# Short enough to rotate during the test: the serving certificate every 90 s, the CA once (at 3.5
+# minutes), each well before it expires, with room for the kubelet's refresh of the mounted Secret.
+SHORT = [
+    "--set", "certs.source=self-managed",
+    "--set", "certs.selfManaged.validity=4m",
+    "--set", "certs.selfManaged.caValidity=6m",
+    "--set", "certs.selfManaged.renewBefore=2m30s",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def release() -> Iterator[Helm]:
+    reason = _skip_reason()
+    if reason:
+        skip_or_fail(reason)
+    cluster = Cluster(
+        kubeconfig=Path(os.environ[KUBECONFIG_ENV]),
+        mode="cluster",
+        namespace="guardhook-e2e",
+        lws="e2e",
+        groups=2,
+        size=2,
+        worker_labels={"app": "e2e"},
+    )
+    if cluster.kubectl("get", "crd", "leaderworkersets.leaderworkerset.x-k8s.io").returncode != 0:
+        skip_or_fail("the cluster has no LeaderWorkerSet CRD")
+    helm = Helm(cluster)
+    existing = cluster.kubectl("get", "validatingwebhookconfiguration", "guardhook", "-o", "json")
+    if existing.returncode == 0:
+        owner = (
+            json.loads(existing.stdout)["metadata"].get("annotations", {}).get("meta.helm.sh/release-name")
+        )
+        if owner != RELEASE:
+            if not os.environ.get("GUARDHOOK_E2E_REPLACE"):
+                skip_or_fail(
+                    "guardhook is installed here from manifests/ (GUARDHOOK_E2E_REPLACE=1 removes it)"
+                )
+            _remove_kustomize_install(cluster)
+        else:
+            helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "5m")
+    cluster.restore = lambda: _wait_whole(cluster)
+    given = _install_values(cluster)  # pairs of "--set", "key=value"
+    values = [
+        x
+        for i in range(0, len(given), 2)
+        if given[i + 1] != "certs.source=self-signed"
+        for x in given[i : i + 2]
+    ]
+    helm.must(
+        "upgrade", "--install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace",
+        *values, *SHORT, "--wait", "--timeout", "8m", timeout=900,
+    )  # fmt: skip
+    cluster.must("apply", "-f", "-", stdin=fleet_manifest())
+    _wait_whole(cluster)
+    eventually(lambda: webhooks_answering(cluster), 180, "guardhook to answer through the API server")
+    yield helm
+    helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "5m")
+    cluster.kubectl("delete", "-f", "-", "--wait=false", stdin=fleet_manifest())
+
+
+def test_install_makes_the_certificates_and_sets_every_ca_bundle(release: Helm) -> None:
+    secret = release.secret()
+    assert set(secret) == {"ca.crt", "ca.key", "tls.crt", "tls.key"}
+    bundles = release.bundles()
+    assert "group-eviction.guardhook.io" in bundles and "worker-delete.guardhook.io" in bundles
+    assert set(bundles.values()) == {base64.b64encode(secret["ca.crt"]).decode()}
+    # the post-install check ran and succeeded (hook-succeeded deletes its Job)
+    assert release.cluster.kubectl("get", "job", "guardhook-startup-check", "-n", NAMESPACE).returncode != 0
+
+
+def test_rotation_under_evictions_refuses_none_for_a_certificate_reason(release: Helm) -> None:
+    cluster = release.cluster
+    stop, answers = threading.Event(), []  # type: ignore[var-annotated]
+    drain = threading.Thread(target=_drain, args=(cluster, stop, answers), daemon=True)
+    seen: list[dict[str, bytes]] = [release.secret()]
+    drain.start()
+    try:
+        deadline = time.monotonic() + 330  # past one CA rotation and several serving ones
+        while time.monotonic() < deadline:
+            time.sleep(5)
+            current = release.secret()
+            if current != seen[-1]:
+                seen.append(current)
+    finally:
+        stop.set()
+        drain.join(timeout=120)
+    failed = [a for a in answers if a.startswith("error") and any(s in a for s in CALL_FAILED)]
+    assert answers and not failed, failed[:5]
+    assert {"evicted", "refused by guardhook"} & set(answers)  # guardhook judged them meanwhile
+    serving = {s["tls.crt"] for s in seen}
+    cas = {s["ca.crt"].split(b"-----END CERTIFICATE-----")[0] for s in seen}
+    assert len(serving) >= 3, f"{len(serving)} serving certificates seen"
+    assert len(cas) >= 2, "no CA rotation seen"
+    first_ca = seen[0]["ca.crt"].split(b"-----END CERTIFICATE-----")[0]
+    rotated = next(s for s in seen if s["ca.crt"].split(b"-----END CERTIFICATE-----")[0] != first_ca)
+    assert rotated["ca.crt"].count(b"BEGIN CERTIFICATE") == 2  # the previous CA kept in the bundle
+    eventually(
+        lambda: set(release.bundles().values()) == {base64.b64encode(release.secret()["ca.crt"]).decode()},
+        30,
+        "every caBundle to be the Secret's bundle",
+    )
+    cluster.restore()
+
+
+def test_helm_test_sends_a_review_to_the_installed_webhook(release: Helm) -> None:
+    out = release.must("test", RELEASE, "-n", NAMESPACE, "--timeout", "3m")
+    assert "Succeeded" in out, out
+
+
+def test_an_upgrade_with_a_mistyped_value_is_refused_before_anything_changes(release: Helm) -> None:
+    cluster = release.cluster
+
+    def state() -> tuple[Any, ...]:
+        deployment = release.json("get", "deployment", "guardhook", "-n", NAMESPACE)
+        config = release.json("get", "configmap", "guardhook-config", "-n", NAMESPACE)
+        history = release.must("history", RELEASE, "-n", NAMESPACE, "-o", "json")
+        return deployment["metadata"]["generation"], config["data"], history
+
+    before = state()
+    done = release.run(
+        "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values",
+        "--set", "policies.group-eviction.budgett=2", "--wait", "--timeout", "3m",
+    )  # fmt: skip
+    assert done.returncode != 0 and "budgett" in done.stderr, done.stderr
+    assert state() == before
+    assert webhooks_answering(cluster)
+
+
+def test_uninstall_without_hooks_then_guardhook_uninstall_leaves_nothing(release: Helm) -> None:
+    cluster = release.cluster
+    release.must("uninstall", RELEASE, "-n", NAMESPACE, "--no-hooks", "--wait", "--timeout", "5m")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "guardhook",
+            "uninstall",
+            f"--kubeconfig={cluster.kubeconfig}",
+            f"--namespace={NAMESPACE}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for kind in WEBHOOK_KINDS:
+        listed = json.loads(cluster.must("get", kind, "-o", "json"))["items"]
+        own = [
+            c["metadata"]["name"]
+            for c in listed
+            if any(h["name"].endswith(".guardhook.io") for h in c.get("webhooks") or [])
+        ]
+        assert not own, f"{kind} left: {own}"
+    for kind in ("clusterroles", "clusterrolebindings"):
+        left = cluster.must("get", kind, "-l", "app.kubernetes.io/name=guardhook", "-o", "name")
+        assert not left.strip(), left
+    left = cluster.must(
+        "get", "deployment,service,configmap,secret,serviceaccount,role,rolebinding,job,poddisruptionbudget",
+        "-n", NAMESPACE, "-l", "app.kubernetes.io/name=guardhook", "-o", "name",
+    )  # fmt: skip
+    assert not left.strip(), left
+    assert cluster.kubectl("get", "secret", "guardhook-tls", "-n", NAMESPACE).returncode != 0
+    managed = cluster.must("get", "pdb", "-A", "-l", "app.kubernetes.io/managed-by=guardhook", "-o", "name")
+    assert not managed.strip(), managed
+    gone = cluster.kubectl("delete", "pod", cluster.worker(0), "-n", cluster.namespace, "--dry-run=server")
+    assert gone.returncode == 0 and "[worker-delete]" not in gone.stderr, gone.stderr
