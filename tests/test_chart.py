@@ -48,6 +48,7 @@ charts/guardhook/README.md: Adding a component)."""
 CERT_VALUES = {
     CERT_MANAGER: {"certs": {"source": "cert-manager"}},
     "self-managed": {"certs": {"source": "self-signed"}},
+    "managed-certs": {"certs": {"source": "self-managed"}},
 }
 """The certificate source: the cert-manager component or the self-managed overlay's certificates."""
 
@@ -101,7 +102,7 @@ def comparable(kustomized: Object, charted: Object) -> tuple[Object, Object]:
     if k["kind"] == "Secret":
         c["metadata"].pop("annotations", None)  # guardhook.io/not-after: the chart's renewal clock
         for obj in (k, c):
-            obj["data"] = sorted(obj["data"])
+            obj["data"] = sorted(obj.get("data") or {})
     if k["kind"] in WEBHOOK_KINDS:
         for obj in (k, c):
             obj["webhooks"] = sorted(obj.get("webhooks") or [], key=lambda h: h["name"])
@@ -378,3 +379,26 @@ def test_chart_version_follows_the_image(tmp_path: Path) -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     schema = json.loads((CHART / "values.schema.json").read_text())
     assert set(values) <= set(schema["properties"])
+
+
+MANAGED_CERTS_CASES = [[], OPT_IN, ["ha", "leader-service-sync"], ["client-auth", "pdb-sync"]]
+
+
+@pytest.mark.parametrize("components", MANAGED_CERTS_CASES, ids=lambda c: "+".join(c) or "base")
+def test_self_managed_chart_renders_what_the_managed_certs_component_renders(
+    tmp_path: Path, components: list[str]
+) -> None:
+    """certs.source=self-managed (the chart's default) is manifests/managed-certs (issue 49): the
+    empty Secret, `serve --manage-certs`, its startup probe and RBAC, with any opt-in components."""
+    folder = user_overlay(
+        tmp_path / "overlay",
+        [MANIFESTS / "base"],
+        [MANIFESTS / "managed-certs", *(MANIFESTS / "components" / c for c in components)],
+    )
+    compare(render(folder), template(tmp_path, chart_values(components, "managed-certs")))
+
+
+def test_the_managed_certs_overlay_is_the_charts_default(tmp_path: Path) -> None:
+    """overlays/managed-certs renders what the chart renders with no values (but the Namespace)."""
+    kustomized = [o for o in render(MANIFESTS / "overlays" / "managed-certs") if o["kind"] != "Namespace"]
+    compare(kustomized, template(tmp_path))
