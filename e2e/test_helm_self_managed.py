@@ -39,9 +39,13 @@ from test_helm import (
 from cluster import REQUIRE_ENV, Cluster, eventually, skip_or_fail, webhooks_answering
 from conftest import KUBECONFIG_ENV, _wait_whole, fleet_manifest
 
-pytestmark = pytest.mark.skipif(
-    _skip_reason() is not None and os.environ.get(REQUIRE_ENV) != "1", reason=str(_skip_reason())
-)
+pytestmark = [
+    pytest.mark.skipif(
+        _skip_reason() is not None and os.environ.get(REQUIRE_ENV) != "1", reason=str(_skip_reason())
+    ),
+    # the install (with the first mount of the certificate) and the rotation window take minutes
+    pytest.mark.timeout(900),
+]
 # Short enough to rotate during the test: the serving certificate every 90 s, the CA once (at 3.5
 # minutes), each well before it expires, with room for the kubelet's refresh of the mounted Secret.
 SHORT = [
