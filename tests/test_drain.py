@@ -531,3 +531,18 @@ def test_an_unreachable_api_server_is_one_line_and_exit_2(tmp_path: Path) -> Non
         and "Connection refused" in line
     )
     assert "Retrying" not in done.stderr
+
+
+def test_the_timeout_names_every_group_it_was_waiting_for() -> None:
+    ticks = iter(range(10_000))
+    result = Drain(
+        StandIn(four_groups_on_one_node(2)),
+        DrainOptions(nodes=(NODE,), params=PARAMS, poll_seconds=0.0, timeout_seconds=3),
+        lambda kind, **fields: None,
+        clock=lambda: float(next(ticks)),  # a second each time the drain looks at the clock
+        sleep=lambda seconds: None,
+    ).run()
+    assert [(item.what, item.why) for item in result.left] == [
+        (f"group {g} of LeaderWorkerSet serve/llm-xl", "--timeout of 3s passed waiting for it")
+        for g in range(4)
+    ]

@@ -115,7 +115,7 @@ Emit = Callable[..., None]
 
 
 class TimedOut(Exception):
-    """The drain's --timeout passed."""
+    """The drain's --timeout passed; `args`: what it was waiting for, each named."""
 
 
 @dataclass(frozen=True)
@@ -210,7 +210,8 @@ class Drain:
                 self.emit("wave", wave=number, of=len(plan.waves), nodes=list(wave.nodes))
                 self._wave(wave.nodes, room, stalled=number in plan.stalled)
         except TimedOut as exc:
-            self._leave(str(exc), f"--timeout of {self.options.timeout_seconds:g}s passed waiting for it")
+            for what in exc.args:
+                self._leave(what, f"--timeout of {self.options.timeout_seconds:g}s passed waiting for it")
         if not self.dry:
             self._remaining()
         return self._done()
@@ -269,7 +270,7 @@ class Drain:
             taken = self._not_rebuilt(view, taken)
             queue = [group for group in queue if self._try(view, group, room, taken)]
             if queue or taken:
-                self._pause(", ".join(str(item) for item in [*(t.group for t in taken), *queue]))
+                self._pause(*(str(item) for item in [*(t.group for t in taken), *queue]))
         for pod in _loose_pods(self._view(), nodes):
             self._loose(pod)
 
@@ -368,7 +369,7 @@ class Drain:
                 self._leave(what, f"{pod.namespace}/{pod.name}: {answer.message}")
                 return False
             self.emit("retry", pod=f"{pod.namespace}/{pod.name}", why=answer.message)
-            self._pause(what, self.options.retry_seconds)
+            self._pause(what, seconds=self.options.retry_seconds)
 
     # ---- pods in no group ------------------------------------------------------------------------
 
@@ -397,11 +398,11 @@ class Drain:
                 found.append(Left(f"pod {name}", "it has emptyDir data (use --delete-emptydir-data)"))
         return found
 
-    def _pause(self, what: str, seconds: float | None = None) -> None:
-        """Sleep before looking again; TimedOut (naming `what`) once --timeout has passed."""
+    def _pause(self, *what: str, seconds: float | None = None) -> None:
+        """Sleep before looking again; TimedOut (naming each of `what`) once --timeout has passed."""
         timeout = self.options.timeout_seconds
         if timeout and self.clock() - self.started > timeout:
-            raise TimedOut(what)
+            raise TimedOut(*what)
         self.sleep(self.options.poll_seconds if seconds is None else seconds)
 
 
