@@ -6,7 +6,8 @@ that counts group restarts and broken groups. Used by e2e/test_drain_command.py 
   `example.com/e2e-fake-node:NoSchedule` so only pods that tolerate it go there, with
   `nvidia.com/gpu` capacity a test sets and changes. A thread plays their kubelet: a pod bound to
   one is marked Running and Ready (Ready also waits for the pod's readiness gates, as the kubelet
-  does), and a terminating one is deleted for good (grace 0, uid precondition) as the node itself,
+  does), and a terminating one is deleted for good (grace 0, uid precondition) `stop_seconds` (1 s)
+  after it is first seen terminating, about what a kubelet takes to stop a pod, as the node itself,
   `system:node:<name>` in `system:nodes` by impersonation, as the kubelet finishes a pod; the
   webhook's matchConditions skip nodes, as they skip the real kubelet.
 - `GroupWatch` watches the pods of a namespace (a pod watch, event by event) and keeps, since its
@@ -107,8 +108,14 @@ class FakeNodes(threading.Thread):
     """Kubelet-less nodes `names` and their kubelet (see the module's docstring), until `stop()`.
     `failure`: what stopped the thread, for the test to raise."""
 
-    def __init__(self, kubeconfig: Path, names: Iterable[str], gpus: int = 0) -> None:
+    def __init__(
+        self, kubeconfig: Path, names: Iterable[str], gpus: int = 0, stop_seconds: float = 1.0
+    ) -> None:
         super().__init__(daemon=True)
+        # At least a second: guardhook's ledger sees an evicted pod's replacement by a creation time
+        # later than the eviction's record, and creationTimestamp has whole seconds.
+        self.stop_seconds = stop_seconds
+        self.stopping_since: dict[str, float] = {}
         self.names = list(names)
         self.core = client.CoreV1Api(api_for(kubeconfig))
         self.leases = client.CoordinationV1Api(self.core.api_client)
@@ -222,7 +229,9 @@ class FakeNodes(threading.Thread):
         for pod in self.pods():
             meta = pod["metadata"]
             if meta.get("deletionTimestamp"):
-                self._finish(pod)
+                since = self.stopping_since.setdefault(meta["uid"], time.monotonic())
+                if time.monotonic() - since >= self.stop_seconds:
+                    self._finish(pod)
             else:
                 self._run(pod)
 

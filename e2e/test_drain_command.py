@@ -13,7 +13,10 @@ In order, on one scene (e2e-fake-0 holding every group, e2e-fake-1 empty, e2e-fa
 2. e2e-fake-2 given room for one group only, drain e2e-fake-1: exit 1, one group restarted, the
    others named with "no room";
 3. e2e-fake-2 given room for all, drain e2e-fake-1 again, killed (SIGKILL) right after its second
-   restart, then run again: exit 0, each group left restarted exactly once across both runs.
+   restart, then run again: exit 0, each group left restarted exactly once across both runs;
+4. drain-a given a budget of 2 (its guardhook.io/max-disrupted-groups annotation), e2e-fake-0
+   uncordoned, drain e2e-fake-2: exit 0, each group restarted once, drain-a with two groups
+   broken at once and never three, drain-b never two.
 Kubeconfig mode only (a bare API server has no scheduler, garbage collector or LWS controller).
 """
 
@@ -171,3 +174,20 @@ def test_drain_command_killed_mid_wave_resumes_where_the_cluster_is(scene: Scene
     assert max(scene.watch.most_broken.values()) == 1
     assert scene.on(NODES[1]) == [] and len(scene.on(NODES[2])) == ALL_PODS
     assert events[-1]["event"] == "done" and events[-1]["drained"]
+
+
+def test_drain_command_takes_up_to_a_sets_budget_of_groups_at_once(scene: Scene) -> None:
+    scene.cluster.must(
+        "annotate", "lws", "drain-a", "-n", NAMESPACE, "guardhook.io/max-disrupted-groups=2", "--overwrite"
+    )
+    scene.nodes.cordon(NODES[0], False)
+    eventually(scene.whole, 60, "every group whole before the drain", interval=1)
+    scene.watch.reset()
+    done = scene.drain(NODES[2], "-o", "json")
+    out, err = done.communicate(timeout=240)
+    scene.check()
+    assert done.returncode == 0, (out, err)
+    groups = {(name, str(g)) for name, (count, _) in SETS.items() for g in range(count)}
+    assert dict(scene.watch.restarts) == dict.fromkeys(groups, 1)
+    assert dict(scene.watch.most_broken) == {"drain-a": 2, "drain-b": 1}  # each set its own budget
+    assert scene.on(NODES[2]) == [] and len(scene.on(NODES[0])) == ALL_PODS
