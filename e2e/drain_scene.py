@@ -144,6 +144,28 @@ class FakeNodes(threading.Thread):
             self.core.create_node(body, _preload_content=False)
         self.heartbeat()
         self.start()
+        self.wait_schedulable()
+
+    def wait_schedulable(self, seconds: float = 120) -> None:
+        """Until the node lifecycle controller has taken the `not-ready` taint off every node (the
+        API server's TaintNodesByCondition puts it on a new node); RuntimeError after `seconds`."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.failure is not None:
+                raise self.failure
+            taints = [
+                t["key"]
+                for name in self.names
+                for t in (
+                    _read(self.core.read_node(name, _preload_content=False))["spec"].get("taints") or []
+                )
+            ]
+            if not any(key.startswith("node.kubernetes.io/") for key in taints):
+                return
+            time.sleep(0.5)
+        raise RuntimeError(
+            f"fake nodes {', '.join(self.names)} still tainted not-ready after {seconds:.0f} s"
+        )
 
     def set_gpus(self, name: str, gpus: int) -> None:
         """Give node `name` `gpus` GPUs (capacity and allocatable), as a device plugin would."""
