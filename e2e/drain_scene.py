@@ -45,6 +45,9 @@ MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 LEASE_SECONDS = 40
 HEARTBEAT_SECONDS = 5.0
+NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+"""What the node lifecycle controller (and, on a new node, TaintNodesByCondition) puts on a node not
+Ready; a cordon's node.kubernetes.io/unschedulable is not one of them."""
 
 
 def now() -> str:
@@ -160,7 +163,7 @@ class FakeNodes(threading.Thread):
                     _read(self.core.read_node(name, _preload_content=False))["spec"].get("taints") or []
                 )
             ]
-            if not any(key.startswith("node.kubernetes.io/") for key in taints):
+            if not any(key in NOT_READY_TAINTS for key in taints):
                 return
             time.sleep(0.5)
         raise RuntimeError(
