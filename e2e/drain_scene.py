@@ -135,7 +135,7 @@ class FakeNodes(threading.Thread):
         """Create the nodes (`cordoned` ones unschedulable), Ready, with their leases; start the kubelet."""
         down = set(cordoned)
         for name in self.names:
-            body = {
+            body: Any = {  # the client sends a dict as it is
                 "apiVersion": "v1",
                 "kind": "Node",
                 "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, FAKE_LABEL: "true"}},
@@ -201,7 +201,7 @@ class FakeNodes(threading.Thread):
 
     def _lease(self, name: str) -> None:
         renew = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        body = {
+        body: Any = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
             "metadata": {"name": name, "namespace": "kube-node-lease"},
@@ -262,7 +262,7 @@ class FakeNodes(threading.Thread):
 
     def _finish(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
-        body = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
+        body: Any = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
         try:
             self.as_node[pod["spec"]["nodeName"]].delete_namespaced_pod(
                 meta["name"], meta["namespace"], body=body, _preload_content=False

@@ -28,6 +28,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pytest
@@ -97,13 +98,7 @@ def scene(cluster: Cluster) -> Iterator[Scene]:
             manifest = json.dumps(lws_manifest(name, groups, size, pod_image()))
             # group-capacity judges the create on guardhook's view, which may not show the new
             # nodes' room yet: applied again until admitted
-            eventually(
-                lambda manifest=manifest: (
-                    cluster.kubectl("apply", "-n", NAMESPACE, "-f", "-", stdin=manifest).returncode == 0
-                ),
-                60,
-                f"LWS {name} admitted",
-            )
+            eventually(partial(_applied, cluster, manifest), 60, f"LWS {name} admitted")
         eventually(made.whole, 180, "every group of drain-a and drain-b whole on e2e-fake-0", interval=1)
         assert len(made.on(NODES[0])) == ALL_PODS
         nodes.cordon(NODES[1], False)
@@ -112,6 +107,10 @@ def scene(cluster: Cluster) -> Iterator[Scene]:
         cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=true", timeout=180)
         watch.stop()
         nodes.remove()
+
+
+def _applied(cluster: Cluster, manifest: str) -> bool:
+    return cluster.kubectl("apply", "-n", NAMESPACE, "-f", "-", stdin=manifest).returncode == 0
 
 
 def _events(out: str) -> list[dict[str, Any]]:
