@@ -12,9 +12,10 @@ world one step as the controllers would:
 
 Built from the sample fleet's objects (the shapes of tests/fixtures), so every record is read by
 the same group model as in production. It records what a test asserts: the group restarts (a
-leader delete per group), the evictions, and the most groups of each LWS ever seen broken at once,
-observed after every step and every write. `interrupt_after` raises KeyboardInterrupt right after
-that many writes (a Ctrl-C mid-wave); `refuse_once` answers the first eviction of those pods 429.
+leader delete per group), the evictions, and the most groups of each LWS ever seen broken at once
+(and of every LWS together), observed after every step and every write. `interrupt_after` raises
+KeyboardInterrupt right after that many writes (a Ctrl-C mid-wave); `refuse_once` answers the
+first eviction of those pods 429.
 
 `DrainFake` is the fake API server that also serves the drain's writes (evictions, deletes with
 DeleteOptions, server-side dry runs), for the real client (guardhook.cluster.drain_calls).
@@ -56,6 +57,7 @@ class StandIn:
         self.cordoned: list[str] = []
         self.dry_runs: list[str] = []
         self.most_broken: Counter[str] = Counter()
+        self.most_broken_at_once = 0  # the most groups broken at once, all LWSs together
         self.writes = 0
         self.steps = 0
         self.interrupt_after: int | None = None
@@ -178,7 +180,9 @@ class StandIn:
 
     def _observe(self) -> None:
         """The most groups of each LWS broken at once: a group is broken with fewer pods than its
-        size, or one not Ready or terminating (design.md §1); groups with no pod at all count too."""
+        size, or one not Ready or terminating (design.md §1); groups with no pod at all count too.
+        Also the most broken at once across every LWS."""
+        at_once = 0
         for lws in (o for o in self.store if o["kind"] == "LeaderWorkerSet"):
             namespace, name = lws["metadata"]["namespace"], lws["metadata"]["name"]
             size = int(lws["spec"]["leaderWorkerTemplate"]["size"])
@@ -196,6 +200,8 @@ class StandIn:
                 )
                 broken += not whole
             self.most_broken[name] = max(self.most_broken[name], broken)
+            at_once += broken
+        self.most_broken_at_once = max(self.most_broken_at_once, at_once)
 
     # ---- reading -------------------------------------------------------------------------------------
 

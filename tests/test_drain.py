@@ -88,6 +88,49 @@ def test_groups_of_two_lws_restart_once_each_never_two_broken_at_once() -> None:
     assert events[-1]["event"] == "done" and events[-1]["drained"]
 
 
+def test_groups_of_different_sets_are_taken_side_by_side_each_within_its_budget() -> None:
+    cluster = StandIn(two_lws())
+    result, _ = drain(cluster, NODE)
+    assert result.drained, result.left
+    assert cluster.most_broken == {"llm-xl": 1, "llm-b": 1}  # each set within its budget of 1
+    assert cluster.most_broken_at_once == 2  # a group of each set rebuilding at the same time
+
+
+def four_groups_on_one_node(budget: int) -> list[KubeObject]:
+    """The fleet's LWS llm-xl (4 groups of 4, pods of 2 GPUs) with a pod of every group on
+    gpu-node-00 and its budget (annotation guardhook.io/max-disrupted-groups) `budget`."""
+    objects = fleet()
+    _shrink(objects)
+    for pod in ("llm-xl-1-1", "llm-xl-2-2", "llm-xl-3-3"):
+        _move(objects, pod, NODE)
+    lws = next(o for o in objects if o["kind"] == "LeaderWorkerSet" and o["metadata"]["name"] == "llm-xl")
+    lws["metadata"].setdefault("annotations", {})["guardhook.io/max-disrupted-groups"] = str(budget)
+    return objects
+
+
+@pytest.mark.parametrize("budget", [1, 2, 3])
+def test_a_set_with_budget_b_has_up_to_b_groups_taken_at_once_never_more(budget: int) -> None:
+    cluster = StandIn(four_groups_on_one_node(budget))
+    assert cluster.pods_on(NODE) == ["llm-xl-0", "llm-xl-1-1", "llm-xl-2-2", "llm-xl-3-3"]
+    result, events = drain(cluster, NODE)
+    assert result.drained, result.left
+    assert cluster.restarts == {("llm-xl", str(g)): 1 for g in range(4)}
+    assert cluster.most_broken == {"llm-xl": budget}  # B at once, never more
+    restarts = [i for i, e in enumerate(events) if e["event"] == "group"]
+    first_rebuilt = next(i for i, e in enumerate(events) if e["event"] == "rebuilt")
+    assert sum(1 for i in restarts if i < first_rebuilt) == budget  # B taken before any is back
+
+
+def test_a_larger_budget_drains_in_fewer_rounds() -> None:
+    steps = {}
+    for budget in (1, 2):
+        cluster = StandIn(four_groups_on_one_node(budget))
+        result, _ = drain(cluster, NODE)
+        assert result.drained, result.left
+        steps[budget] = cluster.steps
+    assert steps[2] < steps[1]
+
+
 def no_room() -> list[KubeObject]:
     """The fleet with gpu-node-16..18 taken by 8-GPU pods of another workload: draining
     gpu-node-00 and gpu-node-04 (a pod of llm-xl groups 0 and 1) leaves room for one group of the
@@ -488,3 +531,18 @@ def test_an_unreachable_api_server_is_one_line_and_exit_2(tmp_path: Path) -> Non
         and "Connection refused" in line
     )
     assert "Retrying" not in done.stderr
+
+
+def test_the_timeout_names_every_group_it_was_waiting_for() -> None:
+    ticks = iter(range(10_000))
+    result = Drain(
+        StandIn(four_groups_on_one_node(2)),
+        DrainOptions(nodes=(NODE,), params=PARAMS, poll_seconds=0.0, timeout_seconds=3),
+        lambda kind, **fields: None,
+        clock=lambda: float(next(ticks)),  # a second each time the drain looks at the clock
+        sleep=lambda seconds: None,
+    ).run()
+    assert [(item.what, item.why) for item in result.left] == [
+        (f"group {g} of LeaderWorkerSet serve/llm-xl", "--timeout of 3s passed waiting for it")
+        for g in range(4)
+    ]

@@ -6,11 +6,13 @@ a time (issue 52).
   (Ordinal, Hash, or served by Kthena) has its restart pod (the leader; Kthena's entry pod) deleted
   with foreground cascade, as the LWS controller restarts a group (lws pod_controller.go
   handleRestartPolicy); a Workload API gang has every pod evicted at once through the Eviction API.
-- Before a group is taken, its set must have fewer groups broken than its budget (the webhook's
-  own reading: group_budget.broken_in_view, gang_budget.gang_reading); after, the drain waits until
-  the set is back to that many broken groups with the old pods gone, i.e. the group is rebuilt whole
-  and Ready on other nodes. Groups are taken one at a time, so a drain never breaks more than one
-  group of a set on top of those already broken.
+- Before a group is taken, its set must have fewer groups broken than its budget B: those the
+  webhook reads broken (group_budget.broken_in_view, gang_budget.gang_reading) and those the drain
+  has taken and not yet seen rebuilt. So a set with B > 1 has up to B groups taken at once, and
+  groups of different sets are taken side by side, each set within its own budget. After, the
+  drain waits until the group stands whole and Ready on other nodes with its old pods gone, and
+  its set is back to the groups broken beside it when it was taken (plus the drain's own still
+  rebuilding); only then does that group's place in the budget free up for the next one.
 - A group the plan's rebuild room (guardhook.planning.rebuild) has no room for stays in place and
   is named with what would make room, unless `disrupt_without_room`.
 - Pods in no group are evicted as `kubectl drain` evicts them: DaemonSet pods ignored, mirror pods
@@ -27,7 +29,7 @@ one authority; a refusal other than a 429 leaves the group in place, named with 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -113,7 +115,7 @@ Emit = Callable[..., None]
 
 
 class TimedOut(Exception):
-    """The drain's --timeout passed."""
+    """The drain's --timeout passed; `args`: what it was waiting for, each named."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,17 @@ class _Group:
 
     def __str__(self) -> str:
         return self.ref.describe()
+
+
+@dataclass
+class _Taken:
+    """A group the drain has acted on and waits for: its pods then (`old`, by uid), how many other
+    groups of its set were broken beside the drain's own when it was taken (`before`), and when."""
+
+    group: _Group
+    old: set[str]
+    before: int
+    began: float
 
 
 class Drain:
@@ -154,6 +167,7 @@ class Drain:
         self.started = clock()
         self.result = DrainResult()
         self.nodes = set(options.nodes)
+        self._waits: dict[str, str] = {}
 
     # ---- the run -------------------------------------------------------------------------------
 
@@ -196,7 +210,8 @@ class Drain:
                 self.emit("wave", wave=number, of=len(plan.waves), nodes=list(wave.nodes))
                 self._wave(wave.nodes, room, stalled=number in plan.stalled)
         except TimedOut as exc:
-            self._leave(str(exc), f"--timeout of {self.options.timeout_seconds:g}s passed waiting for it")
+            for what in exc.args:
+                self._leave(what, f"--timeout of {self.options.timeout_seconds:g}s passed waiting for it")
         if not self.dry:
             self._remaining()
         return self._done()
@@ -244,54 +259,79 @@ class Drain:
             self.emit("cordon", node=node, already=False)
 
     def _wave(self, nodes: Sequence[str], room: Mapping[tuple[str, str, str], _Room], stalled: bool) -> None:
-        view = self._view()
-        for group in _groups_on(view, nodes):
-            if stalled:
+        queue = _groups_on(self._view(), nodes)
+        if stalled:
+            for group in queue:
                 self._leave(str(group), "its wave waits for groups with no pod, which nothing makes whole")
-                continue
-            self._group(group, room.get(group.ident[:3]))
+            queue = []
+        taken: list[_Taken] = []
+        while queue or taken:
+            view = self._view()
+            taken = self._not_rebuilt(view, taken)
+            queue = [group for group in queue if self._try(view, group, room, taken)]
+            if queue or taken:
+                self._pause(*(str(item) for item in [*(t.group for t in taken), *queue]))
         for pod in _loose_pods(self._view(), nodes):
             self._loose(pod)
 
-    # ---- one group -----------------------------------------------------------------------------
+    # ---- the groups of a wave --------------------------------------------------------------------
 
-    def _group(self, group: _Group, room: _Room | None) -> None:
-        view = self._view()
+    def _try(
+        self,
+        view: ClusterView,
+        group: _Group,
+        room: Mapping[tuple[str, str, str], _Room],
+        taken: list[_Taken],
+    ) -> bool:
+        """Take `group` if its set's budget has room beside the groups broken now and those the
+        drain has taken and not yet seen rebuilt (`taken`, which it joins); True while it must wait."""
         old = _pods_of(view, group)
         on_nodes = [p for p in old if p.node_name in self.nodes]
         if not on_nodes:
             self.emit("group", group=str(group), action="none", why="rebuilt elsewhere already")
-            return
-        if room is not None and not room.take(group.ident[3]):
-            self._leave(str(group), f"no room to rebuild it elsewhere ({room.short or 'no capacity'})")
-            return
-        before = self._budget_allows(group)
-        if before is None:
-            return
+            return False
+        set_room = room.get(group.ident[:3])
+        if set_room is not None and not set_room.take(group.ident[3]):
+            self._leave(str(group), f"no room to rebuild it elsewhere ({set_room.short or 'no capacity'})")
+            return False
+        mine = [t.group for t in taken if t.group.ident[:3] == group.ident[:3]]
+        beside, budget = _broken_beside(view, group, self._default_budget, mine)
+        if budget <= 0:
+            self._leave(str(group), "its set's group budget is 0")
+            return False
+        if beside >= budget and not self.dry:
+            self._wait(group, f"{beside} other groups of its set broken, budget {budget}")
+            return True
         # A restart under way (a run interrupted after its delete) is waited for, not repeated.
-        if not all(p.terminating for p in on_nodes) and not self._act(group, self._view()):
-            return
+        if not all(p.terminating for p in on_nodes) and not self._act(group, view):
+            return False
         if not self.dry:
-            self._await_rebuilt(group, {p.uid for p in old}, before)
+            taken.append(_Taken(group, {p.uid for p in old}, beside - len(mine), self.clock()))
+        return False
+
+    def _not_rebuilt(self, view: ClusterView, taken: list[_Taken]) -> list[_Taken]:
+        """The groups of `taken` not yet whole and Ready again on other nodes (cordoned nodes take
+        no pod), none of their old pods left; the others are reported rebuilt."""
+        left = list(taken)
+        for item in taken:
+            others = [t.group for t in left if t is not item and t.group.ident[:3] == item.group.ident[:3]]
+            gone = not any(p.uid in item.old for p in view.all_pods() if not p.terminal)
+            if gone and _rebuilt(view, item.group, self.nodes, item.before, self._default_budget, others):
+                self.emit("rebuilt", group=str(item.group), seconds=round(self.clock() - item.began, 1))
+                left.remove(item)
+            else:
+                self._wait(item.group, "rebuilding elsewhere")
+        return left
 
     @property
     def _default_budget(self) -> int:
         return int(self.options.params.get("maxDisruptedGroups", 1))
 
-    def _budget_allows(self, group: _Group) -> int | None:
-        """Wait until the set has fewer groups broken than its budget beside this one; return how
-        many those are (None, the group left, when the budget is 0)."""
-        while True:
-            beside, _, budget = _broken_beside(self._view(), group, self._default_budget)
-            if budget <= 0:
-                self._leave(str(group), "its set's group budget is 0")
-                return None
-            if beside < budget or self.dry:
-                return beside
-            self.emit(
-                "waiting", group=str(group), why=f"{beside} other groups of its set broken, budget {budget}"
-            )
-            self._pause(str(group))
+    def _wait(self, group: _Group, why: str) -> None:
+        """A `waiting` event for `group`, once per reason (not on every look)."""
+        if self._waits.get(str(group)) != why:
+            self._waits[str(group)] = why
+            self.emit("waiting", group=str(group), why=why)
 
     def _act(self, group: _Group, view: ClusterView) -> bool:
         """The group-level action; False when a refusal leaves the group in place."""
@@ -329,20 +369,7 @@ class Drain:
                 self._leave(what, f"{pod.namespace}/{pod.name}: {answer.message}")
                 return False
             self.emit("retry", pod=f"{pod.namespace}/{pod.name}", why=answer.message)
-            self._pause(what, self.options.retry_seconds)
-
-    def _await_rebuilt(self, group: _Group, old: set[str], before: int) -> None:
-        """Wait until none of the group's old pods is left and it stands whole and Ready on other
-        nodes, its set back to the `before` broken groups beside it (cordoned nodes take no pod)."""
-        began = self.clock()
-        while True:
-            view = self._view()
-            gone = not any(p.uid in old for p in view.all_pods() if not p.terminal)
-            if gone and _rebuilt(view, group, self.nodes, before, self._default_budget):
-                self.emit("rebuilt", group=str(group), seconds=round(self.clock() - began, 1))
-                return
-            self.emit("waiting", group=str(group), why="rebuilding elsewhere")
-            self._pause(str(group))
+            self._pause(what, seconds=self.options.retry_seconds)
 
     # ---- pods in no group ------------------------------------------------------------------------
 
@@ -371,11 +398,11 @@ class Drain:
                 found.append(Left(f"pod {name}", "it has emptyDir data (use --delete-emptydir-data)"))
         return found
 
-    def _pause(self, what: str, seconds: float | None = None) -> None:
-        """Sleep before looking again; TimedOut (naming `what`) once --timeout has passed."""
+    def _pause(self, *what: str, seconds: float | None = None) -> None:
+        """Sleep before looking again; TimedOut (naming each of `what`) once --timeout has passed."""
         timeout = self.options.timeout_seconds
         if timeout and self.clock() - self.started > timeout:
-            raise TimedOut(what)
+            raise TimedOut(*what)
         self.sleep(self.options.poll_seconds if seconds is None else seconds)
 
 
@@ -439,7 +466,36 @@ def _pods_of(view: ClusterView, group: _Group) -> list[PodRecord]:
     ]
 
 
-def _broken_beside(view: ClusterView, group: _Group, default: int) -> tuple[int, bool, int]:
+def _broken_beside(
+    view: ClusterView, group: _Group, default: int, taken: Sequence[_Group] = ()
+) -> tuple[int, int]:
+    """How many of the set's groups other than `group` count as broken: those the webhook reads
+    broken in the view (with no pods ones counted: BrokenGroups) and those of `taken` (the drain's
+    own, taken and not yet seen rebuilt) the view does not show broken yet; and the set's budget
+    (`default`: maxDisruptedGroups, unless the set says otherwise). A taken Hash group whose pods
+    are all gone is counted twice (its key no longer names it): the drain then waits longer, never
+    breaks more."""
+    beside, _, budget = _broken_reading(view, group, default)
+    if group.is_gang:
+        names = _gang_broken(view, group, default)
+        extra = sum(1 for t in taken if t.ident != group.ident and t.ref.key not in names)
+        return beside + extra, budget
+    lws = view.lws(group.ref.set.namespace, group.ref.set.name)
+    broken = broken_in_view(view, lws) if lws is not None else {}
+    extra = sum(1 for t in taken if t.ident != group.ident and t.ref.key not in broken)
+    return beside + extra, budget
+
+
+def _gang_broken(view: ClusterView, group: _Group, default: int) -> Collection[str]:
+    """The names of the gang's set's gangs that count as broken (gang_budget.gang_reading)."""
+    for pod in _pods_of(view, group):
+        gang = gang_disruption(view, pod, default)
+        if gang is not None:
+            return gang_reading(view, gang, ())
+    return ()
+
+
+def _broken_reading(view: ClusterView, group: _Group, default: int) -> tuple[int, bool, int]:
     """How many of the set's groups other than `group` are broken as the webhook reads the view
     (with no pods ones counted: BrokenGroups), whether `group` itself is, and the set's budget
     (`default`: maxDisruptedGroups, unless the set says otherwise)."""
@@ -458,20 +514,24 @@ def _broken_beside(view: ClusterView, group: _Group, default: int) -> tuple[int,
     return len(broken) - mine, mine, budget_of(lws, default)
 
 
-def _rebuilt(view: ClusterView, group: _Group, nodes: set[str], before: int, default: int) -> bool:
+def _rebuilt(
+    view: ClusterView, group: _Group, nodes: set[str], before: int, default: int, taken: Sequence[_Group] = ()
+) -> bool:
     """Whether the group stands whole and Ready again on nodes other than the drained ones, and
-    its set has no more broken groups than the `before` beside it. A Hash group may come back
-    under another key: with no pod under its own, the set's count alone says."""
+    its set has no more broken groups than the `before` beside it when it was taken, plus the
+    drain's own others of the set (`taken`) not yet seen rebuilt. A Hash group may come back under
+    another key: with no pod under its own, the set's count alone says."""
     pods = _pods_of(view, group)
     if any(p.node_name in nodes for p in pods):
         return False
     if group.is_gang:
         record = view.pod_group(group.ref.set.namespace, group.ref.key)
         return record is not None and gang_health(view, record).whole
-    beside, mine, _ = _broken_beside(view, group, default)
+    beside, mine, _ = _broken_reading(view, group, default)
+    allowed = before + len(taken)
     if not pods and group.ref.maker == LWS_HASH:
-        return beside + mine <= before
-    return bool(pods) and not mine and beside <= before
+        return beside + mine <= allowed
+    return bool(pods) and not mine and beside <= allowed
 
 
 def _loose_pods(view: ClusterView, nodes: Sequence[str]) -> list[PodRecord]:
