@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import socket
@@ -97,6 +98,13 @@ class Server:
         return self.log.read_text()
 
     def stop(self) -> None:
+        """SIGTERM and wait. The session's kept-alive connections are closed first: the server
+        would otherwise keep each open for its shutdown linger (readahead.SHUTDOWN_LINGER_SECONDS
+        and CLOSE_DRAIN_SECONDS), seconds every test would wait for nothing. A socket closed by the
+        pool stays open while a response in a reference cycle still holds its file, hence the
+        collection."""
+        self.session.close()
+        gc.collect()
         if self.process.poll() is None:
             self.process.terminate()
             try:
