@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import sys
 
 import orjson
 import pytest
 
 from guardhook.cluster import interning
 from guardhook.cluster.model import OwnerRef, PodRecord, Toleration, str_map
+from guardhook.cluster.podwire import decode_pod_page, pod_record
 from guardhook.cluster.resources import pod_requests, shared_pod_requests
 from guardhook.cluster.view.static import embedded_fleet_objects
 from guardhook.wire import KubeObject
@@ -143,3 +145,32 @@ def test_numbers_in_labels_and_annotations_are_ascii_digits_only() -> None:
     assert (
         member is not None and member.size is None and (member.group_index, member.worker_index) == ("1", 1)
     )
+
+
+def _bare_pod(name: str, **metadata: object) -> dict[str, object]:
+    return {"metadata": {"namespace": "ns", "name": name, **metadata}, "spec": {"nodeName": "n1"}}
+
+
+def test_pods_without_labels_or_annotations_share_one_empty_map_on_both_paths() -> None:
+    bare = [_bare_pod("a"), _bare_pod("b", labels={}, annotations={}), _bare_pod("c", labels={"x": 1})]
+    page = orjson.dumps({"kind": "PodList", "metadata": {}, "items": bare[:2]})
+    records = [PodRecord.from_object(orjson.loads(orjson.dumps(pod))) for pod in bare]
+    records += [pod_record(item) for item in decode_pod_page(page)["items"]]
+    assert all(type(record).__name__ == "PodRecord" for record in records)
+    for record in records:  # a label of another type than string is dropped: empty too
+        assert record.labels == {} and record.labels is interning.EMPTY
+        assert record.annotations == {} and record.annotations is interning.EMPTY
+    assert interning.EMPTY == {}  # never written to through a record
+
+
+def test_pod_names_are_not_interned_on_either_path() -> None:
+    # A name is unique per pod: interning it shares nothing and costs an entry in the
+    # interpreter's table. A fresh copy interned is then a different object from the record's.
+    name = "worker-" + "".join(["not-interned", "-7"])
+    page = orjson.dumps({"kind": "PodList", "metadata": {}, "items": [_bare_pod(name)]})
+    typed = pod_record(decode_pod_page(page)["items"][0])
+    plain = PodRecord.from_object(orjson.loads(orjson.dumps(_bare_pod(name))))
+    for record in (typed, plain):
+        assert record.name == name
+        assert sys.intern("".join(name)) is not record.name
+    assert typed.namespace is plain.namespace  # shared strings still are

@@ -366,7 +366,7 @@ class PodRecord(msgspec.Struct, frozen=True, gc=False):
         claimed = spec.get("resourceClaims") or status.get("resourceClaimStatuses")
         return PodRecord(
             namespace=interning.text(meta.get("namespace")),
-            name=interning.text(meta.get("name")),
+            name=str(meta.get("name") or ""),  # unique per pod: not interned (interning)
             uid=str(meta.get("uid") or ""),
             labels=interning.str_map(meta.get("labels")),
             annotations=interning.shared_str_map(meta.get("annotations")),

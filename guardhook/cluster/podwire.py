@@ -180,7 +180,7 @@ def _record(pod: PodWire) -> PodRecord:
     claimed = spec.resourceClaims or status.resourceClaimStatuses or status.extendedResourceClaimStatus
     return PodRecord(
         namespace=_intern(meta.namespace),
-        name=_intern(meta.name),
+        name=meta.name,  # unique per pod: not interned (guardhook.cluster.interning)
         uid=meta.uid,
         labels=interning.typed_str_map(meta.labels),
         annotations=interning.shared_typed_str_map(meta.annotations),
