@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from guardhook.cluster import interning
+from guardhook.cluster.dra import DeviceId, ResourceClaimRecord, ResourceSliceRecord
 from guardhook.cluster.model import OwnerRef, PodRecord, Toleration, str_map
 from guardhook.cluster.podwire import decode_pod_page, pod_record
 from guardhook.cluster.resources import pod_requests, shared_pod_requests
@@ -174,3 +175,47 @@ def test_pod_names_are_not_interned_on_either_path() -> None:
         assert record.name == name
         assert sys.intern("".join(name)) is not record.name
     assert typed.namespace is plain.namespace  # shared strings still are
+
+
+def _slice(node: str) -> KubeObject:
+    devices = [
+        {
+            "name": f"gpu-{d}",
+            "attributes": {"type": {"string": "gpu"}},
+            "capacity": {"memory": {"value": "80Gi"}},
+        }
+        for d in range(2)
+    ]
+    spec = {"driver": "gpu.example.com", "nodeName": node, "pool": {"name": node, "generation": 1}}
+    return orjson.loads(
+        orjson.dumps({"metadata": {"name": f"{node}-gpus"}, "spec": {**spec, "devices": devices}})
+    )
+
+
+def _claim(node: str) -> KubeObject:
+    results = [{"request": "gpus", "driver": "gpu.example.com", "pool": node, "device": "gpu-0"}]
+    claim = {
+        "metadata": {"name": f"{node}-claim", "namespace": "ns"},
+        "status": {"allocation": {"devices": {"results": results}}},
+    }
+    return orjson.loads(orjson.dumps(claim))
+
+
+def test_devices_of_many_nodes_share_names_attributes_and_capacity() -> None:
+    first, second = (ResourceSliceRecord.from_object(_slice(node)) for node in ("node-a", "node-b"))
+    assert first.devices[0].attributes == {"gpu.example.com/type": "gpu"}
+    assert first.devices[0].capacity == {"gpu.example.com/memory": 80 * 2**30}
+    assert first.devices[0].attributes is second.devices[0].attributes
+    assert first.devices[0].capacity is second.devices[0].capacity
+    assert first.devices[1].id.device is second.devices[1].id.device
+    assert first.driver is second.driver
+    claim_a, claim_b = (ResourceClaimRecord.from_object(_claim(node)) for node in ("node-a", "node-b"))
+    entry_a, entry_b = claim_a.allocated[0], claim_b.allocated[0]
+    assert entry_a.id == DeviceId("gpu.example.com", "node-a", "gpu-0")
+    assert entry_a.id.device is entry_b.id.device and entry_a.request is entry_b.request
+    assert entry_a.id.pool is first.pool  # the claim names the slice's pool: one string
+
+
+def test_unhashable_device_attributes_are_kept_unshared() -> None:
+    assert interning.shared_map({"a": ["x"]}) == {"a": ["x"]}
+    assert interning.shared_map({}) is interning.EMPTY

@@ -88,3 +88,21 @@ def shared_str_map(value: Any) -> dict[str, str]:
 @functools.lru_cache(maxsize=CACHE_SIZE)
 def _shared_map(pairs: tuple[tuple[Any, Any], ...]) -> dict[str, str]:
     return {_intern(key): value for key, value in str_map(dict(pairs)).items()} or EMPTY
+
+
+def shared_map(value: dict[str, Any]) -> dict[str, Any]:
+    """`value` (a map of strings to hashable values, such as a device's attributes or capacity),
+    or an equal map read recently: every GPU of one model publishes the same attributes, so a
+    fleet's hundreds of thousands of devices share a few maps. `EMPTY` when empty. The result must
+    not be mutated."""
+    if not value:
+        return EMPTY
+    try:
+        return _shared_any(tuple(value.items()))
+    except TypeError:  # a value that is not hashable: kept as it is, not shared
+        return value
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _shared_any(pairs: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    return {_intern(key): value for key, value in pairs}
