@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import copy
 import gc
+import itertools
 import os
 import random
 import statistics
@@ -296,7 +297,7 @@ def objects(nodes: int, rng: random.Random) -> dict[str, Callable[[], Iterator[d
     def of_kind(kind: str) -> Callable[[], Iterator[dict[str, Any]]]:
         return lambda: (obj for obj in DRA_OBJECTS if obj["kind"] == kind)
 
-    return {
+    kinds: dict[str, Callable[[], Iterator[dict[str, Any]]]] = {
         NODES: lambda: (node(i) for i in range(nodes)),
         RESOURCESLICES: lambda: (resource_slice(i) for i in range(nodes) if dra(i)),
         DEVICECLASSES: of_kind("DeviceClass"),
@@ -313,6 +314,21 @@ def objects(nodes: int, rng: random.Random) -> dict[str, Callable[[], Iterator[d
             ]
         ),
     }
+    versions = itertools.count(48_000_000)  # etcd revisions of a cluster that has run a while
+
+    def versioned(make: Callable[[], Iterator[dict[str, Any]]]) -> Callable[[], Iterator[dict[str, Any]]]:
+        # Every object a real list returns carries its own resourceVersion (the reflector keeps it).
+        def stamped() -> Iterator[dict[str, Any]]:
+            for obj in make():
+                yield {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(next(versions))}}
+
+        return stamped
+
+    return {kind: versioned(make) for kind, make in kinds.items()}
+
+
+REFLECTORS: list[Reflector] = []
+"""The reflectors of the views built (a server keeps its reflectors, and their per-object state)."""
 
 
 def build(nodes: int, rng: random.Random) -> tuple[ClusterView, float, float, float]:
@@ -329,7 +345,9 @@ def build(nodes: int, rng: random.Random) -> tuple[ClusterView, float, float, fl
     group_index(view)  # as guardhook serve's scaling_startup does before the view syncs
     index = index_for(view)
     for kind in transport.generators:
-        Reflector(kind, view, transport).relist()
+        reflector = Reflector(kind, view, transport)
+        reflector.relist()
+        REFLECTORS.append(reflector)  # kept, as a server keeps them: they hold each object's resourceVersion
     for kind in KINDS:  # nothing of the other kinds in this cluster
         view.mark_synced(kind)
     index.devices()  # the DRA device counts, rebuilt once the DeviceClasses arrived

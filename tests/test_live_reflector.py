@@ -20,6 +20,7 @@ from guardhook.cluster.view.live import (
     NotServed,
     Reflector,
     WatchError,
+    compact_version,
     older,
     snapshot,
 )
@@ -186,6 +187,22 @@ def test_out_of_order_events_never_undo_a_newer_state() -> None:
 
 def test_older_compares_only_integer_versions() -> None:
     assert older("9", "10") and not older("10", "9") and not older("abc", "10") and not older("9", None)
+
+
+def test_versions_are_kept_compact_and_compare_as_the_text_they_stand_for() -> None:
+    assert compact_version("48213977") == 48213977 and compact_version("0") == 0
+    for text in ("", "abc", "007", "-3", "1e3", "²"):  # not an integer written plainly: kept as text
+        assert compact_version(text) == text
+    assert older("9", compact_version("10")) and not older("11", compact_version("10"))
+    assert not older("9", compact_version("abc")) and not older("abc", compact_version("10"))
+    view = ClusterView("test")
+    r = reflector(PODS, Scripted(pages=[page(fleet(PODS), "100")]), view)
+    r.relist()
+    worker = pod_named("llm-xl-0-2")
+    r.apply(event("MODIFIED", with_version(worker, "120", ready=False)))
+    assert r.versions[("serve", "llm-xl-0-2")] == 120  # an int, not the text
+    r.apply(event("MODIFIED", with_version(worker, "110", ready=True)))  # late: still told
+    assert view.pod("serve", "llm-xl-0-2").ready is False  # type: ignore[union-attr]
 
 
 def test_gone_error_event_relists_and_replaces_the_kind() -> None:

@@ -168,3 +168,28 @@ def test_a_view_no_longer_used_is_freed_with_its_group_and_capacity_indexes() ->
     del view
     gc.collect()
     assert gone() is None
+
+
+def test_pods_are_held_by_namespace_and_name_and_counted_through_every_change() -> None:
+    from guardhook.cluster.view.store import PODS, ClusterView
+
+    def pod(namespace: str, name: str, node: str = "n1") -> dict[str, object]:
+        return {"metadata": {"namespace": namespace, "name": name}, "spec": {"nodeName": node}}
+
+    view = ClusterView("test")
+    for namespace, name in (("a", "web-0"), ("b", "web-0"), ("a", "web-1")):
+        view.upsert(PODS, pod(namespace, name))
+    assert view.count(PODS) == 3 and sorted(view.keys(PODS)) == [
+        ("a", "web-0"),
+        ("a", "web-1"),
+        ("b", "web-0"),
+    ]
+    view.upsert(PODS, pod("a", "web-0", node="n2"))  # replaced, not added
+    assert view.count(PODS) == 3 and view.pod("a", "web-0").node_name == "n2"  # type: ignore[union-attr]
+    assert view.keys_not_in(PODS, {("a", "web-0"), ("b", "web-0")}) == [("a", "web-1")]
+    view.remove(PODS, ("b", "web-0"))
+    view.remove(PODS, ("b", "web-0"))  # twice: counted once
+    view.remove(PODS, ("c", "absent"))
+    assert view.count(PODS) == 2 and view.pod("b", "web-0") is None and view.pods_in_namespace("b") == []
+    assert {p.name for p in view.all_pods()} == {"web-0", "web-1"}
+    assert [p.name for p in view.pods_on_node("n1")] == ["web-1"]
