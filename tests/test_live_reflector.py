@@ -19,6 +19,7 @@ from guardhook.cluster.view.live import (
     LiveView,
     NotServed,
     Reflector,
+    Versions,
     WatchError,
     compact_version,
     older,
@@ -389,3 +390,24 @@ def test_a_node_with_quantities_above_int64_neither_breaks_the_relist_nor_the_ca
     assert view.node(nodes[0]["metadata"]["name"]).allocatable["pods"] == 2**63 - 1  # type: ignore[union-attr]
     free = index.free(["nvidia.com/gpu"])[:, 0].tolist()
     assert 2**63 - 1 in free and len(free) == len(nodes)
+
+
+def test_versions_read_and_write_by_key_and_keep_no_key_tuples() -> None:
+    versions = Versions()
+    versions[("a", "web-0")] = 5
+    versions[("a", "web-0")] = 6  # replaced: still one
+    versions[("b", "web-0")] = "x"
+    assert len(versions) == 2 and versions[("a", "web-0")] == 6 and versions.get(("b", "web-0")) == "x"
+    assert ("a", "web-0") in versions and ("a", "web-1") not in versions and ("c", "x") not in versions
+    assert "a" not in versions and versions.get(("c", "x")) is None
+    with pytest.raises(KeyError):
+        versions[("a", "web-1")]
+    assert versions.pop(("a", "web-0")) == 6 and versions.pop(("a", "web-0")) is None and len(versions) == 1
+    assert versions._by_namespace == {"b": {"web-0": "x"}}  # an emptied namespace is dropped
+    view = ClusterView("test")
+    r = reflector(PODS, Scripted(pages=[page(fleet(PODS), "100")]), view)
+    r.relist()
+    assert len(r.versions) == view.count(PODS)
+    held = view.pod("serve", "llm-xl-0-2")
+    names = r.versions._by_namespace["serve"]
+    assert held is not None and next(k for k in names if k == held.name) is held.name  # the record's string

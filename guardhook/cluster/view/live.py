@@ -176,6 +176,56 @@ def older(version: str, than: str | int | None) -> bool:
     return new is not None and held is not None and new < held
 
 
+class Versions:
+    """The resourceVersion of each object a reflector holds (`compact_version`), by (namespace,
+    name): held as namespace -> name -> version, so no (namespace, name) tuple is kept per object
+    (56 B: 109 MB over issue 53's 1.95 million pods), and the keys are the strings the caller
+    passes (a pod's are its record's own). A mapping's reads and writes by key."""
+
+    __slots__ = ("_by_namespace", "_count")
+
+    def __init__(self) -> None:
+        self._by_namespace: dict[str, dict[str, str | int]] = {}
+        self._count = 0
+
+    def __setitem__(self, key: Key, version: str | int) -> None:
+        names = self._by_namespace.get(key[0])
+        if names is None:
+            names = self._by_namespace[key[0]] = {}
+        held = len(names)
+        names[key[1]] = version
+        self._count += len(names) - held
+
+    def get(self, key: Key, default: str | int | None = None) -> str | int | None:
+        names = self._by_namespace.get(key[0])
+        return default if names is None else names.get(key[1], default)
+
+    def __getitem__(self, key: Key) -> str | int:
+        found = self.get(key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, tuple) or len(key) != 2:
+            return False
+        names = self._by_namespace.get(key[0])
+        return names is not None and key[1] in names
+
+    def pop(self, key: Key, default: str | int | None = None) -> str | int | None:
+        names = self._by_namespace.get(key[0])
+        if names is None or key[1] not in names:
+            return default
+        self._count -= 1
+        found = names.pop(key[1])
+        if not names:
+            del self._by_namespace[key[0]]
+        return found
+
+    def __len__(self) -> int:
+        return self._count
+
+
 def compact_version(version: str) -> str | int:
     """A resourceVersion as a reflector keeps it for each object it holds: an integer when the
     text is one written without leading zeros (every etcd revision; 32 B instead of ~58 B a string,
@@ -236,7 +286,7 @@ class Reflector:
         self.discovery_retry_seconds = discovery_retry_seconds
         self.backoff = backoff or Backoff()
         self.resource_version: str | None = None
-        self.versions: dict[Key, str | int] = {}
+        self.versions = Versions()
         """Each held object's resourceVersion (`compact_version`): late watch events are told by it."""
         self.stats = ReflectorStats()
         self._stopped = threading.Event()
@@ -274,8 +324,8 @@ class Reflector:
         self.stats.served = True
         log.info("%s: listed %d objects at resourceVersion %s", self.kind, len(versions), version)
 
-    def _list_into_view(self) -> tuple[dict[Key, str | int], str]:
-        versions: dict[Key, str | int] = {}
+    def _list_into_view(self) -> tuple[Versions, str]:
+        versions = Versions()
         version = ""
         for page in pages(lambda token: self.transport.list_page(self.kind, token, self.page_size)):
             items: list[Any] = [obj for obj in page.get("items") or [] if isinstance(obj, (dict, PodWire))]
@@ -412,7 +462,7 @@ class Reflector:
             # An unserved LWS kind is unreadable too: group-eviction must not take "no LWS" at its word.
             if self.kind in COVERAGE_KINDS or self.kind in FLOOR_KINDS or self.kind == LEADERWORKERSETS:
                 self.view.mark_unreadable(self.kind)
-        self.versions = {}
+        self.versions = Versions()
         self.resource_version = None
         self.stats.served = False
         self._heard()
