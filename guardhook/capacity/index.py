@@ -249,7 +249,7 @@ class CapacityIndex:
         )
         self._usable[row] = not node.unschedulable and not not_ready
         self._taint_class[row] = self._taint_sets.setdefault(taints, len(self._taint_sets))
-        self._labels[row] = dict(node.labels)
+        self._labels[row] = node.labels  # the record's own map: records are frozen, never mutated
         for key, labels in self._label_columns.items():
             labels[row] = self._value_id(key, node.labels.get(key))
 
