@@ -411,3 +411,20 @@ def test_versions_read_and_write_by_key_and_keep_no_key_tuples() -> None:
     held = view.pod("serve", "llm-xl-0-2")
     names = r.versions._by_namespace["serve"]
     assert held is not None and next(k for k in names if k == held.name) is held.name  # the record's string
+
+
+def test_versions_put_all_keeps_what_one_by_one_keeps() -> None:
+    keys = [("a", "p0"), ("a", "p1"), ("b", "p0"), ("a", "p2"), ("a", "p0")]
+    texts = ["10", "007", "x", "", "12"]
+    bulk, one_by_one = Versions(), Versions()
+    bulk.put_all(keys, texts)
+    for key, text in zip(keys, texts, strict=True):
+        one_by_one[key] = compact_version(text)
+    assert (
+        bulk._by_namespace
+        == one_by_one._by_namespace
+        == {"a": {"p0": 12, "p1": "007", "p2": ""}, "b": {"p0": "x"}}
+    )
+    assert len(bulk) == 4
+    with pytest.raises(ValueError):
+        bulk.put_all([("a", "p3")], [])  # a key without its version is a caller's bug
