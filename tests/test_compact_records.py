@@ -219,3 +219,25 @@ def test_devices_of_many_nodes_share_names_attributes_and_capacity() -> None:
 def test_unhashable_device_attributes_are_kept_unshared() -> None:
     assert interning.shared_map({"a": ["x"]}) == {"a": ["x"]}
     assert interning.shared_map({}) is interning.EMPTY
+
+
+def test_rare_fields_live_in_one_shared_extras_and_read_and_change_as_fields() -> None:
+    from guardhook.cluster.model import NO_EXTRAS
+
+    workers = [
+        obj
+        for obj in _decoded_pods()
+        if obj["metadata"].get("labels", {}).get("leaderworkerset.sigs.k8s.io/worker-index")
+        not in (None, "0")
+    ]
+    first, second = (PodRecord.from_object(_tolerating(obj)) for obj in workers[:2])
+    assert first.tolerations[0].key == "node.kubernetes.io/not-ready"
+    assert first.more is second.more  # equal extras of two pods: one object
+    bare = PodRecord.from_object(orjson.loads(orjson.dumps(_bare_pod("x"))))
+    assert bare.more is NO_EXTRAS and bare.claims == () and bare.pod_group == "" and not bare.gated
+    changed = bare.with_fields(pod_group="gang", scheduling_gates=("kueue",), phase="Pending")
+    assert (changed.pod_group, changed.gated, changed.phase) == ("gang", True, "Pending")
+    assert bare.more is NO_EXTRAS and NO_EXTRAS.pod_group == ""  # the shared extras are untouched
+    assert changed == bare.with_fields(phase="Pending", scheduling_gates=("kueue",), pod_group="gang")
+    with pytest.raises(TypeError):
+        bare.with_fields(more_than_a_field=1)
