@@ -761,3 +761,24 @@ def test_a_node_above_int64_arriving_through_watch_and_relist_leaves_the_index_w
     view.replace_kind(NODES, [node("b", cpu="8"), _huge_node("huge")])  # a relist
     assert groups_that_fit(view, template(cpu="4"), count=9) == 3  # 2 on b, 1 beside p on huge
     assert index is index_for(view)
+
+
+def test_requests_buffered_for_the_arrays_are_all_counted_before_any_read() -> None:
+    from guardhook.capacity.index import FLUSH_AT
+
+    view = ClusterView("test")
+    index = index_for(view)  # subscribed before the pods arrive, as guardhook serve's index is
+    view.upsert(NODES, node("n1", cpu="100000", gpu=8, pods=100000))
+    count = FLUSH_AT // 3 + 7  # three entries a pod (cpu, gpu, the pod): past one flush, and a rest
+    for i in range(count):
+        view.upsert(POD_KIND, pod(f"p{i}", "n1", cpu="2", gpu=i % 2))
+    view.remove(POD_KIND, ("default", "p0"))  # buffered too: its removal counts before a read
+    view.upsert(POD_KIND, pod("p1", "n1", cpu="3", gpu=1))  # replaced: -2 cpu, +3 cpu
+    free = index.free(["cpu", GPU, PODS])
+    assert free[0].tolist() == [
+        100000 * 1000 - 2000 * (count - 1) - 1000,
+        8 - count // 2,
+        100000 - (count - 1),
+    ]
+    view.upsert(POD_KIND, pod("p2", "n1", phase="Succeeded"))  # terminal: gives back what it held
+    assert index.free(["cpu", GPU, PODS])[0].tolist() == [free[0][0] + 2000, free[0][1], free[0][2] + 1]

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+import sys
 
 import orjson
 import pytest
 
 from guardhook.cluster import interning
+from guardhook.cluster.dra import DeviceId, ResourceClaimRecord, ResourceSliceRecord
 from guardhook.cluster.model import OwnerRef, PodRecord, Toleration, str_map
+from guardhook.cluster.podwire import decode_pod_page, pod_record
 from guardhook.cluster.resources import pod_requests, shared_pod_requests
 from guardhook.cluster.view.static import embedded_fleet_objects
 from guardhook.wire import KubeObject
@@ -143,3 +146,98 @@ def test_numbers_in_labels_and_annotations_are_ascii_digits_only() -> None:
     assert (
         member is not None and member.size is None and (member.group_index, member.worker_index) == ("1", 1)
     )
+
+
+def _bare_pod(name: str, **metadata: object) -> dict[str, object]:
+    return {"metadata": {"namespace": "ns", "name": name, **metadata}, "spec": {"nodeName": "n1"}}
+
+
+def test_pods_without_labels_or_annotations_share_one_empty_map_on_both_paths() -> None:
+    bare = [_bare_pod("a"), _bare_pod("b", labels={}, annotations={}), _bare_pod("c", labels={"x": 1})]
+    page = orjson.dumps({"kind": "PodList", "metadata": {}, "items": bare[:2]})
+    records = [PodRecord.from_object(orjson.loads(orjson.dumps(pod))) for pod in bare]
+    records += [pod_record(item) for item in decode_pod_page(page)["items"]]
+    assert all(type(record).__name__ == "PodRecord" for record in records)
+    for record in records:  # a label of another type than string is dropped: empty too
+        assert record.labels == {} and record.labels is interning.EMPTY
+        assert record.annotations == {} and record.annotations is interning.EMPTY
+    assert interning.EMPTY == {}  # never written to through a record
+
+
+def test_pod_names_are_not_interned_on_either_path() -> None:
+    # A name is unique per pod: interning it shares nothing and costs an entry in the
+    # interpreter's table. A fresh copy interned is then a different object from the record's.
+    name = "worker-" + "".join(["not-interned", "-7"])
+    page = orjson.dumps({"kind": "PodList", "metadata": {}, "items": [_bare_pod(name)]})
+    typed = pod_record(decode_pod_page(page)["items"][0])
+    plain = PodRecord.from_object(orjson.loads(orjson.dumps(_bare_pod(name))))
+    for record in (typed, plain):
+        assert record.name == name
+        assert sys.intern("".join(name)) is not record.name
+    assert typed.namespace is plain.namespace  # shared strings still are
+
+
+def _slice(node: str) -> KubeObject:
+    devices = [
+        {
+            "name": f"gpu-{d}",
+            "attributes": {"type": {"string": "gpu"}},
+            "capacity": {"memory": {"value": "80Gi"}},
+        }
+        for d in range(2)
+    ]
+    spec = {"driver": "gpu.example.com", "nodeName": node, "pool": {"name": node, "generation": 1}}
+    return orjson.loads(
+        orjson.dumps({"metadata": {"name": f"{node}-gpus"}, "spec": {**spec, "devices": devices}})
+    )
+
+
+def _claim(node: str) -> KubeObject:
+    results = [{"request": "gpus", "driver": "gpu.example.com", "pool": node, "device": "gpu-0"}]
+    claim = {
+        "metadata": {"name": f"{node}-claim", "namespace": "ns"},
+        "status": {"allocation": {"devices": {"results": results}}},
+    }
+    return orjson.loads(orjson.dumps(claim))
+
+
+def test_devices_of_many_nodes_share_names_attributes_and_capacity() -> None:
+    first, second = (ResourceSliceRecord.from_object(_slice(node)) for node in ("node-a", "node-b"))
+    assert first.devices[0].attributes == {"gpu.example.com/type": "gpu"}
+    assert first.devices[0].capacity == {"gpu.example.com/memory": 80 * 2**30}
+    assert first.devices[0].attributes is second.devices[0].attributes
+    assert first.devices[0].capacity is second.devices[0].capacity
+    assert first.devices[1].id.device is second.devices[1].id.device
+    assert first.driver is second.driver
+    claim_a, claim_b = (ResourceClaimRecord.from_object(_claim(node)) for node in ("node-a", "node-b"))
+    entry_a, entry_b = claim_a.allocated[0], claim_b.allocated[0]
+    assert entry_a.id == DeviceId("gpu.example.com", "node-a", "gpu-0")
+    assert entry_a.id.device is entry_b.id.device and entry_a.request is entry_b.request
+    assert entry_a.id.pool is first.pool  # the claim names the slice's pool: one string
+
+
+def test_unhashable_device_attributes_are_kept_unshared() -> None:
+    assert interning.shared_map({"a": ["x"]}) == {"a": ["x"]}
+    assert interning.shared_map({}) is interning.EMPTY
+
+
+def test_rare_fields_live_in_one_shared_extras_and_read_and_change_as_fields() -> None:
+    from guardhook.cluster.model import NO_EXTRAS
+
+    workers = [
+        obj
+        for obj in _decoded_pods()
+        if obj["metadata"].get("labels", {}).get("leaderworkerset.sigs.k8s.io/worker-index")
+        not in (None, "0")
+    ]
+    first, second = (PodRecord.from_object(_tolerating(obj)) for obj in workers[:2])
+    assert first.tolerations[0].key == "node.kubernetes.io/not-ready"
+    assert first.more is second.more  # equal extras of two pods: one object
+    bare = PodRecord.from_object(orjson.loads(orjson.dumps(_bare_pod("x"))))
+    assert bare.more is NO_EXTRAS and bare.claims == () and bare.pod_group == "" and not bare.gated
+    changed = bare.with_fields(pod_group="gang", scheduling_gates=("kueue",), phase="Pending")
+    assert (changed.pod_group, changed.gated, changed.phase) == ("gang", True, "Pending")
+    assert bare.more is NO_EXTRAS and NO_EXTRAS.pod_group == ""  # the shared extras are untouched
+    assert changed == bare.with_fields(phase="Pending", scheduling_gates=("kueue",), pod_group="gang")
+    with pytest.raises(TypeError):
+        bare.with_fields(more_than_a_field=1)

@@ -19,7 +19,9 @@ from guardhook.cluster.view.live import (
     LiveView,
     NotServed,
     Reflector,
+    Versions,
     WatchError,
+    compact_version,
     older,
     snapshot,
 )
@@ -186,6 +188,22 @@ def test_out_of_order_events_never_undo_a_newer_state() -> None:
 
 def test_older_compares_only_integer_versions() -> None:
     assert older("9", "10") and not older("10", "9") and not older("abc", "10") and not older("9", None)
+
+
+def test_versions_are_kept_compact_and_compare_as_the_text_they_stand_for() -> None:
+    assert compact_version("48213977") == 48213977 and compact_version("0") == 0
+    for text in ("", "abc", "007", "-3", "1e3", "²"):  # not an integer written plainly: kept as text
+        assert compact_version(text) == text
+    assert older("9", compact_version("10")) and not older("11", compact_version("10"))
+    assert not older("9", compact_version("abc")) and not older("abc", compact_version("10"))
+    view = ClusterView("test")
+    r = reflector(PODS, Scripted(pages=[page(fleet(PODS), "100")]), view)
+    r.relist()
+    worker = pod_named("llm-xl-0-2")
+    r.apply(event("MODIFIED", with_version(worker, "120", ready=False)))
+    assert r.versions[("serve", "llm-xl-0-2")] == 120  # an int, not the text
+    r.apply(event("MODIFIED", with_version(worker, "110", ready=True)))  # late: still told
+    assert view.pod("serve", "llm-xl-0-2").ready is False  # type: ignore[union-attr]
 
 
 def test_gone_error_event_relists_and_replaces_the_kind() -> None:
@@ -372,3 +390,41 @@ def test_a_node_with_quantities_above_int64_neither_breaks_the_relist_nor_the_ca
     assert view.node(nodes[0]["metadata"]["name"]).allocatable["pods"] == 2**63 - 1  # type: ignore[union-attr]
     free = index.free(["nvidia.com/gpu"])[:, 0].tolist()
     assert 2**63 - 1 in free and len(free) == len(nodes)
+
+
+def test_versions_read_and_write_by_key_and_keep_no_key_tuples() -> None:
+    versions = Versions()
+    versions[("a", "web-0")] = 5
+    versions[("a", "web-0")] = 6  # replaced: still one
+    versions[("b", "web-0")] = "x"
+    assert len(versions) == 2 and versions[("a", "web-0")] == 6 and versions.get(("b", "web-0")) == "x"
+    assert ("a", "web-0") in versions and ("a", "web-1") not in versions and ("c", "x") not in versions
+    assert "a" not in versions and versions.get(("c", "x")) is None
+    with pytest.raises(KeyError):
+        versions[("a", "web-1")]
+    assert versions.pop(("a", "web-0")) == 6 and versions.pop(("a", "web-0")) is None and len(versions) == 1
+    assert versions._by_namespace == {"b": {"web-0": "x"}}  # an emptied namespace is dropped
+    view = ClusterView("test")
+    r = reflector(PODS, Scripted(pages=[page(fleet(PODS), "100")]), view)
+    r.relist()
+    assert len(r.versions) == view.count(PODS)
+    held = view.pod("serve", "llm-xl-0-2")
+    names = r.versions._by_namespace["serve"]
+    assert held is not None and next(k for k in names if k == held.name) is held.name  # the record's string
+
+
+def test_versions_put_all_keeps_what_one_by_one_keeps() -> None:
+    keys = [("a", "p0"), ("a", "p1"), ("b", "p0"), ("a", "p2"), ("a", "p0")]
+    texts = ["10", "007", "x", "", "12"]
+    bulk, one_by_one = Versions(), Versions()
+    bulk.put_all(keys, texts)
+    for key, text in zip(keys, texts, strict=True):
+        one_by_one[key] = compact_version(text)
+    assert (
+        bulk._by_namespace
+        == one_by_one._by_namespace
+        == {"a": {"p0": 12, "p1": "007", "p2": ""}, "b": {"p0": "x"}}
+    )
+    assert len(bulk) == 4
+    with pytest.raises(ValueError):
+        bulk.put_all([("a", "p3")], [])  # a key without its version is a caller's bug

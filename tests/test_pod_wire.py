@@ -113,7 +113,7 @@ def test_the_reflector_lists_typed_pod_pages_into_the_view_and_tells_listeners()
     assert set(view.keys(PODS)) == set(by_key)
     for key, pod in by_key.items():
         assert view.pod(*key) == PodRecord.from_object(pod)
-        assert reflector.versions[key] == pod["metadata"].get("resourceVersion", "")
+        assert str(reflector.versions[key]) == pod["metadata"].get("resourceVersion", "")
     assert reflector.resource_version == "900"
     assert len([h for h in heard if h[0] == PODS]) == len(pods)
 

@@ -168,3 +168,51 @@ def test_a_view_no_longer_used_is_freed_with_its_group_and_capacity_indexes() ->
     del view
     gc.collect()
     assert gone() is None
+
+
+def test_pods_are_held_by_namespace_and_name_and_counted_through_every_change() -> None:
+    from guardhook.cluster.view.store import PODS, ClusterView
+
+    def pod(namespace: str, name: str, node: str = "n1") -> dict[str, object]:
+        return {"metadata": {"namespace": namespace, "name": name}, "spec": {"nodeName": node}}
+
+    view = ClusterView("test")
+    for namespace, name in (("a", "web-0"), ("b", "web-0"), ("a", "web-1")):
+        view.upsert(PODS, pod(namespace, name))
+    assert view.count(PODS) == 3 and sorted(view.keys(PODS)) == [
+        ("a", "web-0"),
+        ("a", "web-1"),
+        ("b", "web-0"),
+    ]
+    view.upsert(PODS, pod("a", "web-0", node="n2"))  # replaced, not added
+    assert view.count(PODS) == 3 and view.pod("a", "web-0").node_name == "n2"  # type: ignore[union-attr]
+    assert view.keys_not_in(PODS, {("a", "web-0"), ("b", "web-0")}) == [("a", "web-1")]
+    view.remove(PODS, ("b", "web-0"))
+    view.remove(PODS, ("b", "web-0"))  # twice: counted once
+    view.remove(PODS, ("c", "absent"))
+    assert view.count(PODS) == 2 and view.pod("b", "web-0") is None and view.pods_in_namespace("b") == []
+    assert {p.name for p in view.all_pods()} == {"web-0", "web-1"}
+    assert [p.name for p in view.pods_on_node("n1")] == ["web-1"]
+
+
+def test_a_nodes_pods_keep_their_order_through_updates_moves_and_removals() -> None:
+    from guardhook.cluster.view.store import PODS, ClusterView
+
+    def pod(name: str, node: str, phase: str = "Running") -> dict[str, object]:
+        return {
+            "metadata": {"namespace": "a", "name": name},
+            "spec": {"nodeName": node},
+            "status": {"phase": phase},
+        }
+
+    view = ClusterView("test")
+    for name in ("p0", "p1", "p2"):
+        view.upsert(PODS, pod(name, "n1"))
+    view.upsert(PODS, pod("p0", "n1"))  # an update moves it last, as a re-insert always did
+    assert [p.name for p in view.pods_on_node("n1")] == ["p1", "p2", "p0"]
+    view.upsert(PODS, pod("p1", "n2"))  # moved to another node
+    view.upsert(PODS, pod("p2", "n1", phase="Succeeded"))  # terminal: on no node's list
+    assert [p.name for p in view.pods_on_node("n1")] == ["p0"]
+    assert [p.name for p in view.pods_on_node("n2")] == ["p1"]
+    view.remove(PODS, ("a", "p0"))
+    assert view.pods_on_node("n1") == [] and view.node_requested("n1") == {}

@@ -79,6 +79,10 @@ ABSENT = -1
 
 _INITIAL_ROWS = 64
 
+FLUSH_AT = 1 << 16
+"""Buffered request changes (`CapacityIndex._buffer`) applied to the arrays at once when this many
+are waiting (and before any read of the requested amounts)."""
+
 REMEMBERED_KEPT = 64
 """Derived arrays (`remembered`) kept for one state of the index: a few per template and namespace."""
 
@@ -100,6 +104,10 @@ class CapacityIndex:
         # Column-major: a decision reads whole resource columns.
         self._alloc = np.zeros((size, 1), dtype=np.int64, order="F")
         self._used = np.zeros((size, 1), dtype=np.int64, order="F")
+        # A pod's requests are added to `_used` in batches: a numpy scalar update costs ~4x a list
+        # append, and a 2-million-pod list makes ~6 million of them (docs/performance.md). Rows,
+        # columns and signed amounts wait here until `_flush` (before `_used` is read).
+        self._buffer: tuple[list[int], list[int], list[int]] = ([], [], [])
         self._alive = np.zeros(size, dtype=bool)
         self._alive_count = 0
         self._usable = np.zeros(size, dtype=bool)
@@ -174,23 +182,41 @@ class CapacityIndex:
     def _apply_pod(self, pod: PodRecord, sign: int) -> None:
         if pod.terminal:
             return
-        if not pod.node_name:
+        node = pod.node_name
+        if not node:
             if pod.gated:
                 self.gated += sign
             else:
                 self._count_pending(pod, sign)
             return
-        row = self._row(pod.node_name)
+        row = self._row_of.get(node)
+        if row is None:
+            row = self._row(node)
+        rows, columns, amounts = self._buffer
         for name, amount in pod.requests.items():
             if name != PODS:
-                column = self._column(name)  # may widen the arrays: index them after
-                self._used[row, column] += sign * amount
-        self._used[row, 0] += sign
+                column = self._columns.get(name)
+                rows.append(row)
+                columns.append(self._column(name) if column is None else column)
+                amounts.append(sign * amount)
+        rows.append(row)
+        columns.append(0)  # the pods column
+        amounts.append(sign)
+        if len(rows) >= FLUSH_AT:
+            self._flush()
         if GROUP_KEY_LABEL in pod.labels:
             counts = self._group_pods.get(pod.namespace)
             if counts is None:
                 counts = self._group_pods[pod.namespace] = np.zeros(len(self._alive), dtype=np.int32)
             counts[row] += sign
+
+    def _flush(self) -> None:
+        """Apply the buffered request changes to `_used` (rows and columns only ever grow, so a
+        buffered position stays valid across `_grow_rows` and `_column`)."""
+        rows, columns, amounts = self._buffer
+        if rows:
+            np.add.at(self._used, (rows, columns), np.array(amounts, dtype=np.int64))
+            self._buffer = ([], [], [])
 
     def _count_pending(self, pod: PodRecord, sign: int) -> None:
         requests = {**pod.requests, PODS: 1}
@@ -223,7 +249,7 @@ class CapacityIndex:
         )
         self._usable[row] = not node.unschedulable and not not_ready
         self._taint_class[row] = self._taint_sets.setdefault(taints, len(self._taint_sets))
-        self._labels[row] = dict(node.labels)
+        self._labels[row] = node.labels  # the record's own map: records are frozen, never mutated
         for key, labels in self._label_columns.items():
             labels[row] = self._value_id(key, node.labels.get(key))
 
@@ -302,6 +328,7 @@ class CapacityIndex:
         DeviceClass maps is, on the rows whose allocatable does not list it, the count of free DRA
         devices of that class (see `devices`)."""
         n = self.rows
+        self._flush()
         columns = [self._columns.get(name) for name in resources]
         out = np.zeros((n, len(resources)), dtype=np.int64, order="F")  # column reads are the hot path
         for i, column in enumerate(columns):

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from guardhook.cluster import interning
 from guardhook.cluster.model import (
     PodClaimRef,
     Toleration,
@@ -184,10 +185,12 @@ class ResourceSliceRecord:
         """The record of a decoded ResourceSlice (resource.k8s.io v1, v1beta2 or v1beta1);
         malformed fields become empty values (never raises)."""
         spec = as_dict(obj.get("spec"))
-        driver = str(spec.get("driver") or "")
+        # Interned: a fleet's slices repeat the driver, and the pool and node name are those its pods
+        # and claims name (guardhook.cluster.interning).
+        driver = interning.text(spec.get("driver"))
         pool = as_dict(spec.get("pool"))
-        pool_name = str(pool.get("name") or "")
-        node_name = str(spec.get("nodeName") or "")
+        pool_name = interning.text(pool.get("name"))
+        node_name = interning.text(spec.get("nodeName"))
         generation = pool.get("generation")
         devices = tuple(
             _device(as_dict(raw), driver, pool_name, node_name) for raw in as_list(spec.get("devices"))
@@ -211,13 +214,15 @@ class ResourceSliceRecord:
 def _device(raw: Mapping[str, Any], driver: str, pool: str, slice_node: str) -> Device:
     # v1beta1 nests everything but the name under `basic`; v1 / v1beta2 keep it on the device.
     body = as_dict(raw.get("basic")) if isinstance(raw.get("basic"), dict) else raw
-    node = str(body.get("nodeName") or "") or slice_node
-    capacity = _capacity(as_dict(body.get("capacity")), driver)
+    node = interning.text(body.get("nodeName")) or slice_node
+    # A fleet's devices repeat their names, attributes and capacity node after node: shared, a
+    # device costs its identity and record (~170 B) instead of ~680 B (docs/performance.md).
+    capacity = interning.shared_map(_capacity(as_dict(body.get("capacity")), driver))
     multiple = body.get("allowMultipleAllocations") is True
     return Device(
-        id=DeviceId(driver, pool, str(raw.get("name") or "")),
+        id=DeviceId(driver, pool, interning.text(raw.get("name"))),
         node_name=node,
-        attributes=_attributes(as_dict(body.get("attributes")), driver),
+        attributes=interning.shared_map(_attributes(as_dict(body.get("attributes")), driver)),
         capacity=capacity,
         taints=tuple(DeviceTaint.parse(t) for t in as_list(body.get("taints"))),
         consumes=tuple(_counter_set(as_dict(c), "counterSet") for c in as_list(body.get("consumesCounters"))),
@@ -376,18 +381,21 @@ class ResourceClaimRecord:
 
 
 def _allocated(raw: Mapping[str, Any]) -> AllocatedDevice:
-    driver = str(raw.get("driver") or "")
-    device = DeviceId(driver, str(raw.get("pool") or ""), str(raw.get("device") or ""))
+    # Interned: every result of a fleet's claims repeats the request, driver and device names, and
+    # the pool is the node's (guardhook.cluster.interning).
+    driver = interning.text(raw.get("driver"))
+    device = DeviceId(driver, interning.text(raw.get("pool")), interning.text(raw.get("device")))
+    request = interning.text(raw.get("request"))
     consumed = raw.get("consumedCapacity")
     if not isinstance(consumed, dict) or not consumed:
-        return AllocatedDevice(str(raw.get("request") or ""), device)
+        return AllocatedDevice(request, device)
     amounts = []
     for name, quantity in consumed.items():
         try:
             amounts.append((qualified(str(name), driver), quantity_to_units(str(name), quantity)))
         except (ValueError, ArithmeticError, TypeError):
             continue
-    return AllocatedDevice(str(raw.get("request") or ""), device, tuple(sorted(amounts)))
+    return AllocatedDevice(request, device, tuple(sorted(amounts)))
 
 
 def _single_node(selector: Mapping[str, Any]) -> str:

@@ -31,6 +31,7 @@ from guardhook.cluster.model import (
     PodRecord,
     as_dict,
     pod_claim_names,
+    pod_extras,
     readiness_gates,
     scheduling_gates,
     shared_owners,
@@ -180,7 +181,7 @@ def _record(pod: PodWire) -> PodRecord:
     claimed = spec.resourceClaims or status.resourceClaimStatuses or status.extendedResourceClaimStatus
     return PodRecord(
         namespace=_intern(meta.namespace),
-        name=_intern(meta.name),
+        name=meta.name,  # unique per pod: not interned (guardhook.cluster.interning)
         uid=meta.uid,
         labels=interning.typed_str_map(meta.labels),
         annotations=interning.shared_typed_str_map(meta.annotations),
@@ -192,19 +193,19 @@ def _record(pod: PodWire) -> PodRecord:
         requests=_requests(spec)
         if not (spec.resources and (status.allocatedResources or status.resources))
         else _resized_requests(spec, status),
-        disruption=_disruption(found) if found else "",
-        tolerations=_tolerations(spec.tolerations) if spec.tolerations else (),
-        scheduling_gates=scheduling_gates({"schedulingGates": spec.schedulingGates})
-        if spec.schedulingGates
-        else (),
-        claims=_claims(spec, status) if claimed else (),
         containers_ready=_true(found, "ContainersReady"),
-        readiness_gates=gates,
-        gate_conditions=_gate_conditions(found, gates) if gates else NO_CONDITIONS,
         created=timestamp_seconds(meta.creationTimestamp),
-        pod_group=_intern(str(as_dict(spec.schedulingGroup).get("podGroupName") or ""))
-        if spec.schedulingGroup
-        else "",
+        more=pod_extras(
+            _disruption(found) if found else "",
+            _tolerations(spec.tolerations) if spec.tolerations else (),
+            scheduling_gates({"schedulingGates": spec.schedulingGates}) if spec.schedulingGates else (),
+            _claims(spec, status) if claimed else (),
+            gates,
+            _gate_conditions(found, gates) if gates else NO_CONDITIONS,
+            _intern(str(as_dict(spec.schedulingGroup).get("podGroupName") or ""))
+            if spec.schedulingGroup
+            else "",
+        ),
     )
 
 

@@ -161,7 +161,9 @@ class GroupEviction(Policy):
         short = short_gangs(ctx.view, namespace)
         if len(short) != 1:
             return ALLOW
-        stand_in = PodRecord(namespace, name, "", {}, {}, "", "", False, False, (), pod_group=short[0].name)
+        stand_in = PodRecord(namespace, name, "", {}, {}, "", "", False, False, ()).with_fields(
+            pod_group=short[0].name
+        )
         gang = gang_disruption(
             ctx.view, stand_in, int(ctx.params.get("maxDisruptedGroups", 1)), min_budget(ctx.params)
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import Any, cast
 
 from guardhook.cluster.dra import (
@@ -131,6 +131,15 @@ OBJECT_NOTIFIED_KINDS = frozenset({NODES, LEADERWORKERSETS, SERVICES})
 """Kinds kept as objects whose upsert looks up the old one for listeners (pods do it themselves)."""
 
 
+def _discard(pods: list[PodRecord], pod: PodRecord) -> bool:
+    """Take `pod` (the very record) out of `pods`; False when it is not there."""
+    for at in range(len(pods) - 1, -1, -1):  # the newest last: a status update moves that one
+        if pods[at] is pod:
+            del pods[at]
+            return True
+    return False
+
+
 def object_key(obj: KubeObject) -> Key:
     meta = metadata(obj)
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
@@ -152,10 +161,13 @@ class ClusterView:
         self._all_synced = False
         self._broken_since: dict[str, float] = {}
         self._unreadable: set[str] = set()
-        self._pods: dict[Key, PodRecord] = {}
-        self._pods_by_node: dict[str, dict[Key, PodRecord]] = defaultdict(dict)
+        # Pods are held by namespace, then name: no flat (namespace, name) table beside it, which
+        # cost ~43 B a pod (84 MB over issue 53's 1.95 million pods) for what two lookups give.
         self._pods_by_namespace: dict[str, dict[str, PodRecord]] = defaultdict(dict)
-        self._node_requested: dict[str, Resources] = defaultdict(dict)
+        self._pod_count = 0
+        # A node's pods as a list (a dict keyed by (namespace, name) cost ~40 B a pod more); a pod is
+        # found in it by identity (`_discard`), among the ~30-110 pods a node runs.
+        self._pods_by_node: dict[str, list[PodRecord]] = defaultdict(list)
         self._nodes: dict[str, NodeRecord] = {}
         self._lws: dict[Key, LeaderWorkerSet] = {}
         self._lws_by_namespace: dict[str, dict[str, LeaderWorkerSet]] = defaultdict(dict)
@@ -180,7 +192,7 @@ class ClusterView:
 
     def _record(self, kind: str, key: Key) -> Any:
         if kind == PODS:
-            return self._pods.get(key)
+            return self.pod(*key)
         if kind == NODES:
             return self._nodes.get(key[1])
         if kind == LEADERWORKERSETS:
@@ -332,8 +344,9 @@ class ClusterView:
                 return [("", name) for name in self._nodes]
             if kind in self._dra:
                 return list(self._dra[kind])
+            if kind == PODS:
+                return [(ns, name) for ns, pods in self._pods_by_namespace.items() for name in pods]
             stores: dict[str, dict[Key, Any]] = {
-                PODS: self._pods,
                 LEADERWORKERSETS: self._lws,
                 STATEFULSETS: self._statefulsets,
                 SERVICES: self._services,
@@ -341,13 +354,27 @@ class ClusterView:
             }
             return list(stores[kind])
 
+    def keys_not_in(self, kind: str, held: Container[Key]) -> list[Key]:
+        """`[key for key in self.keys(kind) if key not in held]` (what a relist drops), without
+        building every key of a large kind at once."""
+        with self.lock:
+            if kind != PODS:
+                return [key for key in self.keys(kind) if key not in held]
+            return [
+                (ns, name)
+                for ns, pods in self._pods_by_namespace.items()
+                for name in pods
+                if (ns, name) not in held
+            ]
+
     def count(self, kind: str) -> int:
         """How many objects of `kind` are held."""
         if kind in self._dra:
             return len(self._dra[kind])
+        if kind == PODS:
+            return self._pod_count
         stores: dict[str, Any] = {
             NODES: self._nodes,
-            PODS: self._pods,
             LEADERWORKERSETS: self._lws,
             STATEFULSETS: self._statefulsets,
             SERVICES: self._services,
@@ -369,31 +396,29 @@ class ClusterView:
 
     def _upsert_pod(self, pod: PodRecord, notify: bool) -> Key:
         key = pod.key  # one tuple for every index that keys by it
-        old = self._pods.get(key)
+        in_namespace = self._pods_by_namespace[pod.namespace]
+        old = in_namespace.get(pod.name)
         if old is not None:
             self._remove_pod(key)
-        self._pods[key] = pod
-        self._pods_by_namespace[pod.namespace][pod.name] = pod
+            in_namespace = self._pods_by_namespace[pod.namespace]  # removing the last one drops it
+        in_namespace[pod.name] = pod
+        self._pod_count += 1
         for claim in pod.claims:
             self._pods_by_claim[(pod.namespace, claim)].add(pod.name)
         if pod.node_name and not pod.terminal:
-            self._pods_by_node[pod.node_name][key] = pod
-            requested = self._node_requested[pod.node_name]
-            for name, amount in pod.requests.items():  # exact (not saturating): removal subtracts
-                requested[name] = requested.get(name, 0) + amount
+            self._pods_by_node[pod.node_name].append(pod)
         if notify:
             self._notify(PODS, old, pod)
         return key
 
     def _remove_pod(self, key: Key) -> None:
-        old = self._pods.pop(key, None)
+        in_namespace = self._pods_by_namespace.get(key[0])
+        old = None if in_namespace is None else in_namespace.pop(key[1], None)
         if old is None:
             return
-        in_namespace = self._pods_by_namespace.get(old.namespace)
-        if in_namespace is not None:
-            in_namespace.pop(old.name, None)
-            if not in_namespace:
-                del self._pods_by_namespace[old.namespace]
+        self._pod_count -= 1
+        if not in_namespace:
+            del self._pods_by_namespace[old.namespace]
         for claim in old.claims:
             users = self._pods_by_claim.get((old.namespace, claim))
             if users is not None:
@@ -401,17 +426,8 @@ class ClusterView:
                 if not users:
                     del self._pods_by_claim[(old.namespace, claim)]
         on_node = self._pods_by_node.get(old.node_name)
-        if on_node is not None and on_node.pop(key, None) is not None:
-            requested = self._node_requested[old.node_name]
-            for name, amount in old.requests.items():
-                left = requested.get(name, 0) - amount
-                if left:
-                    requested[name] = left
-                else:
-                    requested.pop(name, None)
-            if not on_node:
-                del self._pods_by_node[old.node_name]
-                del self._node_requested[old.node_name]
+        if on_node is not None and _discard(on_node, old) and not on_node:
+            del self._pods_by_node[old.node_name]
 
     def _upsert_node(self, obj: KubeObject) -> None:
         node = NodeRecord.from_object(obj)
@@ -437,7 +453,8 @@ class ClusterView:
     # ---- reads -----------------------------------------------------------------------------
 
     def pod(self, namespace: str, name: str) -> PodRecord | None:
-        return self._pods.get((namespace, name))
+        in_namespace = self._pods_by_namespace.get(namespace)
+        return None if in_namespace is None else in_namespace.get(name)
 
     def lws(self, namespace: str, name: str) -> LeaderWorkerSet | None:
         return self._lws.get((namespace, name))
@@ -472,17 +489,24 @@ class ClusterView:
             return list(self._nodes.values())
 
     def node_requested(self, name: str) -> Resources:
-        """Summed effective requests of the non-terminal pods bound to node `name`."""
+        """Summed effective requests of the non-terminal pods bound to node `name` (exact sums; a
+        resource they sum to 0 is left out). Summed when asked, over the node's pods: kept up to
+        date on every pod change instead, the sums cost each of a 2-million-pod list's pods a
+        loop over its requests, for a read no decision makes (guardhook.capacity counts its own)."""
         with self.lock:
-            return dict(self._node_requested.get(name, {}))
+            totals: Resources = {}
+            for pod in self._pods_by_node.get(name, ()):
+                for resource, amount in pod.requests.items():
+                    totals[resource] = totals.get(resource, 0) + amount
+            return {resource: amount for resource, amount in totals.items() if amount}
 
     def pods_on_node(self, name: str) -> list[PodRecord]:
         with self.lock:
-            return list(self._pods_by_node.get(name, {}).values())
+            return list(self._pods_by_node.get(name, ()))
 
     def all_pods(self) -> list[PodRecord]:
         with self.lock:
-            return list(self._pods.values())
+            return [pod for pods in self._pods_by_namespace.values() for pod in pods.values()]
 
     def pods_in_namespace(self, namespace: str) -> list[PodRecord]:
         """Every pod of `namespace` (an index: a PDB's budget counts the pods of its namespace,
@@ -559,7 +583,7 @@ class ClusterView:
             claim = self.resource_claim(namespace, name)
             if claim is not None:
                 names.update(ref.name for ref in claim.reserved_for if ref.resource == "pods")
-            pods = (self._pods.get((namespace, pod_name)) for pod_name in sorted(names))
+            pods = (self.pod(namespace, pod_name) for pod_name in sorted(names))
             return [pod for pod in pods if pod is not None]
 
     def namespace(self, name: str) -> NamespaceRecord | None:
