@@ -5,9 +5,10 @@ open to the webhook port.
 It starts `guardhook serve` (with `--health-port` on a free port unless `--no-health-port`), opens
 `--idle` TLS connections to the webhook port that each have one request answered and then stay
 open and silent (as an API server's kept-alive connections between reviews), and then, every
-`--every` seconds for `--seconds`, asks `/healthz` and `/readyz` on a new connection: over HTTPS on
-the webhook port (where the probes went before issue 53) and over plain HTTP on the health port
-(where the manifests and the chart send the kubelet's probes now). Each probe is timed from the
+`--every` seconds for `--seconds`, asks `/healthz` and `/readyz` on a new connection (one thread
+a port, so a slow answer on one does not delay the other's probes): over HTTPS on the webhook
+port (where the probes went before issue 53) and over plain HTTP on the health port (where the
+manifests and the chart send the kubelet's probes now). Each probe is timed from the
 connect to the answer's last byte; a probe that fails or takes over 5 s counts as failed. Keeping
 the idle connections open, a connection the server closes (to make room at --max-connections) is
 counted and opened again, so `--idle` stay open all run long.
@@ -143,13 +144,22 @@ def main() -> None:
         if health_port:
             ports.append(("health port (HTTP)", health_port, None))
         end = time.monotonic() + args.seconds
-        while time.monotonic() < end:
-            for name, port, tls in ports:
+
+        def keep_probing(name: str, port: int, tls: ssl.SSLContext | None) -> None:
+            # one thread a port: a slow probe on one port does not delay the other's
+            while time.monotonic() < end:
                 for path in ("/healthz", "/readyz"):
-                    results.setdefault(f"{path} on the {name}", []).append(
-                        probe(server.host, port, path, tls)
-                    )
-            time.sleep(args.every)
+                    results[f"{path} on the {name}"].append(probe(server.host, port, path, tls))
+                time.sleep(args.every)
+
+        for name, _, _ in ports:
+            for path in ("/healthz", "/readyz"):
+                results[f"{path} on the {name}"] = []
+        probers = [threading.Thread(target=keep_probing, args=port) for port in ports]
+        for prober in probers:
+            prober.start()
+        for prober in probers:
+            prober.join()
         tally.stop.set()
         holder.join(timeout=60)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
