@@ -320,7 +320,7 @@ def main() -> None:
         help="the paced phase's clients send to each server in turn for this many seconds",
     )
     parser.add_argument(
-        "--paced-together", action="store_true", help="pace both servers at once (the earlier default)"
+        "--paced-together", action="store_true", help="pace every server at once (the earlier default)"
     )
     parser.add_argument(
         "--against",
