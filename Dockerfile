@@ -71,6 +71,6 @@ RUN rm -rf /usr/local/bin/pip* /usr/local/lib/python3*/site-packages/pip \
  && echo 'guardhook:x:10001:10001:guardhook:/nonexistent:/usr/sbin/nologin' >> /etc/passwd
 COPY --from=build /opt/guardhook /opt/guardhook
 USER 10001:10001
-EXPOSE 8443 8080
+EXPOSE 8443 8080 8081
 ENTRYPOINT ["guardhook"]
 CMD ["serve", "--cert-dir", "/certs"]

@@ -85,8 +85,8 @@ def _wait_ready(process: subprocess.Popen[bytes], running: Running, log: Path) -
 
 @contextmanager
 def serve(kind: str, threads: int = 8, extra: Sequence[str] = ()) -> Iterator[Running]:
-    """Run `guardhook serve` (kind "guardhook") or bench/bare.py (kind "bare") until the block ends;
-    `extra` are more command-line flags."""
+    """Run `guardhook serve` (kind "guardhook"), bench/bare.py's flask app (kind "bare") or its
+    plain WSGI callable (kind "wsgi") until the block ends; `extra` are more command-line flags."""
     with tempfile.TemporaryDirectory(prefix=f"bench-{kind}-") as tmp:
         folder = Path(tmp)
         port = free_port()
@@ -95,6 +95,7 @@ def serve(kind: str, threads: int = 8, extra: Sequence[str] = ()) -> Iterator[Ru
             args = [sys.executable, "-m", "guardhook", "serve"]
         else:
             args = [sys.executable, str(Path(__file__).with_name("bare.py"))]
+            args += ["--wsgi"] if kind == "wsgi" else []
         args += [
             "--host",
             "127.0.0.1",

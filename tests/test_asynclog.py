@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
@@ -13,8 +14,10 @@ from typing import Any
 
 import pytest
 
-from guardhook.server.asynclog import BatchQueueHandler, BatchWriter, write_in_background
-from guardhook.server.logformat import TextFormatter
+from guardhook.admission.decisionlog import log_allowed_disruptions, log_decisions, write_lines_with
+from guardhook.admission.engine import Decision
+from guardhook.server.asynclog import BatchQueueHandler, BatchWriter, direct_line, write_in_background
+from guardhook.server.logformat import JsonFormatter, TextFormatter
 
 from conftest import start_server
 
@@ -178,3 +181,77 @@ def test_a_stalled_log_reader_does_not_stall_the_answers(tmp_path: Path) -> None
         output, _ = server.process.communicate(timeout=30)
     decisions = [line for line in output.decode().splitlines() if "guardhook.decisions" in line]
     assert len(decisions) == answers  # every queued line written before the worker ended
+
+
+REQUEST = {
+    "uid": "u-1",
+    "operation": "DELETE",
+    "resource": {"group": "", "version": "v1", "resource": "pods"},
+    "namespace": "serve",
+    "name": 'llm "x"\n0',  # a quote and a control character: quoted and escaped the same either way
+    "userInfo": {"username": "someone", "groups": ["a"]},
+}
+
+
+def _decision_lines(stream: io.StringIO) -> list[str]:
+    """The decision lines written, without their time (the two paths log at different instants)."""
+    lines = stream.getvalue().splitlines()
+    return [re.sub(r'^\S+ \S+ |"time":"[^"]*",', "", line) for line in lines if "admission decision" in line]
+
+
+@pytest.mark.parametrize("formatter", [TextFormatter, JsonFormatter])
+def test_a_decision_line_reaches_the_writer_without_a_log_record_and_reads_the_same(
+    guardhook_root_handler: tuple[logging.Handler, io.StringIO],
+    start_writer: Callable[..., BatchWriter],
+    monkeypatch: pytest.MonkeyPatch,
+    formatter: type[logging.Formatter],
+) -> None:
+    handler, stream = guardhook_root_handler
+    handler.setFormatter(formatter())
+    decisions = [
+        Decision("worker-delete", "denied", "would break group 0", "Deny"),
+        Decision("group-eviction", "allowed"),
+    ]
+    timings = {"worker-delete": 0.0001, "group-eviction": 0.0002}
+    log_allowed_disruptions(True)
+    root = logging.getLogger()
+    pytest_handlers = [h for h in root.handlers if not getattr(h, "guardhook", False)]
+    for listening in pytest_handlers:  # pytest's own capture: lines would go through logging for it
+        root.removeHandler(listening)
+    try:
+        writer = start_writer()
+        log_decisions(REQUEST, decisions, timings, 0.0004)  # through logging: LogRecords
+        write_lines_with(direct_line)
+        made: list[logging.LogRecord] = []
+        real = logging.Logger.makeRecord
+        monkeypatch.setattr(
+            logging.Logger, "makeRecord", lambda *a, **k: made.append(real(*a, **k)) or made[-1]
+        )
+        log_decisions(REQUEST, decisions, timings, 0.0004)
+        writer.stop()
+    finally:
+        write_lines_with(None)
+        log_allowed_disruptions(False)
+        for listening in pytest_handlers:
+            root.addHandler(listening)
+    assert made == []  # no LogRecord on the request thread
+    lines = _decision_lines(stream)
+    assert len(lines) == 4 and lines[:2] == lines[2:]  # the same lines either way
+
+
+def test_decision_lines_go_through_logging_while_another_handler_listens(
+    guardhook_root_handler: tuple[logging.Handler, io.StringIO], start_writer: Callable[..., BatchWriter]
+) -> None:
+    _, stream = guardhook_root_handler
+    start_writer()
+    write_lines_with(direct_line)
+    captured: list[logging.LogRecord] = []
+    listener = logging.Handler()
+    listener.emit = captured.append  # type: ignore[method-assign]
+    logging.getLogger().addHandler(listener)  # as pytest's caplog does
+    try:
+        log_decisions(REQUEST, [Decision("worker-delete", "denied", "no", "Deny")], {}, 0.001)
+    finally:
+        logging.getLogger().removeHandler(listener)
+        write_lines_with(None)
+    assert [r.fields["policy"] for r in captured] == ["worker-delete"]  # type: ignore[attr-defined]

@@ -32,15 +32,22 @@ def _entries(objects: list[Object]) -> dict[str, Object]:
 def test_host_network_and_the_ports_reach_every_place_that_names_them(tmp_path: Path) -> None:
     values = {
         "hostNetwork": True,
-        "ports": {"webhook": 10250, "metrics": 10251},
+        "ports": {"webhook": 10250, "metrics": 10251, "health": 10252},
         "components": {"networkPolicy": {"enabled": True}},
     }
     objects = template(tmp_path, values)
     pod = _pod(objects)
     assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
     (container,) = pod["containers"]
-    assert {"--port=10250", "--metrics-port=10251"} <= set(container["args"])
-    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"https": 10250, "metrics": 10251}
+    assert {"--port=10250", "--metrics-port=10251", "--health-port=10252"} <= set(container["args"])
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
+        "https": 10250,
+        "metrics": 10251,
+        "healthz": 10252,
+    }
+    # the kubelet probes the health port (plain HTTP), never the webhook port
+    for probe in (container["readinessProbe"], container["livenessProbe"]):
+        assert probe["httpGet"]["port"] == "healthz" and "scheme" not in probe["httpGet"]
     (service_port,) = _one(objects, "Service")["spec"]["ports"]
     assert service_port["targetPort"] == "https"
     opened = [p["port"] for rule in _one(objects, "NetworkPolicy")["spec"]["ingress"] for p in rule["ports"]]

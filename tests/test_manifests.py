@@ -576,8 +576,12 @@ def test_deployment_is_replicated_spread_probed_and_locked_down(default_install:
     assert pod["securityContext"]["runAsNonRoot"] is True
     (container,) = pod["containers"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    # Both probe the plain-HTTP health port (issue 53: never behind the webhook port's connections).
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    for probe in (container["readinessProbe"], container["livenessProbe"]):
+        assert probe["httpGet"]["port"] == "healthz" and probe["httpGet"].get("scheme", "HTTP") == "HTTP"
+    assert f"--health-port={ports['healthz']}" in container["args"]
     assert container["lifecycle"]["preStop"]["exec"]["command"][0] == "sleep"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["allowPrivilegeEscalation"] is False

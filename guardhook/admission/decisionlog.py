@@ -19,7 +19,7 @@ traced to whoever sent it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from guardhook.wire import AdmissionRequest, is_dry_run
@@ -40,6 +40,8 @@ class DecisionLike(Protocol):
     def action(self) -> str: ...
 
 
+MESSAGE = "admission decision"
+
 LEVELS = {"allowed": logging.DEBUG, "error": logging.WARNING}
 """Log level by outcome; every other outcome (a violation acted on) is INFO."""
 
@@ -48,6 +50,19 @@ DISRUPTION_POLICIES = frozenset({"group-eviction", "worker-delete", "group-resiz
 evictions, pod deletes and group resizes."""
 
 _allowed_disruption_level = logging.DEBUG
+
+DirectLine = Callable[[logging.Logger, int, str, dict[str, Any]], bool]
+"""Hands a structured line (logger, level, message, fields) to a log writer without a LogRecord;
+False when the line must go through logging instead (guardhook.server.asynclog.direct_line)."""
+
+_direct: DirectLine | None = None
+
+
+def write_lines_with(direct: DirectLine | None) -> None:
+    """Offer each decision line to `direct` first (`serve`'s background log writer, which formats
+    the same line without a LogRecord); None: through logging only (the default)."""
+    global _direct
+    _direct = direct
 
 
 def log_allowed_disruptions(enabled: bool) -> None:
@@ -87,6 +102,7 @@ def log_decisions(
     """Write one line per decision (skipping DEBUG lines unless enabled). `timings`: each policy's
     judge time in seconds by policy id; `seconds`: the whole request's judging."""
     common: dict[str, Any] | None = None
+    direct = _direct
     spends = _allowed_disruption_level != logging.DEBUG and not is_dry_run(
         request
     )  # a dry run spends nothing
@@ -108,8 +124,10 @@ def log_decisions(
         }
         if disruption:
             fields["groups"] = _user_groups(request)
+        if direct is not None and direct(log, level, MESSAGE, fields):
+            continue  # handed to the writer as it is: no LogRecord, no handler chain
         # Logger.handle(makeRecord(...)) is Logger.log without findCaller's walk up the stack:
         # the formats (guardhook.server.logformat) never print the caller, and a line per denial
         # is on the request path.
         extra = {"fields": fields}
-        log.handle(log.makeRecord(log.name, level, __file__, 0, "admission decision", (), None, extra=extra))
+        log.handle(log.makeRecord(log.name, level, __file__, 0, MESSAGE, (), None, extra=extra))

@@ -45,6 +45,13 @@ def add_parser(commands: Any) -> None:
         help="also serve GET /metrics over plain HTTP on this port (default: only on --port)",
     )
     serve.add_argument(
+        "--health-port",
+        type=argtypes.port,
+        help="also serve GET /healthz and /readyz over plain HTTP on this port, from a thread of its "
+        "own, so the kubelet's probes never wait behind the webhook port's connections (the "
+        "manifests use 8081, as controller-runtime does; default: only on --port)",
+    )
+    serve.add_argument(
         "--request-timeout",
         type=argtypes.positive_seconds,
         default=5.0,
@@ -205,12 +212,20 @@ def run_serve(args: argparse.Namespace) -> int:
     from guardhook.server.certs import ensure_certs, with_client_ca
     from guardhook.server.clientauth import client_auth
     from guardhook.server.configwatch import ConfigWatcher
-    from guardhook.server.metricsport import serve_metrics
+    from guardhook.server.metricsport import serve_health, serve_metrics
     from guardhook.server.webhook_server import ServeOptions, WebhookServer
 
-    ports = [args.port, *([args.metrics_port] if args.metrics_port else [])]
-    if args.port and len(set(ports)) < len(ports):
-        raise CommandError(f"--port and --metrics-port must differ (both {ports[0]})")
+    named = [
+        ("--port", args.port),
+        ("--metrics-port", args.metrics_port),
+        ("--health-port", args.health_port),
+    ]
+    given = [(flag, port) for flag, port in named if port]
+    for at, (flag, port) in enumerate(given):
+        for other, same in given[at + 1 :]:
+            if port == same:
+                raise CommandError(f"{flag} and {other} must differ (both {port})")
+    ports = [args.port, *(port for flag, port in given if flag != "--port")]
     config = load_config(args.config, args.enforcement)
     source = choose_source(args.cluster_state, args.kubeconfig)
     if args.sync_group_pdbs and not source.live:
@@ -264,6 +279,8 @@ def run_serve(args: argparse.Namespace) -> int:
             ).start()
         if args.metrics_port:
             serve_metrics(runtime, args.host, args.metrics_port)
+        if args.health_port:
+            serve_health(runtime, args.host, args.health_port)
         return runtime
 
     def build_runtime() -> Runtime:
@@ -360,10 +377,10 @@ def log_callers(auth: ClientAuth | None, certs: CertPaths) -> None:
 
 def check_listenable(host: str, ports: list[int]) -> None:
     """Raise CommandError (exit 2, one line) when `host` cannot be listened on at each of `ports`:
-    an address in use (another guardhook, the metrics port taken), an address not on this machine
-    or a name that does not resolve (run_serve refuses one port given twice before). gunicorn would
-    otherwise retry for 5 s and exit 1, or, for the metrics port bound in the worker, log a traceback
-    and exit 3."""
+    an address in use (another guardhook, the metrics or health port taken), an address not on
+    this machine or a name that does not resolve (run_serve refuses one port given twice before).
+    gunicorn would otherwise retry for 5 s and exit 1, or, for the metrics or health port bound in
+    the worker, log a traceback and exit 3."""
     for port in ports:
         try:
             family, kind, proto, _, address = socket.getaddrinfo(

@@ -67,6 +67,27 @@ class Runtime:
             collect(self)
 
 
+PLAIN_TYPE = "text/plain; charset=utf-8"
+
+
+def health_answer() -> tuple[int, str, bytes]:
+    """`GET /healthz`: (status, Content-Type, body), 200 while the process serves; the same on the
+    webhook port and the health port (guardhook.server.metricsport)."""
+    return 200, PLAIN_TYPE, b"ok\n"
+
+
+def ready_answer(runtime: Runtime) -> tuple[int, str, bytes]:
+    """`GET /readyz`: (status, Content-Type, body), 200 once `runtime` is ready, else 503."""
+    if runtime.ready:
+        return 200, PLAIN_TYPE, b"ready\n"
+    return 503, PLAIN_TYPE, b"cluster view has not synced yet\n"
+
+
+def _plain(answer: tuple[int, str, bytes]) -> Response:
+    status, content_type, body = answer
+    return Response(body, status=status, content_type=content_type)
+
+
 def create_app(runtime: Runtime) -> Flask:
     """A flask app serving `runtime`."""
     app = Flask("guardhook")
@@ -120,13 +141,11 @@ def create_app(runtime: Runtime) -> Flask:
 
     @app.get("/healthz", provide_automatic_options=False)
     def healthz() -> Response:
-        return Response("ok\n", mimetype="text/plain")
+        return _plain(health_answer())
 
     @app.get("/readyz", provide_automatic_options=False)
     def readyz() -> Response:
-        if runtime.ready:
-            return Response("ready\n", mimetype="text/plain")
-        return Response("cluster view has not synced yet\n", status=503, mimetype="text/plain")
+        return _plain(ready_answer(runtime))
 
     @app.get("/metrics", provide_automatic_options=False)
     def metrics() -> Response:

@@ -62,6 +62,25 @@ class TextFormatter(logging.Formatter):
             line += " " + " ".join([f"{key}={_text_value(value)}" for key, value in fields.items()])
         return line
 
+    def format_line(self, line: StructuredLine) -> str:
+        """What `format` writes for a record of `line`'s time, level, logger, message and fields
+        (no exception), without a LogRecord (guardhook.server.asynclog's direct lines)."""
+        second = int(line.created)
+        if self._second[0] != second:
+            self._second = (second, time.strftime(self.default_time_format, self.converter(line.created)))
+        asctime = self._second[1]
+        if self.default_msec_format is not None:
+            asctime = self.default_msec_format % (asctime, line.msecs)
+        text = TEXT_FORMAT % {
+            "asctime": asctime,
+            "levelname": logging.getLevelName(line.levelno),
+            "name": line.name,
+            "message": escape_controls(line.message),
+        }
+        if line.fields:
+            text += " " + " ".join([f"{key}={_text_value(value)}" for key, value in line.fields.items()])
+        return text
+
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time (RFC 3339, UTC, milliseconds), level, logger, msg, the
@@ -81,6 +100,42 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str, separators=(",", ":"))
+
+    def format_line(self, line: StructuredLine) -> str:
+        """What `format` writes for a record of `line`'s time, level, logger, message and fields
+        (no exception), without a LogRecord (guardhook.server.asynclog's direct lines)."""
+        stamp = datetime.datetime.fromtimestamp(line.created, tz=datetime.UTC)
+        out: dict[str, Any] = {
+            "time": stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "level": logging.getLevelName(line.levelno),
+            "logger": line.name,
+            "msg": line.message,
+            **line.fields,
+        }
+        return json.dumps(out, default=str, separators=(",", ":"))
+
+
+class StructuredLine:
+    """A structured line handed to the log writer without a LogRecord: its time (seconds since
+    the epoch, and the milliseconds part as a LogRecord's `msecs`), level, logger name, message
+    (already rendered) and fields. `record()` makes the LogRecord logging would have made."""
+
+    __slots__ = ("created", "fields", "levelno", "message", "msecs", "name")
+
+    def __init__(self, levelno: int, name: str, message: str, fields: dict[str, Any]) -> None:
+        now = time.time_ns()
+        self.created = now / 1e9
+        self.msecs = (now % 1_000_000_000) // 1_000_000 + 0.0
+        self.levelno = levelno
+        self.name = name
+        self.message = message
+        self.fields = fields
+
+    def record(self) -> logging.LogRecord:
+        """The LogRecord of this line (for a handler or formatter that takes only records)."""
+        record = logging.LogRecord(self.name, self.levelno, "", 0, self.message, None, None)
+        record.created, record.msecs, record.fields = self.created, self.msecs, self.fields
+        return record
 
 
 _NEEDS_QUOTES = re.compile(r'[ "=\n]')

@@ -21,9 +21,44 @@ from guardhook.groups.counts import each_lws_groups
 from guardhook.groups.podgroup import each_gang_set
 from guardhook.groups.ready import DEFAULT_STARTUP_WINDOW_SECONDS, gate_counts
 from guardhook.server import refusals
+from guardhook.server.tally import Family, Tally
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+REQUESTS = "guardhook_requests"
+LATENCY = "guardhook_request_duration_seconds"
+DECISIONS = "guardhook_decisions"
+POLICY_LATENCY = "guardhook_policy_duration_seconds"
+REQUEST_FAMILIES = (
+    Family(
+        "counter",
+        REQUESTS,
+        "Admission requests answered, by endpoint and HTTP status code.",
+        ("endpoint", "code"),
+    ),
+    Family(
+        "histogram",
+        LATENCY,
+        "Time to judge and answer one admission request, in seconds.",
+        ("endpoint",),
+        LATENCY_BUCKETS,
+    ),
+    Family(
+        "counter",
+        DECISIONS,
+        "Policy decisions, by policy, the enforcement action taken and outcome.",
+        ("policy", "action", "outcome"),
+    ),
+    Family(
+        "histogram",
+        POLICY_LATENCY,
+        "Time one policy's judge took on one request, in seconds, by policy id and endpoint.",
+        ("policy", "endpoint"),
+        LATENCY_BUCKETS,
+    ),
+)
+"""The metrics every review counts (guardhook.server.tally), as prometheus_client declared them."""
 
 
 class Metrics:
@@ -35,32 +70,10 @@ class Metrics:
         self.reviews_answered = 0
         """AdmissionReviews this process answered: proof the API server calls it (guardhook's entries
         are installed, through the API or from the API server's configuration)."""
-        self.requests = Counter(
-            "guardhook_requests",
-            "Admission requests answered, by endpoint and HTTP status code.",
-            ["endpoint", "code"],
-            registry=self.registry,
-        )
-        self.latency = Histogram(
-            "guardhook_request_duration_seconds",
-            "Time to judge and answer one admission request, in seconds.",
-            ["endpoint"],
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
-        )
-        self.decisions = Counter(
-            "guardhook_decisions",
-            "Policy decisions, by policy, the enforcement action taken and outcome.",
-            ["policy", "action", "outcome"],
-            registry=self.registry,
-        )
-        self.policy_latency = Histogram(
-            "guardhook_policy_duration_seconds",
-            "Time one policy's judge took on one request, in seconds, by policy id and endpoint.",
-            ["policy", "endpoint"],
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
-        )
+        # The request path's four metrics are counted per thread without prometheus_client's
+        # per-call lock and Python bucket search (guardhook.server.tally), summed at scrape.
+        self.tally = Tally(REQUEST_FAMILIES)
+        self.registry.register(self.tally)
         self.config_reloads = Counter(
             "guardhook_config_reloads",
             "Changes of the --config file seen, by result: success (applied) or failure (the "
@@ -107,10 +120,11 @@ class Metrics:
 
     def observe(self, endpoint: str, verdict: Verdict) -> None:
         """Count the decisions of one judged request and time each policy that ran."""
+        tally = self.tally
         for policy, seconds in verdict.timings.items():
-            self._child(self.policy_latency, policy, endpoint).observe(seconds)
+            tally.observe((POLICY_LATENCY, policy, endpoint), seconds)
         for decision in verdict.decisions:
-            self._child(self.decisions, decision.policy, decision.action or "none", decision.outcome).inc()
+            tally.inc((DECISIONS, decision.policy, decision.action or "none", decision.outcome))
 
     def config_reloaded(self, ok: bool) -> None:
         """Count one change of the --config file: applied (`ok`) or refused."""
@@ -118,8 +132,8 @@ class Metrics:
 
     def answered(self, endpoint: str, status_code: int, seconds: float) -> None:
         """Count one answered request and its latency in seconds."""
-        self._child(self.requests, endpoint, str(status_code)).inc()
-        self._child(self.latency, endpoint).observe(seconds)
+        self.tally.inc((REQUESTS, endpoint, str(status_code)))
+        self.tally.observe((LATENCY, endpoint), seconds)
         if status_code == 200:
             self.reviews_answered += 1
 

@@ -23,8 +23,9 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger as GunicornLogger
 
 from guardhook.admission.codec import MAX_BODY_BYTES
+from guardhook.admission.decisionlog import write_lines_with
 from guardhook.server.app import Runtime, create_app
-from guardhook.server.asynclog import write_in_background
+from guardhook.server.asynclog import direct_line, write_in_background
 from guardhook.server.bodybudget import NO_LIMIT_DEFAULT
 from guardhook.server.certs import CertPaths, RotatingServerContext
 from guardhook.server.logformat import formatter
@@ -125,7 +126,8 @@ class WebhookServer(BaseApplication):
         return self._tls.context()
 
     def load(self) -> Callable[..., Any]:
-        write_in_background()  # in the worker, after fork: the writer thread lives here
+        if write_in_background() is not None:  # in the worker, after fork: the writer thread lives here
+            write_lines_with(direct_line)  # decision lines go to it without a LogRecord
         runtime = self.make_runtime()
         app = create_app(runtime)
         freeze_heap_when_ready(runtime)
