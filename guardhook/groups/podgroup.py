@@ -78,7 +78,8 @@ def podgroup_ref(view: ClusterView, pod: PodRecord) -> GroupRef | None:
         set=set_of(group),
         key=group.name,
         rank=Rank(None),
-        size=size_of(group, members(view, group)),
+        # minCount when set, else the pods the view holds (read only then: a pass over the namespace)
+        size=group.min_count if group.min_count is not None else size_of(group, members(view, group)),
         restart=(),
         recreator=NO_RECREATOR,
         maker=POD_GROUP,

@@ -7,7 +7,7 @@ a time (issue 52).
   with foreground cascade, as the LWS controller restarts a group (lws pod_controller.go
   handleRestartPolicy); a Workload API gang has every pod evicted at once through the Eviction API.
 - Before a group is taken, its set must have fewer groups broken than its budget (the webhook's
-  own reading: group_budget.broken_in_view, gang_budget.gang_reading); after, the drain waits until
+  own reading: one snapshot of the set, guardhook.groups.snapshot); after, the drain waits until
   the set is back to that many broken groups with the old pods gone, i.e. the group is rebuilt whole
   and Ready on other nodes. Groups are taken one at a time, so a drain never breaks more than one
   group of a set on top of those already broken.
@@ -31,16 +31,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from guardhook.budget import budget_of
 from guardhook.cluster.drain_calls import Answer
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups import snapshot
 from guardhook.groups.podgroup import gang_health
 from guardhook.groups.ref import LWS_HASH, POD_GROUP, GroupRef
 from guardhook.groups.resolve import resolve
 from guardhook.planning.drain import DrainPlan, plan_drain
-from guardhook.policies.shared.gang_budget import gang_disruption, gang_reading
-from guardhook.policies.shared.group_budget import broken_in_view, budget_of
 from guardhook.wire import KubeObject
 
 NO_DRY_RUN, CLIENT, SERVER = "none", "client", "server"
@@ -441,21 +441,15 @@ def _pods_of(view: ClusterView, group: _Group) -> list[PodRecord]:
 
 def _broken_beside(view: ClusterView, group: _Group, default: int) -> tuple[int, bool, int]:
     """How many of the set's groups other than `group` are broken as the webhook reads the view
-    (with no pods ones counted: BrokenGroups), whether `group` itself is, and the set's budget
-    (`default`: maxDisruptedGroups, unless the set says otherwise)."""
-    if group.is_gang:
-        for pod in _pods_of(view, group):
-            gang = gang_disruption(view, pod, default)
-            if gang is not None:
-                names = gang_reading(view, gang, ())
-                return len(names) - (group.ref.key in names), group.ref.key in names, gang.budget
+    (one snapshot of the set, guardhook.groups.snapshot; groups with no pods counted:
+    BrokenGroups), whether `group` itself is, and the set's budget (`default`: maxDisruptedGroups,
+    unless the set says otherwise; guardhook.budget.budget_of)."""
+    snap = snapshot(view, group.ref)
+    if snap is None:
         return 0, True, default
-    lws = view.lws(group.ref.set.namespace, group.ref.set.name)
-    if lws is None:
-        return 0, True, default
-    broken = broken_in_view(view, lws)
+    broken = snap.broken
     mine = group.ref.key in broken
-    return len(broken) - mine, mine, budget_of(lws, default)
+    return len(broken) - mine, mine, budget_of(snap, default)
 
 
 def _rebuilt(view: ClusterView, group: _Group, nodes: set[str], before: int, default: int) -> bool:

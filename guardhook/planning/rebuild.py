@@ -45,7 +45,6 @@ from guardhook.cluster.view.store import PODS as PODS_KIND
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.lws import recreated_pods
 from guardhook.groups.placement import member_of_object
-from guardhook.planning.evictions import LwsKey
 from guardhook.wire import KubeObject
 
 RECREATED_OWNERS = ("ReplicaSet", "StatefulSet", "Job", "ReplicationController")
@@ -62,6 +61,8 @@ class Rebuild:
     short: str
 
 
+LwsKey = tuple[str, str]
+"""(namespace, LWS name): the LWS a plan rebuilds groups of."""
 GangSetKey = tuple[str, str, str]
 """(namespace, set kind, set name) of a gang set (guardhook.groups.podgroup.set_of)."""
 

@@ -18,7 +18,7 @@ A restarted container is what the LWS controller acts on: under `restartPolicy`
 recreates the whole group once any container of it restarted (lws pod_controller.go
 `handleRestartPolicy`, `ContainerRestarted`). So a resize of a group member that restarts a
 container is a disruption of the group, judged by the group budget of `group-eviction` (B, the
-shared ledger; guardhook.policies.shared.group_budget): within it allowed with a warning and
+shared ledger; guardhook.budget): within it allowed with a warning and
 recorded (not on a dry run), over it denied with 429 TooManyRequests naming the groups already
 down, so a retry is natural. Allowed: a resize that restarts nothing, of a pod outside an LWS the
 view knows, of a terminating pod, of a group already broken. Under `restartPolicy: None` the
@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from guardhook.budget import default_budget, group_disruption, min_budget
 from guardhook.cluster.lws import RECREATING_POLICIES
 from guardhook.cluster.model import PodRecord, as_dict, as_list
 from guardhook.groups.placement import member_of_pod
@@ -48,7 +49,7 @@ from guardhook.policies.base import (
     stale_judgement,
     target,
 )
-from guardhook.policies.shared.group_budget import group_disruption, judge_budget, min_budget
+from guardhook.policies.shared.group_budget import judge_budget
 
 RESTART_CONTAINER = "RestartContainer"
 NOT_REQUIRED = "NotRequired"
@@ -190,9 +191,7 @@ class GroupResize(Policy):
                     f"{lws.namespace}/{lws.name}, which lacks this pod until the container is back",
                 )
             )
-        disruption = group_disruption(
-            ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)), min_budget(ctx.params)
-        )
+        disruption = group_disruption(ctx.view, pod, default_budget(ctx.params), min_budget(ctx.params))
         if disruption is None:
             return ALLOW
         consequence = (
@@ -200,7 +199,7 @@ class GroupResize(Policy):
             f"then recreates the whole group"
         )
         advisory = (
-            f"{what} {consequence} {disruption.group} of LeaderWorkerSet {lws.namespace}/{lws.name} "
+            f"{what} {consequence} {disruption.subject().removeprefix('group ')} "
             f"(a cold start; at most {disruption.budget} at a time); counted against the group-eviction "
             f"budget"
         )
