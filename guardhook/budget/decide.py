@@ -20,8 +20,16 @@ from guardhook.budget.reading import reading, superseded
 from guardhook.cluster.going import Going
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
-from guardhook.groups import BrokenGroups, GroupRef, SetRef, SetSnapshot, resolve, snapshot
-from guardhook.groups.broken import describe_broken, groups_broken
+from guardhook.groups import (
+    BrokenGroups,
+    GroupRef,
+    SetRef,
+    SetSnapshot,
+    describe_broken,
+    groups_broken,
+    resolve,
+    snapshot,
+)
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
 
 

@@ -21,7 +21,7 @@ turn a worker into a leader); `snapshot` takes one consistent reading of a set's
 groups through here.
 """
 
-from guardhook.groups.broken import BrokenGroups
+from guardhook.groups.broken import BrokenGroups, describe_broken, groups_broken
 from guardhook.groups.maker import GroupMaker, SetSnapshot
 from guardhook.groups.makers import MAKERS, all_sets, maker_of, recreated_pods, snapshot
 from guardhook.groups.ref import GroupRef, Rank, Recreator, SetRef
@@ -37,6 +37,8 @@ __all__ = [
     "SetRef",
     "SetSnapshot",
     "all_sets",
+    "describe_broken",
+    "groups_broken",
     "maker_of",
     "recreated_pods",
     "resolve",

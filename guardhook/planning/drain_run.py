@@ -36,10 +36,9 @@ from guardhook.cluster.drain_calls import Answer
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import ClusterView
-from guardhook.groups import snapshot
+from guardhook.groups import resolve, snapshot
 from guardhook.groups.podgroup import gang_health
 from guardhook.groups.ref import LWS_HASH, POD_GROUP, GroupRef
-from guardhook.groups.resolve import resolve
 from guardhook.planning.drain import DrainPlan, plan_drain
 from guardhook.wire import KubeObject
 

@@ -22,8 +22,7 @@ from guardhook.cluster.lws import LWS_KIND
 from guardhook.cluster.model import PodRecord, as_dict
 from guardhook.cluster.pdb_budget import matching_pdbs
 from guardhook.cluster.view.store import ClusterView
-from guardhook.groups import BrokenGroups, SetRef
-from guardhook.groups.broken import groups_broken
+from guardhook.groups import BrokenGroups, SetRef, groups_broken
 from guardhook.policies.group_eviction import pdb_refusal
 from guardhook.wire import KubeObject
 

@@ -51,11 +51,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from guardhook.budget import GroupDisruption, default_budget, group_disruption, min_budget, within_budget
+from guardhook.cluster.lws import LWS_KIND
 from guardhook.cluster.model import PodRecord, metadata
 from guardhook.cluster.pdb_budget import matching_pdbs, refusal
 from guardhook.cluster.view.store import LEADERWORKERSETS, ClusterView
+from guardhook.groups import resolve
 from guardhook.groups.lws import member_by_name
-from guardhook.groups.placement import member_of_pod
 from guardhook.groups.podgroup import short_gangs
 from guardhook.policies.base import (
     ALLOW,
@@ -148,13 +149,13 @@ def lws_unknowable(view: ClusterView, pod: PodRecord) -> Judgement | None:
     LeaderWorkerSets when last asked (the CRD installed after guardhook started: the view picks
     it up within DISCOVERY_RETRY_SECONDS). Allowing it would let a drain take every group at
     once; None when the view can tell (no LWS member, or LeaderWorkerSets served)."""
-    member = member_of_pod(pod)
-    if member is None or view.readable(LEADERWORKERSETS):
+    ref = resolve(view, pod)
+    if ref is None or ref.set.kind != LWS_KIND or view.readable(LEADERWORKERSETS):
         return None
     return too_many(
-        f"evicting pod {pod.namespace}/{pod.name}: it belongs to LeaderWorkerSet "
-        f"{member.namespace}/{member.lws_name}, but the API server did not serve LeaderWorkerSets "
-        f"when guardhook last asked (CRD installed since?), so its groups cannot be counted; retry shortly"
+        f"evicting pod {pod.namespace}/{pod.name}: it belongs to {ref.set}, but the API server did "
+        f"not serve LeaderWorkerSets when guardhook last asked (CRD installed since?), so its groups "
+        f"cannot be counted; retry shortly"
     )
 
 

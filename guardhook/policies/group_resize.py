@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from guardhook.budget import default_budget, group_disruption, min_budget
-from guardhook.cluster.lws import RECREATING_POLICIES
+from guardhook.cluster.lws import LWS_KIND, RECREATING_POLICIES
 from guardhook.cluster.model import PodRecord, as_dict, as_list
-from guardhook.groups.placement import member_of_pod
+from guardhook.groups import resolve
 from guardhook.policies.base import (
     ALLOW,
     TOO_MANY_REQUESTS,
@@ -170,15 +170,15 @@ class GroupResize(Policy):
         """Judge a resize of a group member by the group budget when it restarts a container
         under a recreating restartPolicy; see the module docstring."""
         pod = _resized_pod(ctx)
-        member = member_of_pod(pod)
-        if member is None or pod.terminating or pod.terminal:
-            return ALLOW
+        ref = resolve(ctx.view, pod)
+        if ref is None or ref.set.kind != LWS_KIND or pod.terminating or pod.terminal:
+            return ALLOW  # a restartPolicy that recreates the group is an LWS's
         restarting = restarts(ctx.object, ctx.old_object or ctx.object)
         if not restarting:
             return ALLOW
         if ctx.view.is_stale():
             return stale_judgement(self, ctx.view)
-        lws = ctx.view.lws(member.namespace, member.lws_name)
+        lws = ctx.view.lws(ref.set.namespace, ref.set.name)
         if lws is None:
             return ALLOW
         what = f"resizing pod {pod.namespace}/{pod.name}"
@@ -187,7 +187,7 @@ class GroupResize(Policy):
             return Judgement(
                 advisories=(
                     f"{what} restarts {containers}; under restartPolicy {lws.restart_policy} the LWS "
-                    f"controller does not recreate group {member.group_index} of LeaderWorkerSet "
+                    f"controller does not recreate group {ref.key} of LeaderWorkerSet "
                     f"{lws.namespace}/{lws.name}, which lacks this pod until the container is back",
                 )
             )

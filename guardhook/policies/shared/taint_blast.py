@@ -25,8 +25,7 @@ from guardhook.budget import budget_of, budget_source, default_budget, min_budge
 from guardhook.cluster.going import Going, Unless
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
-from guardhook.groups import GroupRef, SetSnapshot, resolve, snapshot
-from guardhook.groups.broken import describe_broken
+from guardhook.groups import GroupRef, SetSnapshot, describe_broken, resolve, snapshot
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
 from guardhook.policies.base import Judgement, PolicyContext, Violation
 
