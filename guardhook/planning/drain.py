@@ -41,7 +41,7 @@ from guardhook.cluster.view.store import ClusterView
 from guardhook.groups import BrokenGroups, SetRef, all_sets, resolve
 from guardhook.groups.podgroup import members, size_of
 from guardhook.planning.evictions import PlannedGroup, Refusal, evict_in_turn, planned
-from guardhook.planning.rebuild import GangSetKey, LwsKey, Rebuild, rebuild_everything
+from guardhook.planning.rebuild import Rebuild, rebuild_everything
 from guardhook.wire import KubeObject
 
 GROUPS_LISTED = 1000
@@ -258,8 +258,8 @@ def plan_drain(
     rebuilt = rebuilds.lws
     lws = tuple(
         LwsDrain(
-            namespace=key[0],
-            name=key[1],
+            namespace=key.namespace,
+            name=key.name,
             budget=budgets[key],
             losing=tuple(sorted(losing.get(key, ()), key=key_order)),
             broken=tuple(broken[key].shown(GROUPS_LISTED)),
@@ -267,7 +267,7 @@ def plan_drain(
             lost=rebuilt[key].lost if key in rebuilt else 0,
             rebuildable=rebuilt[key].rebuildable if key in rebuilt else 0,
             short=rebuilt[key].short if key in rebuilt else "",
-            evictions_guarded=evictions_guarded(view, key[0]),
+            evictions_guarded=evictions_guarded(view, key.namespace),
             warnings=_warnings(view, key, params),
         )
         for key in sorted(lost)
@@ -294,24 +294,26 @@ def plan_drain(
 
 
 def _waits_for_podless(
-    wave: Wave, broken: Mapping[LwsKey, BrokenGroups], budgets: Mapping[LwsKey, int]
+    wave: Wave, broken: Mapping[SetRef, BrokenGroups], budgets: Mapping[SetRef, int]
 ) -> bool:
     """Whether `wave` breaks more groups of an LWS than its budget leaves beside the groups with
     no live pod (never made, or every pod gone; a Hash LWS's have no key to name them): nothing
     makes those whole, so the webhook refuses the wave's evictions until they are made."""
-    breaking = Counter((group.namespace, group.lws) for group in wave.groups if not group.kind)
+    breaking = Counter(
+        SetRef(group.namespace, LWS_KIND, group.lws) for group in wave.groups if not group.kind
+    )
     return any(
         key in broken and broken[key].empty_count and broken[key].empty_count + count > budgets.get(key, 1)
         for key, count in breaking.items()
     )
 
 
-def _podless(broken: Mapping[LwsKey, BrokenGroups]) -> tuple[PodlessGroups, ...]:
+def _podless(broken: Mapping[SetRef, BrokenGroups]) -> tuple[PodlessGroups, ...]:
     """Every LWS's groups with no live pod (PodlessGroups), by namespace and name."""
     return tuple(
         PodlessGroups(
-            key[0],
-            key[1],
+            key.namespace,
+            key.name,
             groups.empty_count,
             tuple(itertools.islice(groups.empty_indexes(), GROUPS_LISTED)),
             no_pod=not groups.populated,
@@ -321,9 +323,9 @@ def _podless(broken: Mapping[LwsKey, BrokenGroups]) -> tuple[PodlessGroups, ...]
     )
 
 
-def _lost_gangs(view: ClusterView, gangs: Sequence[GangDrain]) -> dict[GangSetKey, dict[str, int]]:
+def _lost_gangs(view: ClusterView, gangs: Sequence[GangDrain]) -> dict[SetRef, dict[str, int]]:
     """Per gang set, its PodGroups losing a pod or broken -> the gang's size (podgroup.size_of)."""
-    lost: dict[GangSetKey, dict[str, int]] = {}
+    lost: dict[SetRef, dict[str, int]] = {}
     for gang in gangs:
         sizes = lost.setdefault(_set_key(gang), {})
         for name in {*gang.losing, *gang.broken}:
@@ -333,8 +335,8 @@ def _lost_gangs(view: ClusterView, gangs: Sequence[GangDrain]) -> dict[GangSetKe
     return lost
 
 
-def _set_key(gang: GangDrain) -> GangSetKey:
-    return (gang.namespace, gang.kind, gang.name)
+def _set_key(gang: GangDrain) -> SetRef:
+    return SetRef(gang.namespace, gang.kind, gang.name)
 
 
 def _with_rebuild(gang: GangDrain, rebuilt: Rebuild | None) -> GangDrain:
@@ -368,13 +370,13 @@ def _gang_sets(view: ClusterView, nodes: Sequence[str], reader: SetReader) -> tu
     )
 
 
-def _warnings(view: ClusterView, key: LwsKey, params: Mapping[str, Any]) -> tuple[str, ...]:
+def _warnings(view: ClusterView, key: SetRef, params: Mapping[str, Any]) -> tuple[str, ...]:
     """Why the plan may not hold for LWS `key`: its namespace does not guard evictions (the plan's
     429s are then never answered), or a guardhook annotation is unreadable (a default is used)."""
     found = []
-    if evictions_guarded(view, key[0]) is False:
-        found.append(unguarded_sentence(key[0]) + "; the 429s predicted for its pods do not hold")
-    lws = view.lws(*key)
+    if evictions_guarded(view, key.namespace) is False:
+        found.append(unguarded_sentence(key.namespace) + "; the 429s predicted for its pods do not hold")
+    lws = view.lws(key.namespace, key.name)
     if lws is not None:
         found += [u.sentence() for u in unreadable_annotations(lws, int(params.get("maxDisruptedGroups", 1)))]
     return tuple(found)
@@ -459,21 +461,21 @@ def _set_of(view: ClusterView, refusal: Refusal, reader: SetReader) -> tuple[str
 
 def _all_broken(
     view: ClusterView, reader: SetReader
-) -> tuple[dict[LwsKey, set[PlannedGroup]], dict[tuple[str, str, str], int]]:
+) -> tuple[dict[SetRef, set[PlannedGroup]], dict[tuple[str, str, str], int]]:
     """The broken groups of every LWS and gang set, as far as a listing names them
     (BrokenGroups.shown), and per LWS (namespace, "", name) how many it does not name."""
     _, broken, _ = _groups(view, [], reader, every_lws=True)
     found = {
-        key: {PlannedGroup(key[0], key[1], g) for g in groups.shown(GROUPS_LISTED)}
+        key: {PlannedGroup(key.namespace, key.name, g) for g in groups.shown(GROUPS_LISTED)}
         for key, groups in broken.items()
     }
     not_listed = {
-        (key[0], "", key[1]): len(groups) - len(found[key])
+        (key.namespace, "", key.name): len(groups) - len(found[key])
         for key, groups in broken.items()
         if len(groups) > len(found[key])
     }
     for gang in _gang_sets(view, [], reader):
-        found[(gang.namespace, f"{gang.kind}/{gang.name}")] = {
+        found[_set_key(gang)] = {
             PlannedGroup(gang.namespace, gang.name, name, gang.kind) for name in gang.broken
         }
     return found, not_listed
@@ -481,14 +483,14 @@ def _all_broken(
 
 def _groups(
     view: ClusterView, nodes: Sequence[str], reader: SetReader, every_lws: bool = False
-) -> tuple[dict[LwsKey, set[GroupKey]], dict[LwsKey, BrokenGroups], dict[LwsKey, int]]:
+) -> tuple[dict[SetRef, set[GroupKey]], dict[SetRef, BrokenGroups], dict[SetRef, int]]:
     """Per LWS touched by the drain (or every LWS, with `every_lws`: those with no live pod too,
     whose groups are broken all the same): the groups losing a pod on `nodes`, the groups already
     broken, and the group budget — all as group-eviction reads them (groups beyond spec.replicas
     are not counted)."""
-    losing: dict[LwsKey, set[GroupKey]] = {}
-    broken: dict[LwsKey, BrokenGroups] = {}
-    budgets: dict[LwsKey, int] = {}
+    losing: dict[SetRef, set[GroupKey]] = {}
+    broken: dict[SetRef, BrokenGroups] = {}
+    budgets: dict[SetRef, int] = {}
     on_nodes = {pod.key for pod in _pods_on(view, nodes)}
     for pod in view.all_pods():
         if pod.terminal or not (every_lws or pod.key in on_nodes):
@@ -496,17 +498,16 @@ def _groups(
         eviction = reader.disruption(pod)
         if eviction is None or eviction.set.kind != LWS_KIND:
             continue
-        key = (eviction.set.namespace, eviction.set.name)
+        key = eviction.set
         budgets[key] = eviction.budget
         broken[key] = eviction.broken_in_view  # one snapshot per set (the reader's)
         if pod.key in on_nodes:
             losing.setdefault(key, set()).add(eviction.group)
     if every_lws:
         for maker, found in all_sets(view):
-            key = (found.namespace, found.name)
-            if found.kind != LWS_KIND or key in broken:
+            if found.kind != LWS_KIND or found in broken:
                 continue
             snap = maker.snapshot(view, found, reader.going)
             if snap is not None:
-                broken[key], budgets[key] = snap.broken, budget_of(snap, reader.default, reader.minimum)
+                broken[found], budgets[found] = snap.broken, budget_of(snap, reader.default, reader.minimum)
     return losing, broken, budgets
