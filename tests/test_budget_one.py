@@ -18,9 +18,10 @@ from guardhook.budget import decide
 from guardhook.config import build_config
 from guardhook.groups import SetRef
 from guardhook.ledger import Disruption, MemoryLedger, stored_key
-from guardhook.ledger.lease import lease_name
+from guardhook.ledger.lease import LeaseLedger, lease_name
 
 from conftest import load_review
+from fake_apiserver import running_fake
 from helpers import request_of
 
 NOW = 1_000_000.0
@@ -144,3 +145,17 @@ def test_a_record_built_from_a_stand_in_resolves_through_the_same_budget() -> No
     eng = engine(objects, ledger)
     assert evict(eng, "train-1-1", "train")["allowed"] is True  # its gang is short: broken
     assert [e.group for e in ledger.entries(SetRef("train", "Workload", "train"))] == ["train-1"]
+
+
+def test_a_lease_written_under_the_old_key_is_read_by_set() -> None:
+    """The Lease an earlier version wrote (keyed by the (namespace, name) tuple it passed; for a
+    gang set (namespace, `workload.<name>`)) is the one the new code reads by SetRef."""
+    with running_fake() as fake:
+        old = LeaseLedger(fake.api_client(), "gh")
+        for key, group in ((("serve", "llm-xl"), "1"), (("train", "workload.train"), "train-1")):
+            old.update(key, lambda entries, g=group: (None, (Disruption(g, "p", "u", 4e9),)))
+        new = LeaseLedger(fake.api_client(), "gh")
+        assert [e.group for e in new.entries(SetRef("serve", "LeaderWorkerSet", "llm-xl"))] == ["1"]
+        assert [e.group for e in new.entries(SetRef("train", "Workload", "train"))] == ["train-1"]
+        assert fake.get("leases", "gh", "guardhook-eviction.serve.llm-xl") is not None
+        assert fake.get("leases", "gh", "guardhook-eviction.train.workload.train") is not None
