@@ -11,7 +11,17 @@ import pytest
 
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import PODS
-from guardhook.groups import MAKERS, GroupMaker, SetRef, all_sets, maker_of, recreated_pods, resolve, snapshot
+from guardhook.groups import (
+    MAKERS,
+    GroupMaker,
+    SetRef,
+    all_sets,
+    maker_of,
+    recreated_pods,
+    resolve,
+    snapshot,
+    stand_in,
+)
 from guardhook.groups.lws import LWS_MAKER
 from guardhook.groups.podgroup import POD_GROUP_MAKER
 from guardhook.groups.ref import KTHENA, LWS_HASH, LWS_ORDINAL, POD_GROUP
@@ -133,3 +143,20 @@ def test_sets_lists_every_set_of_every_maker() -> None:
         (LWS_MAKER, SetRef("serve", "LeaderWorkerSet", shapes.LWS)),
         (POD_GROUP_MAKER, SetRef("train", "Workload", "train")),
     ]
+
+
+def test_a_pod_the_view_has_not_seen_is_named_by_its_makers_rules() -> None:
+    found = objects()
+    found.remove(shapes.pod(found, "llm-xl-2-1"))
+    found.remove(shapes.pod(found, "train-1-1"))
+    view = shapes.view(found)
+    lws_pod = stand_in(view, "serve", "llm-xl-2-1")
+    assert lws_pod is not None
+    ref = resolve(view, lws_pod)
+    assert ref is not None and (ref.maker, ref.key, ref.rank.worker) == (LWS_ORDINAL, "2", 1)
+    gang_pod = stand_in(view, "train", "train-1-1")  # train-1 is the one gang short of a pod
+    assert gang_pod is not None
+    ref = resolve(view, gang_pod)
+    assert ref is not None and (ref.maker, ref.key) == (POD_GROUP, "train-1")
+    assert stand_in(view, "serve", "llm-xl-9-1") is None  # group 9 is beyond spec.replicas
+    assert stand_in(view, "elsewhere", "x") is None

@@ -22,8 +22,8 @@ groups through here.
 """
 
 from guardhook.groups.broken import BrokenGroups, describe_broken, groups_broken
-from guardhook.groups.maker import GroupMaker, SetSnapshot
-from guardhook.groups.makers import MAKERS, all_sets, maker_of, recreated_pods, snapshot
+from guardhook.groups.maker import GroupMaker, SetSnapshot, StandIns
+from guardhook.groups.makers import MAKERS, all_sets, maker_of, recreated_pods, snapshot, stand_in
 from guardhook.groups.ref import GroupRef, Rank, Recreator, SetRef
 from guardhook.groups.resolve import resolve, resolve_object
 
@@ -36,6 +36,7 @@ __all__ = [
     "Recreator",
     "SetRef",
     "SetSnapshot",
+    "StandIns",
     "all_sets",
     "describe_broken",
     "groups_broken",
@@ -44,4 +45,5 @@ __all__ = [
     "resolve",
     "resolve_object",
     "snapshot",
+    "stand_in",
 ]

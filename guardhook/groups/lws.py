@@ -230,6 +230,10 @@ class LwsMaker:
         size = ref.size if ref.size is not None else (lws.size if lws is not None else 1)
         return recreated_names(ref.set.name, ref, size)
 
+    def stand_in(self, view: ClusterView, namespace: str, name: str) -> PodRecord | None:
+        """`member_by_name` (guardhook.groups.maker.StandIns)."""
+        return member_by_name(view, namespace, name)
+
     def sets(self, view: ClusterView) -> Iterator[SetRef]:
         """Every LWS in `view`."""
         return iter(sorted_sets(SetRef(lws.namespace, LWS_KIND, lws.name) for lws in view.all_lws()))

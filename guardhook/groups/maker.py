@@ -120,6 +120,18 @@ class GroupMaker(Protocol):
         ...
 
 
+@runtime_checkable
+class StandIns(Protocol):
+    """What a group maker may add to GroupMaker: a pod the view has not seen yet (an eviction of a
+    pod just created, or already gone) named by its maker's rules, as a stand-in record that
+    `resolve` places in its group."""
+
+    def stand_in(self, view: ClusterView, namespace: str, name: str) -> PodRecord | None:
+        """A stand-in record for pod `namespace/name` when this maker's rules place it in one
+        group of a set the view holds, else None."""
+        ...
+
+
 def sorted_sets(sets: Iterable[SetRef]) -> list[SetRef]:
     """`sets` in namespace, kind, name order, each once."""
     return sorted(set(sets), key=lambda s: (s.namespace, s.kind, s.name))

@@ -10,7 +10,7 @@ from guardhook.cluster.going import Going
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.lws import LWS_MAKER
-from guardhook.groups.maker import GroupMaker, SetSnapshot
+from guardhook.groups.maker import GroupMaker, SetSnapshot, StandIns
 from guardhook.groups.podgroup import POD_GROUP_MAKER
 from guardhook.groups.ref import GroupRef, SetRef
 
@@ -26,6 +26,17 @@ def resolve(view: ClusterView, pod: PodRecord) -> GroupRef | None:
         ref = maker.resolve(view, pod)
         if ref is not None:
             return ref
+    return None
+
+
+def stand_in(view: ClusterView, namespace: str, name: str) -> PodRecord | None:
+    """A stand-in record for a pod the view has not seen, from the first maker in MAKERS whose rules
+    name its group (guardhook.groups.maker.StandIns); None when none does."""
+    for maker in MAKERS:
+        if isinstance(maker, StandIns):
+            found = maker.stand_in(view, namespace, name)
+            if found is not None:
+                return found
     return None
 
 

@@ -225,6 +225,16 @@ class PodGroupMaker:
         """None knowable: a gang's pods are its controller's to name."""
         return ()
 
+    def stand_in(self, view: ClusterView, namespace: str, name: str) -> PodRecord | None:
+        """A stand-in member of the one `disruptionMode: all` gang of `namespace` the view holds
+        fewer pods of than its `minCount` (`short_gangs`; the view lags a pod just created), else
+        None: with several such gangs which one it is cannot be told
+        (guardhook.groups.maker.StandIns)."""
+        short = short_gangs(view, namespace)
+        if len(short) != 1:
+            return None
+        return PodRecord(namespace, name, "", {}, {}, "", "", False, False, (), pod_group=short[0].name)
+
     def sets(self, view: ClusterView) -> Iterator[SetRef]:
         """Every set holding a `disruptionMode: all` PodGroup in `view`."""
         return iter(sorted_sets(set_of(g) for g in view.all_pod_groups() if g.all_mode))

@@ -31,8 +31,8 @@ common controller owner — with the same parameters and annotation, by the same
 (guardhook.budget). PodGroups with `single` or no disruption mode are no groups.
 
 Fail mode: closed with 429 when the view is stale or the ledger cannot be reached. A pod the view
-shows terminating, or does not hold while its name is an LWS member's
-(guardhook.groups.lws.member_by_name), is
+shows terminating, or does not hold while its name is an LWS member's (a stand-in:
+guardhook.groups.stand_in), is
 allowed — its group counts as broken in the view — and recorded like any allowed eviction: it is
 either gone (the API server answers 404, which a drain treats as done; the LWS deletes the rest of
 a group once one pod is evicted, so this is common) or the view lags a group that has healed
@@ -55,9 +55,7 @@ from guardhook.cluster.lws import LWS_KIND
 from guardhook.cluster.model import PodRecord, metadata
 from guardhook.cluster.pdb_budget import matching_pdbs, refusal
 from guardhook.cluster.view.store import LEADERWORKERSETS, ClusterView
-from guardhook.groups import resolve
-from guardhook.groups.lws import member_by_name
-from guardhook.groups.podgroup import short_gangs
+from guardhook.groups import resolve, stand_in
 from guardhook.policies.base import (
     ALLOW,
     TOO_MANY_REQUESTS,
@@ -100,9 +98,12 @@ class GroupEviction(Policy):
             return stale_judgement(self, ctx.view)
         namespace, name = _evicted_pod(ctx)
         seen = ctx.view.pod(namespace, name)
-        pod = seen if seen is not None else member_by_name(ctx.view, namespace, name)
+        # A pod the view has not seen: named by its group maker's rules (guardhook.groups.stand_in)
+        # and judged as its group's, else allowed (a 429 would wedge a drain on a pod that may be
+        # gone: the API server answers 404 only after admission).
+        pod = seen if seen is not None else stand_in(ctx.view, namespace, name)
         if pod is None:
-            return self._unseen_gang_member(ctx, namespace, name)
+            return ALLOW
         if pod.terminal:
             return ALLOW
         if pod.disruption and not pod.terminating:
@@ -126,22 +127,6 @@ class GroupEviction(Policy):
         ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
         what = f"evicting pod {pod.namespace}/{pod.name}{eviction.ref.note()}"
         return judge_budget(ctx.view, eviction, ctx.ledger, ctx.may_record, ttl, what, cause="eviction")
-
-    def _unseen_gang_member(self, ctx: PolicyContext, namespace: str, name: str) -> Judgement:
-        """A pod the view does not hold, of no LWS: when the namespace has exactly one
-        `disruptionMode: all` gang the view holds fewer pods of than its `minCount`, the pod is
-        judged and recorded as that gang's — broken in the view, so allowed, and the entry keeps
-        it counted should the view lag a gang healed since. Otherwise allowed: with several such
-        gangs which one it is cannot be told, and a 429 would wedge a drain on a pod that may be
-        gone (the API server answers 404 only after admission)."""
-        short = short_gangs(ctx.view, namespace)
-        if len(short) != 1:
-            return ALLOW
-        stand_in = PodRecord(namespace, name, "", {}, {}, "", "", False, False, (), pod_group=short[0].name)
-        gang = eviction_context(ctx.view, stand_in, ctx.params)
-        if gang is None:  # short_gangs holds only `all` PodGroups of the view, so never
-            return ALLOW
-        return self._judge(ctx, gang, False)
 
 
 def lws_unknowable(view: ClusterView, pod: PodRecord) -> Judgement | None:
