@@ -46,7 +46,7 @@ LEVELS = {"allowed": logging.DEBUG, "error": logging.WARNING}
 """Log level by outcome; every other outcome (a violation acted on) is INFO."""
 
 DISRUPTION_POLICIES = frozenset({"group-eviction", "worker-delete", "group-resize"})
-"""The policies whose allow records a disruption in the eviction ledger (judge_gang_budget):
+"""The policies whose allow records a disruption in the eviction ledger (guardhook.budget.decide):
 evictions, pod deletes and group resizes."""
 
 _allowed_disruption_level = logging.DEBUG

@@ -12,10 +12,11 @@ MAKERS = (LWS_ORDINAL, LWS_HASH, KTHENA, POD_GROUP)
 """The group makers guardhook knows, as messages and `audit` name them."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class SetRef:
     """The set a group belongs to: the object whose groups share one disruption budget (an LWS,
-    a Workload, or the PodGroups' common controller owner). `kind` is the object's kind."""
+    a Workload, or the PodGroups' common controller owner). `kind` is the object's kind. Ordered
+    by namespace, kind, name (plans and reports list sets so)."""
 
     namespace: str
     kind: str

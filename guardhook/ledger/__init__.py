@@ -5,17 +5,28 @@ show yet, recorded atomically so concurrent disruptions cannot exceed a budget.
 This plays the part of a PodDisruptionBudget's `status.disruptedPods` (policy/v1): an allowed
 eviction is written down *before* the answer, and counts as a broken group until the view shows
 it seen through or the entry's expiry passes (so an eviction refused later by a PDB or another
-webhook does not hold budget for ever); the counting rule is guardhook.policies.shared.group_budget
-.budget_reading's.
+webhook does not hold budget for ever); the counting rule is guardhook.budget's (`reading`).
+The ledger is keyed by set (guardhook.groups.SetRef); each set is stored under the key earlier
+versions used (`stored_key`), so Leases written before keep counting.
 
 Two implementations share the `Ledger` protocol: `MemoryLedger` (one process, static views) and
-`LeaseLedger` (one coordination.k8s.io/v1 Lease per LWS, shared by every guardhook replica).
+`LeaseLedger` (one coordination.k8s.io/v1 Lease per set, shared by every guardhook replica).
 """
 
 from __future__ import annotations
 
 from guardhook.cluster.sources import Source
-from guardhook.ledger.base import CAUSES, Disruption, Entries, Ledger, LedgerError, LwsKey, Plan
+from guardhook.ledger.base import (
+    CAUSES,
+    Disruption,
+    Entries,
+    Ledger,
+    LedgerError,
+    LedgerKey,
+    Plan,
+    StoredKey,
+    stored_key,
+)
 from guardhook.ledger.memory import MemoryLedger
 
 
@@ -38,8 +49,10 @@ __all__ = [
     "Entries",
     "Ledger",
     "LedgerError",
-    "LwsKey",
+    "LedgerKey",
     "MemoryLedger",
     "Plan",
+    "StoredKey",
     "open_ledger",
+    "stored_key",
 ]

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from guardhook.cluster.lws import GroupKey, ordinal, ordinal_key
+from guardhook.cluster.lws import LWS_KIND, GroupKey, ordinal, ordinal_key
+from guardhook.groups.ref import SetRef
 
 T = TypeVar("T")
 
@@ -69,8 +70,23 @@ class Disruption:
 
 
 Entries = tuple[Disruption, ...]
-LwsKey = tuple[str, str]
-"""(namespace, LWS name): one ledger record per LeaderWorkerSet."""
+StoredKey = tuple[str, str]
+"""How a set's record is stored (and its Lease named): (namespace, name) for a LeaderWorkerSet,
+(namespace, `<kind>.<name>`, lower-case kind) for any other set, e.g. a Workload API gang set —
+the keys every earlier version wrote, so an upgrade under a drain keeps every reservation."""
+
+LedgerKey = SetRef | StoredKey
+"""What the ledger is keyed by: a set (guardhook.groups.SetRef), or its stored form as is."""
+
+
+def stored_key(target: LedgerKey) -> StoredKey:
+    """The stored form of `target` (see StoredKey); a stored key is returned as it is."""
+    if not isinstance(target, SetRef):
+        return target
+    if target.kind == LWS_KIND:
+        return (target.namespace, target.name)
+    return (target.namespace, f"{target.kind.lower()}.{target.name}")
+
 
 Plan = Callable[[Entries], tuple[T, Entries | None]]
 """Given the unexpired entries, returns (result, new entries to write, or None to write nothing)."""
@@ -81,19 +97,19 @@ class LedgerError(RuntimeError):
 
 
 class Ledger(Protocol):
-    """Where allowed disruptions are recorded, per LWS."""
+    """Where allowed disruptions are recorded, per set (a SetRef, or its StoredKey)."""
 
     def now(self) -> float:
         """The ledger's clock (Unix seconds): the one clock that both stamps an entry's `expires`
         (callers add the TTL to it) and decides which entries have expired."""
         ...
 
-    def entries(self, lws: LwsKey) -> Entries:
-        """The unexpired entries of `lws`. Raises LedgerError."""
+    def entries(self, target: LedgerKey) -> Entries:
+        """The unexpired entries of set `target`. Raises LedgerError."""
         ...
 
-    def update(self, lws: LwsKey, plan: Plan[T]) -> T:
+    def update(self, target: LedgerKey, plan: Plan[T]) -> T:
         """Run `plan` on the unexpired entries and write what it returns, atomically: no other
-        update of `lws` (in this process or another replica) lands between the read and the
+        update of `target` (in this process or another replica) lands between the read and the
         write. `plan` may run more than once (after a write conflict). Raises LedgerError."""
         ...

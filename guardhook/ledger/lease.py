@@ -29,7 +29,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from guardhook.ledger.base import Disruption, Entries, LedgerError, LwsKey, Plan, T
+from guardhook.ledger.base import Disruption, Entries, LedgerError, LedgerKey, Plan, StoredKey, T, stored_key
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +49,13 @@ SWEEP_SECONDS = 600.0
 """How often `serve` deletes Leases whose entries all expired (entries live minutes)."""
 
 
-def lease_name(lws: LwsKey) -> str:
-    """`guardhook-eviction.<namespace>.<lws>`: unambiguous, since a namespace holds no dot. A name
-    over 253 characters is shortened with a hash of the full one."""
-    name = f"{NAME_PREFIX}{lws[0]}.{lws[1]}"
+def lease_name(target: LedgerKey) -> str:
+    """`guardhook-eviction.<namespace>.<lws>` for a LeaderWorkerSet, `guardhook-eviction.<namespace>.
+    <kind>.<name>` for another set (guardhook.ledger.base.stored_key: the names every earlier
+    version used): unambiguous, since a namespace holds no dot. A name over 253 characters is
+    shortened with a hash of the full one."""
+    namespace, stored = stored_key(target)
+    name = f"{NAME_PREFIX}{namespace}.{stored}"
     if len(name) <= MAX_NAME:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:16]
@@ -93,13 +96,14 @@ class LeaseLedger:
         """`clock()`: stamps expiries and checks them."""
         return self.clock()
 
-    def entries(self, lws: LwsKey) -> Entries:
-        """The unexpired entries of `lws` (none when its Lease does not exist yet)."""
-        return self._unexpired(self._read(lws))
+    def entries(self, target: LedgerKey) -> Entries:
+        """The unexpired entries of set `target` (none when its Lease does not exist yet)."""
+        return self._unexpired(self._read(stored_key(target)))
 
-    def update(self, lws: LwsKey, plan: Plan[T]) -> T:
+    def update(self, target: LedgerKey, plan: Plan[T]) -> T:
         """Read, plan, and write with a resourceVersion precondition; retry on 409. All attempts
         together take at most UPDATE_BUDGET_SECONDS; past that a LedgerError is raised."""
+        lws = stored_key(target)
         deadline = time.monotonic() + UPDATE_BUDGET_SECONDS
         for attempt in range(MAX_ATTEMPTS):
             lease = self._read(lws, _timeout(deadline))
@@ -116,7 +120,7 @@ class LeaseLedger:
                 time.sleep(random.uniform(0, 0.01 * (attempt + 1)))  # spread racing replicas apart
         raise LedgerError(f"Lease {self._where(lws)}: {MAX_ATTEMPTS} conflicting writes in a row")
 
-    def _read(self, lws: LwsKey, timeout: float = REQUEST_TIMEOUT_SECONDS) -> Any:
+    def _read(self, lws: StoredKey, timeout: float = REQUEST_TIMEOUT_SECONDS) -> Any:
         try:
             return self.leases.read_namespaced_lease(
                 lease_name(lws), self.namespace, _request_timeout=timeout
@@ -133,7 +137,7 @@ class LeaseLedger:
         now = self.now()
         return tuple(e for e in decode_entries(annotations.get(ENTRIES_ANNOTATION)) if e.expires > now)
 
-    def _write(self, lws: LwsKey, lease: Any, entries: Entries, timeout: float) -> None:
+    def _write(self, lws: StoredKey, lease: Any, entries: Entries, timeout: float) -> None:
         """Create the Lease, or replace it at the resourceVersion read. Raises ApiException (409
         on a lost race) and LedgerError when the API server cannot be reached."""
         annotations = dict((lease.metadata.annotations or {}) if lease is not None else {})
@@ -197,7 +201,7 @@ class LeaseLedger:
             log.info("deleted %d eviction-ledger Leases whose entries all expired", len(deleted))
         return deleted
 
-    def _where(self, lws: LwsKey) -> str:
+    def _where(self, lws: StoredKey) -> str:
         return f"{self.namespace}/{lease_name(lws)}"
 
 

@@ -31,20 +31,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from guardhook.budget import SetReader, budget_of, default_budget, min_budget
 from guardhook.cluster.coverage import evictions_guarded, unguarded_sentence, unreadable_annotations
 from guardhook.cluster.going import DRAIN_CONDITIONS, StaleCondition, draining_nodes, stale_in_view
-from guardhook.cluster.lws import GroupKey, key_order
+from guardhook.cluster.lws import LWS_KIND, GroupKey, key_order
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import ClusterView
-from guardhook.groups.placement import member_of_pod
+from guardhook.groups import BrokenGroups, SetRef, all_sets, resolve
 from guardhook.groups.podgroup import members, size_of
-from guardhook.groups.ref import SetRef
-from guardhook.planning.evictions import LwsKey, PlannedGroup, Refusal, evict_in_turn
-from guardhook.planning.rebuild import GangSetKey, Rebuild, rebuild_everything
-from guardhook.policies.group_eviction import eviction_context
-from guardhook.policies.shared.gang_budget import gang_disruption, gang_reading
-from guardhook.policies.shared.group_budget import BrokenGroups, broken_in_view, budget_of, min_budget
+from guardhook.planning.evictions import PlannedGroup, Refusal, evict_in_turn, planned
+from guardhook.planning.rebuild import Rebuild, rebuild_everything
 from guardhook.wire import KubeObject
 
 GROUPS_LISTED = 1000
@@ -248,20 +245,21 @@ def plan_drain(
     unknown = [n for n in order if view.node(n) is None]
     if unknown:
         raise UnknownNodeError(f"unknown node{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}")
-    at_once = evict_in_turn(view, _pods_on(view, order), params)
-    waves, blocked = _waves(view, order, params)
-    losing, broken, budgets = _groups(view, order, params, every_lws=True)
+    reader = SetReader(view, default_budget(params), min_budget(params))
+    at_once = evict_in_turn(view, _pods_on(view, order), params, reader=reader)
+    waves, blocked = _waves(view, order, params, reader)
+    losing, broken, budgets = _groups(view, order, reader, every_lws=True)
     podless = _podless(broken)
     # BrokenGroups, not sets: an LWS may have 2^31 - 1 groups with no pods, counted, not listed.
     # Only groups with pods are rebuilt (PodlessGroups says why).
     lost = {key: broken[key].with_pods().with_groups(losing.get(key, ()), "loses a pod") for key in broken}
-    gangs = _gang_sets(view, order, params)
+    gangs = _gang_sets(view, order, reader)
     rebuilds = rebuild_everything(objects, order, lost, _lost_gangs(view, gangs))
     rebuilt = rebuilds.lws
     lws = tuple(
         LwsDrain(
-            namespace=key[0],
-            name=key[1],
+            namespace=key.namespace,
+            name=key.name,
             budget=budgets[key],
             losing=tuple(sorted(losing.get(key, ()), key=key_order)),
             broken=tuple(broken[key].shown(GROUPS_LISTED)),
@@ -269,7 +267,7 @@ def plan_drain(
             lost=rebuilt[key].lost if key in rebuilt else 0,
             rebuildable=rebuilt[key].rebuildable if key in rebuilt else 0,
             short=rebuilt[key].short if key in rebuilt else "",
-            evictions_guarded=evictions_guarded(view, key[0]),
+            evictions_guarded=evictions_guarded(view, key.namespace),
             warnings=_warnings(view, key, params),
         )
         for key in sorted(lost)
@@ -296,24 +294,26 @@ def plan_drain(
 
 
 def _waits_for_podless(
-    wave: Wave, broken: Mapping[LwsKey, BrokenGroups], budgets: Mapping[LwsKey, int]
+    wave: Wave, broken: Mapping[SetRef, BrokenGroups], budgets: Mapping[SetRef, int]
 ) -> bool:
     """Whether `wave` breaks more groups of an LWS than its budget leaves beside the groups with
     no live pod (never made, or every pod gone; a Hash LWS's have no key to name them): nothing
     makes those whole, so the webhook refuses the wave's evictions until they are made."""
-    breaking = Counter((group.namespace, group.lws) for group in wave.groups if not group.kind)
+    breaking = Counter(
+        SetRef(group.namespace, LWS_KIND, group.lws) for group in wave.groups if not group.kind
+    )
     return any(
         key in broken and broken[key].empty_count and broken[key].empty_count + count > budgets.get(key, 1)
         for key, count in breaking.items()
     )
 
 
-def _podless(broken: Mapping[LwsKey, BrokenGroups]) -> tuple[PodlessGroups, ...]:
+def _podless(broken: Mapping[SetRef, BrokenGroups]) -> tuple[PodlessGroups, ...]:
     """Every LWS's groups with no live pod (PodlessGroups), by namespace and name."""
     return tuple(
         PodlessGroups(
-            key[0],
-            key[1],
+            key.namespace,
+            key.name,
             groups.empty_count,
             tuple(itertools.islice(groups.empty_indexes(), GROUPS_LISTED)),
             no_pod=not groups.populated,
@@ -323,9 +323,9 @@ def _podless(broken: Mapping[LwsKey, BrokenGroups]) -> tuple[PodlessGroups, ...]
     )
 
 
-def _lost_gangs(view: ClusterView, gangs: Sequence[GangDrain]) -> dict[GangSetKey, dict[str, int]]:
+def _lost_gangs(view: ClusterView, gangs: Sequence[GangDrain]) -> dict[SetRef, dict[str, int]]:
     """Per gang set, its PodGroups losing a pod or broken -> the gang's size (podgroup.size_of)."""
-    lost: dict[GangSetKey, dict[str, int]] = {}
+    lost: dict[SetRef, dict[str, int]] = {}
     for gang in gangs:
         sizes = lost.setdefault(_set_key(gang), {})
         for name in {*gang.losing, *gang.broken}:
@@ -335,8 +335,8 @@ def _lost_gangs(view: ClusterView, gangs: Sequence[GangDrain]) -> dict[GangSetKe
     return lost
 
 
-def _set_key(gang: GangDrain) -> GangSetKey:
-    return (gang.namespace, gang.kind, gang.name)
+def _set_key(gang: GangDrain) -> SetRef:
+    return SetRef(gang.namespace, gang.kind, gang.name)
 
 
 def _with_rebuild(gang: GangDrain, rebuilt: Rebuild | None) -> GangDrain:
@@ -345,22 +345,22 @@ def _with_rebuild(gang: GangDrain, rebuilt: Rebuild | None) -> GangDrain:
     return replace(gang, lost=rebuilt.lost, rebuildable=rebuilt.rebuildable, short=rebuilt.short)
 
 
-def _gang_sets(view: ClusterView, nodes: Sequence[str], params: Mapping[str, Any]) -> tuple[GangDrain, ...]:
-    """Per gang set (guardhook.groups.podgroup) with a PodGroup losing a pod on `nodes` or one
-    already broken: its budget and those PodGroups, as group-eviction's gang budget reads them
-    (the view alone: a plan consults no ledger)."""
+def _gang_sets(view: ClusterView, nodes: Sequence[str], reader: SetReader) -> tuple[GangDrain, ...]:
+    """Per set other than an LWS (Workload API gangs) with a group losing a pod on `nodes` or one
+    already broken: its budget and those groups, as group-eviction's budget reads them (the view
+    alone: a plan consults no ledger)."""
     on_nodes = {pod.key for pod in _pods_on(view, nodes)}
     found: dict[SetRef, tuple[int, set[str], tuple[str, ...]]] = {}
     for pod in view.all_pods():
         if pod.terminal or not pod.pod_group:
             continue
-        gang = gang_disruption(view, pod, int(params.get("maxDisruptedGroups", 1)), min_budget(params))
-        if gang is None:
+        gang = reader.disruption(pod)
+        if gang is None or gang.set.kind == LWS_KIND:
             continue
         if gang.set not in found:
-            found[gang.set] = (gang.budget, set(), tuple(sorted(gang_reading(view, gang, ()))))
+            found[gang.set] = (gang.budget, set(), tuple(sorted(gang.broken_in_view)))
         if pod.key in on_nodes:
-            found[gang.set][1].add(gang.group.name)
+            found[gang.set][1].add(gang.group)
     return tuple(
         GangDrain(s.namespace, s.kind, s.name, budget, tuple(sorted(losing)), broken)
         for s, (budget, losing, broken) in sorted(
@@ -370,13 +370,13 @@ def _gang_sets(view: ClusterView, nodes: Sequence[str], params: Mapping[str, Any
     )
 
 
-def _warnings(view: ClusterView, key: LwsKey, params: Mapping[str, Any]) -> tuple[str, ...]:
+def _warnings(view: ClusterView, key: SetRef, params: Mapping[str, Any]) -> tuple[str, ...]:
     """Why the plan may not hold for LWS `key`: its namespace does not guard evictions (the plan's
     429s are then never answered), or a guardhook annotation is unreadable (a default is used)."""
     found = []
-    if evictions_guarded(view, key[0]) is False:
-        found.append(unguarded_sentence(key[0]) + "; the 429s predicted for its pods do not hold")
-    lws = view.lws(*key)
+    if evictions_guarded(view, key.namespace) is False:
+        found.append(unguarded_sentence(key.namespace) + "; the 429s predicted for its pods do not hold")
+    lws = view.lws(key.namespace, key.name)
     if lws is not None:
         found += [u.sentence() for u in unreadable_annotations(lws, int(params.get("maxDisruptedGroups", 1)))]
     return tuple(found)
@@ -388,36 +388,36 @@ def _pods_on(view: ClusterView, nodes: Sequence[str]) -> list[PodRecord]:
 
 
 def _waves(
-    view: ClusterView, nodes: Sequence[str], params: Mapping[str, Any]
+    view: ClusterView, nodes: Sequence[str], params: Mapping[str, Any], reader: SetReader
 ) -> tuple[list[Wave], list[str]]:
     waves: list[Wave] = []
     blocked: list[str] = []
     for node in nodes:
-        if any(_fits(view, wave, node, params) for wave in waves):
+        if any(_fits(view, wave, node, params, reader) for wave in waves):
             continue
         first = not waves
         alone = Wave([node], healed=not first)
-        outcome = evict_in_turn(view, _pods_on(view, [node]), params, healed=alone.healed)
+        outcome = evict_in_turn(view, _pods_on(view, [node]), params, alone.healed, reader)
         if outcome.refused and first:
-            healed = evict_in_turn(view, _pods_on(view, [node]), params, healed=True)
+            healed = evict_in_turn(view, _pods_on(view, [node]), params, True, reader)
             if not healed.refused:  # the groups broken now use up the budget: wait for them
                 waves.append(Wave([]))
                 alone.healed, outcome = True, healed
-        if outcome.refused and _never_evicted(view, node, params):
+        if outcome.refused and _never_evicted(view, node, params, reader):
             blocked.append(node)
             continue
         alone.groups, alone.retried = outcome.broken, outcome.refused
         waves.append(alone)
     waves = [wave for wave in waves if wave.nodes]
-    _set_waits(view, waves, params)
+    _set_waits(view, waves, reader)
     return waves, blocked
 
 
-def _fits(view: ClusterView, wave: Wave, node: str, params: Mapping[str, Any]) -> bool:
+def _fits(view: ClusterView, wave: Wave, node: str, params: Mapping[str, Any], reader: SetReader) -> bool:
     """Add `node` to `wave` when the wave's evictions then still meet no 429."""
     if wave.retried:
         return False
-    outcome = evict_in_turn(view, _pods_on(view, [*wave.nodes, node]), params, healed=wave.healed)
+    outcome = evict_in_turn(view, _pods_on(view, [*wave.nodes, node]), params, wave.healed, reader)
     if outcome.refused:
         return False
     wave.nodes.append(node)
@@ -425,21 +425,21 @@ def _fits(view: ClusterView, wave: Wave, node: str, params: Mapping[str, Any]) -
     return True
 
 
-def _never_evicted(view: ClusterView, node: str, params: Mapping[str, Any]) -> bool:
+def _never_evicted(view: ClusterView, node: str, params: Mapping[str, Any], reader: SetReader) -> bool:
     """Some pod on `node` is refused even alone with every group whole."""
-    return any(evict_in_turn(view, [pod], params, healed=True).refused for pod in view.pods_on_node(node))
+    return any(evict_in_turn(view, [pod], params, True, reader).refused for pod in view.pods_on_node(node))
 
 
-def _set_waits(view: ClusterView, waves: list[Wave], params: Mapping[str, Any]) -> None:
+def _set_waits(view: ClusterView, waves: list[Wave], reader: SetReader) -> None:
     """Each later wave waits for the groups of the LWSs it touches that are broken before it (and
     counts those of them a listing does not name)."""
-    listed, not_listed = _all_broken(view, params)
+    listed, not_listed = _all_broken(view, reader)
     broken_now = {g for pods in listed.values() for g in pods}
     before: set[PlannedGroup] = set()
     for wave in waves:
         if wave.healed:
             touched = {(g.namespace, g.kind, g.lws) for g in wave.groups} | {
-                (r.namespace, *_set_of(view, r, params)) for r in wave.retried
+                (r.namespace, *_set_of(view, r, reader)) for r in wave.retried
             }
             wait = before | broken_now
             waits = (g for g in wait if (g.namespace, g.kind, g.lws) in touched)
@@ -448,73 +448,66 @@ def _set_waits(view: ClusterView, waves: list[Wave], params: Mapping[str, Any]) 
         before |= set(wave.groups)
 
 
-def _set_of(view: ClusterView, refusal: Refusal, params: Mapping[str, Any]) -> tuple[str, str]:
+def _set_of(view: ClusterView, refusal: Refusal, reader: SetReader) -> tuple[str, str]:
     """(kind, name) of the refused pod's set as PlannedGroup spells it: ("", LWS name) for an LWS
     member, (set kind, set name) for a gang member, ("", "") for neither."""
     pod = view.pod(refusal.namespace, refusal.pod)
-    member = member_of_pod(pod) if pod is not None else None
-    if member is not None:
-        return ("", member.lws_name)
-    gang = (
-        gang_disruption(view, pod, int(params.get("maxDisruptedGroups", 1)), min_budget(params))
-        if pod is not None
-        else None
-    )
-    return (gang.set.kind, gang.set.name) if gang is not None else ("", "")
+    ref = resolve(view, pod) if pod is not None else None
+    if ref is None:
+        return ("", "")
+    found = planned(ref.set, ref.key)
+    return (found.kind, found.lws)
 
 
 def _all_broken(
-    view: ClusterView, params: Mapping[str, Any]
-) -> tuple[dict[LwsKey, set[PlannedGroup]], dict[tuple[str, str, str], int]]:
+    view: ClusterView, reader: SetReader
+) -> tuple[dict[SetRef, set[PlannedGroup]], dict[tuple[str, str, str], int]]:
     """The broken groups of every LWS and gang set, as far as a listing names them
     (BrokenGroups.shown), and per LWS (namespace, "", name) how many it does not name."""
-    _, broken, _ = _groups(view, [], params, every_lws=True)
+    _, broken, _ = _groups(view, [], reader, every_lws=True)
     found = {
-        key: {PlannedGroup(key[0], key[1], g) for g in groups.shown(GROUPS_LISTED)}
+        key: {PlannedGroup(key.namespace, key.name, g) for g in groups.shown(GROUPS_LISTED)}
         for key, groups in broken.items()
     }
     not_listed = {
-        (key[0], "", key[1]): len(groups) - len(found[key])
+        (key.namespace, "", key.name): len(groups) - len(found[key])
         for key, groups in broken.items()
         if len(groups) > len(found[key])
     }
-    for gang in _gang_sets(view, [], params):
-        found[(gang.namespace, f"{gang.kind}/{gang.name}")] = {
+    for gang in _gang_sets(view, [], reader):
+        found[_set_key(gang)] = {
             PlannedGroup(gang.namespace, gang.name, name, gang.kind) for name in gang.broken
         }
     return found, not_listed
 
 
 def _groups(
-    view: ClusterView, nodes: Sequence[str], params: Mapping[str, Any], every_lws: bool = False
-) -> tuple[dict[LwsKey, set[GroupKey]], dict[LwsKey, BrokenGroups], dict[LwsKey, int]]:
+    view: ClusterView, nodes: Sequence[str], reader: SetReader, every_lws: bool = False
+) -> tuple[dict[SetRef, set[GroupKey]], dict[SetRef, BrokenGroups], dict[SetRef, int]]:
     """Per LWS touched by the drain (or every LWS, with `every_lws`: those with no live pod too,
     whose groups are broken all the same): the groups losing a pod on `nodes`, the groups already
     broken, and the group budget — all as group-eviction reads them (groups beyond spec.replicas
     are not counted)."""
-    losing: dict[LwsKey, set[GroupKey]] = {}
-    broken: dict[LwsKey, BrokenGroups] = {}
-    budgets: dict[LwsKey, int] = {}
+    losing: dict[SetRef, set[GroupKey]] = {}
+    broken: dict[SetRef, BrokenGroups] = {}
+    budgets: dict[SetRef, int] = {}
     on_nodes = {pod.key for pod in _pods_on(view, nodes)}
     for pod in view.all_pods():
         if pod.terminal or not (every_lws or pod.key in on_nodes):
             continue
-        eviction = eviction_context(view, pod, params)
-        if eviction is None:
+        eviction = reader.disruption(pod)
+        if eviction is None or eviction.set.kind != LWS_KIND:
             continue
-        key = (eviction.lws.namespace, eviction.lws.name)
+        key = eviction.set
         budgets[key] = eviction.budget
-        if key not in broken:  # once per LWS: broken_in_view is read on first use
-            broken[key] = eviction.broken_in_view
+        broken[key] = eviction.broken_in_view  # one snapshot per set (the reader's)
         if pod.key in on_nodes:
             losing.setdefault(key, set()).add(eviction.group)
     if every_lws:
-        default = int(params.get("maxDisruptedGroups", 1))
-        for lws in view.all_lws():
-            key = (lws.namespace, lws.name)
-            if key not in broken:
-                broken[key], budgets[key] = (
-                    broken_in_view(view, lws),
-                    budget_of(lws, default, min_budget(params)),
-                )
+        for maker, found in all_sets(view):
+            if found.kind != LWS_KIND or found in broken:
+                continue
+            snap = maker.snapshot(view, found, reader.going)
+            if snap is not None:
+                broken[found], budgets[found] = snap.broken, budget_of(snap, reader.default, reader.minimum)
     return losing, broken, budgets

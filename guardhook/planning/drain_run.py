@@ -7,7 +7,7 @@ a time (issue 52).
   with foreground cascade, as the LWS controller restarts a group (lws pod_controller.go
   handleRestartPolicy); a Workload API gang has every pod evicted at once through the Eviction API.
 - Before a group is taken, its set must have fewer groups broken than its budget B: those the
-  webhook reads broken (group_budget.broken_in_view, gang_budget.gang_reading) and those the drain
+  webhook reads broken (one snapshot of the set, guardhook.groups.snapshot) and those the drain
   has taken and not yet seen rebuilt. So a set with B > 1 has up to B groups taken at once, and
   groups of different sets are taken side by side, each set within its own budget. After, the
   drain waits until the group stands whole and Ready on other nodes with its old pods gone, and
@@ -29,20 +29,19 @@ one authority; a refusal other than a 429 leaves the group in place, named with 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from guardhook.budget import budget_of
 from guardhook.cluster.drain_calls import Answer
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups import resolve, snapshot
 from guardhook.groups.podgroup import gang_health
 from guardhook.groups.ref import LWS_HASH, POD_GROUP, GroupRef
-from guardhook.groups.resolve import resolve
 from guardhook.planning.drain import DrainPlan, plan_drain
-from guardhook.policies.shared.gang_budget import gang_disruption, gang_reading
-from guardhook.policies.shared.group_budget import broken_in_view, budget_of
 from guardhook.wire import KubeObject
 
 NO_DRY_RUN, CLIENT, SERVER = "none", "client", "server"
@@ -475,43 +474,26 @@ def _broken_beside(
     (`default`: maxDisruptedGroups, unless the set says otherwise). A taken Hash group whose pods
     are all gone is counted twice (its key no longer names it): the drain then waits longer, never
     breaks more."""
-    beside, _, budget = _broken_reading(view, group, default)
-    if group.is_gang:
-        names = _gang_broken(view, group, default)
-        extra = sum(1 for t in taken if t.ident != group.ident and t.ref.key not in names)
-        return beside + extra, budget
-    lws = view.lws(group.ref.set.namespace, group.ref.set.name)
-    broken = broken_in_view(view, lws) if lws is not None else {}
+    snap = snapshot(view, group.ref)
+    if snap is None:
+        return len([t for t in taken if t.ident != group.ident]), default
+    broken = snap.broken
+    beside = len(broken) - (group.ref.key in broken)
     extra = sum(1 for t in taken if t.ident != group.ident and t.ref.key not in broken)
-    return beside + extra, budget
-
-
-def _gang_broken(view: ClusterView, group: _Group, default: int) -> Collection[str]:
-    """The names of the gang's set's gangs that count as broken (gang_budget.gang_reading)."""
-    for pod in _pods_of(view, group):
-        gang = gang_disruption(view, pod, default)
-        if gang is not None:
-            return gang_reading(view, gang, ())
-    return ()
+    return beside + extra, budget_of(snap, default)
 
 
 def _broken_reading(view: ClusterView, group: _Group, default: int) -> tuple[int, bool, int]:
     """How many of the set's groups other than `group` are broken as the webhook reads the view
-    (with no pods ones counted: BrokenGroups), whether `group` itself is, and the set's budget
-    (`default`: maxDisruptedGroups, unless the set says otherwise)."""
-    if group.is_gang:
-        for pod in _pods_of(view, group):
-            gang = gang_disruption(view, pod, default)
-            if gang is not None:
-                names = gang_reading(view, gang, ())
-                return len(names) - (group.ref.key in names), group.ref.key in names, gang.budget
+    (one snapshot of the set, guardhook.groups.snapshot; groups with no pods counted:
+    BrokenGroups), whether `group` itself is, and the set's budget (`default`: maxDisruptedGroups,
+    unless the set says otherwise; guardhook.budget.budget_of)."""
+    snap = snapshot(view, group.ref)
+    if snap is None:
         return 0, True, default
-    lws = view.lws(group.ref.set.namespace, group.ref.set.name)
-    if lws is None:
-        return 0, True, default
-    broken = broken_in_view(view, lws)
+    broken = snap.broken
     mine = group.ref.key in broken
-    return len(broken) - mine, mine, budget_of(lws, default)
+    return len(broken) - mine, mine, budget_of(snap, default)
 
 
 def _rebuilt(

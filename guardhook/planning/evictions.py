@@ -1,9 +1,9 @@
 """What the webhook's `group-eviction` policy answers to a run of evictions, one after another.
 
-Each eviction is judged with the policy's own pieces (`eviction_context`, `pdb_refusal`,
-`within_budget`) in the policy's order: a pod outside any LWS the view knows is allowed; a
-PodDisruptionBudget that refuses the pod gives 429; else the group budget decides. A member of a
-Workload API gang (`disruptionMode: all` PodGroup) is judged by the gang budget per set instead. An allowed
+Each eviction is judged with the policy's own pieces (the group budget's, guardhook.budget, and
+`pdb_refusal`) in the policy's order: a pod of no group of a set the view holds is allowed; a
+PodDisruptionBudget that refuses the pod gives 429; else the group budget of its set decides, for
+every group maker (an LWS group, a Workload API gang) alike. An allowed
 eviction then changes what the next one sees, as in the cluster: its group counts as broken, the
 pod is terminating, and each matching PDB with a status has one disruption fewer allowed (the API
 server's eviction handler decrements `status.disruptionsAllowed`). The ledger is not consulted: a
@@ -17,14 +17,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from guardhook.budget import SetReader, default_budget, min_budget, within_budget
+from guardhook.cluster.lws import LWS_KIND
 from guardhook.cluster.model import PodRecord, as_dict
 from guardhook.cluster.pdb_budget import matching_pdbs
 from guardhook.cluster.view.store import ClusterView
-from guardhook.groups.ref import SetRef
-from guardhook.ledger import LwsKey
-from guardhook.policies.group_eviction import eviction_context, pdb_refusal, within_budget
-from guardhook.policies.shared.gang_budget import gang_disruption, gang_reading
-from guardhook.policies.shared.group_budget import BrokenGroups, budget_source, groups_broken, min_budget
+from guardhook.groups import BrokenGroups, SetRef, groups_broken
+from guardhook.policies.group_eviction import pdb_refusal
 from guardhook.wire import KubeObject
 
 
@@ -79,27 +78,28 @@ def evict_in_turn(
     pods: Iterable[PodRecord],
     params: Mapping[str, Any],
     healed: bool = False,
+    reader: SetReader | None = None,
 ) -> Outcome:
     """Judge evicting `pods` one after another, each allowed eviction taking effect before the
     next. `params` are group-eviction's parameters. `healed`: start as if every group were whole
     (a later wave of a drain, which starts once the groups broken before it are whole again);
-    else start from the groups the view shows broken."""
+    else start from the groups the view shows broken. `reader`: the plan's snapshots of `view`'s
+    sets (guardhook.budget.SetReader), shared by its runs; a new one when None."""
+    sets = reader if reader is not None else SetReader(view, default_budget(params), min_budget(params))
     outcome = Outcome()
-    broken: dict[LwsKey, BrokenGroups] = {}  # not sets: an LWS may have 2^31 - 1 broken groups
+    broken: dict[tuple[str, SetRef], BrokenGroups] = {}  # not sets: 2^31 - 1 broken groups fit
     namespace_pods: dict[str, dict[str, PodRecord]] = {}
     pdbs: dict[str, list[KubeObject]] = {}
-    gangs: dict[SetRef, set[str]] = {}  # per gang set, the PodGroups broken so far
     for pod in pods:
         if pod.terminal or pod.terminating:
             continue
-        eviction = eviction_context(view, pod, params)
+        eviction = sets.disruption(pod)
         if eviction is None:
-            _evict_gang_member(view, pod, params, healed, gangs, outcome)
             continue
-        key = (eviction.lws.namespace, eviction.lws.name)
-        none_broken = BrokenGroups({}, eviction.lws.replicas, (), None)
-        if key not in broken:  # the first pod of each LWS reads its groups (read on first use)
-            broken[key] = none_broken if healed else eviction.broken_in_view
+        snap = eviction.snapshot
+        key = (snap.maker, eviction.set)
+        if key not in broken:  # the first pod of each set reads its groups
+            broken[key] = snap.none_broken() if healed else snap.broken
         groups = broken[key]
         if pod.namespace not in namespace_pods:
             namespace_pods[pod.namespace] = {p.name: p for p in view.pods_in_namespace(pod.namespace)}
@@ -108,51 +108,27 @@ def evict_in_turn(
         reason = pdb_refusal(matching, pod, list(namespace_pods[pod.namespace].values()))
         if reason is None and not within_budget(eviction.group, groups, eviction.budget):
             reason = (
-                f"would break group {eviction.group} of LeaderWorkerSet {key[0]}/{key[1]} while "
-                f"{groups_broken(len(groups))} broken "
-                f"(budget {eviction.budget}, {budget_source(eviction.lws, eviction.budget)})"
+                f"would break {snap.wording.group(eviction.set, eviction.group, namespaced=False)} while "
+                f"{groups_broken(len(groups), unit=snap.wording.unit)} broken "
+                f"(budget {eviction.budget}, {eviction.source()})"
             )
         if reason is not None:
             outcome.refused.append(Refusal(pod.namespace, pod.name, pod.node_name, reason))
             continue
         if eviction.group not in groups:
             broken[key] = groups.with_group(eviction.group, "evicted in this plan")
-            outcome.broken.append(PlannedGroup(key[0], key[1], eviction.group))
+            outcome.broken.append(planned(eviction.set, eviction.group))
         namespace_pods[pod.namespace][pod.name] = pod.with_fields(terminating=True)
         for pdb in matching:
             _take_disruption(pdb)
     return outcome
 
 
-def _evict_gang_member(
-    view: ClusterView,
-    pod: PodRecord,
-    params: Mapping[str, Any],
-    healed: bool,
-    gangs: dict[SetRef, set[str]],
-    outcome: Outcome,
-) -> None:
-    """Judge evicting `pod` when it is a member of a `disruptionMode: all` PodGroup, as
-    group-eviction's gang budget does (guardhook.policies.shared.gang_budget; PDBs are not
-    simulated for gangs); `gangs` holds the broken PodGroups per set, updated in place, read from
-    the view on a set's first pod unless `healed`. Anything else is allowed and changes nothing."""
-    gang = gang_disruption(view, pod, int(params.get("maxDisruptedGroups", 1)), min_budget(params))
-    if gang is None:
-        return
-    if gang.set not in gangs:
-        gangs[gang.set] = set() if healed else set(gang_reading(view, gang, ()))
-    broken = gangs[gang.set]
-    name = gang.group.name
-    if name not in broken and len(broken) >= gang.budget:
-        reason = (
-            f"would break PodGroup {name} (disruptionMode all) of {gang.set} while "
-            f"{groups_broken(len(broken))} broken (budget {gang.budget})"
-        )
-        outcome.refused.append(Refusal(pod.namespace, pod.name, pod.node_name, reason))
-        return
-    if name not in broken:
-        broken.add(name)
-        outcome.broken.append(PlannedGroup(gang.set.namespace, gang.set.name, name, gang.set.kind))
+def planned(target: SetRef, key: str) -> PlannedGroup:
+    """Group `key` of set `target` as a plan names it: an LWS's by its name, any other set's with
+    its kind (PlannedGroup)."""
+    kind = "" if target.kind == LWS_KIND else target.kind
+    return PlannedGroup(target.namespace, target.name, key, kind)
 
 
 def _take_disruption(pdb: KubeObject) -> None:

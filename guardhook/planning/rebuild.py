@@ -37,15 +37,16 @@ from guardhook.capacity import (
 )
 from guardhook.capacity.shapes import PODS, format_amount
 from guardhook.cluster.lws import (
+    LWS_KIND,
     GroupKey,
 )
 from guardhook.cluster.model import as_dict, metadata
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import PODS as PODS_KIND
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups import SetRef
 from guardhook.groups.lws import recreated_pods
 from guardhook.groups.placement import member_of_object
-from guardhook.planning.evictions import LwsKey
 from guardhook.wire import KubeObject
 
 RECREATED_OWNERS = ("ReplicaSet", "StatefulSet", "Job", "ReplicationController")
@@ -62,10 +63,7 @@ class Rebuild:
     short: str
 
 
-GangSetKey = tuple[str, str, str]
-"""(namespace, set kind, set name) of a gang set (guardhook.groups.podgroup.set_of)."""
-
-LostGangs = Mapping[GangSetKey, Mapping[str, int]]
+LostGangs = Mapping[SetRef, Mapping[str, int]]
 """Per gang set, its lost PodGroups: name -> the gang's size (guardhook.groups.podgroup.size_of)."""
 
 
@@ -73,17 +71,17 @@ LostGangs = Mapping[GangSetKey, Mapping[str, int]]
 class Rebuilds:
     """`rebuild_everything`'s answer: per LWS with lost groups, and per gang set with lost gangs."""
 
-    lws: dict[LwsKey, Rebuild]
-    gangs: dict[GangSetKey, Rebuild] = field(default_factory=dict)
+    lws: dict[SetRef, Rebuild]
+    gangs: dict[SetRef, Rebuild] = field(default_factory=dict)
 
 
 def rebuild_everything(
     objects: Sequence[KubeObject],
     drained: Iterable[str],
-    lost: Mapping[LwsKey, Collection[GroupKey]],
+    lost: Mapping[SetRef, Collection[GroupKey]],
     lost_gangs: LostGangs,
 ) -> Rebuilds:
-    """For each LWS with lost groups (`lost`: group keys per (namespace, name), each collection
+    """For each LWS with lost groups (`lost`: group keys per LWS, each collection
     iterating in ascending order, e.g. BrokenGroups; only membership, len() and as many groups as
     fit are read, as there may be 2^31 - 1 of them), how many can be rebuilt on `objects` (the
     cluster's, any kinds) without the `drained` nodes; then the lost gangs (`lost_gangs`) re-placed
@@ -99,11 +97,12 @@ def rebuild_everything(
 
 
 def _rebuild_lws(
-    after: ClusterView, index: CapacityIndex, lost: Mapping[LwsKey, Collection[GroupKey]]
-) -> dict[LwsKey, Rebuild]:
-    answers: dict[LwsKey, Rebuild] = {}
+    after: ClusterView, index: CapacityIndex, lost: Mapping[SetRef, Collection[GroupKey]]
+) -> dict[SetRef, Rebuild]:
+    answers: dict[SetRef, Rebuild] = {}
     for lws in sorted(after.all_lws(), key=lambda item: (item.namespace, item.name)):
-        groups = lost.get((lws.namespace, lws.name), ())
+        target = SetRef(lws.namespace, LWS_KIND, lws.name)
+        groups = lost.get(target, ())
         if not groups:
             continue
         demand = GroupDemand(
@@ -116,7 +115,7 @@ def _rebuild_lws(
         )
         fit = fit_groups(index, demand)
         short = "" if fit.all_fit else shortfall(fit, index)
-        answers[(lws.namespace, lws.name)] = Rebuild(len(groups), fit.fits, short)
+        answers[target] = Rebuild(len(groups), fit.fits, short)
         # rebuilt first: later LWSs see them waiting for nodes
         for group in itertools.islice(groups, fit.fits):
             for pod in recreated_pods(lws, group):
@@ -127,7 +126,7 @@ def _rebuild_lws(
 def _rebuild_gangs(
     after: ClusterView,
     index: CapacityIndex,
-    key: GangSetKey,
+    key: SetRef,
     sizes: Mapping[str, int],
     gang_pods: Mapping[tuple[str, str], list[KubeObject]],
 ) -> Rebuild:
@@ -136,11 +135,11 @@ def _rebuild_gangs(
     lost = fits = 0
     short: list[str] = []
     for name in sorted(sizes):
-        pods = gang_pods.get((key[0], name), [])
+        pods = gang_pods.get((key.namespace, name), [])
         if not pods:
             continue
         lost += 1
-        fit = fit_groups(index, gang_demand(key[0], pods, sizes[name]))
+        fit = fit_groups(index, gang_demand(key.namespace, pods, sizes[name]))
         if fit.fits:
             fits += 1
             for pod in pods:
@@ -182,7 +181,7 @@ def _gang_members(
 ) -> dict[tuple[str, str], list[KubeObject]]:
     """(namespace, PodGroup name) -> its pods in `objects` that are not terminal, for every lost
     gang."""
-    wanted = {(key[0], name) for key, sizes in lost_gangs.items() for name in sizes}
+    wanted = {(key.namespace, name) for key, sizes in lost_gangs.items() for name in sizes}
     found: dict[tuple[str, str], list[KubeObject]] = {}
     for obj in objects:
         if obj.get("kind") != "Pod" or not wanted:
@@ -205,7 +204,7 @@ def _pending(pod: KubeObject) -> KubeObject:
 def _after_drain(
     objects: Sequence[KubeObject],
     gone: set[str],
-    lost: Mapping[LwsKey, Collection[GroupKey]],
+    lost: Mapping[SetRef, Collection[GroupKey]],
     lost_gangs: Collection[tuple[str, str]] = frozenset(),
 ) -> list[KubeObject]:
     kept: list[KubeObject] = []
@@ -235,10 +234,12 @@ def _in_gang(pod: KubeObject, gangs: Collection[tuple[str, str]]) -> bool:
 
 
 def _pod_after_drain(
-    pod: KubeObject, gone: set[str], lost: Mapping[LwsKey, Collection[GroupKey]]
+    pod: KubeObject, gone: set[str], lost: Mapping[SetRef, Collection[GroupKey]]
 ) -> KubeObject | None:
     member = member_of_object(pod)
-    if member is not None and member.group_index in lost.get((member.namespace, member.lws_name), ()):
+    if member is not None and member.group_index in lost.get(
+        SetRef(member.namespace, LWS_KIND, member.lws_name), ()
+    ):
         return None
     if as_dict(pod.get("spec")).get("nodeName") not in gone:
         return pod

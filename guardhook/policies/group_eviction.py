@@ -9,12 +9,12 @@ the LWS annotation `guardhook.io/max-disrupted-groups`, else the `maxDisruptedGr
 A group counts as broken when the view shows it not whole (fewer than `size` pods, one
 terminating or not Ready; a group index below `spec.replicas` with no pods at all), or when the
 ledger holds an unexpired eviction from it that the view does not show seen through yet — both
-from one reading (group_budget.budget_reading states the invariant). Evicting from a broken
+from one reading (guardhook.budget.reading states the invariant). Evicting from a broken
 group is always allowed: the replica is lost already, and blocking would only stall the drain.
 Evicting from a whole group is allowed while fewer than B groups are broken, and is then
 recorded in the ledger before the answer — atomically, so concurrent evictions and several
-guardhook replicas cannot exceed B (the budget and ledger live in
-guardhook.policies.shared.group_budget, shared with delete-based drains). Entries expire after
+guardhook replicas cannot exceed B (the one budget, guardhook.budget, shared with delete-based
+drains, group-taint and group-resize). Entries expire after
 `ledgerTTLSeconds`, so an eviction that something later refused frees its budget. Dry runs and
 `guardhook review` record nothing and are judged the same.
 
@@ -27,17 +27,17 @@ A denial carries 429 TooManyRequests, which `kubectl drain` retries.
 
 Gangs of the Workload API (a pod of a `disruptionMode: all` PodGroup, scheduling.k8s.io/v1beta1;
 guardhook.groups.podgroup) are budgeted the same way per set — the PodGroups' Workload, else their
-common controller owner — with the same parameters and annotation
-(guardhook.policies.shared.gang_budget). PodGroups with `single` or no disruption mode are no groups.
+common controller owner — with the same parameters and annotation, by the same budget
+(guardhook.budget). PodGroups with `single` or no disruption mode are no groups.
 
 Fail mode: closed with 429 when the view is stale or the ledger cannot be reached. A pod the view
-shows terminating, or does not hold while its name is an LWS member's
-(guardhook.groups.lws.member_by_name), is
+shows terminating, or does not hold while its name is an LWS member's (a stand-in:
+guardhook.groups.stand_in), is
 allowed — its group counts as broken in the view — and recorded like any allowed eviction: it is
 either gone (the API server answers 404, which a drain treats as done; the LWS deletes the rest of
 a group once one pod is evicted, so this is common) or the view lags a group that has healed
 since, and the pod evicted is the replacement, which breaks that group again; the entry keeps it
-counted until the view shows it (group_budget.budget_reading). Answering 429 would wedge a drain
+counted until the view shows it (guardhook.budget.reading). Answering 429 would wedge a drain
 on a pod that no longer exists. A pod the view does not know in a namespace where exactly one
 `disruptionMode: all` gang misses pods the view has not seen is judged and recorded as that
 gang's. Other pods the view does not know are allowed.
@@ -50,12 +50,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from guardhook.budget import GroupDisruption, default_budget, group_disruption, min_budget, within_budget
+from guardhook.cluster.lws import LWS_KIND
 from guardhook.cluster.model import PodRecord, metadata
 from guardhook.cluster.pdb_budget import matching_pdbs, refusal
 from guardhook.cluster.view.store import LEADERWORKERSETS, ClusterView
-from guardhook.groups.lws import member_by_name
-from guardhook.groups.placement import member_of_pod
-from guardhook.groups.podgroup import short_gangs
+from guardhook.groups import resolve, stand_in
 from guardhook.policies.base import (
     ALLOW,
     TOO_MANY_REQUESTS,
@@ -66,16 +66,7 @@ from guardhook.policies.base import (
     stale_judgement,
     target,
 )
-from guardhook.policies.shared.gang_budget import GangDisruption, gang_disruption, judge_gang_budget
-from guardhook.policies.shared.group_budget import (
-    BUDGET_ANNOTATION,
-    GroupDisruption,
-    group_disruption,
-    judge_budget,
-    min_budget,
-    too_many,
-    within_budget,
-)
+from guardhook.policies.shared.group_budget import BUDGET_ANNOTATION, judge_budget, too_many
 from guardhook.wire import KubeObject
 
 __all__ = [
@@ -88,7 +79,7 @@ __all__ = [
 ]
 
 Eviction = GroupDisruption
-"""What an eviction asks for: the pod, its LWS, and the group states the view shows."""
+"""What an eviction asks for: the pod, its group, one snapshot of its set, and B."""
 
 
 class GroupEviction(Policy):
@@ -107,69 +98,35 @@ class GroupEviction(Policy):
             return stale_judgement(self, ctx.view)
         namespace, name = _evicted_pod(ctx)
         seen = ctx.view.pod(namespace, name)
-        pod = seen if seen is not None else member_by_name(ctx.view, namespace, name)
+        # A pod the view has not seen: named by its group maker's rules (guardhook.groups.stand_in)
+        # and judged as its group's, else allowed (a 429 would wedge a drain on a pod that may be
+        # gone: the API server answers 404 only after admission).
+        pod = seen if seen is not None else stand_in(ctx.view, namespace, name)
         if pod is None:
-            return self._unseen_gang_member(ctx, namespace, name)
+            return ALLOW
         if pod.terminal:
             return ALLOW
         if pod.disruption and not pod.terminating:
             return allowed_disruption_target(pod.disruption, ctx.user)
         eviction = eviction_context(ctx.view, pod, ctx.params)
         if eviction is None:
-            gang = gang_disruption(
-                ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)), min_budget(ctx.params)
-            )
-            if gang is not None:
-                return self._judge_gang(ctx, pod, gang, seen is not None and not seen.terminating)
             return lws_unknowable(ctx.view, pod) or ALLOW
-        # A pod the view shows terminating or does not hold is judged (its group counts as broken,
-        # so it is allowed) and recorded all the same: the view may lag a group that has healed
-        # since, and the pod the API server evicts is then its replacement.
-        refused = None if seen is None or seen.terminating else view_pdb_refusal(ctx.view, pod)
-        if refused:
-            return too_many(f"evicting pod {namespace}/{name}: {refused}; the API server would refuse it")
-        ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
-        return judge_budget(
-            ctx.view,
-            eviction,
-            ctx.ledger,
-            ctx.may_record,
-            ttl,
-            what=f"evicting pod {namespace}/{name}{eviction.member.note()}",
-            cause="eviction",
-        )
+        return self._judge(ctx, eviction, seen is not None and not seen.terminating)
 
-    def _judge_gang(self, ctx: PolicyContext, pod: PodRecord, gang: GangDisruption, seen: bool) -> Judgement:
-        """An eviction of a member of a `disruptionMode: all` PodGroup, budgeted per set
-        (guardhook.policies.shared.gang_budget)."""
+    def _judge(self, ctx: PolicyContext, eviction: Eviction, seen: bool) -> Judgement:
+        """An eviction of a group member (any group maker), by the group budget of its set. A pod
+        the view shows terminating or does not hold (`seen` False) is judged (its group counts as
+        broken, so it is allowed) and recorded all the same: the view may lag a group that has
+        healed since, and the pod the API server evicts is then its replacement."""
+        pod = eviction.pod
         refused = view_pdb_refusal(ctx.view, pod) if seen else None
         if refused:
             return too_many(
                 f"evicting pod {pod.namespace}/{pod.name}: {refused}; the API server would refuse it"
             )
         ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
-        what = f"evicting pod {pod.namespace}/{pod.name}"
-        return judge_gang_budget(ctx.view, gang, ctx.ledger, ctx.may_record, ttl, what, cause="eviction")
-
-    def _unseen_gang_member(self, ctx: PolicyContext, namespace: str, name: str) -> Judgement:
-        """A pod the view does not hold, of no LWS: when the namespace has exactly one
-        `disruptionMode: all` gang the view holds fewer pods of than its `minCount`, the pod is
-        judged and recorded as that gang's — broken in the view, so allowed, and the entry keeps
-        it counted should the view lag a gang healed since. Otherwise allowed: with several such
-        gangs which one it is cannot be told, and a 429 would wedge a drain on a pod that may be
-        gone (the API server answers 404 only after admission)."""
-        short = short_gangs(ctx.view, namespace)
-        if len(short) != 1:
-            return ALLOW
-        stand_in = PodRecord(namespace, name, "", {}, {}, "", "", False, False, ()).with_fields(
-            pod_group=short[0].name
-        )
-        gang = gang_disruption(
-            ctx.view, stand_in, int(ctx.params.get("maxDisruptedGroups", 1)), min_budget(ctx.params)
-        )
-        if gang is None:  # short_gangs holds only `all` PodGroups of the view, so never
-            return ALLOW
-        return self._judge_gang(ctx, stand_in, gang, False)
+        what = f"evicting pod {pod.namespace}/{pod.name}{eviction.ref.note()}"
+        return judge_budget(ctx.view, eviction, ctx.ledger, ctx.may_record, ttl, what, cause="eviction")
 
 
 def lws_unknowable(view: ClusterView, pod: PodRecord) -> Judgement | None:
@@ -177,13 +134,13 @@ def lws_unknowable(view: ClusterView, pod: PodRecord) -> Judgement | None:
     LeaderWorkerSets when last asked (the CRD installed after guardhook started: the view picks
     it up within DISCOVERY_RETRY_SECONDS). Allowing it would let a drain take every group at
     once; None when the view can tell (no LWS member, or LeaderWorkerSets served)."""
-    member = member_of_pod(pod)
-    if member is None or view.readable(LEADERWORKERSETS):
+    ref = resolve(view, pod)
+    if ref is None or ref.set.kind != LWS_KIND or view.readable(LEADERWORKERSETS):
         return None
     return too_many(
-        f"evicting pod {pod.namespace}/{pod.name}: it belongs to LeaderWorkerSet "
-        f"{member.namespace}/{member.lws_name}, but the API server did not serve LeaderWorkerSets "
-        f"when guardhook last asked (CRD installed since?), so its groups cannot be counted; retry shortly"
+        f"evicting pod {pod.namespace}/{pod.name}: it belongs to {ref.set}, but the API server did "
+        f"not serve LeaderWorkerSets when guardhook last asked (CRD installed since?), so its groups "
+        f"cannot be counted; retry shortly"
     )
 
 
@@ -195,11 +152,12 @@ def _evicted_pod(ctx: PolicyContext) -> tuple[str, str]:
 
 
 def eviction_context(view: ClusterView, pod: PodRecord, params: Mapping[str, Any]) -> Eviction | None:
-    """The eviction's group context (group_budget.group_disruption), or None for a pod outside any
-    LWS the view knows (the LWS is gone and its pods are being collected) or of a group beyond
-    `spec.replicas` (scaling down). `params` are the policy's (`maxDisruptedGroups`); the budget is
-    the LWS annotation guardhook.io/max-disrupted-groups when set. Also used by `guardhook drain-plan`."""
-    return group_disruption(view, pod, int(params.get("maxDisruptedGroups", 1)), min_budget(params))
+    """The eviction's group context (guardhook.budget.group_disruption), or None for a pod of no
+    group, of a set the view does not hold (an LWS gone, its pods being collected) or of a group
+    beyond `spec.replicas` (scaling down). `params` are the policy's (`maxDisruptedGroups`,
+    `minMaxDisruptedGroups`); the budget is the set's annotation guardhook.io/max-disrupted-groups
+    when set. Also used by `guardhook drain-plan`."""
+    return group_disruption(view, pod, default_budget(params), min_budget(params))
 
 
 def view_pdb_refusal(view: ClusterView, pod: PodRecord) -> str | None:

@@ -18,7 +18,7 @@ A restarted container is what the LWS controller acts on: under `restartPolicy`
 recreates the whole group once any container of it restarted (lws pod_controller.go
 `handleRestartPolicy`, `ContainerRestarted`). So a resize of a group member that restarts a
 container is a disruption of the group, judged by the group budget of `group-eviction` (B, the
-shared ledger; guardhook.policies.shared.group_budget): within it allowed with a warning and
+shared ledger; guardhook.budget): within it allowed with a warning and
 recorded (not on a dry run), over it denied with 429 TooManyRequests naming the groups already
 down, so a retry is natural. Allowed: a resize that restarts nothing, of a pod outside an LWS the
 view knows, of a terminating pod, of a group already broken. Under `restartPolicy: None` the
@@ -36,9 +36,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from guardhook.cluster.lws import RECREATING_POLICIES
+from guardhook.budget import default_budget, group_disruption, min_budget
+from guardhook.cluster.lws import LWS_KIND, RECREATING_POLICIES
 from guardhook.cluster.model import PodRecord, as_dict, as_list
-from guardhook.groups.placement import member_of_pod
+from guardhook.groups import resolve
 from guardhook.policies.base import (
     ALLOW,
     TOO_MANY_REQUESTS,
@@ -48,7 +49,7 @@ from guardhook.policies.base import (
     stale_judgement,
     target,
 )
-from guardhook.policies.shared.group_budget import group_disruption, judge_budget, min_budget
+from guardhook.policies.shared.group_budget import judge_budget
 
 RESTART_CONTAINER = "RestartContainer"
 NOT_REQUIRED = "NotRequired"
@@ -169,15 +170,15 @@ class GroupResize(Policy):
         """Judge a resize of a group member by the group budget when it restarts a container
         under a recreating restartPolicy; see the module docstring."""
         pod = _resized_pod(ctx)
-        member = member_of_pod(pod)
-        if member is None or pod.terminating or pod.terminal:
-            return ALLOW
+        ref = resolve(ctx.view, pod)
+        if ref is None or ref.set.kind != LWS_KIND or pod.terminating or pod.terminal:
+            return ALLOW  # a restartPolicy that recreates the group is an LWS's
         restarting = restarts(ctx.object, ctx.old_object or ctx.object)
         if not restarting:
             return ALLOW
         if ctx.view.is_stale():
             return stale_judgement(self, ctx.view)
-        lws = ctx.view.lws(member.namespace, member.lws_name)
+        lws = ctx.view.lws(ref.set.namespace, ref.set.name)
         if lws is None:
             return ALLOW
         what = f"resizing pod {pod.namespace}/{pod.name}"
@@ -186,13 +187,11 @@ class GroupResize(Policy):
             return Judgement(
                 advisories=(
                     f"{what} restarts {containers}; under restartPolicy {lws.restart_policy} the LWS "
-                    f"controller does not recreate group {member.group_index} of LeaderWorkerSet "
+                    f"controller does not recreate group {ref.key} of LeaderWorkerSet "
                     f"{lws.namespace}/{lws.name}, which lacks this pod until the container is back",
                 )
             )
-        disruption = group_disruption(
-            ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)), min_budget(ctx.params)
-        )
+        disruption = group_disruption(ctx.view, pod, default_budget(ctx.params), min_budget(ctx.params))
         if disruption is None:
             return ALLOW
         consequence = (
@@ -200,7 +199,7 @@ class GroupResize(Policy):
             f"then recreates the whole group"
         )
         advisory = (
-            f"{what} {consequence} {disruption.group} of LeaderWorkerSet {lws.namespace}/{lws.name} "
+            f"{what} {consequence} {disruption.subject().removeprefix('group ')} "
             f"(a cold start; at most {disruption.budget} at a time); counted against the group-eviction "
             f"budget"
         )

@@ -1,4 +1,5 @@
-"""Policy `group-taint`: the blast radius of a NoExecute taint, counted in whole groups per LWS.
+"""Policy `group-taint`: the blast radius of a NoExecute taint, counted in whole groups per set
+(an LWS, a set of Workload API gangs; guardhook.groups).
 
 A NoExecute taint evicts every pod that does not tolerate it, through the taint eviction
 controllers, which guardhook exempts (they are the repair path): one `kubectl taint nodes` or one
@@ -9,13 +10,14 @@ DRA DeviceTaintRule can break every group of every LWS at once. Judged:
   `None`, DRA's preview, nor `NoSchedule`): the pods using allocated devices it selects, as far as
   the view can tell (guardhook.policies.shared.device_taint_rules).
 Pods that tolerate the taint forever are skipped; a toleration with `tolerationSeconds` only delays
-the eviction, so such a pod counts as lost. For each LWS the groups it would lose are added to those
+the eviction, so such a pod counts as lost. For each set the groups it would lose are added to those
 already broken (the view — where a group a taint already in force dooms is broken, so taints in a
-row add up — and the eviction ledger); a violation when that exceeds the budget B (the LWS
-annotation `guardhook.io/max-disrupted-groups`, else `maxDisruptedGroups`). The message lists the
-LWSs and their groups. A taint within budget records the groups it dooms in the ledger (not on a
-dry run), so the next taint of a `kubectl taint nodes a b c` counts them before the view shows this
-one (guardhook.policies.shared.taint_blast); `ledgerTTLSeconds` follows `group-eviction`.
+row add up — and the eviction ledger); a violation when that exceeds the budget B (the set's
+annotation `guardhook.io/max-disrupted-groups`, else `maxDisruptedGroups`; guardhook.budget). The
+message lists the sets and their groups. A taint within budget records the groups it dooms in the
+ledger (not on a dry run), so the next taint of a `kubectl taint nodes a b c` counts them before the
+view shows this one (guardhook.policies.shared.taint_blast); `ledgerTTLSeconds` follows
+`group-eviction`.
 
 The node lifecycle and taint eviction controllers (both `node-controller`) and kubelets are
 exempt by default: this guards humans and tools, not the repair path.
@@ -31,7 +33,8 @@ from typing import Any
 from guardhook.cluster.going import Unless, describe_taint
 from guardhook.cluster.model import PodRecord, Taint, node_taints
 from guardhook.cluster.taints import added_no_execute, eviction_delay
-from guardhook.groups.placement import member_of_pod
+from guardhook.cluster.view.store import ClusterView
+from guardhook.groups import resolve
 from guardhook.policies.base import ALLOW, Judgement, Policy, PolicyContext, stale_judgement, target
 from guardhook.policies.shared.device_taint_rules import (
     DEVICE_TAINT_RULES,
@@ -61,7 +64,7 @@ class GroupTaint(Policy):
     param_minimums = {"ledgerTTLSeconds": 1}
 
     def judge(self, ctx: PolicyContext) -> Judgement:
-        """Warn (by default) when a NoExecute taint breaks more whole groups of an LWS than its
+        """Warn (by default) when a NoExecute taint breaks more whole groups of a set than its
         budget allows; see the module docstring."""
         resource: Mapping[str, Any] = ctx.request.get("resource") or {}
         if resource.get("resource") == NODES:
@@ -85,7 +88,7 @@ class GroupTaint(Policy):
             return stale_judgement(self, ctx.view)
         name = ctx.name
         what = f"NoExecute taint {describe_taints(taints)} on node {name}"
-        victims = node_victims(ctx.view.pods_on_node(name), taints)
+        victims = node_victims(ctx.view, ctx.view.pods_on_node(name), taints)
         return judge_blast(ctx, Blast(what, victims, unless=Unless(node=name, taints=taints)))
 
 
@@ -94,11 +97,12 @@ def describe_taints(taints: Iterable[Taint]) -> str:
     return ", ".join(describe_taint(t) for t in taints)
 
 
-def node_victims(pods: Iterable[PodRecord], taints: Sequence[Taint]) -> list[Victim]:
-    """The running LWS pods among `pods` that `taints` evict (now or after a toleration expires)."""
+def node_victims(view: ClusterView, pods: Iterable[PodRecord], taints: Sequence[Taint]) -> list[Victim]:
+    """The running group members (any group maker: guardhook.groups.resolve) among `pods` that
+    `taints` evict (now or after a toleration expires)."""
     victims = []
     for pod in pods:
-        if pod.terminal or pod.terminating or member_of_pod(pod) is None:
+        if pod.terminal or pod.terminating or resolve(view, pod) is None:
             continue
         delay = eviction_delay(pod.tolerations, taints)
         if delay is not None:

@@ -19,7 +19,7 @@ Who else disrupts a group:
   `MaintenanceInProgress`, `DrainInProgress`, `Drained`, `GracefulNodeShutdownInProgress`; written
   by a maintenance controller that neither cordons nor taints; guardhook.cluster.going) — is
   judged by the group budget of `group-eviction` (B, the
-  shared ledger, broken groups drain freely; guardhook.policies.shared.group_budget): within the
+  shared ledger, broken groups drain freely; guardhook.budget): within the
   budget it is allowed with a warning and recorded (not on a dry run), over it denied with 429
   naming the groups already down. Parameters `maxDisruptedGroups` and `ledgerTTLSeconds` mean
   what they mean for `group-eviction` and follow its configured values unless set here.
@@ -32,7 +32,7 @@ a Kthena group it names Kthena's entry pod `<lws>-<g>-default-0-0` and its `reco
 A member of a Workload API gang (a `disruptionMode: all` PodGroup; guardhook.groups.podgroup) is
 judged as a worker of a whole group: deleting one breaks the whole gang (KEP-5710: its pods can only
 be disrupted together). From a draining node the delete is judged by the same budget per set
-(gang_budget); otherwise it is denied while the gang is whole, with advice: disrupt it through the
+(guardhook.budget); otherwise it is denied while the gang is whole, with advice: disrupt it through the
 Eviction API (budgeted by `group-eviction`) or through its controller. Nothing names a pod whose
 deletion restarts a gang, so there is no "delete this pod instead". A gang controller that deletes
 its own pods is allowed when it is a kube-system controller (`system:serviceaccount:kube-system:*`,
@@ -62,6 +62,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from guardhook.budget import default_budget, group_disruption, min_budget
 from guardhook.cluster.going import DRAIN_CONDITIONS, draining
 from guardhook.cluster.lws import GROUP_KEY_LABEL, PREFIX, RECREATING_POLICIES, WORKER_INDEX_LABEL
 from guardhook.cluster.model import NodeRecord, PodRecord, metadata, str_map
@@ -80,8 +81,7 @@ from guardhook.policies.base import (
     stale_judgement,
     target,
 )
-from guardhook.policies.shared.gang_budget import gang_disruption, judge_gang_budget
-from guardhook.policies.shared.group_budget import group_disruption, judge_budget, min_budget
+from guardhook.policies.shared.group_budget import judge_budget
 from guardhook.wire import KubeObject
 
 DRAIN_TAINT_KEYS_PARAM = "drainTaintKeys"
@@ -156,7 +156,7 @@ class WorkerDelete(Policy):
     def _gang_delete(self, ctx: PolicyContext, pod: PodRecord) -> Judgement:
         """A DELETE of a member of a `disruptionMode: all` PodGroup (guardhook.groups.podgroup),
         judged as a worker delete of a whole group: from a draining node budgeted per set as an
-        eviction is (guardhook.policies.shared.gang_budget), otherwise denied while the gang is
+        eviction is (guardhook.budget), otherwise denied while the gang is
         whole. Allowed: pods marked for disruption, gangs already broken, PodGroups the view does
         not hold or that are not `all` (then the pod is no group member)."""
         if pod.disruption:
@@ -177,15 +177,11 @@ class WorkerDelete(Policy):
             else ""
         )
         if node is not None and why:
-            gang = gang_disruption(
-                ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)), min_budget(ctx.params)
-            )
+            gang = group_disruption(ctx.view, pod, default_budget(ctx.params), min_budget(ctx.params))
             if gang is not None:
                 ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
                 what = f"deleting pod {pod.namespace}/{pod.name} from draining node {node.name} ({why})"
-                return judge_gang_budget(
-                    ctx.view, gang, ctx.ledger, ctx.may_record, ttl, what, cause="delete"
-                )
+                return judge_budget(ctx.view, gang, ctx.ledger, ctx.may_record, ttl, what, cause="delete")
         if not gang_health(ctx.view, group).whole:
             return ALLOW  # already broken: removing more of it costs nothing more
         ref = resolve(ctx.view, pod)
@@ -197,20 +193,16 @@ class WorkerDelete(Policy):
         """A worker DELETE on a draining node (`why`: cordoned, or its drain taint), judged by the
         group budget; None when the view does not hold the pod's LWS (then it is judged as any
         worker delete)."""
-        disruption = group_disruption(
-            ctx.view, pod, int(ctx.params.get("maxDisruptedGroups", 1)), min_budget(ctx.params)
-        )
+        disruption = group_disruption(ctx.view, pod, default_budget(ctx.params), min_budget(ctx.params))
         if disruption is None:
             return None
-        lws = disruption.lws
         if why == "cordoned":
             where = f"pod {pod.namespace}/{pod.name} from cordoned node {node.name}"
         else:
             where = f"pod {pod.namespace}/{pod.name} from draining node {node.name} ({why})"
         advisory = (
-            f"deleting {where} is a drain without evictions: it breaks group {disruption.group} of "
-            f"LeaderWorkerSet {lws.namespace}/{lws.name} (at most {disruption.budget} at a time); "
-            f"counted against the group-eviction budget"
+            f"deleting {where} is a drain without evictions: it breaks {disruption.subject()} "
+            f"(at most {disruption.budget} at a time); counted against the group-eviction budget"
         )
         ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
         what = f"deleting {where} (a drain without evictions)"

@@ -36,7 +36,7 @@ from guardhook.cluster.dra import (
 from guardhook.cluster.going import Unless
 from guardhook.cluster.taints import NO_EXECUTE, eviction_delay
 from guardhook.cluster.view.store import ClusterView
-from guardhook.groups.placement import member_of_pod
+from guardhook.groups import resolve
 from guardhook.policies.base import PolicyContext
 from guardhook.policies.shared.taint_blast import Blast, Victim
 
@@ -84,8 +84,8 @@ def _same_reach(old: DeviceTaintRuleRecord, new: DeviceTaintRuleRecord) -> bool:
 
 
 def rule_blast(view: ClusterView, change: RuleChange) -> Blast:
-    """The running LWS pods the rule's NoExecute taint evicts, through their allocated claims, and
-    what the view could not tell."""
+    """The running group members (guardhook.groups.resolve) the rule's NoExecute taint evicts,
+    through their allocated claims, and what the view could not tell."""
     rule = change.rule
     selecting = _Selection(view, rule)
     victims: dict[tuple[str, str], Victim] = {}
@@ -94,7 +94,7 @@ def rule_blast(view: ClusterView, change: RuleChange) -> Blast:
         if delay is None:
             continue
         for pod in view.pods_using_claim(claim.namespace, claim.name):
-            if pod.terminal or pod.terminating or member_of_pod(pod) is None:
+            if pod.terminal or pod.terminating or resolve(view, pod) is None:
                 continue
             known = victims.get(pod.key)
             if known is None or delay < known.delay:
