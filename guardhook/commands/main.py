@@ -161,10 +161,24 @@ def is_usage_error(exc: BaseException) -> bool:
     return False
 
 
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse `argv`; an argument no parser takes is a usage error of the command it was given to,
+    one line prefixed as every other (`guardhook drain: error: unrecognized arguments: --foo`),
+    where argparse names only the top parser (`guardhook: error: …`)."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        # the innermost command given (`guardhook config validate`): each level's subparsers
+        # store the name chosen under their dest
+        while subparsers := [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]:
+            parser = subparsers[0].choices[getattr(args, subparsers[0].dest)]
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; exit 2 with one line on stderr for bad configuration, input or source."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser().parse_args(argv)
+    args = parse(build_parser(), argv)
     from guardhook.commands import common
 
     common.PROGRAM[0] = f"guardhook {args.command}"
