@@ -178,6 +178,11 @@ CROSS_VALUE_RULES = [
         "certs.selfManaged.renewBefore (90m) must be less than certs.selfManaged.validity (1h30m)",
     ),
     (
+        {"ports": {"webhook": 8080}},
+        "guardhook-system",
+        "ports.webhook and ports.metrics must differ (both 8080)",
+    ),
+    (
         {"components": {"admissionPolicyFloor": {"enabled": True}}, "exemptions": {"users": ["ci-?"]}},
         "guardhook-system",
         'the exempt user pattern "ci-?" is a glob the chart cannot write as CEL',
@@ -196,4 +201,7 @@ def test_a_rule_across_values_fails_the_render_with_one_line(
     assert done.returncode != 0
     (error,) = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
     assert says in error, done.stderr
-    assert "guardhook export admission-policies" in error or "group-readiness" in error or "certs." in error
+    assert any(
+        said in error
+        for said in ("guardhook export admission-policies", "group-readiness", "certs.", "ports.")
+    )
