@@ -245,18 +245,23 @@ def kustomize_notes(files: Sequence[Path]) -> dict[Path, SkippedDocument]:
             texts[kustomization] = kustomization.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-    patches: dict[Path, str] = {}
+    patches: dict[Path, tuple[Path, str]] = {}  # patch -> (its Kustomization, how it names it)
     for kustomization, text in texts.items():  # a patch left disabled in a comment, unless one is in use
         for name in _disabled_patch_names(text):
-            patches[(kustomization.parent / name).resolve()] = f"{kustomization} names it in a comment"
+            patches[(kustomization.parent / name).resolve()] = (kustomization, "names it in a comment")
     for kustomization, text in texts.items():
         for name in _patch_names(text):
-            patches[(kustomization.parent / name).resolve()] = f"{kustomization} names it"
+            patches[(kustomization.parent / name).resolve()] = (kustomization, "names it")
     notes: dict[Path, SkippedDocument] = {}
     for file in files:
         named = patches.get(file.resolve())
         if named is not None or file.name in KUSTOMIZATION_FILES:
-            what = f"patch ({named})" if named is not None else "Kustomization"
+            what = "Kustomization"
+            if named is not None:
+                # the Kustomization as the file was given: relative to a relative file, as every other path
+                kustomization, how = named
+                shown = kustomization if file.is_absolute() else Path(os.path.relpath(kustomization))
+                what = f"patch ({shown} {how})"
             notes[file] = SkippedDocument(
                 str(file), 0, 1, f"a kustomize {what}, not an object: {KUSTOMIZE_BUILD}"
             )
