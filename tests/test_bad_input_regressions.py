@@ -225,6 +225,18 @@ def test_an_unknown_argument_is_the_commands_error(
     assert capsys.readouterr().err == said + "\n"
 
 
+def test_an_error_of_config_validate_names_config_validate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # its argparse errors said `guardhook config validate: error: …`, its other errors
+    # `guardhook config: …`: one command, one prefix
+    assert cli.main(["config", "validate", str(tmp_path)]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"guardhook config validate: cannot read config {tmp_path}: Is a directory\n"
+    )
+
+
 # ---- a kubeconfig pointing at a server that is not a Kubernetes API server ---------------------
 # It answers 404 for everything. A 404 used to mean "CRD not installed" for every kind, so serve
 # became ready on an empty view (and worker-delete allowed every delete), review judged against
