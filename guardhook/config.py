@@ -310,12 +310,14 @@ def _judges_default_per_policy_users(policy: Policy) -> bool:
 
 
 def _actions(policy: Policy, raw: Any, where: str) -> tuple[Action, ...]:
+    # the actions this policy takes, as the schema lists them (`config validate` says the same)
+    allowed = ", ".join(a for a in ACTIONS if a != "Mutate" or policy.can_mutate)
     if not isinstance(raw, list):
-        raise ConfigError(f"{where}.actions must be a list of {', '.join(ACTIONS)}")
+        raise ConfigError(f"{where}.actions must be a list of {allowed}")
     actions: list[Action] = []
     for item in raw:
         if item not in ACTIONS:
-            raise ConfigError(f"{where}.actions: unknown action {item!r} (one of {', '.join(ACTIONS)})")
+            raise ConfigError(f"{where}.actions: unknown action {item!r} (one of {allowed})")
         if item == "Mutate" and not policy.can_mutate:
             raise ConfigError(f"{where}.actions: {policy.id} cannot Mutate")
         actions.append(item)

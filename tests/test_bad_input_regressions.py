@@ -202,6 +202,41 @@ def test_unusable_flag_values_exit_2_naming_the_flag(
     assert line.startswith("guardhook") and ": error: " in line and said in line, line
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["drain", "--foo", "gpu-node-01"], "guardhook drain: error: unrecognized arguments: --foo"),
+        (["check", "x.yaml", "--strict"], "guardhook check: error: unrecognized arguments: --strict"),
+        (
+            ["config", "validate", "x.yaml", "--bar"],
+            "guardhook config validate: error: unrecognized arguments: --bar",
+        ),
+        (["config", "schema", "extra"], "guardhook config schema: error: unrecognized arguments: extra"),
+    ],
+)
+def test_an_unknown_argument_is_the_commands_error(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # argparse named the top parser (`guardhook: error: unrecognized arguments: --foo`), unlike
+    # every other error line, which names the command (docs/commands.md)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == said + "\n"
+
+
+def test_an_error_of_config_validate_names_config_validate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # its argparse errors said `guardhook config validate: error: …`, its other errors
+    # `guardhook config: …`: one command, one prefix
+    assert cli.main(["config", "validate", str(tmp_path)]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"guardhook config validate: cannot read config {tmp_path}: Is a directory\n"
+    )
+
+
 # ---- a kubeconfig pointing at a server that is not a Kubernetes API server ---------------------
 # It answers 404 for everything. A 404 used to mean "CRD not installed" for every kind, so serve
 # became ready on an empty view (and worker-delete allowed every delete), review judged against

@@ -206,3 +206,46 @@ def test_a_garbage_certificate_is_named_with_what_is_wrong(tmp_path: Path) -> No
     paths.cert.write_text("-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----\n")
     with pytest.raises(CertificateError, match=f"{paths.cert} is not a PEM certificate"):
         ensure_certs(tmp_path)
+
+
+def test_serve_says_it_generated_certificates_and_which_dns_names_an_existing_one_lacks(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A first run's curl needs to know where the CA went; a later `serve --dns NAME` on the same
+    # folder kept the old certificate and dropped NAME in silence (clients calling it then failed
+    # verification with no word in the log).
+    import logging
+
+    from guardhook.server.certs import ensure_certs
+
+    folder = tmp_path / "certs"
+    with caplog.at_level(logging.INFO, "guardhook.server.certs"):
+        ensure_certs(folder, ["web.example", "10.0.0.1"])
+    assert (
+        f"no certificates in {folder}: generated a CA ({folder / CA_FILE}) and a serving certificate "
+        "for localhost, 127.0.0.1, web.example, 10.0.0.1"
+    ) in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, "guardhook.server.certs"):
+        ensure_certs(folder, ["WEB.example", "10.0.0.1", "localhost"])  # all named: no warning
+    assert "WARNING" not in caplog.text and "does not name" not in caplog.text
+    with caplog.at_level(logging.INFO, "guardhook.server.certs"):
+        ensure_certs(folder, ["web.example", "api.example", "10.0.0.2"])
+    [warning] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.getMessage().startswith(
+        f"{folder / CERT_FILE} does not name api.example, 10.0.0.2: --dns applies only to a "
+        "certificate serve generates into an empty folder"
+    )
+
+
+def test_a_wildcard_san_names_one_label_below_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from guardhook.server.certs import ensure_certs
+
+    generate(tmp_path, ["*.svc.example"])
+    with caplog.at_level(logging.WARNING, "guardhook.server.certs"):
+        ensure_certs(tmp_path, ["a.svc.example"])
+        assert caplog.records == []
+        ensure_certs(tmp_path, ["a.b.svc.example"])
+    assert "does not name a.b.svc.example" in caplog.text

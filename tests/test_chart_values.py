@@ -96,6 +96,7 @@ BAD_VALUES = [
     ({"image": {"pullPolicy": "Sometimes"}}, "pullPolicy"),
     ({"resources": {"requests": {"memory": "lots"}}}, "memory"),
     ({"monitoring": {"serviceMonitor": {"enabled": True, "interval": "often"}}}, "interval"),
+    ({"components": {"policyReports": {"schedule": "every hour"}}}, "schedule"),  # was taken
     ({"replica": 2}, "replica"),
     # issue 49: guardhook's own configuration, checked by the generated configuration schema
     ({"policies": {"group-eviction": {"budgett": 2}}}, "budgett"),
@@ -126,6 +127,16 @@ def test_helm_lint_strict_refuses_a_mistyped_configuration(
     done = run_helm("lint", "--strict", str(CHART), "--namespace", NAMESPACE, values=values, tmp=tmp_path)
     assert done.returncode != 0
     assert named in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("schedule", ["@hourly", "@daily", "@every 90m", "*/30 * * * *", "0 3 * * 1-5"])
+def test_a_cronjob_schedule_the_api_server_takes_renders(tmp_path: Path, schedule: str) -> None:
+    # "@hourly" was refused (minLength 9) while "every hour" passed to the API server to refuse
+    values = {"components": {"policyReports": {"enabled": True, "schedule": schedule}}}
+    done = run_helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, values=values, tmp=tmp_path)
+    assert done.returncode == 0, done.stderr
+    [cron] = [o for o in yaml.safe_load_all(done.stdout) if o and o["kind"] == "CronJob"]
+    assert cron["spec"]["schedule"] == schedule
 
 
 def test_helm_package_makes_the_release_artifact(tmp_path: Path) -> None:
@@ -178,6 +189,11 @@ CROSS_VALUE_RULES = [
         "certs.selfManaged.renewBefore (90m) must be less than certs.selfManaged.validity (1h30m)",
     ),
     (
+        {"ports": {"webhook": 8080}},
+        "guardhook-system",
+        "ports.webhook and ports.metrics must differ (both 8080)",
+    ),
+    (
         {"components": {"admissionPolicyFloor": {"enabled": True}}, "exemptions": {"users": ["ci-?"]}},
         "guardhook-system",
         'the exempt user pattern "ci-?" is a glob the chart cannot write as CEL',
@@ -196,4 +212,7 @@ def test_a_rule_across_values_fails_the_render_with_one_line(
     assert done.returncode != 0
     (error,) = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
     assert says in error, done.stderr
-    assert "guardhook export admission-policies" in error or "group-readiness" in error or "certs." in error
+    assert any(
+        said in error
+        for said in ("guardhook export admission-policies", "group-readiness", "certs.", "ports.")
+    )

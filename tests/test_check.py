@@ -678,6 +678,59 @@ def test_a_document_that_is_no_object_gets_a_note_and_fails_nothing(
     ]
 
 
+def test_a_helm_chart_template_is_noted_not_read_as_yaml(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `guardhook check charts/mychart` gave one "not valid YAML or JSON" error per template (exit 2
+    # for a chart with nothing wrong): a template is the chart's, as a patch is a Kustomization's.
+    chart = tmp_path / "charts" / "app"
+    (chart / "templates").mkdir(parents=True)
+    write(chart, "Chart.yaml", "apiVersion: v2\nname: app\nversion: 0.1.0\n")
+    write(
+        chart / "templates", "service.yaml", "{{- if .Values.service.enabled }}\nkind: Service\n{{- end }}\n"
+    )
+    write(
+        chart / "templates",
+        "plain.yaml",  # no template action: an object like any other, still judged
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: serve}\n",
+    )
+    monkeypatch.chdir(tmp_path)
+    code, lines, err = run(capsys, "charts/app")
+    assert (code, lines) == (0, []), err
+    assert (
+        "guardhook check: note: charts/app/templates/service.yaml: document at line 1 skipped: a Helm "
+        "chart template (charts/app/Chart.yaml), not an object: give `helm template`'s output instead"
+    ) in err.splitlines()
+    assert "not valid YAML" not in err and summary(err)[0] == "1"  # plain.yaml
+    code, lines, err = run(capsys, "charts/app/templates/service.yaml")  # given alone: the same note
+    assert (code, lines) == (2, []) and "a Helm chart template (charts/app/Chart.yaml)" in err
+
+
+def test_a_patch_given_by_a_relative_path_names_its_kustomization_relative_too(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `guardhook check manifests/` named every file as given but each patch's Kustomization by its
+    # absolute path (`… a kustomize patch (/home/me/repo/manifests/…/kustomization.yaml names it)`).
+    overlay = tmp_path / "repo" / "overlay"
+    overlay.mkdir(parents=True)
+    write(overlay, "kustomization.yaml", "resources: [../base]\npatches:\n- path: replicas.yaml\n")
+    write(
+        overlay,
+        "replicas.yaml",
+        "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\n"
+        "metadata: {name: llm}\nspec: {replicas: 6}\n",
+    )
+    monkeypatch.chdir(tmp_path / "repo")
+    _code, _lines, err = run(capsys, "overlay/replicas.yaml")
+    assert (
+        "guardhook check: note: overlay/replicas.yaml: document at line 1 skipped: a kustomize patch "
+        "(overlay/kustomization.yaml names it), not an object: give `kustomize build DIR`'s output instead"
+    ) in err.splitlines()
+    monkeypatch.chdir(overlay)  # the Kustomization named from where the command runs
+    _code, _lines, err = run(capsys, "replicas.yaml")
+    assert "a kustomize patch (kustomization.yaml names it)" in err
+
+
 def test_a_kustomize_overlay_is_noted_not_judged_as_objects(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -51,6 +51,25 @@ def test_cluster_commands_without_a_cluster_exit_2_saying_so(
     )
 
 
+def test_drain_without_a_cluster_does_not_offer_cluster_state_it_does_not_take(
+    no_cluster: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `drain` has no --cluster-state (a live cluster only): the line used to offer it, and
+    # following it gave `argument NODE: '<the path>' is not a valid name`.
+    assert main(["drain", "--dry-run=client", "gpu-node-07"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        "guardhook drain: no cluster configured: pass --kubeconfig FILE (or set $KUBECONFIG, or run "
+        "in a pod); drain works on a live cluster only (`guardhook drain-plan` plans on the sample "
+        "fleet or --cluster-state PATH)\n"
+    )
+    parser = build_parser()
+    [subparsers] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    drain = subparsers.choices["drain"]
+    assert not any("--cluster-state" in action.option_strings for action in drain._actions)
+
+
 def test_cluster_state_still_works_offline(no_cluster: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "--cluster-state", str(FIXTURES / "fleet")]) == 0
     assert "llm-xl" in capsys.readouterr().out

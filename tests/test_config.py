@@ -46,6 +46,15 @@ def test_unknown_key_fails_naming_it(tmp_path: Path, text: str, named: str) -> N
     [
         ("policies: {worker-delete: {actions: [Deny, Warn]}}\n", "Deny and Warn together"),
         ("policies: {worker-delete: {actions: [Block]}}\n", "unknown action 'Block'"),
+        # the actions offered are the policy's own: Mutate only where it can mutate
+        (
+            "policies: {group-spec: {actions: [Warm]}}\n",
+            r"unknown action 'Warm' \(one of Deny, Warn, Audit\)$",
+        ),
+        (
+            "policies: {leader-service: {actions: [Warm]}}\n",
+            r"unknown action 'Warm' \(one of Deny, Warn, Audit, Mutate\)$",
+        ),
         ("policies: {worker-delete: {actions: Deny}}\n", "must be a list"),
         ("policies: {worker-delete: {actions: [Mutate]}}\n", "cannot Mutate"),
         (

@@ -103,6 +103,10 @@ def test_without_namespaces_nothing_is_called_unguarded_but_a_note_says_so() -> 
     assert not view.readable(NAMESPACES)
     assert [g for g in coverage_gaps(view) if g.kind == EVICTIONS_UNGUARDED] == []
     assert any("Namespaces could not be read" in note for note in unchecked(view))
+    # offline (manifests, the sample fleet) a note that says only "could not be read" reads as an
+    # RBAC failure: it says what to do in both cases, as the webhook configurations' note does
+    [note] = [n for n in unchecked(view) if n.startswith("Namespaces")]
+    assert note.endswith("(in a cluster, grant get/list on namespaces; offline, the objects hold none)")
 
 
 def test_self_managed_entries_reach_guardhook_and_only_ignore_entries_fail_open(

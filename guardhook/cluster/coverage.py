@@ -211,7 +211,10 @@ def unchecked(view: ClusterView) -> list[str]:
     """Notes on what the coverage report could not check (kinds the view cannot read)."""
     notes = []
     if not view.readable(NAMESPACES):
-        notes.append("Namespaces could not be read: whether LWS namespaces guard evictions was not checked")
+        notes.append(
+            "Namespaces could not be read: whether LWS namespaces guard evictions was not checked (in a "
+            "cluster, grant get/list on namespaces; offline, the objects hold none)"
+        )
     missing = [kind for kind in WEBHOOK_KINDS if not view.readable(kind)]
     if missing:
         notes.append(

@@ -68,18 +68,26 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def require_cluster(source: Source, command: str) -> None:
+def require_cluster(source: Source, command: str, cluster_state: bool = True) -> None:
     """Raise SourceError when `source` is the bundled sample fleet: `command` (the caller, whose
     name the CLI's error prefix carries) judges or changes a
     real cluster, so it must never pretend the sample fleet is one (the fleet is for `serve`'s
-    first run and for `--cluster-state` demos)."""
+    first run and for `--cluster-state` demos). `cluster_state` False: the command takes no
+    `--cluster-state` (`drain`), so the line does not offer it."""
     from guardhook.cluster.sources import EMBEDDED
 
-    if source.kind == EMBEDDED:
+    if source.kind != EMBEDDED:
+        return
+    if not cluster_state:
         raise SourceError(
-            "no cluster configured: pass --kubeconfig FILE or --cluster-state PATH "
-            "(or set $KUBECONFIG, or run in a pod)"
+            "no cluster configured: pass --kubeconfig FILE (or set $KUBECONFIG, or run in a pod); "
+            f"{command} works on a live cluster only (`guardhook drain-plan` plans on the sample "
+            "fleet or --cluster-state PATH)"
         )
+    raise SourceError(
+        "no cluster configured: pass --kubeconfig FILE or --cluster-state PATH "
+        "(or set $KUBECONFIG, or run in a pod)"
+    )
 
 
 def using_source(source: Source, doing: str, make: Callable[[], T]) -> T:

@@ -143,7 +143,7 @@ def run_drain(args: argparse.Namespace) -> int:
     selector = _selector(args.selector) if args.selector else None
     config = load_config(args.config)  # bad local input is refused before the cluster is read
     source = choose_source((), args.kubeconfig)
-    require_cluster(source, "drain")
+    require_cluster(source, "drain", cluster_state=False)  # drain takes no --cluster-state
     calls = KubeDrainCalls(live_client(source, retries=False))
     objects = using_source(source, "list objects from", calls.objects)
     nodes = tuple(args.nodes) if selector is None else _selected(objects, selector, args.selector)

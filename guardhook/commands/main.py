@@ -161,13 +161,33 @@ def is_usage_error(exc: BaseException) -> bool:
     return False
 
 
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse `argv`; an argument no parser takes is a usage error of the command it was given to,
+    one line prefixed as every other (`guardhook drain: error: unrecognized arguments: --foo`),
+    where argparse names only the top parser (`guardhook: error: …`)."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        innermost(parser, args).error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
+def innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the innermost command `args` chose (`guardhook config validate`'s): each
+    level's subparsers store the name chosen under their dest. Its prog is the command's name."""
+    while subparsers := [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]:
+        parser = subparsers[0].choices[getattr(args, subparsers[0].dest)]
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; exit 2 with one line on stderr for bad configuration, input or source."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parse(parser, argv)
     from guardhook.commands import common
 
-    common.PROGRAM[0] = f"guardhook {args.command}"
+    program = innermost(parser, args).prog  # `guardhook config validate`, as its usage errors say
+    common.PROGRAM[0] = program
     configure_logging(str(args.log_level), args.log_format)
     if args.command in ONE_SHOT:
         from guardhook.commands.output import configure_logging as quiet_logs
@@ -187,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         # one prefix for every command's errors, as kubectl's `error: `: the message itself
         # never names the command again
-        print(f"guardhook {args.command}: {exc}", file=sys.stderr)
+        print(f"{program}: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
 

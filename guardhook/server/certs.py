@@ -199,8 +199,10 @@ def ensure_certs(folder: str | Path, extra_names: Iterable[str] = (), in_cluster
     overwritten), and when tls.crt/tls.key do not load as a certificate and its key."""
     paths = CertPaths(Path(folder))
     _refuse_non_folder(paths.folder)
+    extra_names = list(extra_names)
     if paths.complete():
         _check_loadable(paths)
+        _warn_unnamed(paths, extra_names)
         return paths
     present = [p.name for p in (paths.ca, paths.cert, paths.key) if p.exists()]
     if present:
@@ -214,7 +216,52 @@ def ensure_certs(folder: str | Path, extra_names: Iterable[str] = (), in_cluster
             f"no {CERT_FILE}/{KEY_FILE} in {paths.folder}: inside a cluster the serving certificate must be "
             "mounted (cert-manager or `guardhook certs`); refusing to invent a CA per replica"
         )
-    return generate(paths.folder, [*DEFAULT_NAMES, *extra_names])
+    names = list(dict.fromkeys([*DEFAULT_NAMES, *extra_names]))
+    generate(paths.folder, names)
+    # Said, since a first run's curl needs it: `curl --cacert <folder>/ca.crt https://localhost:…`.
+    log.info(
+        "no certificates in %s: generated a CA (%s) and a serving certificate for %s",
+        paths.folder,
+        paths.ca,
+        ", ".join(names),
+    )
+    return paths
+
+
+def _warn_unnamed(paths: CertPaths, names: list[str]) -> None:
+    """Log a WARNING for each of `names` (`serve --dns`) that the certificate already in the folder
+    does not name: --dns shapes only a certificate serve generates, so a name added on a later run
+    would otherwise be dropped in silence and clients calling it would fail verification."""
+    if not names:
+        return
+    cert = x509.load_pem_x509_certificates(paths.cert.read_bytes())[0]
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        sans = x509.SubjectAlternativeName([])
+    ips = {str(ip) for ip in sans.get_values_for_type(x509.IPAddress)}
+    dns = [d.lower() for d in sans.get_values_for_type(x509.DNSName)]
+    missing = [name for name in names if not _named(name, ips, dns)]
+    if missing:
+        log.warning(
+            "%s does not name %s: --dns applies only to a certificate serve generates into an empty "
+            "folder; remove the folder's ca.crt, tls.crt and tls.key to have them generated again "
+            "(clients must then trust the new ca.crt), or give a certificate that names them",
+            paths.cert,
+            ", ".join(missing),
+        )
+
+
+def _named(name: str, ips: set[str], dns: list[str]) -> bool:
+    """Whether a certificate with these IP and DNS SANs names `name` (a `*.` SAN covers one label)."""
+    try:
+        return str(ipaddress.ip_address(name)) in ips
+    except ValueError:
+        pass
+    name = name.lower()
+    return name in dns or any(
+        san.startswith("*.") and "." in name and name.split(".", 1)[1] == san[2:] for san in dns
+    )
 
 
 def _check_loadable(paths: CertPaths) -> None:

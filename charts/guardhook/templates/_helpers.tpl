@@ -325,6 +325,9 @@ rules:
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- if eq (int .Values.ports.webhook) (int .Values.ports.metrics) -}}
+{{- fail (printf "ports.webhook and ports.metrics must differ (both %d): guardhook serve refuses to start with --port and --metrics-port the same" (int .Values.ports.webhook)) -}}
+{{- end -}}
 {{- if and (get $policies "group-readiness") (not .Values.components.groupReadiness.enabled) -}}
 {{- fail "policies.group-readiness is set but components.groupReadiness.enabled is false: no webhook entry would call group-readiness (enable the component or drop the setting)" -}}
 {{- end -}}

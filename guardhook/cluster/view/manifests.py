@@ -228,7 +228,8 @@ def kustomize_notes(files: Sequence[Path]) -> dict[Path, SkippedDocument]:
     looked for among `files` and in the folders above them up to the repository's root (the folder
     holding `.git`), as a patch is often given alone (pre-commit gives changed files). A patch is a
     fragment kustomize merges into an object: judged alone it is invalid. So is one a Kustomization
-    names in a commented-out entry (_disabled_patch_names: kubebuilder's scaffold leaves patches so)."""
+    names in a commented-out entry (_disabled_patch_names: kubebuilder's scaffold leaves patches so).
+    A Helm chart's templates get their note too (helm_template_notes)."""
     kustomizations = {file.resolve() for file in files if file.name in KUSTOMIZATION_FILES}
     seen: set[Path] = set()
     for folder in {file.resolve().parent for file in files}:
@@ -245,21 +246,55 @@ def kustomize_notes(files: Sequence[Path]) -> dict[Path, SkippedDocument]:
             texts[kustomization] = kustomization.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-    patches: dict[Path, str] = {}
+    patches: dict[Path, tuple[Path, str]] = {}  # patch -> (its Kustomization, how it names it)
     for kustomization, text in texts.items():  # a patch left disabled in a comment, unless one is in use
         for name in _disabled_patch_names(text):
-            patches[(kustomization.parent / name).resolve()] = f"{kustomization} names it in a comment"
+            patches[(kustomization.parent / name).resolve()] = (kustomization, "names it in a comment")
     for kustomization, text in texts.items():
         for name in _patch_names(text):
-            patches[(kustomization.parent / name).resolve()] = f"{kustomization} names it"
-    notes: dict[Path, SkippedDocument] = {}
+            patches[(kustomization.parent / name).resolve()] = (kustomization, "names it")
+    notes: dict[Path, SkippedDocument] = helm_template_notes(files)
     for file in files:
         named = patches.get(file.resolve())
         if named is not None or file.name in KUSTOMIZATION_FILES:
-            what = f"patch ({named})" if named is not None else "Kustomization"
+            what = "Kustomization"
+            if named is not None:
+                # the Kustomization as the file was given: relative to a relative file, as every other path
+                kustomization, how = named
+                shown = kustomization if file.is_absolute() else Path(os.path.relpath(kustomization))
+                what = f"patch ({shown} {how})"
             notes[file] = SkippedDocument(
                 str(file), 0, 1, f"a kustomize {what}, not an object: {KUSTOMIZE_BUILD}"
             )
+    return notes
+
+
+HELM_TEMPLATE = "give `helm template`'s output instead"
+
+
+def helm_template_notes(files: Sequence[Path]) -> dict[Path, SkippedDocument]:
+    """The note for each of `files` that is a Helm chart's template: below the `templates/` folder
+    of a folder holding `Chart.yaml` (looked for up to the repository's root, as a Kustomization
+    is) and holding a template action (`{{`). Read alone it is no YAML (`{{- if … }}`) or an object
+    with unrendered values; a template that is plain YAML is still judged."""
+    notes: dict[Path, SkippedDocument] = {}
+    for file in files:
+        resolved = file.resolve()
+        for above in resolved.parents:
+            if (above / "Chart.yaml").is_file() and resolved.is_relative_to(above / "templates"):
+                try:
+                    templated = "{{" in resolved.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    break  # reading it is then the reader's to report
+                if templated:
+                    chart = above / "Chart.yaml"
+                    shown = chart if file.is_absolute() else Path(os.path.relpath(chart))
+                    notes[file] = SkippedDocument(
+                        str(file), 0, 1, f"a Helm chart template ({shown}), not an object: {HELM_TEMPLATE}"
+                    )
+                break
+            if (above / ".git").exists():
+                break
     return notes
 
 
