@@ -190,6 +190,26 @@ def test_a_gzip_body_gets_415_naming_the_coding(server: Server) -> None:
     assert server.post("/validate", load_review("s01-worker-delete.validating")).status_code == 200
 
 
+@pytest.mark.parametrize("declared", ["text/plain", "application/x-www-form-urlencoded", "application/yaml"])
+def test_a_body_declared_as_not_json_gets_415_naming_its_type(server: Server, declared: str) -> None:
+    # The API server sends application/json; a review declared as something else is not judged.
+    review = json.dumps(load_review("s01-worker-delete.validating"))
+    answer = server.post("/validate", review, headers={"Content-Type": declared})
+    assert answer.status_code == 415
+    assert f"Content-Type {declared} is not supported" in status_of(answer)["message"]
+    assert answer.headers["Accept-Post"] == "application/json"
+    assert server.post("/validate", review).status_code == 200  # the connection stays usable
+
+
+@pytest.mark.parametrize(
+    "declared", ["application/json", "application/json; charset=utf-8", "Application/JSON"]
+)
+def test_a_json_body_is_judged_with_or_without_parameters(server: Server, declared: str) -> None:
+    review = json.dumps(load_review("s01-worker-delete.validating"))
+    answer = server.post("/validate", review, headers={"Content-Type": declared})
+    assert answer.status_code == 200 and answer.json()["response"]["allowed"] is False
+
+
 @pytest.mark.parametrize("path", ["/validate", "/mutate", "/healthz", "/metrics"])
 def test_options_gets_the_json_405(server: Server, path: str) -> None:
     answer = server.session.options(server.url + path, timeout=10)

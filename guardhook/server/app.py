@@ -105,7 +105,15 @@ def create_app(runtime: Runtime) -> Flask:
             runtime.metrics.answered(endpoint, answer.status, time.perf_counter() - started)
             return answer
         coding = _content_coding(environ)
-        if coding:
+        media = _foreign_media_type(environ)
+        if media:
+            # The API server sends application/json (as controller-runtime's webhooks require);
+            # a body declared as something else is refused by name, never judged as JSON.
+            reason = f"Content-Type {media} is not supported: send the AdmissionReview as application/json"
+            answer = ReviewAnswer(
+                415, _status_body(415, reason), close=too_large, extra=(("Accept-Post", JSON_TYPE),)
+            )
+        elif coding:
             # The API server never compresses a review; a body we cannot read is refused by name
             # (RFC 9110 §15.5.16), not reported as "not UTF-8".
             reason = f"Content-Encoding {coding} is not supported: send the AdmissionReview uncompressed"
@@ -279,6 +287,13 @@ def _content_coding(environ: dict[str, Any]) -> str:
     """The request's Content-Encoding when it is not `identity` (none given: "")."""
     coding = str(environ.get("HTTP_CONTENT_ENCODING", "")).strip().lower()
     return "" if coding in ("", "identity") else coding[:40]
+
+
+def _foreign_media_type(environ: dict[str, Any]) -> str:
+    """The request's declared media type when it is not JSON ("" when none is declared, or it is
+    `application/json` with any parameters): cut to 60 characters for the answer."""
+    declared = str(environ.get("CONTENT_TYPE", "")).split(";", 1)[0].strip().lower()
+    return "" if declared in ("", "application/json") else declared[:60]
 
 
 def _bad_request(reason: str, close: bool = False) -> ReviewAnswer:
