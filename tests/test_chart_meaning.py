@@ -133,3 +133,16 @@ def test_the_hook_job_and_the_audit_cronjob_take_the_scheduling_values(tmp_path:
     bare = template(tmp_path, {"components": {"policyReports": {"enabled": True}}})
     cron = _one(bare, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     assert "priorityClassName" not in cron and "affinity" not in cron
+
+
+def test_a_release_in_the_default_namespace_fails_with_one_line(tmp_path: Path) -> None:
+    # guardhook leaves its own namespace out of every webhook: in `default` (helm install without
+    # -n) the workloads there would be silently unguarded (found trying the chart as a new user).
+    done = run_helm("template", RELEASE, str(CHART), "--namespace", "default", values={}, tmp=tmp_path)
+    assert done.returncode != 0
+    (line,) = [text for text in done.stderr.splitlines() if "release namespace is default" in text]
+    assert "-n guardhook-system" in line
+    elsewhere = run_helm(
+        "template", RELEASE, str(CHART), "--namespace", "models-infra", values={}, tmp=tmp_path
+    )
+    assert elsewhere.returncode == 0, elsewhere.stderr

@@ -316,6 +316,11 @@ rules:
 {{- fail (printf "guardhook is already installed in this cluster %s: one release per cluster (its names are fixed); upgrade that one, or uninstall it first (docs/operations.md: Uninstall)" $by) -}}
 {{- end -}}
 {{- end -}}
+{{- /* The release's namespace is left out of every webhook (guardhook's own pods must start while
+     it is down): in `default`, that namespace's workloads would be unguarded without a word. */ -}}
+{{- if eq .Release.Namespace "default" -}}
+{{- fail "the release namespace is default, which guardhook leaves out of every webhook (its own pods must start while it is down), so the workloads there would be unguarded: install into a namespace of its own (helm install guardhook charts/guardhook -n guardhook-system --create-namespace)" -}}
+{{- end -}}
 {{- if eq .Values.certs.source "self-managed" -}}
 {{- $sm := .Values.certs.selfManaged -}}
 {{- $renew := include "guardhook.seconds" $sm.renewBefore | atoi -}}
