@@ -10,6 +10,7 @@ from __future__ import annotations
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.lws import lws_group
+from guardhook.groups.podgangs import pod_gang_ref
 from guardhook.groups.podgroup import podgroup_ref
 from guardhook.groups.ref import GroupRef
 from guardhook.wire import KubeObject
@@ -19,7 +20,7 @@ def resolve(view: ClusterView, pod: PodRecord) -> GroupRef | None:
     """The group `pod` (a view record, or one built from a review's object) belongs to, read from
     its ownerReferences and labels and, for size, restart pod and recreator, from `view`; None for
     a pod of no known group maker."""
-    return lws_group(view, pod) or podgroup_ref(view, pod)
+    return lws_group(view, pod) or podgroup_ref(view, pod) or pod_gang_ref(view, pod)
 
 
 def resolve_object(view: ClusterView, obj: KubeObject) -> GroupRef | None:

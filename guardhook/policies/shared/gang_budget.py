@@ -21,6 +21,7 @@ from guardhook.cluster.lws import int_annotation
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.podgroups import WORKLOAD_KIND, PodGroupRecord
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.podgangs import PodGang, pod_gang, pod_gang_health, set_budget, set_gangs
 from guardhook.groups.podgroup import all_mode_group, gang_health, members, set_groups, set_of
 from guardhook.groups.ref import SetRef
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
@@ -39,10 +40,10 @@ class GangDisruption:
     """One pod's removal in gang terms: the pod, its PodGroup, the set, and the budget B."""
 
     pod: PodRecord
-    group: PodGroupRecord
+    group: PodGroupRecord | PodGang
     set: SetRef
     budget: int
-    groups: tuple[PodGroupRecord, ...] = field(repr=False)
+    groups: tuple[PodGroupRecord | PodGang, ...] = field(repr=False)
 
 
 def gang_disruption(
@@ -52,7 +53,7 @@ def gang_disruption(
     B never goes below `minimum_budget` (`minMaxDisruptedGroups`, as for LWS groups)."""
     group = all_mode_group(view, pod)
     if group is None:
-        return None
+        return _pod_gang_disruption(view, pod, default_budget, minimum_budget)
     target = set_of(group)
     groups = tuple(set_groups(view, target))
     workload = view.workload(target.namespace, target.name) if target.kind == WORKLOAD_KIND else None
@@ -62,6 +63,20 @@ def gang_disruption(
         set_budgets = [b for b in budgets if b >= 0]
         budget = min(set_budgets) if set_budgets else default_budget
     return GangDisruption(pod, group, target, max(budget, minimum_budget), groups)
+
+
+def _pod_gang_disruption(
+    view: ClusterView, pod: PodRecord, default_budget: int, minimum_budget: int
+) -> GangDisruption | None:
+    """The gang context of a gang read from its pods (guardhook.groups.podgangs: Grove, JobSet)."""
+    gang = pod_gang(view, pod)
+    if gang is None:
+        return None
+    held = set_gangs(view, gang.set)
+    groups = held if any(g.name == gang.name for g in held) else (*held, gang)
+    return GangDisruption(
+        pod, gang, gang.set, max(set_budget(groups, default_budget), minimum_budget), groups
+    )
 
 
 def ledger_key(target: SetRef) -> tuple[str, str]:
@@ -75,10 +90,15 @@ def gang_reading(view: ClusterView, disruption: GangDisruption, entries: Entries
     doomed: Callable[[PodRecord], str] = Going(view).doomed
     names = {g.name for g in disruption.groups}
     with view.lock:
-        pods = {g.name: members(view, g) for g in disruption.groups}
+        pods = {
+            g.name: list(g.pods) if isinstance(g, PodGang) else members(view, g) for g in disruption.groups
+        }
     broken: dict[str, str] = {}
     for group in disruption.groups:
-        health = gang_health(view, group, pods[group.name], doomed)
+        if isinstance(group, PodGang):
+            health = pod_gang_health(group, tuple(pods[group.name]), doomed)
+        else:
+            health = gang_health(view, group, pods[group.name], doomed)
         if not health.whole:
             broken[group.name] = "; ".join(health.problems)
     for entry in entries:
@@ -102,14 +122,19 @@ def judge_gang_budget(
     does for an LWS group: from a broken gang always, from a whole one while fewer than B gangs of
     the set are broken."""
     name = disruption.group.name
+    pod_read = isinstance(disruption.group, PodGang)
+    noun = "group" if pod_read else "PodGroup"
+    breaking = (
+        f"group {name}" if pod_read else f"PodGroup {disruption.set.namespace}/{name} (disruptionMode all)"
+    )
 
     def plan(entries: Entries) -> tuple[Judgement, Entries | None]:
         broken = gang_reading(view, disruption, entries)
         if name not in broken and len(broken) >= disruption.budget:
-            listed = "; ".join(f"PodGroup {g} ({why})" for g, why in sorted(broken.items()))
+            listed = "; ".join(f"{noun} {g} ({why})" for g, why in sorted(broken.items()))
             return (
                 too_many(
-                    f"{what} would break PodGroup {disruption.set.namespace}/{name} (disruptionMode all) "
+                    f"{what} would break {breaking} "
                     f"of {disruption.set}, but {len(broken)} of its {len(disruption.groups)} gangs "
                     f"{'is' if len(broken) == 1 else 'are'} already broken and at most {disruption.budget} "
                     f"may be broken at a time: {listed}. Retry once a broken gang is whole again"

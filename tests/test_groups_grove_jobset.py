@@ -1,0 +1,182 @@
+"""Grove PodCliqueSet replicas and JobSet Jobs as groups (guardhook.groups.grove, .jobset,
+.podgangs): a pod resolves to its gang by its controller first and labels second, and evictions
+are budgeted per PodCliqueSet / JobSet. Pods are the sample fleet's made over by each maker
+(tests/maker_shapes); evictions are the captured s07 aimed at them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import group_shapes as shapes
+import maker_shapes as makers
+
+from guardhook.admission.engine import Engine
+from guardhook.cluster.model import PodRecord
+from guardhook.config import build_config
+from guardhook.groups import resolve_object
+from guardhook.groups.grove import grove_member
+from guardhook.groups.jobset import jobset_member
+from guardhook.groups.podgangs import pod_gang, set_gangs
+from guardhook.groups.ref import GROVE, JOBSET, SetRef
+from guardhook.ledger import MemoryLedger
+
+
+def nodes() -> list:
+    return [o for o in shapes.fleet() if o["kind"] == "Node"]
+
+
+def engine(pods: list) -> Engine:
+    return Engine(shapes.view(nodes() + pods), build_config({}), ledger=MemoryLedger())
+
+
+def evict(eng: Engine, name: str, namespace: str) -> dict[str, Any]:
+    return dict(eng.judge(shapes.eviction_request(name, namespace), "validate").response)
+
+
+# Grove
+
+
+def test_a_grove_pod_resolves_to_its_podcliqueset_replica() -> None:
+    pods = makers.grove_pods()
+    ref = resolve_object(shapes.view(pods), makers.named(pods, "disagg-1-decode-bbbbb"))
+    assert ref is not None
+    assert (ref.maker, ref.set, ref.key, ref.size, str(ref.rank), ref.restart) == (
+        GROVE,
+        SetRef("infer", "PodCliqueSet", "disagg"),
+        "1",
+        3,
+        "member",
+        (),
+    )
+    assert "Grove operator" in ref.recreator.describe()
+
+
+def test_grove_labels_without_a_podclique_controller_make_no_member() -> None:
+    pods = makers.grove_pods(replicas=1)
+    pod = makers.named(pods, "disagg-0-decode-aaaaa")
+    pod["metadata"]["ownerReferences"] = []
+    assert grove_member(PodRecord.from_object(pod)) is None
+    assert resolve_object(shapes.view(pods), pod) is None
+
+
+def test_a_relabelled_grove_pod_stays_in_its_controllers_replica() -> None:
+    pods = makers.grove_pods()
+    pod = makers.named(pods, "disagg-0-decode-aaaaa")
+    makers.set_label(pod, "grove.io/podcliqueset-replica-index", "2")
+    view = shapes.view(pods)
+    ref = resolve_object(view, pod)
+    assert ref is not None and ref.key == "0"
+    assert "its controller is PodClique disagg-0-decode" in ref.note()
+
+
+def test_a_podcliqueset_name_holding_dash_digits_is_read_from_the_other_pods() -> None:
+    pods = makers.grove_pods(pcs="llama-3-70b", replicas=2)
+    pod = makers.named(pods, "llama-3-70b-1-prefill-aaaaa")
+    makers.set_label(pod, "app.kubernetes.io/part-of", None)
+    member = grove_member(PodRecord.from_object(pod), shapes.view(pods))
+    assert member is not None and (member.pcs, member.replica) == ("llama-3-70b", "1")
+
+
+def test_a_missing_clique_pod_below_the_highest_index_leaves_the_replica_broken() -> None:
+    pods = [p for p in makers.grove_pods() if p["metadata"]["name"] != "disagg-2-decode-aaaaa"]
+    view = shapes.view(pods)
+    gang = pod_gang(view, PodRecord.from_object(makers.named(pods, "disagg-2-decode-bbbbb")))
+    assert gang is not None and gang.size == 3 and len(gang.pods) == 2
+
+
+def test_grove_evictions_are_budgeted_per_podcliqueset() -> None:
+    eng = engine(makers.grove_pods())
+    first = evict(eng, "disagg-0-prefill-aaaaa", "infer")
+    same_replica = evict(eng, "disagg-0-decode-bbbbb", "infer")
+    other = evict(eng, "disagg-2-decode-aaaaa", "infer")
+    assert (first["allowed"], same_replica["allowed"], other["allowed"]) == (True, True, False)
+    assert other["status"]["code"] == 429
+    message = other["status"]["message"]
+    assert "would break group 2 of PodCliqueSet infer/disagg" in message
+    assert "group 0 (eviction of disagg-0-prefill-aaaaa recorded" in message
+
+
+def test_a_grove_replica_broken_in_the_view_fills_the_budget() -> None:
+    pods = makers.grove_pods()
+    makers.named(pods, "disagg-1-prefill-aaaaa")["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:00Z"
+    eng = engine(pods)
+    assert evict(eng, "disagg-1-decode-aaaaa", "infer")["allowed"] is True
+    denied = evict(eng, "disagg-0-decode-aaaaa", "infer")
+    assert denied["allowed"] is False
+    assert "group 1 (terminating: disagg-1-prefill-aaaaa)" in denied["status"]["message"]
+
+
+def test_the_budget_annotation_on_the_grove_pods_raises_b() -> None:
+    eng = engine(makers.grove_pods(budget=2))
+    picks = [evict(eng, f"disagg-{r}-prefill-aaaaa", "infer")["allowed"] for r in range(3)]
+    assert picks == [True, True, False]
+
+
+def test_two_podcliquesets_have_their_own_budgets() -> None:
+    eng = engine(makers.grove_pods("a", replicas=2) + makers.grove_pods("b", replicas=2))
+    assert evict(eng, "a-0-prefill-aaaaa", "infer")["allowed"] is True
+    assert evict(eng, "b-0-prefill-aaaaa", "infer")["allowed"] is True
+    assert evict(eng, "a-1-prefill-aaaaa", "infer")["allowed"] is False
+
+
+def test_set_gangs_lists_every_replica_in_number_order() -> None:
+    view = shapes.view(makers.grove_pods(replicas=3) + makers.grove_pods(replicas=12, pcs="wide"))
+    assert [g.name for g in set_gangs(view, SetRef("infer", "PodCliqueSet", "disagg"))] == ["0", "1", "2"]
+    wide = [g.name for g in set_gangs(view, SetRef("infer", "PodCliqueSet", "wide"))]
+    assert wide[:3] == ["0", "1", "2"] and wide[-2:] == ["10", "11"]
+
+
+# JobSet
+
+
+def test_a_jobset_pod_resolves_to_its_job() -> None:
+    pods = makers.jobset_pods()
+    ref = resolve_object(shapes.view(pods), makers.named(pods, "train-workers-1-0-xk2p9"))
+    assert ref is not None
+    assert (ref.maker, ref.set, ref.key, ref.size) == (
+        JOBSET,
+        SetRef("batch", "JobSet", "train"),
+        "train-workers-1",
+        2,
+    )
+
+
+def test_a_one_pod_job_is_no_group_unless_placed_exclusively() -> None:
+    pods = makers.jobset_pods(parallelism=1)
+    assert resolve_object(shapes.view(pods), pods[0]) is None
+    eng = engine(pods)
+    assert [evict(eng, p["metadata"]["name"], "batch")["allowed"] for p in pods] == [True, True, True]
+    exclusive = makers.jobset_pods(parallelism=1, exclusive=True)
+    ref = resolve_object(shapes.view(exclusive), exclusive[0])
+    assert ref is not None and ref.key == "train-workers-0"
+
+
+def test_a_job_with_its_second_pod_missing_counts_two_by_completion_index() -> None:
+    pods = [p for p in makers.jobset_pods() if p["metadata"]["name"] != "train-workers-0-0-xk2p9"]
+    gang = pod_gang(shapes.view(pods), PodRecord.from_object(makers.named(pods, "train-workers-0-1-xk2p9")))
+    assert gang is not None and (gang.size, len(gang.pods)) == (2, 1)
+
+
+def test_jobset_evictions_are_budgeted_per_jobset() -> None:
+    eng = engine(makers.jobset_pods())
+    first = evict(eng, "train-workers-0-0-xk2p9", "batch")
+    same_job = evict(eng, "train-workers-0-1-xk2p9", "batch")
+    other = evict(eng, "train-workers-2-1-xk2p9", "batch")
+    assert (first["allowed"], same_job["allowed"], other["allowed"]) == (True, True, False)
+    assert "would break group train-workers-2 of JobSet batch/train" in other["status"]["message"]
+
+
+def test_a_relabelled_jobset_pod_is_placed_by_its_job_and_its_siblings() -> None:
+    pods = makers.jobset_pods()
+    pod = makers.named(pods, "train-workers-0-1-xk2p9")
+    makers.set_label(pod, "jobset.sigs.k8s.io/job-index", "2")
+    member = jobset_member(PodRecord.from_object(pod), shapes.view(pods))
+    assert member is not None and member.job == "train-workers-0"
+    assert "its controller is Job train-workers-0" in member.inconsistent
+
+
+def test_a_plain_job_pod_is_no_jobset_member() -> None:
+    pods = makers.jobset_pods(replicas=1)
+    for pod in pods:
+        pod["metadata"]["labels"] = {"batch.kubernetes.io/job-name": "train-workers-0"}
+    assert jobset_member(PodRecord.from_object(pods[0]), shapes.view(pods)) is None
