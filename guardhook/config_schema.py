@@ -22,7 +22,11 @@ from typing import Any
 from guardhook.policies import REGISTRY
 from guardhook.policies.base import ACTIONS, Policy
 from guardhook.policies.group_capacity import SOURCE_ACTIONS
-from guardhook.policies.worker_delete import DRAIN_CONDITIONS_PARAM, DRAIN_TAINT_KEYS_PARAM
+from guardhook.policies.worker_delete import (
+    DRAIN_CONDITIONS_PARAM,
+    DRAIN_TAINT_KEYS_PARAM,
+    GANG_CONTROLLERS_PARAM,
+)
 
 Schema = dict[str, Any]
 
@@ -51,6 +55,7 @@ PARAM_REFINEMENTS: Mapping[tuple[str, str], Schema] = {
     ("group-capacity", "autoscaledPools"): {"items": _POOL},
     ("worker-delete", DRAIN_TAINT_KEYS_PARAM): {"items": {"type": "string", "minLength": 1}},
     ("worker-delete", DRAIN_CONDITIONS_PARAM): {"items": {"type": "string", "minLength": 1}},
+    ("worker-delete", GANG_CONTROLLERS_PARAM): {"items": {"type": "string", "minLength": 1}},
 }
 """Enums and item shapes of parameters whose default's type does not say them, by (policy id,
 parameter); tests/test_config_schema.py checks each against the loader."""

@@ -179,4 +179,73 @@ def test_a_plain_job_pod_is_no_jobset_member() -> None:
     pods = makers.jobset_pods(replicas=1)
     for pod in pods:
         pod["metadata"]["labels"] = {"batch.kubernetes.io/job-name": "train-workers-0"}
+        pod["metadata"]["annotations"] = {}
     assert jobset_member(PodRecord.from_object(pods[0]), shapes.view(pods)) is None
+
+
+def test_a_jobset_pod_relabelled_and_reannotated_is_placed_by_its_siblings() -> None:
+    pods = makers.jobset_pods()
+    pod = makers.named(pods, "train-workers-0-1-xk2p9")
+    makers.set_label(pod, "jobset.sigs.k8s.io/job-index", "2")
+    pod["metadata"]["annotations"]["jobset.sigs.k8s.io/job-index"] = "2"
+    assert jobset_member(PodRecord.from_object(pod)) is None  # without the view, nothing agrees
+    member = jobset_member(PodRecord.from_object(pod), shapes.view(pods))
+    assert member is not None and member.job == "train-workers-0"
+
+
+# worker-delete
+
+
+def delete(eng: Engine, pod: dict, user: str = "kubernetes-admin") -> dict[str, Any]:
+    request = shapes.delete_request(pod)
+    request["userInfo"] = {"username": user, "groups": ["system:authenticated"]}
+    return dict(eng.judge(request, "validate").response)
+
+
+def test_deleting_one_pod_of_a_whole_grove_replica_is_denied_naming_the_gang() -> None:
+    pods = makers.grove_pods()
+    denied = delete(engine(pods), makers.named(pods, "disagg-1-decode-aaaaa"))
+    assert denied["allowed"] is False and denied["status"]["code"] == 403
+    message = denied["status"]["message"]
+    assert "is a member of group 1 (3 pods) of PodCliqueSet infer/disagg, which is whole" in message
+    assert "PodClique infer/disagg-1-decode" in message
+
+
+def test_the_gang_controllers_delete_their_own_pods() -> None:
+    grove = makers.grove_pods()
+    jobset = makers.jobset_pods()
+    eng = engine(grove + jobset)
+    grove_operator = "system:serviceaccount:grove-system:grove-operator"
+    jobset_controller = "system:serviceaccount:jobset-system:jobset-controller-manager"
+    assert delete(eng, makers.named(grove, "disagg-0-decode-aaaaa"), grove_operator)["allowed"] is True
+    assert delete(eng, makers.named(jobset, "train-workers-0-0-xk2p9"), jobset_controller)["allowed"] is True
+    assert delete(eng, makers.named(jobset, "train-workers-0-0-xk2p9"))["allowed"] is False
+    other = Engine(
+        shapes.view(nodes() + grove),
+        build_config({"policies": {"worker-delete": {"gangControllers": []}}}),
+        ledger=MemoryLedger(),
+    )
+    assert delete(other, makers.named(grove, "disagg-0-decode-aaaaa"), grove_operator)["allowed"] is False
+
+
+def test_deleting_from_a_broken_grove_replica_is_allowed() -> None:
+    pods = makers.grove_pods()
+    makers.named(pods, "disagg-1-prefill-aaaaa")["status"]["conditions"] = [
+        {"type": "Ready", "status": "False"}
+    ]
+    assert delete(engine(pods), makers.named(pods, "disagg-1-decode-aaaaa"))["allowed"] is True
+
+
+def test_deletes_of_grove_pods_on_a_cordoned_node_are_budgeted_per_podcliqueset() -> None:
+    pods = makers.grove_pods()
+    where = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+    drained = {where["disagg-0-prefill-aaaaa"], where["disagg-2-prefill-aaaaa"]}
+    fleet_nodes = nodes()
+    for node in fleet_nodes:
+        if node["metadata"]["name"] in drained:
+            node.setdefault("spec", {})["unschedulable"] = True
+    eng = Engine(shapes.view(fleet_nodes + pods), build_config({}), ledger=MemoryLedger())
+    first = delete(eng, makers.named(pods, "disagg-0-prefill-aaaaa"))
+    second = delete(eng, makers.named(pods, "disagg-2-prefill-aaaaa"))
+    assert (first["allowed"], second["allowed"]) == (True, False)
+    assert second["status"]["code"] == 429

@@ -41,6 +41,8 @@ JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 JOBSET_KIND = "JobSet"
 JOB_KIND = "Job"
 
+JOBSET_MARK = "jobset.sigs.k8s.io/"
+"""The prefix of the JobSet controller's labels and annotations on a Job's pods."""
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
@@ -82,42 +84,52 @@ def _completion_index(pod: PodRecord) -> int | None:
     return int(raw) if raw.isdigit() else None
 
 
-def _labelled(pod: PodRecord) -> tuple[str, str, str] | None:
-    """(JobSet, replicatedJob, job index) as `pod`'s labels say, or None when one is missing."""
-    jobset = pod.labels.get(JOBSET_NAME_LABEL, "")
-    rjob = pod.labels.get(REPLICATED_JOB_LABEL, "")
-    index = pod.labels.get(JOB_INDEX_LABEL, "")
+def _labelled(marks: dict[str, str]) -> tuple[str, str, str] | None:
+    """(JobSet, replicatedJob, job index) as `marks` (a pod's labels, or its annotations: the JobSet
+    controller writes both) say, or None when one is missing."""
+    jobset = marks.get(JOBSET_NAME_LABEL, "")
+    rjob = marks.get(REPLICATED_JOB_LABEL, "")
+    index = marks.get(JOB_INDEX_LABEL, "")
     return (jobset, rjob, index) if jobset and rjob and index.isdigit() else None
+
+
+def _names(owner: OwnerRef, said: tuple[str, str, str] | None) -> bool:
+    return said is not None and owner.name == f"{said[0]}-{said[1]}-{said[2]}"
 
 
 def jobset_member(pod: PodRecord, view: ClusterView | None = None) -> JobSetMember | None:
     """The JobSet Job `pod` belongs to, or None for a pod of no JobSet. A pod whose labels name a
-    Job other than its controller Job is placed by its controller: by the labels of the view's other
-    pods of that Job that agree with its name; without such a pod it is no JobSet member (a Job's
-    name alone does not say whether a JobSet made it)."""
+    Job other than its controller Job is placed by its controller: by its JobSet annotations (the
+    same keys and values), else by the labels of the view's other pods of that Job, when they agree
+    with the Job's name; a pod with no JobSet mark at all is a plain Job's (a Job's name alone does
+    not say whether a JobSet made it, and the view's pods are not searched for it)."""
     owner = _job_owner(pod)
     if owner is None:
         return None
     exclusive = EXCLUSIVE_ANNOTATION in pod.annotations
     index = _completion_index(pod)
-    said = _labelled(pod)
-    if said is not None and owner.name == f"{said[0]}-{said[1]}-{said[2]}":
+    said = _labelled(pod.labels)
+    if said is not None and _names(owner, said):
         return JobSetMember(pod.namespace, said[0], said[1], owner.name, index, exclusive)
-    if view is None:
+    found = _labelled(pod.annotations)
+    if not _names(owner, found):
+        found = None
+        if view is None or not any(k.startswith(JOBSET_MARK) for k in (*pod.labels, *pod.annotations)):
+            return None
+        for other in view.pods_in_namespace(pod.namespace):
+            theirs = _labelled(other.labels)
+            mine = _job_owner(other)
+            if mine is not None and mine.uid == owner.uid and other.uid != pod.uid and _names(owner, theirs):
+                found = theirs
+                exclusive = exclusive or EXCLUSIVE_ANNOTATION in other.annotations
+                break
+    if found is None:
         return None
-    for other in view.pods_in_namespace(pod.namespace):
-        theirs = _labelled(other)
-        mine = _job_owner(other)
-        if theirs is None or mine is None or mine.uid != owner.uid or other.uid == pod.uid:
-            continue
-        if owner.name == f"{theirs[0]}-{theirs[1]}-{theirs[2]}":
-            why = (
-                f"{JOBSET_NAME_LABEL}/{REPLICATED_JOB_LABEL}/{JOB_INDEX_LABEL} say "
-                f"{'/'.join(said) if said else '(missing)'}, but its controller is Job {owner.name}"
-            )
-            exclusive = exclusive or EXCLUSIVE_ANNOTATION in other.annotations
-            return JobSetMember(pod.namespace, theirs[0], theirs[1], owner.name, index, exclusive, why)
-    return None
+    why = (
+        f"{JOBSET_NAME_LABEL}/{REPLICATED_JOB_LABEL}/{JOB_INDEX_LABEL} say "
+        f"{'/'.join(said) if said else '(missing)'}, but its controller is Job {owner.name}"
+    )
+    return JobSetMember(pod.namespace, found[0], found[1], owner.name, index, exclusive, why)
 
 
 def job_size(pods: list[PodRecord]) -> int:
