@@ -13,12 +13,12 @@ import maker_shapes as makers
 from guardhook.admission.engine import Engine
 from guardhook.cluster.model import PodRecord
 from guardhook.config import build_config
-from guardhook.groups import resolve_object
-from guardhook.groups.grove import grove_member
+from guardhook.groups import all_sets, maker_of, recreated_pods, resolve_object, snapshot
+from guardhook.groups.grove import GROVE_MAKER, grove_member
 from guardhook.groups.jobset import jobset_member
-from guardhook.groups.podgangs import pod_gang, set_gangs
 from guardhook.groups.ref import GROVE, JOBSET, SetRef
 from guardhook.ledger import MemoryLedger
+from guardhook.policies.shared.gang_budget import pod_gang
 
 
 def nodes() -> list:
@@ -121,8 +121,12 @@ def test_two_podcliquesets_have_their_own_budgets() -> None:
 
 def test_set_gangs_lists_every_replica_in_number_order() -> None:
     view = shapes.view(makers.grove_pods(replicas=3) + makers.grove_pods(replicas=12, pcs="wide"))
-    assert [g.name for g in set_gangs(view, SetRef("infer", "PodCliqueSet", "disagg"))] == ["0", "1", "2"]
-    wide = [g.name for g in set_gangs(view, SetRef("infer", "PodCliqueSet", "wide"))]
+    assert [g.name for g in GROVE_MAKER.gangs(view, SetRef("infer", "PodCliqueSet", "disagg"))] == [
+        "0",
+        "1",
+        "2",
+    ]
+    wide = [g.name for g in GROVE_MAKER.gangs(view, SetRef("infer", "PodCliqueSet", "wide"))]
     assert wide[:3] == ["0", "1", "2"] and wide[-2:] == ["10", "11"]
 
 
@@ -249,3 +253,30 @@ def test_deletes_of_grove_pods_on_a_cordoned_node_are_budgeted_per_podcliqueset(
     second = delete(eng, makers.named(pods, "disagg-2-prefill-aaaaa"))
     assert (first["allowed"], second["allowed"]) == (True, False)
     assert second["status"]["code"] == 429
+
+
+# the group model's door
+
+
+def test_grove_and_jobset_sets_snapshot_through_the_registry() -> None:
+    grove = makers.grove_pods(budget=2)
+    makers.named(grove, "disagg-1-prefill-aaaaa")["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:00Z"
+    jobset = makers.jobset_pods()
+    view = shapes.view(nodes() + grove + jobset)
+    ref = resolve_object(view, makers.named(grove, "disagg-0-decode-aaaaa"))
+    assert ref is not None and maker_of(ref) is GROVE_MAKER
+    snap = snapshot(view, ref)
+    assert snap is not None
+    assert (snap.maker, snap.desired, sorted(snap.pods), snap.budget_annotation) == (
+        "Grove",
+        3,
+        ["0", "1", "2"],
+        "2",
+    )
+    assert dict(snap.broken) == {"1": "terminating: disagg-1-prefill-aaaaa"}
+    assert snap.counts("2") and not snap.counts("3")
+    assert snap.wording.group(snap.set, "1") == "group 1 of PodCliqueSet infer/disagg"
+    found = {(maker.name, target) for maker, target in all_sets(view)}
+    assert ("Grove", SetRef("infer", "PodCliqueSet", "disagg")) in found
+    assert ("JobSet", SetRef("batch", "JobSet", "train")) in found
+    assert recreated_pods(view, ref) == ()

@@ -13,11 +13,33 @@ is made:
 - `rbg`: LeaderWorkerSets a RoleBasedGroup (sgl-project/rbg) runs, one per role;
 - `podgroup`: gangs of the Workload API (scheduling.k8s.io/v1beta1 PodGroup, `disruptionMode`).
 
-`resolve` reads the controller ownerReference chain first and labels second (a label edit cannot
-turn a worker into a leader). Policies, plans, commands and reconcilers read groups through here.
+Every maker implements one protocol (guardhook.groups.maker.GroupMaker, the shape of Kueue's
+`jobframework.GenericJob`) and is registered in guardhook.groups.makers: `resolve` walks them in
+order, reading the controller ownerReference chain first and labels second (a label edit cannot
+turn a worker into a leader); `snapshot` takes one consistent reading of a set's groups
+(`SetSnapshot`) for a budget, a plan or a report. Policies, plans, commands and reconcilers read
+groups through here.
 """
 
+from guardhook.groups.broken import BrokenGroups
+from guardhook.groups.maker import GroupMaker, SetSnapshot
+from guardhook.groups.makers import MAKERS, all_sets, maker_of, recreated_pods, snapshot
 from guardhook.groups.ref import GroupRef, Rank, Recreator, SetRef
 from guardhook.groups.resolve import resolve, resolve_object
 
-__all__ = ["GroupRef", "Rank", "Recreator", "SetRef", "resolve", "resolve_object"]
+__all__ = [
+    "MAKERS",
+    "BrokenGroups",
+    "GroupMaker",
+    "GroupRef",
+    "Rank",
+    "Recreator",
+    "SetRef",
+    "SetSnapshot",
+    "all_sets",
+    "maker_of",
+    "recreated_pods",
+    "resolve",
+    "resolve_object",
+    "snapshot",
+]

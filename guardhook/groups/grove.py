@@ -41,6 +41,8 @@ from dataclasses import dataclass
 
 from guardhook.cluster.model import OwnerRef, PodRecord
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.podgangs import PodReadMaker
+from guardhook.groups.ref import GROVE, Recreator
 
 GROVE_API_GROUP = "grove.io"
 GROVE_API_VERSION = "grove.io/v1alpha1"
@@ -159,3 +161,22 @@ def set_members(view: ClusterView, namespace: str, pcs: str) -> dict[str, list[P
         if member is not None and member.pcs == pcs:
             found.setdefault(member.replica, []).append(pod)
     return found
+
+
+def _place(pod: PodRecord, view: ClusterView | None) -> tuple[str, str, str] | None:
+    member = grove_member(pod, view)
+    return None if member is None else (member.pcs, member.replica, member.inconsistent)
+
+
+GROVE_MAKER = PodReadMaker(
+    name="Grove",
+    flavour=GROVE,
+    kind=PODCLIQUESET_KIND,
+    # The operator replaces a lost pod; a clique below its minAvailable for longer than the
+    # PodCliqueSet's terminationDelay gets the whole replica terminated and recreated.
+    recreator=Recreator("Grove operator", "a PodCliqueSet's", "terminationDelay", True),
+    place=_place,
+    members=set_members,
+    size=replica_size,
+)
+"""Grove PodCliqueSet replicas as groups (guardhook.groups.maker.GroupMaker)."""

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 from guardhook.cluster.model import OwnerRef, PodRecord
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.podgangs import PodReadMaker
+from guardhook.groups.ref import JOBSET, Recreator
 
 JOBSET_API_GROUP = "jobset.x-k8s.io"
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
@@ -154,3 +156,28 @@ def set_members(view: ClusterView, namespace: str, jobset: str) -> dict[str, lis
         if member is not None and member.jobset == jobset:
             found.setdefault(member.job, []).append(pod)
     return found
+
+
+def _place(pod: PodRecord, view: ClusterView | None) -> tuple[str, str, str] | None:
+    member = jobset_member(pod, view)
+    return None if member is None else (member.jobset, member.job, member.inconsistent)
+
+
+def _is_group(pod: PodRecord, pods: list[PodRecord], view: ClusterView) -> bool:
+    member = jobset_member(pod, view)
+    return member is not None and is_group(member, pods)
+
+
+JOBSET_MAKER = PodReadMaker(
+    name="JobSet",
+    flavour=JOBSET,
+    kind=JOBSET_KIND,
+    # A failed Job fails the JobSet, or under its failurePolicy's rules (RestartJobSet by default)
+    # gets every Job recreated.
+    recreator=Recreator("JobSet controller", "failurePolicy", "RestartJobSet (the default action)", True),
+    place=_place,
+    members=set_members,
+    size=lambda pods, view: job_size(pods),
+    is_group=_is_group,
+)
+"""JobSet Jobs whose pods run as one, as groups (guardhook.groups.maker.GroupMaker)."""

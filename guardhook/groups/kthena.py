@@ -42,7 +42,12 @@ def model_serving(owners: Iterable[OwnerRef]) -> OwnerRef | None:
 def entry_pod_name(serving: str, group: str) -> str:
     """Kthena's entry pod of serving group g: `<modelserving>-<g>-default-0-0`
     (utils.GeneratePodName of the group `<ms>-<g>` and role id `default-0`, pod index 0)."""
-    return f"{serving}-{group}-{ROLE}-0-0"
+    return pod_name(serving, group, 0)
+
+
+def pod_name(serving: str, group: str, index: int) -> str:
+    """Kthena's pod `index` of serving group g (0: the entry pod): `<modelserving>-<g>-default-0-<i>`."""
+    return f"{serving}-{group}-{ROLE}-0-{index}"
 
 
 def recreator(policy: str = DEFAULT_RECOVERY_POLICY) -> Recreator:

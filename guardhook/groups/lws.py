@@ -9,9 +9,11 @@ ModelServing when Kthena serves the LWS (guardhook.groups.kthena).
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import guardhook.groups.kthena as kthena
+from guardhook.cluster.annotations import BUDGET_ANNOTATION
+from guardhook.cluster.going import Going
 from guardhook.cluster.lws import (
     GROUP_INDEX_LABEL,
     GROUP_KEY_LABEL,
@@ -21,11 +23,17 @@ from guardhook.cluster.lws import (
     WORKER_INDEX_LABEL,
     GroupKey,
     LeaderWorkerSet,
+    below_replicas,
+    key_order,
     ordinal,
 )
 from guardhook.cluster.model import OwnerRef, PodRecord, as_dict, digits
 from guardhook.cluster.view.store import ClusterView
-from guardhook.groups.index import group_keys, group_pods
+from guardhook.groups.broken import BrokenGroups
+from guardhook.groups.counts import empty_group_health, empty_groups
+from guardhook.groups.health import group_health
+from guardhook.groups.index import group_keys, group_pods, lws_pods
+from guardhook.groups.maker import SetSnapshot, sorted_sets
 from guardhook.groups.placement import GroupMember, member_of_pod
 from guardhook.groups.ref import KTHENA, LWS_HASH, LWS_ORDINAL, GroupRef, Rank, Recreator, SetRef
 from guardhook.wire import KubeObject
@@ -145,3 +153,86 @@ def recreated_pods(lws: LeaderWorkerSet, group: GroupKey) -> list[KubeObject]:
             }
         )
     return pods
+
+
+def broken_in_pods(
+    lws: LeaderWorkerSet,
+    groups: Mapping[GroupKey, Sequence[PodRecord]],
+    doomed: Callable[[PodRecord], str] | None = None,
+) -> BrokenGroups:
+    """group index -> why, for every group below `spec.replicas` that the snapshot `groups`
+    (group key -> its pods) shows not whole, a going pod (`doomed(pod)` non-empty: marked for
+    removal, or under a NoExecute taint it does not tolerate forever; guardhook.cluster.going)
+    breaking its group. Work is proportional to the snapshot's pods, not to `spec.replicas`
+    (see guardhook.groups.broken.BrokenGroups)."""
+    replicas, size = lws.replicas, lws.size  # each reads the spec afresh: once, not per group
+    populated = [index for index in sorted(groups, key=key_order) if below_replicas(index, replicas)]
+    broken: dict[GroupKey, str] = {}
+    for index in populated:
+        health = group_health(index, size, groups[index], doomed)
+        if not health.whole:
+            broken[index] = "; ".join(health.problems)
+    empty = empty_group_health(lws)
+    empty_why = None if empty.whole or not empty_groups(lws, populated) else "; ".join(empty.problems)
+    return BrokenGroups(broken, replicas, populated, empty_why, hashed=lws.hashed)
+
+
+def lws_snapshot(view: ClusterView, lws: LeaderWorkerSet, going: Going | None = None) -> SetSnapshot:
+    """The SetSnapshot of `lws`: its pods by group (one read of the group index) judged whole or
+    broken, all under the view's lock."""
+    with view.lock:
+        pods = lws_pods(view, lws.namespace, lws.name)
+        judge = going if going is not None else Going(view)
+        broken = broken_in_pods(lws, pods, judge.doomed)
+    return SetSnapshot(
+        set=SetRef(lws.namespace, LWS_KIND, lws.name),
+        maker=LwsMaker.name,
+        desired=lws.replicas,
+        pods=pods,
+        broken=broken,
+        budget_annotation=lws.annotations.get(BUDGET_ANNOTATION),
+        budget_on=f"{LWS_KIND} {lws.namespace}/{lws.name}",
+    )
+
+
+def recreated_names(lws_name: str, ref: GroupRef, size: int) -> tuple[str, ...]:
+    """The names of the pods group `ref` of LWS `lws_name` has once recreated: `<lws>-<g>` and
+    `<lws>-<g>-<w>` (LWS StatefulSet ordinal naming), Kthena's `<ms>-<g>-default-0-<i>`; none
+    for a Hash group (it comes back under a new key, its leader named by a ReplicaSet)."""
+    if ref.maker == KTHENA:
+        return tuple(kthena.pod_name(lws_name, ref.key, worker) for worker in range(max(1, size)))
+    if ordinal(ref.key) is None:
+        return ()
+    return tuple(f"{lws_name}-{ref.key}" + (f"-{w}" if w else "") for w in range(max(1, size)))
+
+
+class LwsMaker:
+    """LeaderWorkerSet groups (guardhook.groups.maker.GroupMaker): Ordinal and Hash, served by the
+    LWS controller or by Kthena, owned by an RBG or by nothing. The set is the LWS."""
+
+    name: str = "LeaderWorkerSet"
+    flavours: tuple[str, ...] = (LWS_ORDINAL, LWS_HASH, KTHENA)
+
+    def resolve(self, view: ClusterView, pod: PodRecord) -> GroupRef | None:
+        """`lws_group`."""
+        return lws_group(view, pod)
+
+    def snapshot(self, view: ClusterView, target: SetRef, going: Going | None = None) -> SetSnapshot | None:
+        """`lws_snapshot` of the LWS `target` names; None when the view does not hold it."""
+        if target.kind != LWS_KIND:
+            return None
+        lws = view.lws(target.namespace, target.name)
+        return None if lws is None else lws_snapshot(view, lws, going)
+
+    def recreated_pods(self, view: ClusterView, ref: GroupRef) -> tuple[str, ...]:
+        """`recreated_names`, the size from `ref` else the LWS."""
+        lws = view.lws(ref.set.namespace, ref.set.name)
+        size = ref.size if ref.size is not None else (lws.size if lws is not None else 1)
+        return recreated_names(ref.set.name, ref, size)
+
+    def sets(self, view: ClusterView) -> Iterator[SetRef]:
+        """Every LWS in `view`."""
+        return iter(sorted_sets(SetRef(lws.namespace, LWS_KIND, lws.name) for lws in view.all_lws()))
+
+
+LWS_MAKER = LwsMaker()

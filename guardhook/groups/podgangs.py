@@ -1,35 +1,48 @@
 """Gangs read from their pods alone: the group makers whose sets the view does not hold as
-objects (Grove PodCliqueSets, guardhook.groups.grove; JobSets, guardhook.groups.jobset).
+objects (a Grove PodCliqueSet, guardhook.groups.grove; a JobSet, guardhook.groups.jobset).
 
-Each maker says, for a pod, its set (`SetRef`) and its group's key, and, for a set, the view's
-pods of each group; this module turns that into what the gang budget reads
-(guardhook.policies.shared.gang_budget): a `PodGang` (its `name` is the group's key, as a
-PodGroup's name is), the set's gangs, a gang's pods and health, the set's budget annotation and a
-`GroupRef`. A new maker of this kind is one module and one entry in `MAKERS`.
+Such a maker says, for a pod, its set's name and its group's key (`place`), and for a set the
+view's pods of each group (`members`); `PodReadMaker` turns that into the group maker protocol
+(guardhook.groups.maker.GroupMaker: resolve, snapshot, recreated_pods, sets), and `PodGang` is one
+of its gangs as the gang budget reads it (guardhook.policies.shared.gang_budget). A new maker of
+this kind is one module building a `PodReadMaker` and one line in guardhook.groups.makers.
+
+A gang's size is what its pods show (the maker's `size`: e.g. the highest pod index plus one);
+its budget the smallest `guardhook.io/max-disrupted-groups` its pods carry (from the set's pod
+templates), else the policy's default.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from guardhook.cluster.annotations import BUDGET_ANNOTATION
-from guardhook.cluster.lws import int_annotation
+from guardhook.cluster.annotations import BUDGET_ANNOTATION, count
+from guardhook.cluster.going import Going
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
-from guardhook.groups.grove import PODCLIQUESET_KIND, grove_member, replica_size
-from guardhook.groups.grove import set_members as grove_set_members
+from guardhook.groups.broken import BrokenGroups
 from guardhook.groups.health import GroupHealth, group_health
-from guardhook.groups.jobset import JOBSET_KIND, is_group, job_size, jobset_member
-from guardhook.groups.jobset import set_members as jobset_set_members
-from guardhook.groups.ref import GROVE, JOBSET, GroupRef, Rank, Recreator, SetRef
+from guardhook.groups.maker import SetSnapshot, Wording, sorted_sets
+from guardhook.groups.ref import GroupRef, Rank, Recreator, SetRef
+
+Place = Callable[[PodRecord, "ClusterView | None"], "tuple[str, str, str] | None"]
+"""(set name, group key, how the labels disagreed with the controller or "") of a pod, or None."""
+Members = Callable[[ClusterView, str, str], dict[str, list[PodRecord]]]
+"""(view, namespace, set name) -> group key -> the view's pods of it (terminal ones included)."""
+Size = Callable[[list[PodRecord], ClusterView], int]
+"""A group's size from its pods."""
+IsGroup = Callable[[PodRecord, list[PodRecord], ClusterView], bool]
+"""Whether a pod's group (with its pods) is a group for disruption at all."""
+
+POD_READ_WORDING = Wording("group", "gang")
 
 
 @dataclass(frozen=True, slots=True)
 class PodGang:
     """One gang of a set read from its pods: `name` is the group's key (a Grove replica index, a
-    JobSet's Job name), `size` its size, `pods` the view's pods of it (terminal ones included),
-    `maker` one of guardhook.groups.ref.MAKERS, `inconsistent` as on a GroupRef."""
+    JobSet Job's name), `size` its size, `pods` the view's pods of it (terminal ones included),
+    `maker` its GroupRef.maker flavour, `inconsistent` as on a GroupRef."""
 
     namespace: str
     name: str
@@ -40,109 +53,128 @@ class PodGang:
     inconsistent: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class _Maker:
-    """One maker of pod-read gangs: its name (MAKERS), set kind, recreator, how a pod resolves
-    (set name, key, inconsistency) and a set's pods by key, which of those keys are groups, and a
-    group's size."""
+def _always(pod: PodRecord, pods: list[PodRecord], view: ClusterView) -> bool:
+    return True
 
-    maker: str
+
+def _key_order(key: str) -> tuple[int, str]:
+    return (len(key), key) if key.isdigit() else (0, key)
+
+
+@dataclass
+class PodReadMaker:
+    """A group maker (guardhook.groups.maker.GroupMaker) whose sets and groups are read from pods:
+    `name` (the registry's), `flavour` (GroupRef.maker, one of guardhook.groups.ref.MAKERS), the
+    set's `kind`, who recreates a group (`recreator`), and the maker's rules (`place`, `members`,
+    `size`, `is_group`; see the aliases above)."""
+
+    name: str
+    flavour: str
     kind: str
     recreator: Recreator
-    place: Callable[[PodRecord, ClusterView | None], tuple[str, str, str] | None]
-    members: Callable[[ClusterView, str, str], dict[str, list[PodRecord]]]
-    size: Callable[[list[PodRecord], ClusterView], int]
-    is_group: Callable[[PodRecord, list[PodRecord], ClusterView], bool]
+    place: Place
+    members: Members
+    size: Size
+    is_group: IsGroup = _always
+    flavours: tuple[str, ...] = field(init=False)
 
+    def __post_init__(self) -> None:
+        self.flavours = (self.flavour,)
 
-def _grove_place(pod: PodRecord, view: ClusterView | None) -> tuple[str, str, str] | None:
-    member = grove_member(pod, view)
-    return None if member is None else (member.pcs, member.replica, member.inconsistent)
+    def gang(self, view: ClusterView, pod: PodRecord) -> PodGang | None:
+        """The gang `pod` belongs to, or None (not this maker's, or its group is no group for
+        disruption). A pod the view has not seen (a pod-to-be) is counted in its gang."""
+        placed = self.place(pod, view)
+        if placed is None:
+            return None
+        name, key, why = placed
+        target = SetRef(pod.namespace, self.kind, name)
+        pods = self.members(view, pod.namespace, name).get(key, [])
+        if pod.uid not in {p.uid for p in pods}:
+            pods = [*pods, pod]
+        if not self.is_group(pod, pods, view):
+            return None
+        return PodGang(pod.namespace, key, target, self.size(pods, view), self.flavour, tuple(pods), why)
 
-
-def _jobset_place(pod: PodRecord, view: ClusterView | None) -> tuple[str, str, str] | None:
-    member = jobset_member(pod, view)
-    return None if member is None else (member.jobset, member.job, member.inconsistent)
-
-
-def _jobset_is_group(pod: PodRecord, pods: list[PodRecord], view: ClusterView) -> bool:
-    member = jobset_member(pod, view)
-    return member is not None and is_group(member, pods)
-
-
-MAKERS: tuple[_Maker, ...] = (
-    _Maker(
-        GROVE,
-        PODCLIQUESET_KIND,
-        Recreator("Grove operator", "a PodCliqueSet's", "terminationDelay", True),
-        _grove_place,
-        grove_set_members,
-        replica_size,
-        lambda pod, pods, view: True,
-    ),
-    _Maker(
-        JOBSET,
-        JOBSET_KIND,
-        Recreator("JobSet controller", "failurePolicy", "RestartJobSet (the default action)", True),
-        _jobset_place,
-        jobset_set_members,
-        lambda pods, view: job_size(pods),
-        _jobset_is_group,
-    ),
-)
-"""The makers of pod-read gangs, tried in order (a pod is one maker's at most)."""
-
-
-def _gang(
-    view: ClusterView, maker: _Maker, target: SetRef, key: str, pods: list[PodRecord], why: str = ""
-) -> PodGang:
-    return PodGang(target.namespace, key, target, maker.size(pods, view), maker.maker, tuple(pods), why)
-
-
-def _placed(view: ClusterView, pod: PodRecord) -> tuple[_Maker, SetRef, str, str] | None:
-    for maker in MAKERS:
-        placed = maker.place(pod, view)
-        if placed is not None:
-            return maker, SetRef(pod.namespace, maker.kind, placed[0]), placed[1], placed[2]
-    return None
-
-
-def pod_gang(view: ClusterView, pod: PodRecord) -> PodGang | None:
-    """The pod-read gang `pod` belongs to, or None (no such maker's pod, or its maker says the
-    pod's group is no group for disruption, e.g. a one-pod Job)."""
-    placed = _placed(view, pod)
-    if placed is None:
-        return None
-    maker, target, key, why = placed
-    pods = maker.members(view, target.namespace, target.name).get(key, [])
-    if pod.uid not in {p.uid for p in pods}:
-        pods = [*pods, pod]  # a pod-to-be or one the view has not seen yet
-    if not maker.is_group(pod, pods, view):
-        return None
-    return _gang(view, maker, target, key, pods, why)
-
-
-def set_gangs(view: ClusterView, target: SetRef) -> tuple[PodGang, ...]:
-    """The gangs of set `target` the view holds pods of, by key (ordinals in number order)."""
-    for maker in MAKERS:
-        if maker.kind != target.kind:
-            continue
-        found = maker.members(view, target.namespace, target.name)
+    def gangs(self, view: ClusterView, target: SetRef) -> tuple[PodGang, ...]:
+        """The gangs of set `target` the view holds pods of, by key (ordinals in number order)."""
+        if target.kind != self.kind:
+            return ()
+        found = self.members(view, target.namespace, target.name)
         gangs = [
-            _gang(view, maker, target, key, pods)
+            PodGang(target.namespace, key, target, self.size(pods, view), self.flavour, tuple(pods))
             for key, pods in found.items()
-            if pods and maker.is_group(pods[0], pods, view)
+            if pods and self.is_group(pods[0], pods, view)
         ]
-        return tuple(sorted(gangs, key=lambda g: (len(g.name), g.name)))
-    return ()
+        return tuple(sorted(gangs, key=lambda g: _key_order(g.name)))
+
+    def resolve(self, view: ClusterView, pod: PodRecord) -> GroupRef | None:
+        """The GroupRef of a pod of one of this maker's gangs (no rank: a gang member), or None."""
+        gang = self.gang(view, pod)
+        if gang is None:
+            return None
+        return GroupRef(
+            gang.set, gang.name, Rank(None), gang.size, (), self.recreator, self.flavour, gang.inconsistent
+        )
+
+    def snapshot(self, view: ClusterView, target: SetRef, going: Going | None = None) -> SetSnapshot | None:
+        """The set's gangs (those the view holds pods of) judged whole or broken under the view's
+        lock; None when it holds none."""
+        with view.lock:
+            gangs = self.gangs(view, target)
+            if not gangs:
+                return None
+            doomed = (going if going is not None else Going(view)).doomed
+            listed = {}
+            for gang in gangs:
+                health = pod_gang_health(gang, doomed=doomed)
+                if not health.whole:
+                    listed[gang.name] = "; ".join(health.problems)
+            raw, on = budget_annotation(gangs)
+        names = frozenset(g.name for g in gangs)
+        return SetSnapshot(
+            set=target,
+            maker=self.name,
+            desired=len(gangs),
+            pods={g.name: g.pods for g in gangs},
+            broken=BrokenGroups(listed, len(gangs), names, None),
+            budget_annotation=raw,
+            budget_on=on,
+            keys=names,
+            wording=POD_READ_WORDING,
+        )
+
+    def recreated_pods(self, view: ClusterView, ref: GroupRef) -> tuple[str, ...]:
+        """None knowable: the pods are generated names of the maker's controllers."""
+        return ()
+
+    def sets(self, view: ClusterView) -> Iterator[SetRef]:
+        """Every set of this maker the view holds a pod of."""
+        found = []
+        for pod in view.all_pods():
+            placed = self.place(pod, None)
+            if placed is not None:
+                found.append(SetRef(pod.namespace, self.kind, placed[0]))
+        return iter(sorted_sets(found))
+
+
+def budget_annotation(gangs: tuple[PodGang, ...]) -> tuple[str | None, str]:
+    """The smallest whole `guardhook.io/max-disrupted-groups` the gangs' pods carry, and on what
+    pod ("Pod ns/name"); (None, "") when none does."""
+    found = sorted(
+        (count(p.annotations, BUDGET_ANNOTATION, -1), p.namespace, p.name) for g in gangs for p in g.pods
+    )
+    valid = [f for f in found if f[0] >= 0]
+    if not valid:
+        return None, ""
+    value, namespace, name = valid[0]
+    return str(value), f"Pod {namespace}/{name}"
 
 
 def set_budget(gangs: tuple[PodGang, ...], default: int) -> int:
-    """The set's budget B: the smallest `guardhook.io/max-disrupted-groups` its pods carry (from
-    the pod templates of the PodCliqueSet or JobSet), else `default`."""
-    values = [int_annotation(p.annotations, BUDGET_ANNOTATION, -1) for g in gangs for p in g.pods]
-    set_values = [v for v in values if v >= 0]
-    return min(set_values) if set_values else default
+    """The set's budget B: `budget_annotation`'s value, else `default`."""
+    raw, _ = budget_annotation(gangs)
+    return int(raw) if raw is not None else default
 
 
 def pod_gang_health(
@@ -150,21 +182,3 @@ def pod_gang_health(
 ) -> GroupHealth:
     """Whole or broken, as for an LWS group (guardhook.groups.health.group_health)."""
     return group_health(gang.name, gang.size, gang.pods if pods is None else pods, doomed)
-
-
-def pod_gang_ref(view: ClusterView, pod: PodRecord) -> GroupRef | None:
-    """The GroupRef of a pod of a pod-read gang, or None."""
-    gang = pod_gang(view, pod)
-    if gang is None:
-        return None
-    recreator = next(m.recreator for m in MAKERS if m.maker == gang.maker)
-    return GroupRef(
-        set=gang.set,
-        key=gang.name,
-        rank=Rank(None),
-        size=gang.size,
-        restart=(),
-        recreator=recreator,
-        maker=gang.maker,
-        inconsistent=gang.inconsistent,
-    )

@@ -14,11 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from guardhook.cluster.annotations import BUDGET_ANNOTATION, count
 from guardhook.cluster.going import Going
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.podgroups import POD_GROUP_KIND, WORKLOAD_KIND, PodGroupRecord
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.broken import BrokenGroups
 from guardhook.groups.health import GroupHealth, group_health
+from guardhook.groups.maker import GANG_WORDING, SetSnapshot, sorted_sets
 from guardhook.groups.ref import NO_RECREATOR, POD_GROUP, GroupRef, Rank, SetRef
 
 
@@ -149,3 +152,81 @@ def short_gangs(view: ClusterView, namespace: str) -> list[PodGroupRecord]:
         if g.all_mode and g.min_count is not None and counts.get(g.name, 0) < g.min_count
     ]
     return sorted(found, key=lambda g: g.name)
+
+
+def set_budget_annotation(
+    view: ClusterView, target: SetRef, groups: list[PodGroupRecord]
+) -> tuple[str | None, str]:
+    """The `guardhook.io/max-disrupted-groups` value a gang set carries, and on what: the set's
+    Workload's when the view holds it and it is a whole number, else the smallest whole number
+    among its PodGroups'; (None, "") when none is set."""
+    workload = view.workload(target.namespace, target.name) if target.kind == WORKLOAD_KIND else None
+    if workload is not None and count(workload.annotations, BUDGET_ANNOTATION, -1) >= 0:
+        return workload.annotations[BUDGET_ANNOTATION], f"{WORKLOAD_KIND} {target.namespace}/{target.name}"
+    found = [(count(g.annotations, BUDGET_ANNOTATION, -1), g.name) for g in groups]
+    valid = sorted((value, name) for value, name in found if value >= 0)
+    if not valid:
+        return None, ""
+    value, name = valid[0]
+    return str(value), f"{POD_GROUP_KIND} {target.namespace}/{name}"
+
+
+def gang_snapshot(view: ClusterView, target: SetRef, going: Going | None = None) -> SetSnapshot | None:
+    """The SetSnapshot of gang set `target`: its `disruptionMode: all` PodGroups, their pods (one
+    pass over the namespace's pods) judged whole or broken, all under the view's lock; None when
+    the view holds no such PodGroup."""
+    with view.lock:
+        groups = set_groups(view, target)
+        if not groups:
+            return None
+        names = {g.name for g in groups}
+        found: dict[str, list[PodRecord]] = {name: [] for name in names}
+        for pod in view.pods_in_namespace(target.namespace):
+            if pod.pod_group in names:
+                found[pod.pod_group].append(pod)
+        doomed = (going if going is not None else Going(view)).doomed
+        listed = {}
+        for group in groups:
+            health = gang_health(view, group, found[group.name], doomed)
+            if not health.whole:
+                listed[group.name] = "; ".join(health.problems)
+        raw, on = set_budget_annotation(view, target, groups)
+    pods = {name: tuple(members) for name, members in found.items() if members}
+    return SetSnapshot(
+        set=target,
+        maker=PodGroupMaker.name,
+        desired=len(groups),
+        pods=pods,
+        broken=BrokenGroups(listed, len(groups), names, None),
+        budget_annotation=raw,
+        budget_on=on,
+        keys=frozenset(names),
+        wording=GANG_WORDING,
+    )
+
+
+class PodGroupMaker:
+    """Workload API gangs (guardhook.groups.maker.GroupMaker): `disruptionMode: all` PodGroups,
+    budgeted per set (`set_of`)."""
+
+    name: str = "PodGroup"
+    flavours: tuple[str, ...] = (POD_GROUP,)
+
+    def resolve(self, view: ClusterView, pod: PodRecord) -> GroupRef | None:
+        """`podgroup_ref`."""
+        return podgroup_ref(view, pod)
+
+    def snapshot(self, view: ClusterView, target: SetRef, going: Going | None = None) -> SetSnapshot | None:
+        """`gang_snapshot`."""
+        return gang_snapshot(view, target, going)
+
+    def recreated_pods(self, view: ClusterView, ref: GroupRef) -> tuple[str, ...]:
+        """None knowable: a gang's pods are its controller's to name."""
+        return ()
+
+    def sets(self, view: ClusterView) -> Iterator[SetRef]:
+        """Every set holding a `disruptionMode: all` PodGroup in `view`."""
+        return iter(sorted_sets(set_of(g) for g in view.all_pod_groups() if g.all_mode))
+
+
+POD_GROUP_MAKER = PodGroupMaker()

@@ -75,7 +75,7 @@ from guardhook.groups.counts import member_group_health
 from guardhook.groups.grove import GROVE_OPERATOR
 from guardhook.groups.jobset import JOBSET_CONTROLLER
 from guardhook.groups.placement import member_of_object, member_of_pod
-from guardhook.groups.podgangs import pod_gang, pod_gang_health
+from guardhook.groups.podgangs import pod_gang_health
 from guardhook.groups.podgroup import all_mode_group, gang_health
 from guardhook.groups.ref import KTHENA, LWS_HASH, NO_RECREATOR, POD_GROUP
 from guardhook.policies.base import (
@@ -88,7 +88,7 @@ from guardhook.policies.base import (
     stale_judgement,
     target,
 )
-from guardhook.policies.shared.gang_budget import gang_disruption, judge_gang_budget
+from guardhook.policies.shared.gang_budget import gang_disruption, judge_gang_budget, pod_gang
 from guardhook.policies.shared.group_budget import group_disruption, judge_budget, min_budget
 from guardhook.wire import KubeObject
 

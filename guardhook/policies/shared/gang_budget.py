@@ -21,7 +21,8 @@ from guardhook.cluster.lws import int_annotation
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.podgroups import WORKLOAD_KIND, PodGroupRecord
 from guardhook.cluster.view.store import ClusterView
-from guardhook.groups.podgangs import PodGang, pod_gang, pod_gang_health, set_budget, set_gangs
+from guardhook.groups.makers import MAKERS
+from guardhook.groups.podgangs import PodGang, PodReadMaker, pod_gang_health, set_budget
 from guardhook.groups.podgroup import all_mode_group, gang_health, members, set_groups, set_of
 from guardhook.groups.ref import SetRef
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
@@ -65,6 +66,17 @@ def gang_disruption(
     return GangDisruption(pod, group, target, max(budget, minimum_budget), groups)
 
 
+def pod_gang(view: ClusterView, pod: PodRecord) -> PodGang | None:
+    """The gang `pod` belongs to by the first registered maker of gangs read from pods
+    (guardhook.groups.podgangs.PodReadMaker: Grove, JobSet) that claims it, or None."""
+    for maker in MAKERS:
+        if isinstance(maker, PodReadMaker):
+            gang = maker.gang(view, pod)
+            if gang is not None:
+                return gang
+    return None
+
+
 def _pod_gang_disruption(
     view: ClusterView, pod: PodRecord, default_budget: int, minimum_budget: int
 ) -> GangDisruption | None:
@@ -72,7 +84,8 @@ def _pod_gang_disruption(
     gang = pod_gang(view, pod)
     if gang is None:
         return None
-    held = set_gangs(view, gang.set)
+    maker = next(m for m in MAKERS if isinstance(m, PodReadMaker) and m.flavour == gang.maker)
+    held = maker.gangs(view, gang.set)
     groups = held if any(g.name == gang.name for g in held) else (*held, gang)
     return GangDisruption(
         pod, gang, gang.set, max(set_budget(groups, default_budget), minimum_budget), groups

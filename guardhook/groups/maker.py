@@ -1,0 +1,125 @@
+"""The protocol every group maker implements, in the shape of Kueue's `jobframework.GenericJob`
+(kubernetes-sigs/kueue pkg/controller/jobframework/interface.go): one object per way a group is
+made, asked the same few questions by every reader — which group a pod is in (`resolve`), one
+consistent reading of a set's groups (`snapshot`: for a budget, a plan or a report), the pods a
+recreated group will have (`recreated_pods`), and every set it makes in a view (`sets`).
+
+The makers are registered in guardhook.groups.makers (an ordered tuple); a new maker is one module
+implementing `GroupMaker` plus one line there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from guardhook.cluster.going import Going
+from guardhook.cluster.lws import GroupKey, below_replicas
+from guardhook.cluster.model import PodRecord
+from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.broken import BrokenGroups
+from guardhook.groups.ref import GroupRef, SetRef
+
+
+@dataclass(frozen=True)
+class Wording:
+    """How messages name a maker's groups: `label` before a key ("group 3", "PodGroup train-1"),
+    `unit` when counting ("2 of its 4 groups", "1 of its 3 gangs"), `qualifier` after a named
+    group (" (disruptionMode all)"), and whether a denial names the key with its namespace
+    ("PodGroup train/train-1": `namespaced`)."""
+
+    label: str = "group"
+    unit: str = "group"
+    qualifier: str = ""
+    namespaced: bool = False
+
+    def group(self, target: SetRef, key: GroupKey, namespaced: bool | None = None) -> str:
+        """`group 3 of LeaderWorkerSet ns/a`, `PodGroup ns/g (disruptionMode all) of Workload ns/w`
+        (`namespaced` None: as the maker names it in a denial; False: the key alone, as plans do)."""
+        with_ns = self.namespaced if namespaced is None else namespaced
+        shown = f"{target.namespace}/{key}" if with_ns else key
+        return f"{self.label} {shown}{self.qualifier} of {target}"
+
+
+LWS_WORDING = Wording()
+GANG_WORDING = Wording("PodGroup", "gang", " (disruptionMode all)", True)
+
+
+@dataclass(frozen=True)
+class SetSnapshot:
+    """One consistent reading of a set's groups, taken under the view's lock (no watch event lands
+    between two groups of it): what a budget decision, a plan or a report reads, once.
+
+    `desired`: how many groups the set wants (an LWS's `spec.replicas`, a set's `disruptionMode:
+    all` PodGroups). `pods`: group key -> its pods (terminal ones included), for the groups that
+    have pods. `broken`: the groups the view shows not whole, and why (guardhook.groups.broken:
+    groups with no pods counted without being listed; a Hash LWS's such groups have no key and are
+    only counted: `unnamed_empty`). `budget_annotation`: the raw `guardhook.io/max-disrupted-groups`
+    value the set carries (None when none), and `budget_on`: on what ("LeaderWorkerSet ns/a",
+    "Workload ns/w", "PodGroup ns/g"). `keys`: the keys of the set's groups when they are named
+    (gangs); None when a key is a group of the set by `below_replicas` (LWS). `maker`: the maker's
+    registered name (guardhook.groups.makers)."""
+
+    set: SetRef
+    maker: str
+    desired: int
+    pods: Mapping[GroupKey, tuple[PodRecord, ...]]
+    broken: BrokenGroups
+    budget_annotation: str | None = None
+    budget_on: str = ""
+    keys: frozenset[GroupKey] | None = None
+    wording: Wording = field(default=LWS_WORDING)
+
+    def counts(self, key: GroupKey) -> bool:
+        """Whether `key` is one of the set's groups now: a named group of it, else an ordinal
+        below `desired` or any Hash key (guardhook.cluster.lws.below_replicas). A ledger entry of
+        a group that does not count is dropped on the next write."""
+        return key in self.keys if self.keys is not None else below_replicas(key, self.desired)
+
+    @property
+    def unnamed_empty(self) -> int:
+        """How many groups with no pods are counted without a key (a Hash LWS's; 0 otherwise)."""
+        return self.broken.empty_count if self.broken.hashed else 0
+
+    def none_broken(self) -> BrokenGroups:
+        """A BrokenGroups of this set with no group broken (a plan that starts with every group
+        whole)."""
+        return BrokenGroups({}, self.desired, (), None, hashed=self.broken.hashed)
+
+
+@runtime_checkable
+class GroupMaker(Protocol):
+    """One way groups are made (an LWS and what serves it, Workload API gangs, ...).
+
+    `name`: how the registry (guardhook.groups.makers) and `SetSnapshot.maker` name it.
+    `flavours`: the `GroupRef.maker` values its `resolve` gives (guardhook.groups.ref.MAKERS)."""
+
+    name: str
+    flavours: tuple[str, ...]
+
+    def resolve(self, view: ClusterView, pod: PodRecord) -> GroupRef | None:
+        """The group `pod` (a view record, or one built from a review's object) is in, when this
+        maker made it: controller ownerReference chain first, labels second; else None."""
+        ...
+
+    def snapshot(self, view: ClusterView, target: SetRef, going: Going | None = None) -> SetSnapshot | None:
+        """One consistent reading of set `target`'s groups under the view's lock; None when the
+        view does not hold the set (or `target` is none of this maker's). `going` judges which
+        pods are going (default guardhook.cluster.going.Going(view))."""
+        ...
+
+    def recreated_pods(self, view: ClusterView, ref: GroupRef) -> tuple[str, ...]:
+        """The names of the pods the group `ref` will have once its recreator recreates it, where
+        they can be known (empty when not: a Hash group comes back under a new key, a gang's
+        pods are its controller's to name)."""
+        ...
+
+    def sets(self, view: ClusterView) -> Iterator[SetRef]:
+        """Every set of this maker in `view` (audit, metrics), in namespace, kind, name order."""
+        ...
+
+
+def sorted_sets(sets: Iterable[SetRef]) -> list[SetRef]:
+    """`sets` in namespace, kind, name order, each once."""
+    return sorted(set(sets), key=lambda s: (s.namespace, s.kind, s.name))

@@ -1,0 +1,68 @@
+"""The registered group makers, in the order `resolve` asks them (the first to claim a pod wins:
+an LWS member that also names a PodGroup is the LWS's). A new maker is one module implementing
+guardhook.groups.maker.GroupMaker and one line in MAKERS."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from guardhook.cluster.going import Going
+from guardhook.cluster.model import PodRecord
+from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.grove import GROVE_MAKER
+from guardhook.groups.jobset import JOBSET_MAKER
+from guardhook.groups.lws import LWS_MAKER
+from guardhook.groups.maker import GroupMaker, SetSnapshot
+from guardhook.groups.podgroup import POD_GROUP_MAKER
+from guardhook.groups.ref import GroupRef, SetRef
+
+MAKERS: tuple[GroupMaker, ...] = (
+    LWS_MAKER,
+    POD_GROUP_MAKER,
+    GROVE_MAKER,
+    JOBSET_MAKER,
+)
+
+
+def resolve(view: ClusterView, pod: PodRecord) -> GroupRef | None:
+    """The group `pod` is in, by the first maker in MAKERS that claims it; None for none."""
+    for maker in MAKERS:
+        ref = maker.resolve(view, pod)
+        if ref is not None:
+            return ref
+    return None
+
+
+def maker_of(ref: GroupRef) -> GroupMaker:
+    """The registered maker that resolved `ref` (by `ref.maker`, one of its `flavours`).
+    Raises LookupError for a GroupRef no registered maker gives."""
+    for maker in MAKERS:
+        if ref.maker in maker.flavours:
+            return maker
+    raise LookupError(f"no registered group maker gives {ref.maker!r} groups")
+
+
+def maker_named(name: str) -> GroupMaker:
+    """The registered maker called `name` (`SetSnapshot.maker`). Raises LookupError."""
+    for maker in MAKERS:
+        if maker.name == name:
+            return maker
+    raise LookupError(f"no registered group maker {name!r}")
+
+
+def snapshot(view: ClusterView, ref: GroupRef, going: Going | None = None) -> SetSnapshot | None:
+    """One consistent reading of the set of `ref`'s group, by the maker that resolved it (None
+    when the view does not hold the set)."""
+    return maker_of(ref).snapshot(view, ref.set, going)
+
+
+def recreated_pods(view: ClusterView, ref: GroupRef) -> tuple[str, ...]:
+    """The pods group `ref` will have once recreated, where knowable (GroupMaker.recreated_pods)."""
+    return maker_of(ref).recreated_pods(view, ref)
+
+
+def all_sets(view: ClusterView) -> Iterator[tuple[GroupMaker, SetRef]]:
+    """Every set of every registered maker in `view`, maker by maker (audit, metrics)."""
+    for maker in MAKERS:
+        for found in maker.sets(view):
+            yield maker, found
