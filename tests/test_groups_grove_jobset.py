@@ -5,6 +5,7 @@ are budgeted per PodCliqueSet / JobSet. Pods are the sample fleet's made over by
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import group_shapes as shapes
@@ -19,6 +20,8 @@ from guardhook.groups.jobset import jobset_member
 from guardhook.groups.ref import GROVE, JOBSET, SetRef
 from guardhook.ledger import MemoryLedger
 from guardhook.policies.shared.gang_budget import pod_gang
+
+from conftest import load_review
 
 
 def nodes() -> list:
@@ -280,3 +283,110 @@ def test_grove_and_jobset_sets_snapshot_through_the_registry() -> None:
     assert ("Grove", SetRef("infer", "PodCliqueSet", "disagg")) in found
     assert ("JobSet", SetRef("batch", "JobSet", "train")) in found
     assert recreated_pods(view, ref) == ()
+
+
+# pod-counted-scaler
+
+
+def scaler(review: str, kind: str, name: str, **spec: Any) -> dict[str, Any]:
+    """The captured HPA (s23) or ScaledObject (s25) aimed at Grove `kind` infer/`name`, with `spec`
+    fields replaced."""
+    request = copy.deepcopy(load_review(review)["request"])
+    request["namespace"] = "infer"
+    request["object"]["metadata"]["namespace"] = "infer"
+    request["object"]["spec"]["scaleTargetRef"] = {
+        "apiVersion": "grove.io/v1alpha1",
+        "kind": kind,
+        "name": name,
+    }
+    request["object"]["spec"].update(spec)
+    return request
+
+
+def judge(eng: Engine, request: dict[str, Any]) -> dict[str, Any]:
+    return dict(eng.judge(request, "validate").response)
+
+
+CPU = [
+    {
+        "type": "Resource",
+        "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}},
+    }
+]
+PER_REPLICA = [
+    {
+        "type": "External",
+        "external": {
+            "metric": {"name": "queue_depth"},
+            "target": {"type": "AverageValue", "averageValue": "10"},
+        },
+    }
+]
+VALUE = [
+    {
+        "type": "External",
+        "external": {"metric": {"name": "queue_depth"}, "target": {"type": "Value", "value": "10"}},
+    }
+]
+
+
+def test_a_pod_counted_hpa_on_a_podcliqueset_is_denied() -> None:
+    eng = engine(makers.grove_pods())
+    captured = judge(eng, scaler("s23-hpa-lws.validating", "PodCliqueSet", "disagg"))  # a Pods metric
+    assert captured["allowed"] is False
+    message = captured["status"]["message"]
+    assert message.startswith(
+        "[pod-counted-scaler] HorizontalPodAutoscaler infer/llm-xl-hpa scales PodCliqueSet"
+    )
+    assert "Pods metric vllm_queue_depth" in message and "the view shows 3 pods in one" in message
+    assert (
+        judge(eng, scaler("s23-hpa-lws.validating", "PodCliqueSet", "disagg", metrics=CPU))["allowed"]
+        is False
+    )
+    assert (
+        judge(eng, scaler("s23-hpa-lws.validating", "PodCliqueSet", "disagg", metrics=VALUE))["allowed"]
+        is False
+    )
+    assert (
+        judge(eng, scaler("s23-hpa-lws.validating", "PodCliqueSet", "disagg", metrics=[]))["allowed"] is False
+    )
+
+
+def test_a_per_replica_hpa_on_a_podcliqueset_is_allowed() -> None:
+    eng = engine(makers.grove_pods())
+    assert judge(eng, scaler("s23-hpa-lws.validating", "PodCliqueSet", "disagg", metrics=PER_REPLICA))[
+        "allowed"
+    ]
+
+
+def test_one_pod_replicas_count_pods_as_replicas() -> None:
+    eng = engine(makers.grove_pods(cliques=(("solo", 1),)))
+    assert (
+        judge(eng, scaler("s23-hpa-lws.validating", "PodCliqueSet", "disagg", metrics=CPU))["allowed"] is True
+    )
+
+
+def test_keda_on_a_podcliquescalinggroup_is_judged_by_its_triggers() -> None:
+    pods = makers.grove_pods()
+    for pod in pods:  # the decode clique as PodCliqueScalingGroup disagg-<r>-sg replica 0's
+        labels = pod["metadata"]["labels"]
+        if "decode" in labels["grove.io/podclique"]:
+            labels["grove.io/podcliquescalinggroup"] = "disagg-0-sg"
+            labels["grove.io/podcliquescalinggroup-replica-index"] = labels[
+                "grove.io/podcliqueset-replica-index"
+            ]
+    eng = engine(pods)
+    prometheus = judge(eng, scaler("s25-keda-lws.validating", "PodCliqueScalingGroup", "disagg-0-sg"))
+    assert prometheus["allowed"] is True  # metricType AverageValue by default: replicas
+    cpu = [{"type": "cpu", "metricType": "Utilization", "metadata": {"value": "60"}}]
+    denied = judge(
+        eng, scaler("s25-keda-lws.validating", "PodCliqueScalingGroup", "disagg-0-sg", triggers=cpu)
+    )
+    assert denied["allowed"] is False and "KEDA cpu trigger" in denied["status"]["message"]
+    value = [{"type": "prometheus", "metricType": "Value", "metadata": {"threshold": "10"}}]
+    assert (
+        judge(eng, scaler("s25-keda-lws.validating", "PodCliqueScalingGroup", "disagg-0-sg", triggers=value))[
+            "allowed"
+        ]
+        is False
+    )

@@ -163,6 +163,24 @@ def set_members(view: ClusterView, namespace: str, pcs: str) -> dict[str, list[P
     return found
 
 
+SCALING_GROUP_REPLICA_LABEL = "grove.io/podcliquescalinggroup-replica-index"
+
+
+def pods_per_scaled_replica(view: ClusterView, namespace: str, kind: str, name: str) -> list[int]:
+    """The live pods of each replica the `/scale` of Grove object `kind` `namespace/name` counts,
+    as the view holds them: a PodCliqueSet's replicas (its gangs), or a PodCliqueScalingGroup's
+    replicas (its pods by `grove.io/podcliquescalinggroup-replica-index`); empty when the view
+    holds none."""
+    if kind == PODCLIQUESET_KIND:
+        return [sum(not p.terminal for p in pods) for pods in set_members(view, namespace, name).values()]
+    counts: dict[str, int] = {}
+    for pod in view.pods_in_namespace(namespace):
+        if pod.labels.get(SCALING_GROUP_LABEL) == name and _podclique_owner(pod) and not pod.terminal:
+            index = pod.labels.get(SCALING_GROUP_REPLICA_LABEL, "")
+            counts[index] = counts.get(index, 0) + 1
+    return list(counts.values())
+
+
 def _place(pod: PodRecord, view: ClusterView | None) -> tuple[str, str, str] | None:
     member = grove_member(pod, view)
     return None if member is None else (member.pcs, member.replica, member.inconsistent)
