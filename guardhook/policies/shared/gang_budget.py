@@ -25,6 +25,7 @@ from guardhook.groups.makers import MAKERS
 from guardhook.groups.podgangs import PodGang, PodReadMaker, pod_gang_health, set_budget
 from guardhook.groups.podgroup import all_mode_group, gang_health, members, set_groups, set_of
 from guardhook.groups.ref import SetRef
+from guardhook.groups.stuck import stuck_note
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
 from guardhook.policies.base import ALLOW, Judgement
 from guardhook.policies.shared.group_budget import (
@@ -151,6 +152,7 @@ def judge_gang_budget(
                     f"of {disruption.set}, but {len(broken)} of its {len(disruption.groups)} gangs "
                     f"{'is' if len(broken) == 1 else 'are'} already broken and at most {disruption.budget} "
                     f"may be broken at a time: {listed}. Retry once a broken gang is whole again"
+                    + stuck_note(view, disruption.set)
                 ),
                 None,
             )

@@ -26,6 +26,7 @@ from typing import Any
 from guardhook.cluster.annotations import BUDGET_ANNOTATION
 from guardhook.cluster.going import Going
 from guardhook.cluster.lws import (
+    LWS_KIND,
     GroupKey,
     LeaderWorkerSet,
     below_replicas,
@@ -37,6 +38,8 @@ from guardhook.groups.broken import BrokenGroups, describe_broken, groups_broken
 from guardhook.groups.index import lws_pods
 from guardhook.groups.lws import broken_in_pods
 from guardhook.groups.placement import GroupMember, member_of_pod
+from guardhook.groups.ref import SetRef
+from guardhook.groups.stuck import stuck_note
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
 from guardhook.policies.base import ALLOW, TOO_MANY_REQUESTS, Judgement, Violation
 
@@ -289,4 +292,4 @@ def budget_message(disruption: GroupDisruption, broken: BrokenGroups, what: str)
         f"{lws.namespace}/{lws.name}, but {groups_broken(len(broken), lws.replicas)} already broken "
         f"and at most {disruption.budget} may be broken at a time ({budget_source(lws, disruption.budget)}): "
         f"{describe_broken(broken)}. Retry once a broken group is whole again"
-    )
+    ) + stuck_note(disruption.view, SetRef(lws.namespace, LWS_KIND, lws.name))
