@@ -5,6 +5,7 @@ the sample fleet's; evictions the captured s07."""
 
 from __future__ import annotations
 
+import io
 import json
 import time
 
@@ -110,3 +111,49 @@ def test_an_lws_snapshot_without_broken_groups_has_none_stuck() -> None:
     view = shapes.view(shapes.fleet())
     snap = LWS_MAKER.snapshot(view, SetRef("serve", "LeaderWorkerSet", "llm-xl"))
     assert snap is not None and stuck_in_snapshot(view, snap, NOW, 0.0) == []
+
+
+def test_audit_names_the_stuck_group_and_honours_stuck_after_seconds() -> None:
+    from guardhook.commands.audit import audit, render_json, render_text
+    from guardhook.commands.scan import Located
+
+    objects = shapes.fleet()
+    worker = shapes.pod(objects, "llm-xl-2-1")
+    worker["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/topology"}]
+    worker["status"] = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False"}]}
+    result = audit([Located("cluster", o) for o in objects], build_config({}))
+    assert [(s.set_name, s.key) for s in result.stuck] == [("llm-xl", "2")]
+    out = io.StringIO()
+    render_text(result, out, err=io.StringIO())
+    assert (
+        "Groups down for good (1):\n  group 2 of LeaderWorkerSet serve/llm-xl is down for good"
+        in out.getvalue()
+    )
+    document = io.StringIO()
+    render_json(result, document)
+    assert json.loads(document.getvalue())["stuckGroups"][0]["group"] == "2"
+    patient = build_config({"policies": {"group-eviction": {"stuckAfterSeconds": 2**31 - 1}}})
+    assert audit([Located("cluster", o) for o in objects], patient).stuck == []
+
+
+def test_drain_plan_names_the_stuck_group() -> None:
+    from guardhook.planning.drain import plan_drain
+
+    plan = plan_drain(lws_fleet(3, {"1": 3}), ["gpu-node-01"], {"maxDisruptedGroups": 1})
+    assert [(s.key, s.why) for s in plan.stuck] == [
+        ("1", "restarts exhausted: recreated 3 times, maxGroupRestarts 3")
+    ]
+    assert plan.as_dict()["stuckGroups"][0]["set"] == "llm-xl"
+
+
+def test_the_stuck_gauge_counts_per_set() -> None:
+    from guardhook.server.metrics import StuckCollector
+
+    view = shapes.view(lws_fleet(3, {"1": 3}))
+    (family,) = list(StuckCollector(lambda: view, lambda: 900.0).collect())
+    assert family.name == "guardhook_stuck_groups"
+    assert [(s.labels, s.value) for s in family.samples] == [
+        ({"namespace": "serve", "kind": "LeaderWorkerSet", "name": "llm-xl"}, 1.0)
+    ]
+    (none,) = list(StuckCollector(lambda: shapes.view(shapes.fleet()), lambda: 900.0).collect())
+    assert none.samples == []

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from guardhook.config import Config
     from guardhook.groups.counts import LwsGroups
     from guardhook.groups.podgroup import GangSetGroups
+    from guardhook.groups.stuck import StuckGroup
     from guardhook.leadersync.desired import Entry
     from guardhook.policies.base import Policy
     from guardhook.wire import KubeObject
@@ -196,6 +197,9 @@ class AuditResult:
     (guardhook.groups.podgroup.each_gang_set)."""
     floor_cover: FloorCover | None = None
     """The `webhook-fails-open` gaps the admission-policy floor covers (None: no such gap)."""
+    stuck: list[StuckGroup] = field(default_factory=list)
+    """Groups down for good (guardhook.groups.stuck): restarts exhausted, or gated past
+    group-eviction's `stuckAfterSeconds`."""
 
     @property
     def violations(self) -> list[Finding]:
@@ -259,7 +263,21 @@ def audit(
         unnarrowed=unnarrowed(view, objects, config),
         gangs=list(each_gang_set(view)),
         floor_cover=floor_cover(view, gaps, floor, exported.rules),
+        stuck=stuck_in_view(view, config),
     )
+
+
+def stuck_in_view(view: Any, config: Config) -> list[StuckGroup]:
+    """The groups of `view` down for good, gated ones counted after group-eviction's
+    `stuckAfterSeconds` (guardhook.groups.stuck)."""
+    import time
+
+    from guardhook.groups.stuck import DEFAULT_STUCK_AFTER_SECONDS, stuck_groups
+
+    after = float(
+        config.settings("group-eviction").params.get("stuckAfterSeconds", DEFAULT_STUCK_AFTER_SECONDS)
+    )
+    return list(stuck_groups(view, time.time(), after))
 
 
 def unnarrowed(view: Any, objects: Sequence[Located], config: Config) -> list[Entry]:
@@ -386,6 +404,10 @@ def render_text(result: AuditResult, out: TextIO, quiet: bool = False, err: Text
         print(f"Stale node conditions ({len(result.stale)}):", file=out)
         for stale in result.stale:
             print(f"  {stale.describe()}", file=out)
+    if result.stuck:
+        print(f"Groups down for good ({len(result.stuck)}):", file=out)
+        for stuck in result.stuck:
+            print(f"  {stuck.describe()}", file=out)
     for note in result.notes:
         print(f"guardhook audit: note: {note}", file=err or sys.stderr)
 
@@ -450,6 +472,7 @@ def render_json(result: AuditResult, out: TextIO) -> None:
         "gangs": [g.as_dict() for g in result.gangs],
         "drainingNodes": result.draining,
         "staleConditions": [item.as_dict() for item in result.stale],
+        "stuckGroups": [item.as_dict() for item in result.stuck],
         "unnarrowed": [
             {k: v for k, v in e.as_dict().items() if k != "patch"} | {"state": UNNARROWED_STATE[e.state]}
             for e in result.unnarrowed

@@ -97,9 +97,16 @@ class GroupEviction(Policy):
     default_actions = ("Deny",)
     fail_closed = True
     stale_code = TOO_MANY_REQUESTS
-    params = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120, "minMaxDisruptedGroups": 0}
+    params = {
+        "maxDisruptedGroups": 1,
+        "ledgerTTLSeconds": 120,
+        "minMaxDisruptedGroups": 0,
+        # How long a group's pods may stay scheduling-gated before audit, drain-plan and the
+        # guardhook_stuck_groups gauge name it down for good (guardhook.groups.stuck).
+        "stuckAfterSeconds": 900,
+    }
     # A TTL of 0 forgets each allowed eviction at once: concurrent evictions then break any budget.
-    param_minimums = {"ledgerTTLSeconds": 1}
+    param_minimums = {"ledgerTTLSeconds": 1, "stuckAfterSeconds": 0}
 
     def judge(self, ctx: PolicyContext) -> Judgement:
         """Allow, or deny with 429 naming the broken groups; see the module docstring."""
