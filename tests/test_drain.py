@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from drain_standin import DrainFake, StandIn, lws_copy
 from group_shapes import gang_objects, to_hash, to_kthena
+from maker_shapes import grove_pods
 
 from guardhook.cluster.view.static import embedded_fleet_objects
 from guardhook.commands.main import main
@@ -488,3 +489,19 @@ def test_an_unreachable_api_server_is_one_line_and_exit_2(tmp_path: Path) -> Non
         and "Connection refused" in line
     )
     assert "Retrying" not in done.stderr
+
+
+def test_a_grove_replica_is_evicted_whole_and_waited_for() -> None:
+    base = [o for o in fleet() if o["kind"] == "Node"]
+    pods = grove_pods()
+    cluster = StandIn(base + pods)
+    node = next(p["spec"]["nodeName"] for p in pods if p["metadata"]["name"] == "disagg-1-prefill-aaaaa")
+    result, events = drain(cluster, node)
+    assert result.drained, result.left
+    [group] = [e for e in events if e["event"] == "group"]
+    assert group["group"] == "group 1 of PodCliqueSet infer/disagg"
+    assert (group["action"], sorted(group["pods"])) == (
+        "evict",
+        ["disagg-1-decode-aaaaa", "disagg-1-decode-bbbbb", "disagg-1-prefill-aaaaa"],
+    )
+    assert [e["group"] for e in events if e["event"] == "rebuilt"] == [group["group"]]
