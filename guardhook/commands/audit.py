@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from guardhook.groups.stuck import StuckGroup
     from guardhook.leadersync.desired import Entry
     from guardhook.policies.base import Policy
+    from guardhook.policies.shared.maker_guards import EvictionGuard
     from guardhook.wire import KubeObject
 
 
@@ -197,6 +198,9 @@ class AuditResult:
     (guardhook.groups.podgroup.each_gang_set)."""
     floor_cover: FloorCover | None = None
     """The `webhook-fails-open` gaps the admission-policy floor covers (None: no such gap)."""
+    eviction_guards: list[EvictionGuard] = field(default_factory=list)
+    """Other webhook entries on `pods/eviction` (guardhook.policies.shared.maker_guards): a second
+    guard judging the same evictions with its own budget."""
     stuck: list[StuckGroup] = field(default_factory=list)
     """Groups down for good (guardhook.groups.stuck): restarts exhausted, or gated past
     group-eviction's `stuckAfterSeconds`."""
@@ -226,6 +230,7 @@ def audit(
     from guardhook.groups.podgroup import each_gang_set
     from guardhook.planning.spare import spare_by_lws
     from guardhook.policies import REGISTRY
+    from guardhook.policies.shared.maker_guards import eviction_guards
     from guardhook.policies.worker_delete import POLICY as WORKER_DELETE
     from guardhook.policies.worker_delete import drain_conditions, drain_taint_keys
 
@@ -263,6 +268,7 @@ def audit(
         unnarrowed=unnarrowed(view, objects, config),
         gangs=list(each_gang_set(view)),
         floor_cover=floor_cover(view, gaps, floor, exported.rules),
+        eviction_guards=eviction_guards(view),
         stuck=stuck_in_view(view, config),
     )
 
@@ -404,6 +410,10 @@ def render_text(result: AuditResult, out: TextIO, quiet: bool = False, err: Text
         print(f"Stale node conditions ({len(result.stale)}):", file=out)
         for stale in result.stale:
             print(f"  {stale.describe()}", file=out)
+    if result.eviction_guards:
+        print(f"Other eviction guards ({len(result.eviction_guards)}):", file=out)
+        for guard in result.eviction_guards:
+            print(f"  {guard.describe()}: judges the same evictions with its own budget", file=out)
     if result.stuck:
         print(f"Groups down for good ({len(result.stuck)}):", file=out)
         for stuck in result.stuck:
@@ -473,6 +483,7 @@ def render_json(result: AuditResult, out: TextIO) -> None:
         "drainingNodes": result.draining,
         "staleConditions": [item.as_dict() for item in result.stale],
         "stuckGroups": [item.as_dict() for item in result.stuck],
+        "otherEvictionGuards": [item.as_dict() for item in result.eviction_guards],
         "unnarrowed": [
             {k: v for k, v in e.as_dict().items() if k != "patch"} | {"state": UNNARROWED_STATE[e.state]}
             for e in result.unnarrowed

@@ -53,6 +53,7 @@ from typing import Any
 from guardhook.cluster.model import PodRecord, metadata
 from guardhook.cluster.pdb_budget import matching_pdbs, refusal
 from guardhook.cluster.view.store import LEADERWORKERSETS, ClusterView
+from guardhook.groups import resolve
 from guardhook.groups.lws import member_by_name
 from guardhook.groups.placement import member_of_pod
 from guardhook.groups.podgroup import short_gangs
@@ -76,6 +77,7 @@ from guardhook.policies.shared.group_budget import (
     too_many,
     within_budget,
 )
+from guardhook.policies.shared.maker_guards import DEFER_PARAM, deferred, item_problem
 from guardhook.wire import KubeObject
 
 __all__ = [
@@ -104,9 +106,16 @@ class GroupEviction(Policy):
         # How long a group's pods may stay scheduling-gated before audit, drain-plan and the
         # guardhook_stuck_groups gauge name it down for good (guardhook.groups.stuck).
         "stuckAfterSeconds": 900,
+        # `<maker>=<webhook entry>`: evictions of that maker's groups are left to its own guard
+        # (guardhook.policies.shared.maker_guards).
+        "deferToMakerGuards": [],
     }
     # A TTL of 0 forgets each allowed eviction at once: concurrent evictions then break any budget.
     param_minimums = {"ledgerTTLSeconds": 1, "stuckAfterSeconds": 0}
+
+    def param_problem(self, name: str, value: Any) -> str | None:
+        """`deferToMakerGuards` items must read `<maker>=<webhook entry name>`."""
+        return item_problem(value) if name == DEFER_PARAM else None
 
     def judge(self, ctx: PolicyContext) -> Judgement:
         """Allow, or deny with 429 naming the broken groups; see the module docstring."""
@@ -121,6 +130,10 @@ class GroupEviction(Policy):
             return ALLOW
         if pod.disruption and not pod.terminating:
             return allowed_disruption_target(pod.disruption, ctx.user)
+        if ctx.params.get(DEFER_PARAM):
+            deferral = deferred(ctx.view, resolve(ctx.view, pod), ctx.params)
+            if deferral is not None:
+                return deferral
         eviction = eviction_context(ctx.view, pod, ctx.params)
         if eviction is None:
             gang = gang_disruption(
