@@ -107,6 +107,21 @@ def test_the_429_names_the_stuck_group() -> None:
     assert "delete its leader pod serve/llm-xl-1" in message
 
 
+def test_the_429_of_a_grove_set_names_its_stuck_replica_through_the_one_budget() -> None:
+    pods = makers.grove_pods()
+    pod = makers.named(pods, "disagg-1-decode-aaaaa")
+    pod["spec"]["schedulingGates"] = [{"name": "grove.io/podgang-pending-creation"}]
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
+    nodes = [o for o in shapes.fleet() if o["kind"] == "Node"]
+    eng = Engine(shapes.view(nodes + pods), build_config({}), ledger=MemoryLedger())
+    denied = eng.judge(shapes.eviction_request("disagg-0-prefill-aaaaa", "infer"), "validate").response
+    assert denied["allowed"] is False and denied["status"]["code"] == 429
+    message = denied["status"]["message"]
+    assert "would break group 0 of PodCliqueSet infer/disagg" in message
+    assert "Note: group 1 of PodCliqueSet infer/disagg is down for good" in message
+    assert message.count("Note:") == 1
+
+
 def test_an_lws_snapshot_without_broken_groups_has_none_stuck() -> None:
     view = shapes.view(shapes.fleet())
     snap = LWS_MAKER.snapshot(view, SetRef("serve", "LeaderWorkerSet", "llm-xl"))

@@ -4,8 +4,9 @@ objects (a Grove PodCliqueSet, guardhook.groups.grove; a JobSet, guardhook.group
 Such a maker says, for a pod, its set's name and its group's key (`place`), and for a set the
 view's pods of each group (`members`); `PodReadMaker` turns that into the group maker protocol
 (guardhook.groups.maker.GroupMaker: resolve, snapshot, recreated_pods, sets), and `PodGang` is one
-of its gangs, from which its `snapshot` is read (the one budget, guardhook.budget, reads that). A new maker of
-this kind is one module building a `PodReadMaker` and one line in guardhook.groups.makers.
+of its gangs, from which its `snapshot` is read: the one budget (guardhook.budget) counts these
+gangs through that snapshot, as any maker's. A new maker of this kind is one module building a
+`PodReadMaker` and one line in guardhook.groups.makers.
 
 A gang's size is what its pods show (the maker's `size`: e.g. the highest pod index plus one);
 its budget the smallest `guardhook.io/max-disrupted-groups` its pods carry (from the set's pod
