@@ -22,7 +22,12 @@ from typing import Any
 from guardhook.policies import REGISTRY
 from guardhook.policies.base import ACTIONS, Policy
 from guardhook.policies.group_capacity import SOURCE_ACTIONS
-from guardhook.policies.worker_delete import DRAIN_CONDITIONS_PARAM, DRAIN_TAINT_KEYS_PARAM
+from guardhook.policies.shared.maker_guards import DEFER_PARAM
+from guardhook.policies.worker_delete import (
+    DRAIN_CONDITIONS_PARAM,
+    DRAIN_TAINT_KEYS_PARAM,
+    GANG_CONTROLLERS_PARAM,
+)
 
 Schema = dict[str, Any]
 
@@ -51,6 +56,9 @@ PARAM_REFINEMENTS: Mapping[tuple[str, str], Schema] = {
     ("group-capacity", "autoscaledPools"): {"items": _POOL},
     ("worker-delete", DRAIN_TAINT_KEYS_PARAM): {"items": {"type": "string", "minLength": 1}},
     ("worker-delete", DRAIN_CONDITIONS_PARAM): {"items": {"type": "string", "minLength": 1}},
+    ("worker-delete", GANG_CONTROLLERS_PARAM): {"items": {"type": "string", "minLength": 1}},
+    # `<maker>=<webhook entry name>`, split at the first `=` (maker_guards.item_problem).
+    ("group-eviction", DEFER_PARAM): {"items": {"type": "string", "pattern": "^[^=]*[^=\\s][^=]*=.*\\S"}},
 }
 """Enums and item shapes of parameters whose default's type does not say them, by (policy id,
 parameter); tests/test_config_schema.py checks each against the loader."""

@@ -157,8 +157,8 @@ def test_every_problem_is_listed_on_its_own_line() -> None:
     problems = schema_problems(doc)
     assert problems == [
         "unknown key clusterVeiw (known: clusterView, exemptions, policies)",
-        "unknown key policies.group-eviction.budgett (known: actions, exemptions, ledgerTTLSeconds, "
-        "maxDisruptedGroups, minMaxDisruptedGroups)",
+        "unknown key policies.group-eviction.budgett (known: actions, deferToMakerGuards, exemptions, "
+        "ledgerTTLSeconds, maxDisruptedGroups, minMaxDisruptedGroups, stuckAfterSeconds)",
         "policies.group-eviction.maxDisruptedGroups must be at least 0, got -1",
     ]
     assert config_problems(doc) == problems

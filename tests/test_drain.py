@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from drain_standin import DrainFake, StandIn, lws_copy
 from group_shapes import gang_objects, to_hash, to_kthena
+from maker_shapes import grove_pods
 
 from guardhook.cluster.view.static import embedded_fleet_objects
 from guardhook.commands.main import main
@@ -546,3 +547,19 @@ def test_the_timeout_names_every_group_it_was_waiting_for() -> None:
         (f"group {g} of LeaderWorkerSet serve/llm-xl", "--timeout of 3s passed waiting for it")
         for g in range(4)
     ]
+
+
+def test_a_grove_replica_is_evicted_whole_and_waited_for() -> None:
+    base = [o for o in fleet() if o["kind"] == "Node"]
+    pods = grove_pods()
+    cluster = StandIn(base + pods)
+    node = next(p["spec"]["nodeName"] for p in pods if p["metadata"]["name"] == "disagg-1-prefill-aaaaa")
+    result, events = drain(cluster, node)
+    assert result.drained, result.left
+    [group] = [e for e in events if e["event"] == "group"]
+    assert group["group"] == "group 1 of PodCliqueSet infer/disagg"
+    assert (group["action"], sorted(group["pods"])) == (
+        "evict",
+        ["disagg-1-decode-aaaaa", "disagg-1-decode-bbbbb", "disagg-1-prefill-aaaaa"],
+    )
+    assert [e["group"] for e in events if e["event"] == "rebuilt"] == [group["group"]]

@@ -221,3 +221,26 @@ def test_the_built_in_defaults_named_are_the_policies_own() -> None:
 
     assert GroupEviction.params["maxDisruptedGroups"] == coverage.BUILTIN_BUDGET
     assert GroupCapacity.params["spareGroups"] == coverage.BUILTIN_SPARE_GROUPS
+
+
+def test_a_hash_lws_replacing_groups_immediately_is_warned_that_a_recreate_needs_a_second_groups_room() -> (
+    None
+):
+    obj = copy.deepcopy(CLEAN)
+    obj["spec"]["groupIdentity"] = "Hash"
+    obj["spec"]["groupReplacementPolicy"] = "Immediate"
+    request = load_review("s35-lws-restart-none.validating")["request"]
+    response = Engine(embedded_fleet_view(), record=False).judge({**request, "object": obj}).response
+    [warning] = [w for w in response["warnings"] if w.startswith("[group-spec]")]
+    assert "groupReplacementPolicy Immediate" in warning and "room for a second group" in warning
+    assert "leaderworkerset.sigs.k8s.io/group-replacement scheduling gate" in warning
+    for policy in ("PostTermination", None):
+        quiet = copy.deepcopy(obj)
+        if policy is None:
+            del quiet["spec"]["groupReplacementPolicy"]
+        else:
+            quiet["spec"]["groupReplacementPolicy"] = policy
+        assert lint(LeaderWorkerSet(quiet), 300) == []
+    ordinal = copy.deepcopy(obj)
+    del ordinal["spec"]["groupIdentity"]  # Immediate means nothing without Hash identity
+    assert lint(LeaderWorkerSet(ordinal), 300) == []

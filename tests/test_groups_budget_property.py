@@ -1,7 +1,8 @@
 """A property of the one group model: for random mixes of group makers (an LWS made Ordinal, Hash
-or by Kthena, beside Workload API gangs) and random sequences of evictions, no more than B groups
-of one set are ever broken at once. Each allowed eviction is applied to the view (the pod turns
-terminating, as the API server leaves it), so later decisions see it."""
+or by Kthena, beside Workload API gangs, a Grove PodCliqueSet and a JobSet) and random sequences
+of evictions, no more than B groups of one set are ever broken at once. Each allowed eviction is
+applied to the view (the pod turns terminating, as the API server leaves it), so later decisions
+see it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import copy
 from typing import Any
 
 import group_shapes as shapes
+import maker_shapes as makers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,7 +20,10 @@ from guardhook.cluster.view.store import NODES, PODS
 from guardhook.config import build_config
 from guardhook.groups import resolve
 from guardhook.groups.counts import count_groups
+from guardhook.groups.grove import GROVE_MAKER
+from guardhook.groups.jobset import JOBSET_MAKER
 from guardhook.groups.podgroup import gang_health
+from guardhook.groups.ref import SetRef
 from guardhook.ledger import MemoryLedger
 
 BASE = shapes.fleet()
@@ -32,7 +37,32 @@ def objects_for(maker: str, budget: int) -> list:
         shapes.to_kthena(objects)
     lws = next(o for o in objects if o["kind"] == "LeaderWorkerSet" and o["metadata"]["name"] == shapes.LWS)
     lws["metadata"].setdefault("annotations", {})["guardhook.io/max-disrupted-groups"] = str(budget)
-    return objects + shapes.gang_objects(groups=4, size=2, budget=budget)
+    jobset = makers.jobset_pods(replicas=3, parallelism=2)
+    for pod in jobset:  # the budget from the JobSet's pod template, as on the Grove pods
+        pod["metadata"]["annotations"]["guardhook.io/max-disrupted-groups"] = str(budget)
+    return (
+        objects
+        + shapes.gang_objects(groups=4, size=2, budget=budget)
+        + makers.grove_pods(replicas=3, budget=budget)
+        + jobset
+    )
+
+
+NAMESPACES = ("serve", "train", "infer", "batch")
+"""The LWS's, the Workload gangs', the Grove PodCliqueSet's and the JobSet's."""
+
+
+def pod_read_broken(view) -> list[int]:
+    """Broken gangs of the Grove PodCliqueSet infer/disagg and the JobSet batch/train, as their
+    makers' snapshots read them."""
+    found = []
+    for maker, target in (
+        (GROVE_MAKER, SetRef("infer", "PodCliqueSet", "disagg")),
+        (JOBSET_MAKER, SetRef("batch", "JobSet", "train")),
+    ):
+        snap = maker.snapshot(view, target)
+        found.append(0 if snap is None else len(snap.broken))
+    return found
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -48,7 +78,7 @@ def test_no_more_than_b_groups_of_one_set_are_broken_at_once(
     view = shapes.view(objects)
     engine = Engine(view, build_config({}), ledger=MemoryLedger())
     pods = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects if o["kind"] == "Pod"}
-    candidates = sorted(k for k in pods if k[0] in ("serve", "train"))
+    candidates = sorted(k for k in pods if k[0] in NAMESPACES)
     for pick in picks:
         namespace, name = candidates[pick % len(candidates)]
         response = engine.judge(shapes.eviction_request(name, namespace), "validate").response
@@ -62,6 +92,7 @@ def test_no_more_than_b_groups_of_one_set_are_broken_at_once(
         assert count_groups(view, lws).broken <= budget
         gangs = [g for g in view.pod_groups("train") if g.all_mode]
         assert sum(not gang_health(view, g).whole for g in gangs) <= budget
+        assert all(broken <= budget for broken in pod_read_broken(view)), name
 
 
 class WritesCounted(MemoryLedger):
@@ -130,7 +161,7 @@ def test_conditions_deletes_and_dry_runs_never_take_more_than_b_groups(
     engine = Engine(view, build_config({}), ledger=ledger)
     pods = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects if o["kind"] == "Pod"}
     nodes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Node"}
-    candidates = sorted(k for k in pods if k[0] in ("serve", "train"))
+    candidates = sorted(k for k in pods if k[0] in NAMESPACES)
     for what, pick, kind, true in steps:
         if what == "condition":
             name = sorted(nodes)[pick % len(nodes)]
@@ -161,3 +192,4 @@ def test_conditions_deletes_and_dry_runs_never_take_more_than_b_groups(
         assert count_groups(view, lws).broken <= budget, (what, name)
         gangs = [g for g in view.pod_groups("train") if g.all_mode]
         assert sum(not gang_health(view, g).whole for g in gangs) <= budget, (what, name)
+        assert all(broken <= budget for broken in pod_read_broken(view)), (what, name)

@@ -22,9 +22,11 @@ from guardhook.groups import (
     snapshot,
     stand_in,
 )
+from guardhook.groups.grove import GROVE_MAKER
+from guardhook.groups.jobset import JOBSET_MAKER
 from guardhook.groups.lws import LWS_MAKER
 from guardhook.groups.podgroup import POD_GROUP_MAKER
-from guardhook.groups.ref import KTHENA, LWS_HASH, LWS_ORDINAL, POD_GROUP
+from guardhook.groups.ref import GROVE, JOBSET, KTHENA, LWS_HASH, LWS_ORDINAL, POD_GROUP
 
 
 def objects(maker: str = "ordinal") -> list:
@@ -43,11 +45,11 @@ def record(view, namespace: str, name: str) -> PodRecord:
 
 
 def test_every_registered_maker_implements_the_protocol_and_flavours_do_not_overlap() -> None:
-    assert MAKERS == (LWS_MAKER, POD_GROUP_MAKER)
+    assert MAKERS == (LWS_MAKER, POD_GROUP_MAKER, GROVE_MAKER, JOBSET_MAKER)
     for maker in MAKERS:
         assert isinstance(maker, GroupMaker)
     flavours = [f for m in MAKERS for f in m.flavours]
-    assert sorted(flavours) == sorted({LWS_ORDINAL, LWS_HASH, KTHENA, POD_GROUP})
+    assert sorted(flavours) == sorted({LWS_ORDINAL, LWS_HASH, KTHENA, POD_GROUP, GROVE, JOBSET})
 
 
 @pytest.mark.parametrize(

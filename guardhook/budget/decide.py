@@ -30,6 +30,7 @@ from guardhook.groups import (
     resolve,
     snapshot,
 )
+from guardhook.groups.stuck import stuck_note
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
 
 
@@ -160,7 +161,7 @@ def decide(
         from_broken = key in broken and key not in broken.recorded
         others = len(broken) - (key in broken.recorded)
         if not from_broken and others >= disruption.budget:
-            return Verdict(False, budget_message(disruption, snap, broken, what)), None
+            return Verdict(False, budget_message(view, disruption, snap, broken, what)), None
         pod = disruption.pod
         # Stamped with the ledger's own clock, the one that later decides expiry.
         now = ledger.now() if ledger is not None else time.time()
@@ -183,9 +184,13 @@ def decide(
         return Verdict(False, f"cannot consult the eviction ledger ({exc}); retry shortly")
 
 
-def budget_message(disruption: GroupDisruption, snap: SetSnapshot, broken: BrokenGroups, what: str) -> str:
+def budget_message(
+    view: ClusterView, disruption: GroupDisruption, snap: SetSnapshot, broken: BrokenGroups, what: str
+) -> str:
     """The refusal's text: `what` ("evicting pod ns/name") would break a group while `broken`
-    (group key -> why, ledger entries included) already fill the budget."""
+    (group key -> why, ledger entries included) already fill the budget; the groups of `snap`
+    down for good (guardhook.groups.stuck) are named after it, since they hold the budget until
+    someone acts."""
     wording = snap.wording
     source = budget_source(snap, disruption.budget)
     return (
@@ -193,4 +198,4 @@ def budget_message(disruption: GroupDisruption, snap: SetSnapshot, broken: Broke
         f"{groups_broken(len(broken), snap.desired, wording.unit)} already broken "
         f"and at most {disruption.budget} may be broken at a time ({source}): "
         f"{describe_broken(broken, wording.label)}. Retry once a broken {wording.unit} is whole again"
-    )
+    ) + stuck_note(view, snap)

@@ -69,6 +69,8 @@ GROUP_IDENTITY_HASH = "Hash"
 GROUP_READY_GATE = PREFIX + "group-ready"
 GROUP_REPLACEMENT_GATE = PREFIX + "group-replacement"
 POST_TERMINATION = "PostTermination"
+IMMEDIATE = "Immediate"
+"""groupReplacementPolicy of a Hash LWS that schedules a replacement group at once (lws PR #1050)."""
 HASH_KEY_LENGTH = 40
 HASH_HOST_PREFIX = 8
 # spec.startupPolicy values (api/leaderworkerset/v1).

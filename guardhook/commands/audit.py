@@ -49,8 +49,10 @@ if TYPE_CHECKING:
     from guardhook.config import Config
     from guardhook.groups.counts import LwsGroups
     from guardhook.groups.podgroup import GangSetGroups
+    from guardhook.groups.stuck import StuckGroup
     from guardhook.leadersync.desired import Entry
     from guardhook.policies.base import Policy
+    from guardhook.policies.shared.maker_guards import EvictionGuard
     from guardhook.wire import KubeObject
 
 
@@ -196,6 +198,12 @@ class AuditResult:
     (guardhook.groups.podgroup.each_gang_set)."""
     floor_cover: FloorCover | None = None
     """The `webhook-fails-open` gaps the admission-policy floor covers (None: no such gap)."""
+    eviction_guards: list[EvictionGuard] = field(default_factory=list)
+    """Other webhook entries on `pods/eviction` (guardhook.policies.shared.maker_guards): a second
+    guard judging the same evictions with its own budget."""
+    stuck: list[StuckGroup] = field(default_factory=list)
+    """Groups down for good (guardhook.groups.stuck): restarts exhausted, or gated past
+    group-eviction's `stuckAfterSeconds`."""
 
     @property
     def violations(self) -> list[Finding]:
@@ -222,6 +230,7 @@ def audit(
     from guardhook.groups.podgroup import each_gang_set
     from guardhook.planning.spare import spare_by_lws
     from guardhook.policies import REGISTRY
+    from guardhook.policies.shared.maker_guards import eviction_guards
     from guardhook.policies.worker_delete import POLICY as WORKER_DELETE
     from guardhook.policies.worker_delete import drain_conditions, drain_taint_keys
 
@@ -259,7 +268,22 @@ def audit(
         unnarrowed=unnarrowed(view, objects, config),
         gangs=list(each_gang_set(view)),
         floor_cover=floor_cover(view, gaps, floor, exported.rules),
+        eviction_guards=eviction_guards(view),
+        stuck=stuck_in_view(view, config),
     )
+
+
+def stuck_in_view(view: Any, config: Config) -> list[StuckGroup]:
+    """The groups of `view` down for good, gated ones counted after group-eviction's
+    `stuckAfterSeconds` (guardhook.groups.stuck)."""
+    import time
+
+    from guardhook.groups.stuck import DEFAULT_STUCK_AFTER_SECONDS, stuck_groups
+
+    after = float(
+        config.settings("group-eviction").params.get("stuckAfterSeconds", DEFAULT_STUCK_AFTER_SECONDS)
+    )
+    return list(stuck_groups(view, time.time(), after))
 
 
 def unnarrowed(view: Any, objects: Sequence[Located], config: Config) -> list[Entry]:
@@ -386,6 +410,14 @@ def render_text(result: AuditResult, out: TextIO, quiet: bool = False, err: Text
         print(f"Stale node conditions ({len(result.stale)}):", file=out)
         for stale in result.stale:
             print(f"  {stale.describe()}", file=out)
+    if result.eviction_guards:
+        print(f"Other eviction guards ({len(result.eviction_guards)}):", file=out)
+        for guard in result.eviction_guards:
+            print(f"  {guard.describe()}: judges the same evictions with its own budget", file=out)
+    if result.stuck:
+        print(f"Groups down for good ({len(result.stuck)}):", file=out)
+        for stuck in result.stuck:
+            print(f"  {stuck.describe()}", file=out)
     for note in result.notes:
         print(f"guardhook audit: note: {note}", file=err or sys.stderr)
 
@@ -450,6 +482,8 @@ def render_json(result: AuditResult, out: TextIO) -> None:
         "gangs": [g.as_dict() for g in result.gangs],
         "drainingNodes": result.draining,
         "staleConditions": [item.as_dict() for item in result.stale],
+        "stuckGroups": [item.as_dict() for item in result.stuck],
+        "otherEvictionGuards": [item.as_dict() for item in result.eviction_guards],
         "unnarrowed": [
             {k: v for k, v in e.as_dict().items() if k != "patch"} | {"state": UNNARROWED_STATE[e.state]}
             for e in result.unnarrowed

@@ -140,6 +140,8 @@ def render_text(plan: DrainPlan, out: TextIO) -> None:
         print(f"  {node} is draining already ({why})", file=out)
     for stale in plan.stale:
         print(f"  {stale.describe()}", file=out)
+    for stuck in plan.stuck:
+        print(f"  {stuck.describe()}", file=out)
     header = ("NAMESPACE", "LWS", "BUDGET", "LOSING", "BROKEN-NOW", "LOST", "REBUILDABLE")
     rows = [header] + [
         (

@@ -36,6 +36,7 @@ from guardhook.groups.index import group_keys, group_pods, lws_pods
 from guardhook.groups.maker import SetSnapshot, sorted_sets
 from guardhook.groups.placement import GroupMember, member_of_pod
 from guardhook.groups.ref import KTHENA, LWS_HASH, LWS_ORDINAL, GroupRef, Rank, Recreator, SetRef
+from guardhook.groups.replacement import pair_replacements
 from guardhook.wire import KubeObject
 
 LWS_CONTROLLER_NAME = "LeaderWorkerSet controller"
@@ -174,6 +175,8 @@ def broken_in_pods(
             broken[index] = "; ".join(health.problems)
     empty = empty_group_health(lws)
     empty_why = None if empty.whole or not empty_groups(lws, populated) else "; ".join(empty.problems)
+    if lws.hashed:  # a group tearing down and its gated replacement are one disruption (lws #1050)
+        broken = pair_replacements(groups, broken)
     return BrokenGroups(broken, replicas, populated, empty_why, hashed=lws.hashed)
 
 

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from guardhook.cluster.going import Going
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.grove import GROVE_MAKER
+from guardhook.groups.jobset import JOBSET_MAKER
 from guardhook.groups.lws import LWS_MAKER
 from guardhook.groups.maker import GroupMaker, SetSnapshot, StandIns
 from guardhook.groups.podgroup import POD_GROUP_MAKER
@@ -17,6 +19,8 @@ from guardhook.groups.ref import GroupRef, SetRef
 MAKERS: tuple[GroupMaker, ...] = (
     LWS_MAKER,
     POD_GROUP_MAKER,
+    GROVE_MAKER,
+    JOBSET_MAKER,
 )
 
 

@@ -8,7 +8,9 @@ LWS_ORDINAL = "LeaderWorkerSet (Ordinal)"
 LWS_HASH = "LeaderWorkerSet (Hash)"
 KTHENA = "Kthena ModelServing"
 POD_GROUP = "PodGroup"
-MAKERS = (LWS_ORDINAL, LWS_HASH, KTHENA, POD_GROUP)
+GROVE = "Grove PodCliqueSet"
+JOBSET = "JobSet"
+MAKERS = (LWS_ORDINAL, LWS_HASH, KTHENA, POD_GROUP, GROVE, JOBSET)
 """The group makers guardhook knows, as messages and `audit` name them."""
 
 

@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -40,6 +41,7 @@ from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups import BrokenGroups, SetRef, all_sets, resolve
 from guardhook.groups.podgroup import members, size_of
+from guardhook.groups.stuck import DEFAULT_STUCK_AFTER_SECONDS, StuckGroup, stuck_groups
 from guardhook.planning.evictions import PlannedGroup, Refusal, evict_in_turn, planned
 from guardhook.planning.rebuild import Rebuild, rebuild_everything
 from guardhook.wire import KubeObject
@@ -203,6 +205,9 @@ class DrainPlan:
     stale: tuple[StaleCondition, ...] = ()
     """Maintenance conditions left True after the maintenance, cluster-wide: ignored in the plan
     (guardhook.cluster.going.stale_conditions)."""
+    stuck: tuple[StuckGroup, ...] = ()
+    """Groups down for good (guardhook.groups.stuck), cluster-wide: each spends its set's budget
+    until someone acts, so the waves of that set wait on it."""
 
     @property
     def ok(self) -> bool:
@@ -222,6 +227,7 @@ class DrainPlan:
             "podless": [item.as_dict() for item in self.podless],
             "stalled": list(self.stalled),
             "staleConditions": [item.as_dict() for item in self.stale],
+            "stuckGroups": [item.as_dict() for item in self.stuck],
             "rebuildable": self.ok,
         }
 
@@ -290,6 +296,11 @@ def plan_drain(
         podless,
         stalled,
         tuple(stale_in_view(view, drain_taint_keys)),
+        tuple(
+            stuck_groups(
+                view, time.time(), float(params.get("stuckAfterSeconds", DEFAULT_STUCK_AFTER_SECONDS))
+            )
+        ),
     )
 
 

@@ -129,7 +129,9 @@ class _Group:
 
     @property
     def is_gang(self) -> bool:
-        return self.ref.maker == POD_GROUP
+        """A gang (a Workload API PodGroup, a Grove replica, a JobSet Job): no rank, no leader to
+        restart it by, so the drain evicts its pods."""
+        return self.ref.rank.worker is None
 
     def __str__(self) -> str:
         return self.ref.describe()
@@ -506,9 +508,12 @@ def _rebuilt(
     pods = _pods_of(view, group)
     if any(p.node_name in nodes for p in pods):
         return False
-    if group.is_gang:
+    if group.is_gang and group.ref.maker == POD_GROUP:
         record = view.pod_group(group.ref.set.namespace, group.ref.key)
         return record is not None and gang_health(view, record).whole
+    if group.is_gang:  # a gang read from its pods (Grove, JobSet): whole again in its set's snapshot
+        snap = snapshot(view, group.ref)
+        return snap is not None and group.ref.key in snap.pods and group.ref.key not in snap.broken
     beside, mine, _ = _broken_reading(view, group, default)
     allowed = before + len(taken)
     if not pods and group.ref.maker == LWS_HASH:

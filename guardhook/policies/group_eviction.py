@@ -67,6 +67,7 @@ from guardhook.policies.base import (
     target,
 )
 from guardhook.policies.shared.group_budget import BUDGET_ANNOTATION, judge_budget, too_many
+from guardhook.policies.shared.maker_guards import DEFER_PARAM, deferred, item_problem
 from guardhook.wire import KubeObject
 
 __all__ = [
@@ -88,9 +89,23 @@ class GroupEviction(Policy):
     default_actions = ("Deny",)
     fail_closed = True
     stale_code = TOO_MANY_REQUESTS
-    params = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120, "minMaxDisruptedGroups": 0}
+    params = {
+        "maxDisruptedGroups": 1,
+        "ledgerTTLSeconds": 120,
+        "minMaxDisruptedGroups": 0,
+        # How long a group's pods may stay scheduling-gated before audit, drain-plan and the
+        # guardhook_stuck_groups gauge name it down for good (guardhook.groups.stuck).
+        "stuckAfterSeconds": 900,
+        # `<maker>=<webhook entry>`: evictions of that maker's groups are left to its own guard
+        # (guardhook.policies.shared.maker_guards).
+        "deferToMakerGuards": [],
+    }
     # A TTL of 0 forgets each allowed eviction at once: concurrent evictions then break any budget.
-    param_minimums = {"ledgerTTLSeconds": 1}
+    param_minimums = {"ledgerTTLSeconds": 1, "stuckAfterSeconds": 0}
+
+    def param_problem(self, name: str, value: Any) -> str | None:
+        """`deferToMakerGuards` items must read `<maker>=<webhook entry name>`."""
+        return item_problem(value) if name == DEFER_PARAM else None
 
     def judge(self, ctx: PolicyContext) -> Judgement:
         """Allow, or deny with 429 naming the broken groups; see the module docstring."""
@@ -108,6 +123,10 @@ class GroupEviction(Policy):
             return ALLOW
         if pod.disruption and not pod.terminating:
             return allowed_disruption_target(pod.disruption, ctx.user)
+        if ctx.params.get(DEFER_PARAM):
+            deferral = deferred(ctx.view, resolve(ctx.view, pod), ctx.params)
+            if deferral is not None:
+                return deferral
         eviction = eviction_context(ctx.view, pod, ctx.params)
         if eviction is None:
             return lws_unknowable(ctx.view, pod) or ALLOW

@@ -15,6 +15,10 @@ behaviour from the Kubernetes docs, "Configure Liveness, Readiness and Startup P
   its containers run; an open port does not show a loaded model (llama.cpp's server listens while
   it loads and answers /health with 503 until done; vLLM and SGLang listen only once loaded, so
   there the TCP check happens to work, but a health endpoint works for every server).
+- a Hash LWS with `groupReplacementPolicy: Immediate` (lws PR #1050): a recreated group's
+  replacement is scheduled while the old group still holds its nodes, so every recreate needs a
+  second group's room or preempts something (`PostTermination`, the default, gates the replacement
+  leader until the old group is gone).
 - a probe that restarts a container before a multi-minute weight load can finish. Only two probes
   restart a container: a `livenessProbe` (held off while a `startupProbe` has not yet succeeded)
   and the `startupProbe` itself. A failing readiness probe never restarts anything: it only keeps
@@ -46,7 +50,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from guardhook.cluster.coverage import BUDGET_ANNOTATION, unreadable_annotations
-from guardhook.cluster.lws import LeaderWorkerSet
+from guardhook.cluster.lws import GROUP_REPLACEMENT_GATE, IMMEDIATE, POST_TERMINATION, LeaderWorkerSet
 from guardhook.cluster.model import as_dict, as_list, scaled
 from guardhook.cluster.resources import (
     Resources,
@@ -99,7 +103,22 @@ def lint(lws: LeaderWorkerSet, weight_load_seconds: int) -> list[str]:
     findings += _pod_level_below_containers(lws)
     findings += [unreadable.sentence() for unreadable in unreadable_annotations(lws)]
     findings += _zero_budget(lws)
+    findings += _immediate_replacement(lws)
     return findings
+
+
+def _immediate_replacement(lws: LeaderWorkerSet) -> list[str]:
+    """The finding for a Hash LWS with `groupReplacementPolicy: Immediate` (lws PR #1050): its
+    replacement group is scheduled while the old one still holds its nodes."""
+    if not lws.hashed or lws.group_replacement_policy != IMMEDIATE:
+        return []
+    return [
+        f"groupReplacementPolicy {IMMEDIATE} schedules a recreated group's replacement while the old "
+        "group still holds its nodes: every recreate needs room for a second group "
+        f"({group_cost(lws)}), or it preempts other workloads; {POST_TERMINATION} (the default) keeps "
+        f"the replacement leader behind the {GROUP_REPLACEMENT_GATE} scheduling gate until the old "
+        "group is gone"
+    ]
 
 
 def _zero_budget(lws: LeaderWorkerSet) -> list[str]:

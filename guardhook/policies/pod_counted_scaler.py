@@ -12,6 +12,13 @@ LWS-owned StatefulSet:
   `kind` defaults to apps/v1 Deployment, as in KEDA);
 - `statefulsets/scale` UPDATE and StatefulSet UPDATE that change the replica count.
 
+An HPA or ScaledObject aimed at a Grove PodCliqueSet or PodCliqueScalingGroup (grove.io) with a
+pod-counted metric (Resource, ContainerResource or Pods metrics; Object or External ones with a
+Value target; KEDA cpu/memory triggers or metricType Value; guardhook.policies.shared.scaler_metrics)
+is denied: their `/scale` counts replicas of several pods (grove #744), so such a metric scales by
+pods. With only per-replica metrics (AverageValue targets), or when the view shows one pod per
+replica, it is allowed.
+
 An HPA or ScaledObject aimed at an LWS is how groups should be scaled, except for an LWS that a
 DisaggregatedSet runs for one of its roles (ownerReference kind DisaggregatedSet,
 disaggregatedset.x-k8s.io; guardhook.cluster.disaggregated): its name carries a revision hash and
@@ -54,6 +61,7 @@ from guardhook.cluster.lws import (
 )
 from guardhook.cluster.model import OwnerRef, as_dict, metadata, spec_replicas, str_map
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.grove import GROVE_API_GROUP, PODCLIQUESET_KIND, SCALED_KINDS, pods_per_scaled_replica
 from guardhook.groups.placement import member_of_pod, worker_statefulset_group
 from guardhook.groups.rbg import (
     RBG_API_VERSION,
@@ -72,6 +80,7 @@ from guardhook.policies.base import (
     stale_judgement,
     target,
 )
+from guardhook.policies.shared.scaler_metrics import pod_counted_metrics
 
 
 class ExemptingConfig(Protocol):
@@ -138,6 +147,8 @@ class PodCountedScaler(Policy):
         group = api_version.split("/")[0]
         if kind == LWS_KIND and group == LWS_API_GROUP and name:
             return self._judge_lws_target(ctx, scaler, name)
+        if group == GROVE_API_GROUP and kind in SCALED_KINDS and name:
+            return self._judge_grove_target(ctx, scaler, kind, name, keda)
         if is_rbg_set(api_version, kind):
             return Judgement(advisories=(_rbg_set_warning(scaler, ctx.namespace, name),))
         if kind == "Deployment" and group == "apps" and name:
@@ -168,6 +179,35 @@ class PodCountedScaler(Policy):
                 f"{role.disaggregated_set} runs for {runs}: its name "
                 "carries a revision hash and is replaced at the next rollout, and the DisaggregatedSet "
                 f"controller drives its replicas. {_role_scaler_advice(role)}"
+            )
+        )
+
+    def _judge_grove_target(
+        self, ctx: PolicyContext, scaler: str, kind: str, name: str, keda: bool
+    ) -> Judgement:
+        """Deny a scaler with a pod-counted metric (guardhook.policies.shared.scaler_metrics) aimed at
+        a Grove PodCliqueSet or PodCliqueScalingGroup: its `/scale` counts replicas of several pods
+        (a PodCliqueSet's selector matches every pod of every clique, grove #744), so the metric
+        multiplies replicas by pods. Allowed when every metric counts replicas, or when the view shows
+        every replica as one pod."""
+        counted = pod_counted_metrics(ctx.object, keda)
+        if not counted:
+            return ALLOW
+        sizes = pods_per_scaled_replica(ctx.view, ctx.namespace, kind, name)
+        if sizes and max(sizes) <= 1:
+            return ALLOW
+        replica = (
+            "gang (every pod of every clique of one replica)" if kind == PODCLIQUESET_KIND else "replica"
+        )
+        seen = f"; the view shows {max(sizes)} pods in one" if sizes else ""
+        return Judgement(
+            violation=Violation(
+                f"{scaler} scales {kind} {ctx.namespace}/{name} on {', '.join(counted)}: its scale "
+                f"subresource counts whole replicas, each a {replica}{seen}, but a pod-counted metric "
+                "computes replicas as a ratio times the Ready pods its selector matches, so it scales by "
+                "pods, not replicas. Use a metric per replica instead: an External or Object metric with an "
+                "AverageValue target (total ÷ target = replicas), or in KEDA a trigger with metricType "
+                "AverageValue (the default) in place of cpu/memory triggers"
             )
         )
 

@@ -36,9 +36,14 @@ be disrupted together). From a draining node the delete is judged by the same bu
 Eviction API (budgeted by `group-eviction`) or through its controller. Nothing names a pod whose
 deletion restarts a gang, so there is no "delete this pod instead". A gang controller that deletes
 its own pods is allowed when it is a kube-system controller (`system:serviceaccount:kube-system:*`,
-e.g. the Job controller on a suspend by Kueue or on failure, which stops the gang as a whole); any other
-(JobSet, Grove) is not exempt by default: name its identity in `exemptions.users` (or this policy's
-own exemptions).
+e.g. the Job controller on a suspend by Kueue or on failure, which stops the gang as a whole) or one
+of `gangControllers` (default: the Grove operator and the JobSet controller as their manifests
+install them; name another install there); any other is judged: name its identity in
+`exemptions.users` (or this policy's own exemptions).
+
+Gangs read from their pods (guardhook.groups.podgangs: a Grove PodCliqueSet replica, a JobSet Job
+whose pods run as one) are judged as such a gang: budgeted from a draining node, else denied while
+the gang is whole.
 
 Denials say what the delete would do under the LWS's `restartPolicy` (lws pod_controller.go
 `handleRestartPolicy`): under `RecreateGroupOnPodRestart` (the default) and
@@ -66,11 +71,14 @@ from guardhook.budget import default_budget, group_disruption, min_budget
 from guardhook.cluster.going import DRAIN_CONDITIONS, draining
 from guardhook.cluster.lws import GROUP_KEY_LABEL, PREFIX, RECREATING_POLICIES, WORKER_INDEX_LABEL
 from guardhook.cluster.model import NodeRecord, PodRecord, metadata, str_map
-from guardhook.groups import GroupRef, resolve
+from guardhook.cluster.view.store import ClusterView
+from guardhook.groups import GroupRef, resolve, snapshot
 from guardhook.groups.counts import member_group_health
+from guardhook.groups.grove import GROVE_OPERATOR
+from guardhook.groups.jobset import JOBSET_CONTROLLER
 from guardhook.groups.placement import member_of_object, member_of_pod
 from guardhook.groups.podgroup import all_mode_group, gang_health
-from guardhook.groups.ref import KTHENA, LWS_HASH, NO_RECREATOR
+from guardhook.groups.ref import GROVE, JOBSET, KTHENA, LWS_HASH, NO_RECREATOR, POD_GROUP
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -86,6 +94,7 @@ from guardhook.wire import KubeObject
 
 DRAIN_TAINT_KEYS_PARAM = "drainTaintKeys"
 DRAIN_CONDITIONS_PARAM = "drainConditions"
+GANG_CONTROLLERS_PARAM = "gangControllers"
 
 
 KUBE_SYSTEM_SERVICE_ACCOUNTS = "system:serviceaccount:kube-system:"
@@ -104,6 +113,7 @@ class WorkerDelete(Policy):
         "minMaxDisruptedGroups": 0,
         "drainTaintKeys": [],
         "drainConditions": list(DRAIN_CONDITIONS),
+        "gangControllers": [GROVE_OPERATOR, JOBSET_CONTROLLER],
     }
     shared_params = {
         "maxDisruptedGroups": "group-eviction",
@@ -118,6 +128,8 @@ class WorkerDelete(Policy):
             return "must be a list of taint keys (non-empty strings)"
         if name == DRAIN_CONDITIONS_PARAM and not all(isinstance(k, str) and k for k in value):
             return "must be a list of node condition types (non-empty strings)"
+        if name == GANG_CONTROLLERS_PARAM and not all(isinstance(k, str) and k for k in value):
+            return "must be a list of usernames (non-empty strings)"
         return None
 
     def judge(self, ctx: PolicyContext) -> Judgement:
@@ -127,7 +139,8 @@ class WorkerDelete(Policy):
             return _relabel(ctx)
         pod = _deleted_pod(ctx)
         member = member_of_pod(pod) if pod is not None else None
-        if pod is not None and member is None and not pod.terminating and pod.pod_group:
+        gang_member = pod is not None and (pod.pod_group or _pod_read_gang(ctx.view, pod) is not None)
+        if pod is not None and member is None and not pod.terminating and gang_member:
             return self._gang_delete(ctx, pod)
         if pod is None or member is None or member.is_leader or pod.terminating:
             return ALLOW
@@ -161,12 +174,16 @@ class WorkerDelete(Policy):
         not hold or that are not `all` (then the pod is no group member)."""
         if pod.disruption:
             return allowed_disruption_target(pod.disruption, ctx.user)
-        if (ctx.user.get("username") or "").startswith(KUBE_SYSTEM_SERVICE_ACCOUNTS):
+        username = ctx.user.get("username") or ""
+        if username.startswith(KUBE_SYSTEM_SERVICE_ACCOUNTS):
             # The Job controller deletes a gang's pods on suspend (Kueue) or failure, as a whole:
             # denying one of them would leave the Job half-stopped.
             return ALLOW
+        if username in (ctx.params.get(GANG_CONTROLLERS_PARAM) or ()):
+            return ALLOW  # the gang's own controller (Grove, JobSet) scaling, rolling or restarting it
         group = all_mode_group(ctx.view, pod)
-        if group is None:
+        read = _pod_read_gang(ctx.view, pod) if group is None else None
+        if group is None and read is None:
             return ALLOW
         if ctx.view.is_stale():
             return stale_judgement(self, ctx.view)
@@ -182,7 +199,7 @@ class WorkerDelete(Policy):
                 ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
                 what = f"deleting pod {pod.namespace}/{pod.name} from draining node {node.name} ({why})"
                 return judge_budget(ctx.view, gang, ctx.ledger, ctx.may_record, ttl, what, cause="delete")
-        if not gang_health(ctx.view, group).whole:
+        if not (gang_health(ctx.view, group).whole if group is not None else _whole(ctx.view, read)):
             return ALLOW  # already broken: removing more of it costs nothing more
         ref = resolve(ctx.view, pod)
         if ref is None:  # the PodGroup is held and `all`, so never; kept for the type
@@ -311,16 +328,42 @@ def _message(group: GroupRef, name: str) -> str:
     )
 
 
+POD_READ_GANGS = (GROVE, JOBSET)
+"""The makers whose gangs are read from their pods (guardhook.groups.podgangs: a Grove
+PodCliqueSet replica, a JobSet Job), by their GroupRef.maker."""
+
+
+def _pod_read_gang(view: ClusterView, pod: PodRecord) -> GroupRef | None:
+    """The gang of `pod` when a maker of gangs read from pods made it (guardhook.groups.resolve),
+    else None."""
+    ref = resolve(view, pod)
+    return ref if ref is not None and ref.maker in POD_READ_GANGS else None
+
+
+def _whole(view: ClusterView, ref: GroupRef | None) -> bool:
+    """Whether gang `ref` is whole in its set's snapshot (guardhook.groups.snapshot): held, and
+    not among the snapshot's broken groups."""
+    if ref is None:
+        return False
+    snap = snapshot(view, ref)
+    return snap is not None and ref.key in snap.pods and ref.key not in snap.broken
+
+
 def _gang_message(group: GroupRef, pod: PodRecord) -> str:
     """The denial for deleting one member of a whole `disruptionMode: all` gang: which PodGroup
     and set, that the whole gang goes, and the ways to disrupt it that are judged as a group."""
     ns = group.set.namespace
     owner = next((o for o in pod.owners if o.controller), None)
     by_owner = f" or through its controller ({owner.kind} {ns}/{owner.name})" if owner is not None else ""
+    if group.maker == POD_GROUP:
+        which = f"PodGroup {ns}/{group.key} (disruptionMode all, {group.size} pods) of {group.set}"
+        recreated = NO_RECREATOR.describe()
+    else:
+        which = f"group {group.key} ({group.size} pods) of {group.set}"
+        recreated = group.recreator.describe()
     return (
-        f"pod {ns}/{pod.name} is a member of PodGroup {ns}/{group.key} (disruptionMode all, "
-        f"{group.size} pods) of {group.set}, which is whole; deleting one member breaks the whole "
-        f"gang, which can only be disrupted together: {NO_RECREATOR.describe()}. To disrupt it, evict "
+        f"pod {ns}/{pod.name} is a member of {which}, which is whole; deleting one member breaks the "
+        f"whole gang, which can only be disrupted together: {recreated}. To disrupt it, evict "
         f"its pods through the Eviction API (kubectl drain; group-eviction budgets gangs per "
         f"{group.set.kind}){by_owner}; a controller that deletes gang pods itself belongs in "
         f"worker-delete's exemptions.users"

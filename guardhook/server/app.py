@@ -27,7 +27,14 @@ from werkzeug.wsgi import get_content_length, get_input_stream
 from guardhook.admission.codec import MAX_BODY_BYTES, ReviewError, decode, encode
 from guardhook.admission.engine import Endpoint, Engine
 from guardhook.server.clientauth import ClientAuth
-from guardhook.server.metrics import CONTENT_TYPE, GangCollector, GroupCollector, Metrics, RefusalCollector
+from guardhook.server.metrics import (
+    CONTENT_TYPE,
+    GangCollector,
+    GroupCollector,
+    Metrics,
+    RefusalCollector,
+    StuckCollector,
+)
 from guardhook.server.spare_metrics import SpareGroupsCollector
 from guardhook.server.status import status_body
 
@@ -50,8 +57,13 @@ class Runtime:
         self.collectors: list[Callable[[Runtime], None]] = []
         self.metrics.registry.register(GroupCollector(lambda: self.engine.view))
         self.metrics.registry.register(GangCollector(lambda: self.engine.view))
+        self.metrics.registry.register(StuckCollector(lambda: self.engine.view, self._stuck_after))
         self.metrics.registry.register(SpareGroupsCollector(lambda: self.engine.view))
         self.metrics.registry.register(RefusalCollector())
+
+    def _stuck_after(self) -> float:
+        """group-eviction's `stuckAfterSeconds` in the current configuration."""
+        return float(self.engine.config.settings("group-eviction").params.get("stuckAfterSeconds", 900))
 
     @property
     def ready(self) -> bool:

@@ -6,6 +6,7 @@ collide. Latency buckets are fine enough to tell 1 ms from 5 ms.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -20,6 +21,7 @@ from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.counts import each_lws_groups
 from guardhook.groups.podgroup import each_gang_set
 from guardhook.groups.ready import DEFAULT_STARTUP_WINDOW_SECONDS, gate_counts
+from guardhook.groups.stuck import stuck_groups
 from guardhook.server import refusals
 from guardhook.server.tally import Family, Tally
 
@@ -248,6 +250,35 @@ class GangCollector(Collector):
             for field, family in families:
                 family.add_metric([row.namespace, row.kind, row.name], getattr(row, field))
         yield from (family for _, family in families)
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+class StuckCollector(Collector):
+    """`guardhook_stuck_groups` per set (labels namespace, kind, name): its groups down for good
+    (guardhook.groups.stuck: restarts exhausted, or gated longer than `after()` seconds, group-eviction's
+    `stuckAfterSeconds`), computed from the cluster view at scrape time. Sets with none are not
+    exported. Alert GuardhookGroupStuck."""
+
+    def __init__(self, view: Callable[[], ClusterView], after: Callable[[], float]) -> None:
+        self.view = view
+        self.after = after
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "guardhook_stuck_groups",
+            "Groups down for good in a set: restarts exhausted (maxGroupRestarts) or scheduling-gated "
+            "past stuckAfterSeconds; each spends the set's disruption budget until someone acts.",
+            labels=["namespace", "kind", "name"],
+        )
+        counts: dict[tuple[str, str, str], int] = {}
+        for group in giving_way(stuck_groups(self.view(), time.time(), self.after())):
+            key = (group.namespace, group.kind, group.set_name)
+            counts[key] = counts.get(key, 0) + 1
+        for key, count in sorted(counts.items()):
+            family.add_metric(list(key), count)
+        yield family
 
     def describe(self) -> Iterator[Metric]:
         return iter(())

@@ -1,0 +1,200 @@
+"""NVIDIA Grove (ai-dynamo/grove, `grove.io/v1alpha1`): a PodCliqueSet replica is one gang.
+
+A PodCliqueSet `P` with `spec.replicas: R` runs R replicas; replica r is a gang of PodCliques
+(frontend, prefill, decode leader and workers...), each named `P-<r>-<clique>`, either owned by
+`P` or, for the cliques of a PodCliqueScalingGroup `P-<r>-<sg>`, by that scaling group and named
+`P-<r>-<sg>-<sg replica>-<clique>` (grove operator/api/common/namegen.go GeneratePodCliqueName,
+GeneratePodCliqueScalingGroupName). Every pod is created by its PodClique (controller
+ownerReference, `generateName: <podclique>-`) and labelled (operator/internal/controller/
+podclique/components/pod/pod.go getLabels; operator/api/common/labels.go):
+
+| label | value |
+|---|---|
+| `app.kubernetes.io/managed-by` | `grove-operator` |
+| `app.kubernetes.io/part-of` | the PodCliqueSet's name |
+| `grove.io/podclique` | the PodClique's name |
+| `grove.io/podcliqueset-replica-index` | r |
+| `grove.io/podclique-pod-index` | the pod's index in its clique |
+| `grove.io/podgang` | its PodGang: `P-<r>` (the base gang), or `P-<r>-<sg>-<n>` for a |
+| | scaling-group replica beyond the group's `minAvailable` |
+
+guardhook's group is the PodCliqueSet replica: set = the PodCliqueSet, key = r (the scaled
+PodGangs of a replica are counted in it: one of their pods gone costs that replica). Membership
+is read from the controller ownerReference first (a PodClique of group `grove.io`, whose name
+must begin `P-<r>-`) and labels second: labels that disagree with the owner are judged by the
+owner's name, as the LWS ones are. A replica's size is what the view shows of it: per clique,
+the pods held or the highest `grove.io/podclique-pod-index` plus one, whichever is more (the view
+holds no PodCliqueSets). Nothing on guardhook's behalf recreates a gang: the Grove operator
+replaces lost pods and, when a clique falls below its `minAvailable` for longer than the
+PodCliqueSet's `terminationDelay`, terminates and recreates the whole replica (gang termination).
+
+Scalers: the PodCliqueSet's `/scale` counts replicas (`.spec.replicas`) with the selector
+`.status.hpaPodSelector`, which matches every pod of every clique of every replica (grove #744),
+and a PodCliqueScalingGroup's counts scaling-group replicas with `.status.selector` (its
+cliques' pods): see `SCALED_KINDS`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from guardhook.cluster.model import OwnerRef, PodRecord
+from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.podgangs import PodReadMaker
+from guardhook.groups.ref import GROVE, Recreator
+
+GROVE_API_GROUP = "grove.io"
+GROVE_API_VERSION = "grove.io/v1alpha1"
+PODCLIQUESET_KIND = "PodCliqueSet"
+PODCLIQUE_KIND = "PodClique"
+SCALING_GROUP_KIND = "PodCliqueScalingGroup"
+SCALED_KINDS = (PODCLIQUESET_KIND, SCALING_GROUP_KIND)
+"""Grove kinds whose `/scale` counts whole gangs (PodCliqueSet replicas) or scaling-group
+replicas, while their selectors match the pods of several cliques (grove CRDs' `subresources.scale`)."""
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_GROVE = "grove-operator"
+PART_OF_LABEL = "app.kubernetes.io/part-of"
+PODCLIQUE_LABEL = "grove.io/podclique"
+REPLICA_INDEX_LABEL = "grove.io/podcliqueset-replica-index"
+POD_INDEX_LABEL = "grove.io/podclique-pod-index"
+PODGANG_LABEL = "grove.io/podgang"
+SCALING_GROUP_LABEL = "grove.io/podcliquescalinggroup"
+
+GROVE_OPERATOR = "system:serviceaccount:grove-system:grove-operator"
+"""The Grove operator as installed: the Helm chart's service account `grove-operator`
+(operator/charts/values.yaml serviceAccount.name) in the release namespace, `grove-system` in
+Grove's own installs (operator/e2e/setup/constants.go OperatorNamespace)."""
+
+_INDEX = re.compile(r"-(\d+)-")
+
+
+@dataclass(frozen=True, slots=True)
+class GroveMember:
+    """Where a Grove pod stands: its PodCliqueSet, replica (the gang's key), PodClique and pod
+    index; `inconsistent` says how its labels disagreed with its controller ("" when they agree)."""
+
+    namespace: str
+    pcs: str
+    replica: str
+    clique: str
+    pod_index: int | None
+    inconsistent: str = ""
+
+
+def _podclique_owner(pod: PodRecord) -> OwnerRef | None:
+    """The pod's controller ownerReference when it is a Grove PodClique, else None."""
+    for owner in pod.owners:
+        if (
+            owner.controller
+            and owner.kind == PODCLIQUE_KIND
+            and owner.api_version.startswith(GROVE_API_GROUP + "/")
+        ):
+            return owner
+    return None
+
+
+def _pod_index(pod: PodRecord) -> int | None:
+    raw = pod.labels.get(POD_INDEX_LABEL, "")
+    return int(raw) if raw.isdigit() else None
+
+
+def _from_owner_name(view: ClusterView | None, namespace: str, clique: str) -> tuple[str, str] | None:
+    """(PodCliqueSet, replica) read from a PodClique's name `P-<r>-...`: among the splits at a
+    `-<digits>-`, the one a PodCliqueSet the view's other Grove pods name (by their labels), else the
+    leftmost (a PodCliqueSet's name may itself hold `-<digits>-`)."""
+    splits = [(clique[: m.start()], m.group(1)) for m in _INDEX.finditer(clique)]
+    if not splits:
+        return None
+    if view is not None:
+        named = {
+            p.labels.get(PART_OF_LABEL) for p in view.pods_in_namespace(namespace) if _podclique_owner(p)
+        }
+        for pcs, replica in splits:
+            if pcs in named:
+                return pcs, replica
+    return splits[0]
+
+
+def grove_member(pod: PodRecord, view: ClusterView | None = None) -> GroveMember | None:
+    """The PodCliqueSet replica `pod` belongs to, or None for a pod no Grove PodClique controls.
+    The labels are believed when the PodClique's name agrees with them (begins `P-<r>-`); else
+    the PodClique's name decides (see `_from_owner_name`) and `inconsistent` says so."""
+    owner = _podclique_owner(pod)
+    if owner is None:
+        return None
+    pcs = pod.labels.get(PART_OF_LABEL, "")
+    replica = pod.labels.get(REPLICA_INDEX_LABEL, "")
+    if pcs and replica.isdigit() and owner.name.startswith(f"{pcs}-{replica}-"):
+        return GroveMember(pod.namespace, pcs, replica, owner.name, _pod_index(pod))
+    found = _from_owner_name(view, pod.namespace, owner.name)
+    if found is None:
+        return None
+    said = f"{PART_OF_LABEL}={pcs or '(none)'}, {REPLICA_INDEX_LABEL}={replica or '(none)'}"
+    why = f"{said}, but its controller is PodClique {owner.name}"
+    return GroveMember(pod.namespace, found[0], found[1], owner.name, _pod_index(pod), why)
+
+
+def replica_size(pods: list[PodRecord], view: ClusterView | None = None) -> int:
+    """A replica's size from its pods (terminal ones aside): per PodClique the pods held or the
+    highest pod index plus one, whichever is more; at least 1."""
+    held: dict[str, int] = {}
+    highest: dict[str, int] = {}
+    for pod in pods:
+        if pod.terminal:
+            continue
+        member = grove_member(pod, view)
+        clique = member.clique if member is not None else ""
+        held[clique] = held.get(clique, 0) + 1
+        if member is not None and member.pod_index is not None:
+            highest[clique] = max(highest.get(clique, -1), member.pod_index)
+    return max(1, sum(max(n, highest.get(c, -1) + 1) for c, n in held.items()))
+
+
+def set_members(view: ClusterView, namespace: str, pcs: str) -> dict[str, list[PodRecord]]:
+    """Replica key -> the pods the view holds of PodCliqueSet `namespace/pcs` (terminal ones
+    included), read through `grove_member`."""
+    found: dict[str, list[PodRecord]] = {}
+    for pod in view.pods_in_namespace(namespace):
+        member = grove_member(pod, view)
+        if member is not None and member.pcs == pcs:
+            found.setdefault(member.replica, []).append(pod)
+    return found
+
+
+SCALING_GROUP_REPLICA_LABEL = "grove.io/podcliquescalinggroup-replica-index"
+
+
+def pods_per_scaled_replica(view: ClusterView, namespace: str, kind: str, name: str) -> list[int]:
+    """The live pods of each replica the `/scale` of Grove object `kind` `namespace/name` counts,
+    as the view holds them: a PodCliqueSet's replicas (its gangs), or a PodCliqueScalingGroup's
+    replicas (its pods by `grove.io/podcliquescalinggroup-replica-index`); empty when the view
+    holds none."""
+    if kind == PODCLIQUESET_KIND:
+        return [sum(not p.terminal for p in pods) for pods in set_members(view, namespace, name).values()]
+    counts: dict[str, int] = {}
+    for pod in view.pods_in_namespace(namespace):
+        if pod.labels.get(SCALING_GROUP_LABEL) == name and _podclique_owner(pod) and not pod.terminal:
+            index = pod.labels.get(SCALING_GROUP_REPLICA_LABEL, "")
+            counts[index] = counts.get(index, 0) + 1
+    return list(counts.values())
+
+
+def _place(pod: PodRecord, view: ClusterView | None) -> tuple[str, str, str] | None:
+    member = grove_member(pod, view)
+    return None if member is None else (member.pcs, member.replica, member.inconsistent)
+
+
+GROVE_MAKER = PodReadMaker(
+    name="Grove",
+    flavour=GROVE,
+    kind=PODCLIQUESET_KIND,
+    # The operator replaces a lost pod; a clique below its minAvailable for longer than the
+    # PodCliqueSet's terminationDelay gets the whole replica terminated and recreated.
+    recreator=Recreator("Grove operator", "a PodCliqueSet's", "terminationDelay", True),
+    place=_place,
+    members=set_members,
+    size=replica_size,
+)
+"""Grove PodCliqueSet replicas as groups (guardhook.groups.maker.GroupMaker)."""

@@ -1,0 +1,185 @@
+"""Gangs read from their pods alone: the group makers whose sets the view does not hold as
+objects (a Grove PodCliqueSet, guardhook.groups.grove; a JobSet, guardhook.groups.jobset).
+
+Such a maker says, for a pod, its set's name and its group's key (`place`), and for a set the
+view's pods of each group (`members`); `PodReadMaker` turns that into the group maker protocol
+(guardhook.groups.maker.GroupMaker: resolve, snapshot, recreated_pods, sets), and `PodGang` is one
+of its gangs, from which its `snapshot` is read: the one budget (guardhook.budget) counts these
+gangs through that snapshot, as any maker's. A new maker of this kind is one module building a
+`PodReadMaker` and one line in guardhook.groups.makers.
+
+A gang's size is what its pods show (the maker's `size`: e.g. the highest pod index plus one);
+its budget the smallest `guardhook.io/max-disrupted-groups` its pods carry (from the set's pod
+templates), else the policy's default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from guardhook.cluster.annotations import BUDGET_ANNOTATION, count
+from guardhook.cluster.going import Going
+from guardhook.cluster.model import PodRecord
+from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.broken import BrokenGroups
+from guardhook.groups.health import GroupHealth, group_health
+from guardhook.groups.maker import SetSnapshot, Wording, sorted_sets
+from guardhook.groups.ref import GroupRef, Rank, Recreator, SetRef
+
+Place = Callable[[PodRecord, "ClusterView | None"], "tuple[str, str, str] | None"]
+"""(set name, group key, how the labels disagreed with the controller or "") of a pod, or None."""
+Members = Callable[[ClusterView, str, str], dict[str, list[PodRecord]]]
+"""(view, namespace, set name) -> group key -> the view's pods of it (terminal ones included)."""
+Size = Callable[[list[PodRecord], ClusterView], int]
+"""A group's size from its pods."""
+IsGroup = Callable[[PodRecord, list[PodRecord], ClusterView], bool]
+"""Whether a pod's group (with its pods) is a group for disruption at all."""
+
+POD_READ_WORDING = Wording("group", "gang")
+
+
+@dataclass(frozen=True, slots=True)
+class PodGang:
+    """One gang of a set read from its pods: `name` is the group's key (a Grove replica index, a
+    JobSet Job's name), `size` its size, `pods` the view's pods of it (terminal ones included),
+    `maker` its GroupRef.maker flavour, `inconsistent` as on a GroupRef."""
+
+    namespace: str
+    name: str
+    set: SetRef
+    size: int
+    maker: str
+    pods: tuple[PodRecord, ...] = field(repr=False, default=())
+    inconsistent: str = ""
+
+
+def _always(pod: PodRecord, pods: list[PodRecord], view: ClusterView) -> bool:
+    return True
+
+
+def _key_order(key: str) -> tuple[int, str]:
+    return (len(key), key) if key.isdigit() else (0, key)
+
+
+@dataclass
+class PodReadMaker:
+    """A group maker (guardhook.groups.maker.GroupMaker) whose sets and groups are read from pods:
+    `name` (the registry's), `flavour` (GroupRef.maker, one of guardhook.groups.ref.MAKERS), the
+    set's `kind`, who recreates a group (`recreator`), and the maker's rules (`place`, `members`,
+    `size`, `is_group`; see the aliases above)."""
+
+    name: str
+    flavour: str
+    kind: str
+    recreator: Recreator
+    place: Place
+    members: Members
+    size: Size
+    is_group: IsGroup = _always
+    flavours: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.flavours = (self.flavour,)
+
+    def gang(self, view: ClusterView, pod: PodRecord) -> PodGang | None:
+        """The gang `pod` belongs to, or None (not this maker's, or its group is no group for
+        disruption). A pod the view has not seen (a pod-to-be) is counted in its gang."""
+        placed = self.place(pod, view)
+        if placed is None:
+            return None
+        name, key, why = placed
+        target = SetRef(pod.namespace, self.kind, name)
+        pods = self.members(view, pod.namespace, name).get(key, [])
+        if pod.uid not in {p.uid for p in pods}:
+            pods = [*pods, pod]
+        if not self.is_group(pod, pods, view):
+            return None
+        return PodGang(pod.namespace, key, target, self.size(pods, view), self.flavour, tuple(pods), why)
+
+    def gangs(self, view: ClusterView, target: SetRef) -> tuple[PodGang, ...]:
+        """The gangs of set `target` the view holds pods of, by key (ordinals in number order)."""
+        if target.kind != self.kind:
+            return ()
+        found = self.members(view, target.namespace, target.name)
+        gangs = [
+            PodGang(target.namespace, key, target, self.size(pods, view), self.flavour, tuple(pods))
+            for key, pods in found.items()
+            if pods and self.is_group(pods[0], pods, view)
+        ]
+        return tuple(sorted(gangs, key=lambda g: _key_order(g.name)))
+
+    def resolve(self, view: ClusterView, pod: PodRecord) -> GroupRef | None:
+        """The GroupRef of a pod of one of this maker's gangs (no rank: a gang member), or None."""
+        gang = self.gang(view, pod)
+        if gang is None:
+            return None
+        return GroupRef(
+            gang.set, gang.name, Rank(None), gang.size, (), self.recreator, self.flavour, gang.inconsistent
+        )
+
+    def snapshot(self, view: ClusterView, target: SetRef, going: Going | None = None) -> SetSnapshot | None:
+        """The set's gangs (those the view holds pods of) judged whole or broken under the view's
+        lock; None when it holds none."""
+        with view.lock:
+            gangs = self.gangs(view, target)
+            if not gangs:
+                return None
+            doomed = (going if going is not None else Going(view)).doomed
+            listed = {}
+            for gang in gangs:
+                health = pod_gang_health(gang, doomed=doomed)
+                if not health.whole:
+                    listed[gang.name] = "; ".join(health.problems)
+            raw, on = budget_annotation(gangs)
+        names = frozenset(g.name for g in gangs)
+        return SetSnapshot(
+            set=target,
+            maker=self.name,
+            desired=len(gangs),
+            pods={g.name: g.pods for g in gangs},
+            broken=BrokenGroups(listed, len(gangs), names, None),
+            budget_annotation=raw,
+            budget_on=on,
+            keys=names,
+            wording=POD_READ_WORDING,
+        )
+
+    def recreated_pods(self, view: ClusterView, ref: GroupRef) -> tuple[str, ...]:
+        """None knowable: the pods are generated names of the maker's controllers."""
+        return ()
+
+    def sets(self, view: ClusterView) -> Iterator[SetRef]:
+        """Every set of this maker the view holds a pod of."""
+        found = []
+        for pod in view.all_pods():
+            placed = self.place(pod, None)
+            if placed is not None:
+                found.append(SetRef(pod.namespace, self.kind, placed[0]))
+        return iter(sorted_sets(found))
+
+
+def budget_annotation(gangs: tuple[PodGang, ...]) -> tuple[str | None, str]:
+    """The smallest whole `guardhook.io/max-disrupted-groups` the gangs' pods carry, and on what
+    pod ("Pod ns/name"); (None, "") when none does."""
+    found = sorted(
+        (count(p.annotations, BUDGET_ANNOTATION, -1), p.namespace, p.name) for g in gangs for p in g.pods
+    )
+    valid = [f for f in found if f[0] >= 0]
+    if not valid:
+        return None, ""
+    value, namespace, name = valid[0]
+    return str(value), f"Pod {namespace}/{name}"
+
+
+def set_budget(gangs: tuple[PodGang, ...], default: int) -> int:
+    """The set's budget B: `budget_annotation`'s value, else `default`."""
+    raw, _ = budget_annotation(gangs)
+    return int(raw) if raw is not None else default
+
+
+def pod_gang_health(
+    gang: PodGang, pods: tuple[PodRecord, ...] | None = None, doomed: Callable[[PodRecord], str] | None = None
+) -> GroupHealth:
+    """Whole or broken, as for an LWS group (guardhook.groups.health.group_health)."""
+    return group_health(gang.name, gang.size, gang.pods if pods is None else pods, doomed)
