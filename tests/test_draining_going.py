@@ -193,6 +193,42 @@ def test_delete_on_a_drain_tainted_node_is_a_drain_judged_by_the_budget(
     assert "group 0 (delete of llm-xl-0-2 recorded" in second["status"]["message"]
 
 
+def cordoned(*nodes: str) -> Callable[[Objects], None]:
+    def edit(objects: Objects) -> None:
+        for name in nodes:
+            find(objects, "Node", name).setdefault("spec", {})["unschedulable"] = True
+
+    return edit
+
+
+def test_a_leader_delete_on_a_draining_node_is_a_group_restart_judged_by_the_budget() -> None:
+    # `guardhook drain` (or `kubectl drain --disable-eviction`) restarts a group by deleting its
+    # leader: on a draining node that spends the budget and is recorded, so a second drain, or
+    # another replica, cannot take a second group of the LWS at the same time (issue 52).
+    ledger = MemoryLedger()
+    eng = engine(fleet(cordoned("gpu-node-00", "gpu-node-04")), ledger=ledger)
+    first = respond(eng, worker_delete("llm-xl-0"))
+    assert first["allowed"] is True, first
+    (warning,) = first["warnings"]
+    assert "deleting leader pod serve/llm-xl-0 from cordoned node gpu-node-00 restarts group 0" in warning
+    assert [(e.group, e.pod, e.cause) for e in ledger.entries(("serve", "llm-xl"))] == [
+        ("0", "llm-xl-0", "delete")
+    ]
+    second = respond(eng, worker_delete("llm-xl-1"))
+    assert second["allowed"] is False and second["status"]["code"] == 429
+    assert "a group restart on a draining node" in second["status"]["message"]
+    assert "group 0 (delete of llm-xl-0 recorded" in second["status"]["message"]
+
+
+def test_a_leader_delete_elsewhere_is_a_restart_asked_for_and_records_nothing() -> None:
+    ledger = MemoryLedger()
+    eng = engine(fleet(cordoned("gpu-node-04")), ledger=ledger)
+    for leader in ("llm-xl-0", "llm-xl-2"):  # their nodes are schedulable
+        answer = respond(eng, worker_delete(leader))
+        assert answer["allowed"] is True and not answer.get("warnings"), answer
+    assert ledger.entries(("serve", "llm-xl")) == ()
+
+
 def test_a_configured_drain_taint_key_makes_a_drain_and_an_unknown_key_does_not() -> None:
     taint = {"key": "example.com/drain", "effect": "NoSchedule"}
     objects = fleet(tainted("gpu-node-02", taint=taint))

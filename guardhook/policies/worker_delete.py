@@ -3,7 +3,7 @@
 The LWS restarts a group by deleting its leader pod (the garbage collector then removes the worker
 StatefulSet and its pods), so deleting the leader is the group-level operation (design.md §1).
 Deleting a single worker of a whole group takes the replica down without restarting it. Allowed:
-leaders, pods already terminating (the kubelet's final delete), groups already broken, non-LWS
+leaders (but on a draining node, below), pods already terminating (the kubelet's final delete), groups already broken, non-LWS
 pods. A DELETE carries the pod in `oldObject` only, and some carry no `request.name`; a DELETE
 without `oldObject` (API servers before 1.15, hand-written reviews) is judged from the view's pod.
 
@@ -12,8 +12,8 @@ Who else disrupts a group:
   preemption, the taint managers, pod GC, the kubelet, the Eviction API) or Kueue's
   `TerminationTarget=True` — may be deleted whoever sends the DELETE; an audit annotation says why.
 - A delete-based drain (`kubectl drain --disable-eviction`, Karpenter's termination controller past
-  a NodePool's `terminationGracePeriod`, cluster-autoscaler): a worker DELETE whose pod is bound to
-  a draining node — cordoned, or carrying a drain taint (`karpenter.sh/disrupted`,
+  a NodePool's `terminationGracePeriod`, cluster-autoscaler, `guardhook drain` restarting a group
+  by its leader): a worker or leader DELETE of a whole group whose pod is bound to a draining node — cordoned, or carrying a drain taint (`karpenter.sh/disrupted`,
   `ToBeDeletedByClusterAutoscaler`, or a key of `drainTaintKeys`), or carrying a node lifecycle
   condition of `drainConditions` with status True (KEP-5683: by default `MaintenancePlanned`,
   `MaintenanceInProgress`, `DrainInProgress`, `Drained`, `GracefulNodeShutdownInProgress`; written
@@ -142,8 +142,10 @@ class WorkerDelete(Policy):
         gang_member = pod is not None and (pod.pod_group or _pod_read_gang(ctx.view, pod) is not None)
         if pod is not None and member is None and not pod.terminating and gang_member:
             return self._gang_delete(ctx, pod)
-        if pod is None or member is None or member.is_leader or pod.terminating:
+        if pod is None or member is None or pod.terminating:
             return ALLOW
+        if member.is_leader and not _on_draining_node(ctx, pod):
+            return ALLOW  # the group-level operation: a restart asked for, not a drain
         if pod.disruption:
             return allowed_disruption_target(pod.disruption, ctx.user)
         if ctx.view.is_stale():
@@ -158,9 +160,11 @@ class WorkerDelete(Policy):
             else ""
         )
         if node is not None and why:
-            drained = self._drain(ctx, pod, node, why)
+            drained = self._drain(ctx, pod, node, why, member.is_leader)
             if drained is not None:
                 return drained
+        if member.is_leader:
+            return ALLOW  # its LWS is not in the view: nothing to budget it by
         group = resolve(ctx.view, pod)
         if group is None:  # placed above, so never; kept for the type
             return ALLOW
@@ -206,10 +210,15 @@ class WorkerDelete(Policy):
             return ALLOW
         return Judgement(violation=Violation(_gang_message(ref, pod)))
 
-    def _drain(self, ctx: PolicyContext, pod: PodRecord, node: NodeRecord, why: str) -> Judgement | None:
-        """A worker DELETE on a draining node (`why`: cordoned, or its drain taint), judged by the
-        group budget; None when the view does not hold the pod's LWS (then it is judged as any
-        worker delete)."""
+    def _drain(
+        self, ctx: PolicyContext, pod: PodRecord, node: NodeRecord, why: str, leader: bool = False
+    ) -> Judgement | None:
+        """A DELETE of a member of a whole group on a draining node (`why`: cordoned, or its drain
+        taint), judged by the group budget: a worker's, and a leader's (`leader`), which restarts
+        the whole group (a delete-based drain, or `guardhook drain` taking the group, must not
+        break more than B groups of the LWS, and the ledger must count it for every other
+        replica); None when the view does not hold the pod's LWS (then it is judged as any
+        delete of its rank)."""
         disruption = group_disruption(ctx.view, pod, default_budget(ctx.params), min_budget(ctx.params))
         if disruption is None:
             return None
@@ -217,15 +226,26 @@ class WorkerDelete(Policy):
             where = f"pod {pod.namespace}/{pod.name} from cordoned node {node.name}"
         else:
             where = f"pod {pod.namespace}/{pod.name} from draining node {node.name} ({why})"
+        kind = "restarts" if leader else "is a drain without evictions: it breaks"
         advisory = (
-            f"deleting {where} is a drain without evictions: it breaks {disruption.subject()} "
+            f"deleting {'leader ' if leader else ''}{where} {kind} {disruption.subject()} "
             f"(at most {disruption.budget} at a time); counted against the group-eviction budget"
         )
         ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
-        what = f"deleting {where} (a drain without evictions)"
+        how = "a group restart on a draining node" if leader else "a drain without evictions"
+        what = f"deleting {where} ({how})"
         return judge_budget(
             ctx.view, disruption, ctx.ledger, ctx.may_record, ttl, what, advisory, cause="delete"
         )
+
+
+def _on_draining_node(ctx: PolicyContext, pod: PodRecord) -> bool:
+    """Whether `pod` is bound to a node the view shows draining (cordoned, a drain taint, or a
+    True drain condition; guardhook.cluster.going.draining)."""
+    node = ctx.view.node(pod.node_name) if pod.node_name else None
+    if node is None:
+        return False
+    return bool(draining(node, drain_taint_keys(ctx.params), drain_conditions(ctx.params), ctx.view))
 
 
 def _relabel(ctx: PolicyContext) -> Judgement:
