@@ -3,9 +3,10 @@
 The LWS restarts a group by deleting its leader pod (the garbage collector then removes the worker
 StatefulSet and its pods), so deleting the leader is the group-level operation (design.md §1).
 Deleting a single worker of a whole group takes the replica down without restarting it. Allowed:
-leaders (but on a draining node, below), pods already terminating (the kubelet's final delete), groups already broken, non-LWS
-pods. A DELETE carries the pod in `oldObject` only, and some carry no `request.name`; a DELETE
-without `oldObject` (API servers before 1.15, hand-written reviews) is judged from the view's pod.
+leaders (but on a draining node, below), pods already terminating (the kubelet's final delete),
+groups already broken, non-LWS pods. A DELETE carries the pod in `oldObject` only, and some carry
+no `request.name`; a DELETE without `oldObject` (API servers before 1.15, hand-written reviews)
+is judged from the view's pod.
 
 Who else disrupts a group:
 - A pod a component already marked for removal — `DisruptionTarget=True` (the scheduler's
@@ -13,7 +14,8 @@ Who else disrupts a group:
   `TerminationTarget=True` — may be deleted whoever sends the DELETE; an audit annotation says why.
 - A delete-based drain (`kubectl drain --disable-eviction`, Karpenter's termination controller past
   a NodePool's `terminationGracePeriod`, cluster-autoscaler, `guardhook drain` restarting a group
-  by its leader): a worker or leader DELETE of a whole group whose pod is bound to a draining node — cordoned, or carrying a drain taint (`karpenter.sh/disrupted`,
+  by its leader): a worker or leader DELETE of a whole group whose pod is bound to a draining node
+  — cordoned, or carrying a drain taint (`karpenter.sh/disrupted`,
   `ToBeDeletedByClusterAutoscaler`, or a key of `drainTaintKeys`), or carrying a node lifecycle
   condition of `drainConditions` with status True (KEP-5683: by default `MaintenancePlanned`,
   `MaintenanceInProgress`, `DrainInProgress`, `Drained`, `GracefulNodeShutdownInProgress`; written
