@@ -38,7 +38,7 @@ from guardhook.cluster.drain_calls import Answer
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import ClusterView
-from guardhook.groups import resolve, snapshot
+from guardhook.groups import SetRef, SetSnapshot, resolve, snapshot
 from guardhook.groups.podgroup import gang_health
 from guardhook.groups.ref import LWS_HASH, POD_GROUP, GroupRef
 from guardhook.planning.drain import DrainPlan, plan_drain
@@ -220,13 +220,13 @@ class Drain:
     def _remaining(self) -> None:
         """Name every group and pod still on the nodes that nothing above has named yet."""
         named = {item.what for item in self.result.left}
-        view = self._view()
-        for group in _groups_on(view, self.options.nodes):
+        look = self._look()
+        for group in _groups_on(look.view, self.options.nodes):
             if str(group) not in named and any(
-                p.node_name in self.nodes and not p.terminating for p in _pods_of(view, group)
+                p.node_name in self.nodes and not p.terminating for p in look.pods_of(group)
             ):
                 self._leave(str(group), "still on the nodes")
-        for pod in _loose_pods(view, self.options.nodes):
+        for pod in _loose_pods(look.view, self.options.nodes):
             if f"pod {pod.namespace}/{pod.name}" not in named:
                 self._leave(f"pod {pod.namespace}/{pod.name}", "still on the nodes")
 
@@ -246,6 +246,9 @@ class Drain:
 
     def _view(self) -> ClusterView:
         return view_from_objects(self.calls.objects(), source="drain")
+
+    def _look(self) -> _Look:
+        return _Look(self._view())
 
     def _cordon(self, view: ClusterView) -> None:
         for node in self.options.nodes:
@@ -267,9 +270,9 @@ class Drain:
             queue = []
         taken: list[_Taken] = []
         while queue or taken:
-            view = self._view()
-            taken = self._not_rebuilt(view, taken)
-            queue = [group for group in queue if self._try(view, group, room, taken)]
+            look = self._look()
+            taken = self._not_rebuilt(look, taken)
+            queue = [group for group in queue if self._try(look, group, room, taken)]
             if queue or taken:
                 self._pause(*(str(item) for item in [*(t.group for t in taken), *queue]))
         for pod in _loose_pods(self._view(), nodes):
@@ -279,14 +282,14 @@ class Drain:
 
     def _try(
         self,
-        view: ClusterView,
+        look: _Look,
         group: _Group,
         room: Mapping[tuple[str, str, str], _Room],
         taken: list[_Taken],
     ) -> bool:
         """Take `group` if its set's budget has room beside the groups broken now and those the
         drain has taken and not yet seen rebuilt (`taken`, which it joins); True while it must wait."""
-        old = _pods_of(view, group)
+        old = look.pods_of(group)
         on_nodes = [p for p in old if p.node_name in self.nodes]
         if not on_nodes:
             self.emit("group", group=str(group), action="none", why="rebuilt elsewhere already")
@@ -296,7 +299,7 @@ class Drain:
             self._leave(str(group), f"no room to rebuild it elsewhere ({set_room.short or 'no capacity'})")
             return False
         mine = [t.group for t in taken if t.group.ident[:3] == group.ident[:3]]
-        beside, budget = _broken_beside(view, group, self._default_budget, mine)
+        beside, budget = _broken_beside(look, group, self._default_budget, mine)
         if budget <= 0:
             self._leave(str(group), "its set's group budget is 0")
             return False
@@ -304,20 +307,21 @@ class Drain:
             self._wait(group, f"{beside} other groups of its set broken, budget {budget}")
             return True
         # A restart under way (a run interrupted after its delete) is waited for, not repeated.
-        if not all(p.terminating for p in on_nodes) and not self._act(group, view):
+        if not all(p.terminating for p in on_nodes) and not self._act(group, old, look.view):
             return False
         if not self.dry:
             taken.append(_Taken(group, {p.uid for p in old}, beside - len(mine), self.clock()))
         return False
 
-    def _not_rebuilt(self, view: ClusterView, taken: list[_Taken]) -> list[_Taken]:
+    def _not_rebuilt(self, look: _Look, taken: list[_Taken]) -> list[_Taken]:
         """The groups of `taken` not yet whole and Ready again on other nodes (cordoned nodes take
         no pod), none of their old pods left; the others are reported rebuilt."""
         left = list(taken)
+        live = {p.uid for p in look.view.all_pods() if not p.terminal} if taken else set()
         for item in taken:
             others = [t.group for t in left if t is not item and t.group.ident[:3] == item.group.ident[:3]]
-            gone = not any(p.uid in item.old for p in view.all_pods() if not p.terminal)
-            if gone and _rebuilt(view, item.group, self.nodes, item.before, self._default_budget, others):
+            gone = item.old.isdisjoint(live)
+            if gone and _rebuilt(look, item.group, self.nodes, item.before, self._default_budget, others):
                 self.emit("rebuilt", group=str(item.group), seconds=round(self.clock() - item.began, 1))
                 left.remove(item)
             else:
@@ -334,10 +338,11 @@ class Drain:
             self._waits[str(group)] = why
             self.emit("waiting", group=str(group), why=why)
 
-    def _act(self, group: _Group, view: ClusterView) -> bool:
-        """The group-level action; False when a refusal leaves the group in place."""
+    def _act(self, group: _Group, pods: Sequence[PodRecord], view: ClusterView) -> bool:
+        """The group-level action on `group` (its live `pods` in `view`); False when a refusal
+        leaves the group in place."""
         if group.is_gang:
-            pods = [p for p in _pods_of(view, group) if not p.terminating]
+            pods = [p for p in pods if not p.terminating]
             self.emit("group", group=str(group), action="evict", pods=[p.name for p in pods])
             for pod in pods:
                 if not self._send(str(group), pod, self.calls.evict):
@@ -457,26 +462,42 @@ def _groups_on(view: ClusterView, nodes: Sequence[str]) -> list[_Group]:
     return list(found.values())
 
 
-def _pods_of(view: ClusterView, group: _Group) -> list[PodRecord]:
-    """The group's live pods in `view` (read through the group model: resolve)."""
-    namespace = group.ref.set.namespace
-    return [
-        pod
-        for pod in view.pods_in_namespace(namespace)
-        if not pod.terminal and (ref := resolve(view, pod)) is not None and _Group(ref).ident == group.ident
-    ]
+class _Look:
+    """One reading of the cluster (`view`), read once however many groups ask: each namespace's
+    live pods by group, each set's snapshot."""
+
+    def __init__(self, view: ClusterView) -> None:
+        self.view = view
+        self._groups: dict[str, dict[tuple[str, str, str, str], list[PodRecord]]] = {}
+        self._snapshots: dict[tuple[str, SetRef], SetSnapshot | None] = {}
+
+    def pods_of(self, group: _Group) -> list[PodRecord]:
+        """The group's live pods (read through the group model: resolve)."""
+        namespace = group.ref.set.namespace
+        by_group = self._groups.get(namespace)
+        if by_group is None:
+            by_group = self._groups[namespace] = {}
+            for pod in self.view.pods_in_namespace(namespace):
+                if not pod.terminal and (ref := resolve(self.view, pod)) is not None:
+                    by_group.setdefault(_Group(ref).ident, []).append(pod)
+        return by_group.get(group.ident, [])
+
+    def snapshot(self, group: _Group) -> SetSnapshot | None:
+        """One snapshot of the group's set (guardhook.groups.snapshot)."""
+        key = (group.ref.maker, group.ref.set)
+        if key not in self._snapshots:
+            self._snapshots[key] = snapshot(self.view, group.ref)
+        return self._snapshots[key]
 
 
-def _broken_beside(
-    view: ClusterView, group: _Group, default: int, taken: Sequence[_Group] = ()
-) -> tuple[int, int]:
+def _broken_beside(look: _Look, group: _Group, default: int, taken: Sequence[_Group] = ()) -> tuple[int, int]:
     """How many of the set's groups other than `group` count as broken: those the webhook reads
     broken in the view (with no pods ones counted: BrokenGroups) and those of `taken` (the drain's
     own, taken and not yet seen rebuilt) the view does not show broken yet; and the set's budget
     (`default`: maxDisruptedGroups, unless the set says otherwise). A taken Hash group whose pods
     are all gone is counted twice (its key no longer names it): the drain then waits longer, never
     breaks more."""
-    snap = snapshot(view, group.ref)
+    snap = look.snapshot(group)
     if snap is None:
         return len([t for t in taken if t.ident != group.ident]), default
     broken = snap.broken
@@ -485,12 +506,12 @@ def _broken_beside(
     return beside + extra, budget_of(snap, default)
 
 
-def _broken_reading(view: ClusterView, group: _Group, default: int) -> tuple[int, bool, int]:
+def _broken_reading(look: _Look, group: _Group, default: int) -> tuple[int, bool, int]:
     """How many of the set's groups other than `group` are broken as the webhook reads the view
     (one snapshot of the set, guardhook.groups.snapshot; groups with no pods counted:
     BrokenGroups), whether `group` itself is, and the set's budget (`default`: maxDisruptedGroups,
     unless the set says otherwise; guardhook.budget.budget_of)."""
-    snap = snapshot(view, group.ref)
+    snap = look.snapshot(group)
     if snap is None:
         return 0, True, default
     broken = snap.broken
@@ -499,22 +520,22 @@ def _broken_reading(view: ClusterView, group: _Group, default: int) -> tuple[int
 
 
 def _rebuilt(
-    view: ClusterView, group: _Group, nodes: set[str], before: int, default: int, taken: Sequence[_Group] = ()
+    look: _Look, group: _Group, nodes: set[str], before: int, default: int, taken: Sequence[_Group] = ()
 ) -> bool:
     """Whether the group stands whole and Ready again on nodes other than the drained ones, and
     its set has no more broken groups than the `before` beside it when it was taken, plus the
     drain's own others of the set (`taken`) not yet seen rebuilt. A Hash group may come back under
     another key: with no pod under its own, the set's count alone says."""
-    pods = _pods_of(view, group)
+    pods = look.pods_of(group)
     if any(p.node_name in nodes for p in pods):
         return False
     if group.is_gang and group.ref.maker == POD_GROUP:
-        record = view.pod_group(group.ref.set.namespace, group.ref.key)
-        return record is not None and gang_health(view, record).whole
+        record = look.view.pod_group(group.ref.set.namespace, group.ref.key)
+        return record is not None and gang_health(look.view, record).whole
     if group.is_gang:  # a gang read from its pods (Grove, JobSet): whole again in its set's snapshot
-        snap = snapshot(view, group.ref)
+        snap = look.snapshot(group)
         return snap is not None and group.ref.key in snap.pods and group.ref.key not in snap.broken
-    beside, mine, _ = _broken_reading(view, group, default)
+    beside, mine, _ = _broken_reading(look, group, default)
     allowed = before + len(taken)
     if not pods and group.ref.maker == LWS_HASH:
         return beside + mine <= allowed
