@@ -17,7 +17,7 @@ import pytest
 from guardhook.admission.decisionlog import log_allowed_disruptions, log_decisions, write_lines_with
 from guardhook.admission.engine import Decision
 from guardhook.server.asynclog import BatchQueueHandler, BatchWriter, direct_line, write_in_background
-from guardhook.server.logformat import JsonFormatter, TextFormatter
+from guardhook.server.logformat import JsonFormatter, StructuredLine, TextFormatter
 
 from conftest import start_server
 
@@ -197,6 +197,26 @@ def _decision_lines(stream: io.StringIO) -> list[str]:
     """The decision lines written, without their time (the two paths log at different instants)."""
     lines = stream.getvalue().splitlines()
     return [re.sub(r'^\S+ \S+ |"time":"[^"]*",', "", line) for line in lines if "admission decision" in line]
+
+
+@pytest.mark.parametrize("formatter", [TextFormatter, JsonFormatter])
+def test_a_structured_line_formats_as_its_log_record_time_included(
+    formatter: type[logging.Formatter],
+) -> None:
+    fields = {
+        "uid": "u-1",
+        "user": "evil\u202ename",
+        "message": 'a "b"=c',
+        "dryRun": False,
+        "policyMs": 0.125,
+    }
+    for level in (logging.DEBUG, logging.INFO, logging.WARNING):
+        line = StructuredLine(level, "guardhook.decisions", "admission\ndecision", dict(fields))
+        for created in (1764590400.001, 1764590400.999, 1764590461.25):  # within and across seconds
+            line.created, line.msecs = created, (created - int(created)) * 1000
+            ours = formatter()
+            assert ours.format_line(line) == ours.format(line.record())  # type: ignore[attr-defined]
+            assert formatter().format(line.record()) == ours.format_line(line)  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("formatter", [TextFormatter, JsonFormatter])

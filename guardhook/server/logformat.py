@@ -39,12 +39,15 @@ class TextFormatter(logging.Formatter):
         decision log writes a line per denial: strftime on each was a tenth of a request's cost)."""
         if datefmt is not None:
             return super().formatTime(record, datefmt)
-        second = int(record.created)
+        return self._asctime(record.created, record.msecs)
+
+    def _asctime(self, created: float, msecs: float) -> str:
+        second = int(created)
         if self._second[0] != second:
-            self._second = (second, time.strftime(self.default_time_format, self.converter(record.created)))
+            self._second = (second, time.strftime(self.default_time_format, self.converter(created)))
         if self.default_msec_format is None:
             return self._second[1]
-        return self.default_msec_format % (self._second[1], record.msecs)
+        return self.default_msec_format % (self._second[1], msecs)
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802
         """The line with the message's control and bidi characters escaped (see `escape_controls`)."""
@@ -58,28 +61,25 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
         fields = getattr(record, "fields", None)
-        if isinstance(fields, dict) and fields:
-            line += " " + " ".join([f"{key}={_text_value(value)}" for key, value in fields.items()])
-        return line
+        return line + _text_fields(fields) if isinstance(fields, dict) else line
 
     def format_line(self, line: StructuredLine) -> str:
         """What `format` writes for a record of `line`'s time, level, logger, message and fields
         (no exception), without a LogRecord (guardhook.server.asynclog's direct lines)."""
-        second = int(line.created)
-        if self._second[0] != second:
-            self._second = (second, time.strftime(self.default_time_format, self.converter(line.created)))
-        asctime = self._second[1]
-        if self.default_msec_format is not None:
-            asctime = self.default_msec_format % (asctime, line.msecs)
         text = TEXT_FORMAT % {
-            "asctime": asctime,
+            "asctime": self._asctime(line.created, line.msecs),
             "levelname": logging.getLevelName(line.levelno),
             "name": line.name,
             "message": escape_controls(line.message),
         }
-        if line.fields:
-            text += " " + " ".join([f"{key}={_text_value(value)}" for key, value in line.fields.items()])
-        return text
+        return text + _text_fields(line.fields)
+
+
+def _text_fields(fields: dict[str, Any]) -> str:
+    """A structured line's fields as ` key=value` pairs ("" for none)."""
+    if not fields:
+        return ""
+    return " " + " ".join([f"{key}={_text_value(value)}" for key, value in fields.items()])
 
 
 class JsonFormatter(logging.Formatter):
@@ -87,16 +87,14 @@ class JsonFormatter(logging.Formatter):
     record's fields, and `exc` with the traceback when there is one."""
 
     def format(self, record: logging.LogRecord) -> str:
-        stamp = datetime.datetime.fromtimestamp(record.created, tz=datetime.UTC)
-        line: dict[str, Any] = {
-            "time": stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            "level": record.levelname,
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
         fields = getattr(record, "fields", None)
-        if isinstance(fields, dict):
-            line.update(fields)
+        line = _json_object(
+            record.created,
+            record.levelname,
+            record.name,
+            record.getMessage(),
+            fields if isinstance(fields, dict) else {},
+        )
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str, separators=(",", ":"))
@@ -104,15 +102,24 @@ class JsonFormatter(logging.Formatter):
     def format_line(self, line: StructuredLine) -> str:
         """What `format` writes for a record of `line`'s time, level, logger, message and fields
         (no exception), without a LogRecord (guardhook.server.asynclog's direct lines)."""
-        stamp = datetime.datetime.fromtimestamp(line.created, tz=datetime.UTC)
-        out: dict[str, Any] = {
-            "time": stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            "level": logging.getLevelName(line.levelno),
-            "logger": line.name,
-            "msg": line.message,
-            **line.fields,
-        }
+        out = _json_object(
+            line.created, logging.getLevelName(line.levelno), line.name, line.message, line.fields
+        )
         return json.dumps(out, default=str, separators=(",", ":"))
+
+
+def _json_object(
+    created: float, level: str, logger: str, message: str, fields: dict[str, Any]
+) -> dict[str, Any]:
+    """A JSON line's object: its time (RFC 3339, UTC, milliseconds), level, logger, message and fields."""
+    stamp = datetime.datetime.fromtimestamp(created, tz=datetime.UTC)
+    return {
+        "time": stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "level": level,
+        "logger": logger,
+        "msg": message,
+        **fields,
+    }
 
 
 class StructuredLine:
