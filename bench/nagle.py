@@ -17,14 +17,9 @@ import statistics
 import time
 from pathlib import Path
 
-from servers import FIXTURES, Running, serve
+from servers import FIXTURES, Running, percentile, serve
 
 SYS_PIDFD_GETFD = 438
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def children(pid: int) -> list[int]:

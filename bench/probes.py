@@ -29,23 +29,12 @@ import socket
 import ssl
 import threading
 import time
-from dataclasses import dataclass, field
 
-from servers import Running, free_port, serve
+from servers import Connections, Running, free_port, percentile, serve
 
 GOAL_SECONDS = 0.1
 BUSY_GOAL_SECONDS = 0.5
 PROBE_TIMEOUT_SECONDS = 5.0
-
-
-@dataclass
-class Idle:
-    """The idle connections' tally."""
-
-    opened: int = 0
-    closed_by_server: int = 0
-    connect_failures: int = 0
-    stop: threading.Event = field(default_factory=threading.Event)
 
 
 def open_idle(server: Running, context: ssl.SSLContext) -> ssl.SSLSocket:
@@ -62,7 +51,7 @@ def open_idle(server: Running, context: ssl.SSLContext) -> ssl.SSLSocket:
     return tls
 
 
-def hold_idle(server: Running, count: int, tally: Idle, ready: threading.Event) -> None:
+def hold_idle(server: Running, count: int, tally: Connections, ready: threading.Event) -> None:
     """Keep `count` idle kept-alive connections open until `tally.stop`, reopening those the
     server closes."""
     context = server.context()
@@ -110,11 +99,6 @@ def probe(host: str, port: int, path: str, context: ssl.SSLContext | None) -> fl
     return time.perf_counter() - started if ok else None
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -132,7 +116,7 @@ def main() -> None:
     extra = [*args.serve_args, *(["--health-port", str(health_port)] if health_port else [])]
     results: dict[str, list[float | None]] = {}
     with serve("guardhook", threads=args.threads, extra=extra) as server:
-        tally, ready = Idle(), threading.Event()
+        tally, ready = Connections(), threading.Event()
         holder = threading.Thread(target=hold_idle, args=(server, args.idle, tally, ready), daemon=True)
         opening = time.monotonic()
         holder.start()

@@ -11,10 +11,11 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,6 +37,23 @@ class Running:
 
     def connection(self, timeout: float = 30) -> http.client.HTTPSConnection:
         return http.client.HTTPSConnection(self.host, self.port, context=self.context(), timeout=timeout)
+
+
+@dataclass
+class Connections:
+    """The tally of the connections a benchmark holds open to a server: opened, closed by the
+    server, failed to open; `stop` tells the holder to close them."""
+
+    opened: int = 0
+    closed_by_server: int = 0
+    connect_failures: int = 0
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The `q` quantile of `values` (the nearest rank at or below), NaN when there are none."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
 def served_code() -> str:

@@ -24,24 +24,13 @@ import socket
 import ssl
 import threading
 import time
-from dataclasses import dataclass, field
 
-from servers import FIXTURES, Running, serve
+from servers import FIXTURES, Connections, Running, percentile, serve
 
 HEADERS = {"Content-Type": "application/json"}
 BODY = json.dumps(
     json.loads((FIXTURES / "reviews" / "s01-worker-delete.validating.json").read_text())
 ).encode()
-
-
-@dataclass
-class Attack:
-    """The slow connections' tally: opened, closed by the server, failed to open."""
-
-    opened: int = 0
-    closed_by_server: int = 0
-    connect_failures: int = 0
-    stop: threading.Event = field(default_factory=threading.Event)
 
 
 def open_slow(server: Running, context: ssl.SSLContext) -> ssl.SSLSocket:
@@ -69,7 +58,7 @@ def closed(sock: ssl.SSLSocket) -> bool:
         sock.setblocking(True)
 
 
-def attack(server: Running, count: int, tally: Attack) -> None:
+def attack(server: Running, count: int, tally: Connections) -> None:
     """Keep `count` slow connections open until `tally.stop`: one header line each per second."""
     context = server.context()
     socks: list[ssl.SSLSocket | None] = [None] * count
@@ -135,11 +124,6 @@ def reviews(server: Running, seconds: float, rate: float) -> tuple[list[float], 
     return latencies, failures
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -151,7 +135,7 @@ def main() -> None:
     parser.add_argument("serve_args", nargs="*", help="extra `guardhook serve` flags (after --)")
     args = parser.parse_args()
     with serve("guardhook", threads=args.threads, extra=args.serve_args) as server:
-        tally = Attack()
+        tally = Connections()
         attacker = threading.Thread(target=attack, args=(server, args.slow, tally), daemon=True)
         attacker.start()
         time.sleep(2.0)  # every slow connection open and trickling before the first review
