@@ -9,6 +9,7 @@ import re
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +194,21 @@ REQUEST = {
 }
 
 
+@contextmanager
+def _only_guardhook_handlers() -> Iterator[None]:
+    """Without pytest's own capture handlers on the root logger (added around each test's call,
+    after the fixtures): while they listen, every line goes through logging."""
+    root = logging.getLogger()
+    pytest_handlers = [h for h in root.handlers if not getattr(h, "guardhook", False)]
+    for listening in pytest_handlers:
+        root.removeHandler(listening)
+    try:
+        yield
+    finally:
+        for listening in pytest_handlers:
+            root.addHandler(listening)
+
+
 def _decision_lines(stream: io.StringIO) -> list[str]:
     """The decision lines written, without their time (the two paths log at different instants)."""
     lines = stream.getvalue().splitlines()
@@ -234,33 +250,31 @@ def test_a_decision_line_reaches_the_writer_without_a_log_record_and_reads_the_s
     ]
     timings = {"worker-delete": 0.0001, "group-eviction": 0.0002}
     log_allowed_disruptions(True)
-    root = logging.getLogger()
-    pytest_handlers = [h for h in root.handlers if not getattr(h, "guardhook", False)]
-    for listening in pytest_handlers:  # pytest's own capture: lines would go through logging for it
-        root.removeHandler(listening)
     try:
-        writer = start_writer()
-        log_decisions(REQUEST, decisions, timings, 0.0004)  # through logging: LogRecords
-        write_lines_with(direct_line)
-        made: list[logging.LogRecord] = []
-        real = logging.Logger.makeRecord
-        monkeypatch.setattr(
-            logging.Logger, "makeRecord", lambda *a, **k: made.append(real(*a, **k)) or made[-1]
-        )
-        log_decisions(REQUEST, decisions, timings, 0.0004)
-        writer.stop()
+        with _only_guardhook_handlers():
+            writer = start_writer()
+            log_decisions(REQUEST, decisions, timings, 0.0004)  # through logging: LogRecords
+            write_lines_with(direct_line)
+            made: list[logging.LogRecord] = []
+            real = logging.Logger.makeRecord
+            monkeypatch.setattr(
+                logging.Logger, "makeRecord", lambda *a, **k: made.append(real(*a, **k)) or made[-1]
+            )
+            log_decisions(REQUEST, decisions, timings, 0.0004)
+            writer.stop()
     finally:
         write_lines_with(None)
         log_allowed_disruptions(False)
-        for listening in pytest_handlers:
-            root.addHandler(listening)
     assert made == []  # no LogRecord on the request thread
     lines = _decision_lines(stream)
     assert len(lines) == 4 and lines[:2] == lines[2:]  # the same lines either way
 
 
+@pytest.mark.parametrize("listening_on", ["", "guardhook", "guardhook.decisions"])
 def test_decision_lines_go_through_logging_while_another_handler_listens(
-    guardhook_root_handler: tuple[logging.Handler, io.StringIO], start_writer: Callable[..., BatchWriter]
+    guardhook_root_handler: tuple[logging.Handler, io.StringIO],
+    start_writer: Callable[..., BatchWriter],
+    listening_on: str,
 ) -> None:
     _, stream = guardhook_root_handler
     start_writer()
@@ -268,10 +282,12 @@ def test_decision_lines_go_through_logging_while_another_handler_listens(
     captured: list[logging.LogRecord] = []
     listener = logging.Handler()
     listener.emit = captured.append  # type: ignore[method-assign]
-    logging.getLogger().addHandler(listener)  # as pytest's caplog does
     try:
-        log_decisions(REQUEST, [Decision("worker-delete", "denied", "no", "Deny")], {}, 0.001)
+        with _only_guardhook_handlers():  # the listener alone turns the direct path off
+            # on the root logger as pytest's caplog does, or on a logger on the way to it
+            logging.getLogger(listening_on or None).addHandler(listener)
+            log_decisions(REQUEST, [Decision("worker-delete", "denied", "no", "Deny")], {}, 0.001)
     finally:
-        logging.getLogger().removeHandler(listener)
+        logging.getLogger(listening_on or None).removeHandler(listener)
         write_lines_with(None)
     assert [r.fields["policy"] for r in captured] == ["worker-delete"]  # type: ignore[attr-defined]
