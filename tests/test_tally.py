@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import re
 import threading
+from types import SimpleNamespace
 
+import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
+from guardhook.server import tally as tally_module
 from guardhook.server.metrics import LATENCY_BUCKETS
 from guardhook.server.tally import Family, Tally
 
@@ -60,3 +63,24 @@ def test_counts_from_many_threads_are_all_summed() -> None:
     assert registry.get_sample_value("t_seconds_count", {"endpoint": "validate"}) == 8 * each
     assert registry.get_sample_value("t_seconds_bucket", {"endpoint": "validate", "le": "0.0005"}) == 0
     assert registry.get_sample_value("t_seconds_bucket", {"endpoint": "validate", "le": "0.001"}) == 8 * each
+
+
+def test_a_series_counted_by_several_threads_was_created_when_first_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tally = Tally(FAMILIES)
+    for now in (100.0, 200.0):  # a thread counts the series first, another later
+        monkeypatch.setattr(tally_module, "time", SimpleNamespace(time=lambda now=now: now))
+        counting = threading.Thread(
+            target=lambda: (
+                tally.inc(("t_requests", "validate", "200")),
+                tally.observe(("t_seconds", "validate"), 0.001),
+            )
+        )
+        counting.start()
+        counting.join()
+    registry = CollectorRegistry()
+    registry.register(tally)
+    assert registry.get_sample_value("t_requests_created", {"endpoint": "validate", "code": "200"}) == 100.0
+    assert registry.get_sample_value("t_seconds_created", {"endpoint": "validate"}) == 100.0
+    assert registry.get_sample_value("t_requests_total", {"endpoint": "validate", "code": "200"}) == 2
