@@ -122,6 +122,21 @@ def test_a_set_with_budget_b_has_up_to_b_groups_taken_at_once_never_more(budget:
     assert sum(1 for i in restarts if i < first_rebuilt) == budget  # B taken before any is back
 
 
+def test_sets_of_one_namespace_are_each_held_to_their_own_budget() -> None:
+    # llm-xl (budget 2) and its copy llm-b (budget 1) in one namespace, each with a pod of every
+    # group on gpu-node-00: each set's groups are counted against its own budget, never the other's
+    objects = four_groups_on_one_node(2)
+    copied = lws_copy(objects, "llm-xl", "llm-b")
+    next(o for o in copied if o["kind"] == "LeaderWorkerSet")["metadata"]["annotations"][
+        "guardhook.io/max-disrupted-groups"
+    ] = "1"
+    cluster = StandIn(objects + copied)
+    result, _ = drain(cluster, NODE)
+    assert result.drained, result.left
+    assert cluster.restarts == {(name, str(g)): 1 for name in ("llm-xl", "llm-b") for g in range(4)}
+    assert cluster.most_broken == {"llm-xl": 2, "llm-b": 1}
+
+
 def test_a_larger_budget_drains_in_fewer_rounds() -> None:
     steps = {}
     for budget in (1, 2):
