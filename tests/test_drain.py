@@ -247,6 +247,7 @@ def test_pods_in_no_group_are_evicted_with_429s_retried_daemonsets_and_mirrors_l
     result, events = drain(cluster, "gpu-node-16", force=True, delete_emptydir_data=True)
     assert result.drained, result.left
     assert cluster.evictions == ["debug", "web-7d4b9c-x2x9q"]
+    assert len(set(cluster.eviction_steps)) == 1  # side by side, as kubectl drain: not one by one
     assert [e["pod"] for e in events if e["event"] == "retry"] == ["default/web-7d4b9c-x2x9q"]
     assert cluster.pods_on("gpu-node-16") == ["kube-proxy-gpu-node-16", "node-exporter-abcde"]
 

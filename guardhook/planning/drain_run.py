@@ -275,8 +275,7 @@ class Drain:
             queue = [group for group in queue if self._try(look, group, room, taken)]
             if queue or taken:
                 self._pause(*(str(item) for item in [*(t.group for t in taken), *queue]))
-        for pod in _loose_pods(self._view(), nodes):
-            self._loose(pod)
+        self._evict_loose(_loose_pods(self._view(), nodes))
 
     # ---- the groups of a wave --------------------------------------------------------------------
 
@@ -379,16 +378,21 @@ class Drain:
 
     # ---- pods in no group ------------------------------------------------------------------------
 
-    def _loose(self, pod: PodRecord) -> None:
-        name = f"{pod.namespace}/{pod.name}"
-        self.emit("pod", pod=name, action="evict")
-        if not self._send(f"pod {name}", pod, self.calls.evict):
-            return
-        self.result.evicted.append(name)
-        if self.dry:
-            return
-        while any(p.uid == pod.uid for p in self._view().all_pods()):
-            self._pause(f"pod {name}")
+    def _evict_loose(self, pods: Sequence[PodRecord]) -> None:
+        """Evict `pods` (in no group), then wait until every evicted one is gone: as kubectl drain
+        evicts a node's pods side by side and waits for them together, not one after another."""
+        waiting: dict[str, str] = {}  # uid -> "pod namespace/name"
+        for pod in pods:
+            name = f"{pod.namespace}/{pod.name}"
+            self.emit("pod", pod=name, action="evict")
+            if self._send(f"pod {name}", pod, self.calls.evict):
+                self.result.evicted.append(name)
+                waiting[pod.uid] = f"pod {name}"
+        while waiting and not self.dry:
+            live = {p.uid for p in self._view().all_pods()}
+            waiting = {uid: what for uid, what in waiting.items() if uid in live}
+            if waiting:
+                self._pause(*waiting.values())
 
     def _unevictable(self, objects: Iterable[KubeObject]) -> list[Left]:
         """kubectl drain's refusals: pods with emptyDir data (without --delete-emptydir-data) and
