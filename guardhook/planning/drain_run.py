@@ -379,8 +379,9 @@ class Drain:
     # ---- pods in no group ------------------------------------------------------------------------
 
     def _evict_loose(self, pods: Sequence[PodRecord]) -> None:
-        """Evict `pods` (in no group), then wait until every evicted one is gone: as kubectl drain
-        evicts a node's pods side by side and waits for them together, not one after another."""
+        """Evict `pods` (in no group), then wait until every evicted one is gone: side by side, as
+        kubectl drain evicts them (k8s.io/kubectl pkg/drain evictPods: a goroutine a pod, each
+        evicting and then waiting), not one after another."""
         waiting: dict[str, str] = {}  # uid -> "pod namespace/name"
         for pod in pods:
             name = f"{pod.namespace}/{pod.name}"
