@@ -330,8 +330,15 @@ rules:
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- if eq (int .Values.ports.webhook) (int .Values.ports.metrics) -}}
-{{- fail (printf "ports.webhook and ports.metrics must differ (both %d): guardhook serve refuses to start with --port and --metrics-port the same" (int .Values.ports.webhook)) -}}
+{{- /* Each port value and the serve flag it becomes: serve refuses any two the same. */ -}}
+{{- $ports := list (list "webhook" "--port") (list "metrics" "--metrics-port") (list "health" "--health-port") -}}
+{{- range $at, $a := $ports -}}
+{{- $port := int (get $.Values.ports (first $a)) -}}
+{{- range $b := slice $ports (add1 $at) -}}
+{{- if eq $port (int (get $.Values.ports (first $b))) -}}
+{{- fail (printf "ports.%s and ports.%s must differ (both %d): guardhook serve refuses to start with %s and %s the same" (first $a) (first $b) $port (last $a) (last $b)) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if and (get $policies "group-readiness") (not .Values.components.groupReadiness.enabled) -}}
 {{- fail "policies.group-readiness is set but components.groupReadiness.enabled is false: no webhook entry would call group-readiness (enable the component or drop the setting)" -}}
