@@ -63,7 +63,9 @@ def cluster() -> Iterator[Cluster]:
             yield running
 
 
-def _existing_cluster(kubeconfig: Path) -> Iterator[Cluster]:
+def e2e_cluster(kubeconfig: Path) -> Cluster:
+    """The e2e fleet's Cluster (namespace guardhook-e2e, LWS `e2e` of 2 groups of 2) on the cluster
+    of `kubeconfig`; skipped (failed when required) when it has no LeaderWorkerSet CRD."""
     cluster = Cluster(
         kubeconfig=kubeconfig,
         mode="cluster",
@@ -75,6 +77,11 @@ def _existing_cluster(kubeconfig: Path) -> Iterator[Cluster]:
     )
     if cluster.kubectl("get", "crd", "leaderworkersets.leaderworkerset.x-k8s.io").returncode != 0:
         skip_or_fail("the cluster has no LeaderWorkerSet CRD (e2e/run.sh installs it)")
+    return cluster
+
+
+def _existing_cluster(kubeconfig: Path) -> Iterator[Cluster]:
+    cluster = e2e_cluster(kubeconfig)
     if os.environ.get(FLEET_ENV) == "0":
         # A phase with no LWS controller (e2e/realcluster/run.sh's hash phase, beside the stand-in):
         # no fleet; guardhook must answer a request every install judges, a cluster-wide PDB.

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ import pytest
 from guardhook import __version__
 
 from cluster import LWS_NAME_LABEL, REPO, REQUIRE_ENV, Cluster, eventually, skip_or_fail, webhooks_answering
-from conftest import KUBECONFIG_ENV, _wait_whole, fleet_manifest
+from conftest import KUBECONFIG_ENV, _wait_whole, e2e_cluster, fleet_manifest
 
 CHART = REPO / "charts" / "guardhook"
 RELEASE = "guardhook"
@@ -107,34 +107,34 @@ class Helm:
         return out
 
 
-def _install_values(cluster: Cluster) -> list[str]:
+def _install_values(cluster: Cluster, source: str = "self-signed") -> list[str]:
     image = os.environ.get("GUARDHOOK_E2E_GUARDHOOK_IMAGE") or f"ghcr.io/guardhook/guardhook:{__version__}"
     repository, _, tag = image.rpartition(":")
     nodes = len(json.loads(cluster.must("get", "nodes", "-o", "json"))["items"])
     return [
-        "--set", "certs.source=self-signed",
+        "--set", f"certs.source={source}",
         "--set", f"ha.enabled={'true' if nodes >= 2 else 'false'}",
         "--set", f"image.repository={repository}",
         "--set", f"image.tag={tag}",
     ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def release() -> Iterator[Helm]:
+def installed(
+    source: str = "self-signed",
+    extra: Sequence[str] = (),
+    fresh: bool = False,
+    wait: str = "5m",
+    answer_within: float = 120,
+) -> Iterator[Helm]:
+    """The chart installed as RELEASE (`certs.source=source`, then the helm flags `extra`, helm
+    waiting up to `wait`), the e2e fleet applied and guardhook answering through the API server
+    within `answer_within` seconds; yields its Helm, then uninstalls it and the fleet. A guardhook
+    installed from manifests/ is taken out first with GUARDHOOK_E2E_REPLACE=1 (else the module
+    skips); a release of this chart already there is upgraded, or with `fresh` uninstalled first."""
     reason = _skip_reason()
     if reason:
         skip_or_fail(reason)
-    cluster = Cluster(
-        kubeconfig=Path(os.environ[KUBECONFIG_ENV]),
-        mode="cluster",
-        namespace="guardhook-e2e",
-        lws="e2e",
-        groups=2,
-        size=2,
-        worker_labels={"app": "e2e"},
-    )
-    if cluster.kubectl("get", "crd", "leaderworkersets.leaderworkerset.x-k8s.io").returncode != 0:
-        skip_or_fail("the cluster has no LeaderWorkerSet CRD")
+    cluster = e2e_cluster(Path(os.environ[KUBECONFIG_ENV]))
     helm = Helm(cluster)
     existing = cluster.kubectl("get", "validatingwebhookconfiguration", "guardhook", "-o", "json")
     if existing.returncode == 0:
@@ -147,17 +147,26 @@ def release() -> Iterator[Helm]:
                     "guardhook is installed here from manifests/ (GUARDHOOK_E2E_REPLACE=1 removes it)"
                 )
             _remove_kustomize_install(cluster)
+        elif fresh:
+            helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "5m")
     cluster.restore = lambda: _wait_whole(cluster)
     helm.must(
         "upgrade", "--install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace",
-        *_install_values(cluster), "--wait", "--timeout", "5m",
+        *_install_values(cluster, source), *extra, "--wait", "--timeout", wait, timeout=900,
     )  # fmt: skip
     cluster.must("apply", "-f", "-", stdin=fleet_manifest())
     _wait_whole(cluster)
-    eventually(lambda: webhooks_answering(cluster), 120, "guardhook to answer through the API server")
+    eventually(
+        lambda: webhooks_answering(cluster), answer_within, "guardhook to answer through the API server"
+    )
     yield helm
     helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "5m")
     cluster.kubectl("delete", "-f", "-", "--wait=false", stdin=fleet_manifest())
+
+
+@pytest.fixture(scope="module")
+def release() -> Iterator[Helm]:
+    yield from installed()
 
 
 def _remove_kustomize_install(cluster: Cluster) -> None:

@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,13 +30,11 @@ from test_helm import (
     WEBHOOK_KINDS,
     Helm,
     _drain,
-    _install_values,
-    _remove_kustomize_install,
     _skip_reason,
+    installed,
 )
 
-from cluster import REQUIRE_ENV, Cluster, eventually, skip_or_fail, webhooks_answering
-from conftest import KUBECONFIG_ENV, _wait_whole, fleet_manifest
+from cluster import REQUIRE_ENV, eventually, webhooks_answering
 
 pytestmark = [
     pytest.mark.skipif(
@@ -49,7 +46,6 @@ pytestmark = [
 # Short enough to rotate during the test: the serving certificate every 90 s, the CA once (at 3.5
 # minutes), each well before it expires, with room for the kubelet's refresh of the mounted Secret.
 SHORT = [
-    "--set", "certs.source=self-managed",
     "--set", "certs.selfManaged.validity=4m",
     "--set", "certs.selfManaged.caValidity=6m",
     "--set", "certs.selfManaged.renewBefore=2m30s",
@@ -58,52 +54,8 @@ SHORT = [
 
 @pytest.fixture(scope="module")
 def release() -> Iterator[Helm]:
-    reason = _skip_reason()
-    if reason:
-        skip_or_fail(reason)
-    cluster = Cluster(
-        kubeconfig=Path(os.environ[KUBECONFIG_ENV]),
-        mode="cluster",
-        namespace="guardhook-e2e",
-        lws="e2e",
-        groups=2,
-        size=2,
-        worker_labels={"app": "e2e"},
-    )
-    if cluster.kubectl("get", "crd", "leaderworkersets.leaderworkerset.x-k8s.io").returncode != 0:
-        skip_or_fail("the cluster has no LeaderWorkerSet CRD")
-    helm = Helm(cluster)
-    existing = cluster.kubectl("get", "validatingwebhookconfiguration", "guardhook", "-o", "json")
-    if existing.returncode == 0:
-        owner = (
-            json.loads(existing.stdout)["metadata"].get("annotations", {}).get("meta.helm.sh/release-name")
-        )
-        if owner != RELEASE:
-            if not os.environ.get("GUARDHOOK_E2E_REPLACE"):
-                skip_or_fail(
-                    "guardhook is installed here from manifests/ (GUARDHOOK_E2E_REPLACE=1 removes it)"
-                )
-            _remove_kustomize_install(cluster)
-        else:
-            helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "5m")
-    cluster.restore = lambda: _wait_whole(cluster)
-    given = _install_values(cluster)  # pairs of "--set", "key=value"
-    values = [
-        x
-        for i in range(0, len(given), 2)
-        if given[i + 1] != "certs.source=self-signed"
-        for x in given[i : i + 2]
-    ]
-    helm.must(
-        "upgrade", "--install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace",
-        *values, *SHORT, "--wait", "--timeout", "8m", timeout=900,
-    )  # fmt: skip
-    cluster.must("apply", "-f", "-", stdin=fleet_manifest())
-    _wait_whole(cluster)
-    eventually(lambda: webhooks_answering(cluster), 180, "guardhook to answer through the API server")
-    yield helm
-    helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "5m")
-    cluster.kubectl("delete", "-f", "-", "--wait=false", stdin=fleet_manifest())
+    # fresh: a release with other certificates is uninstalled first (a Secret's type cannot change)
+    yield from installed("self-managed", SHORT, fresh=True, wait="8m", answer_within=180)
 
 
 def test_install_makes_the_certificates_and_sets_every_ca_bundle(release: Helm) -> None:

@@ -49,7 +49,7 @@ PER_POLICY_EXEMPT_USERS: tuple[str, ...] = (LWS_CONTROLLER,)
 their writes — `Policy.judges_lws_controller` (group-capacity judges LWS spec changes whoever
 makes them, e.g. the DisaggregatedSet controller, which runs as the LWS controller's account), or
 `Policy.honours_user_exemptions` False (group-readiness judges every identity; see
-`_judges_default_per_policy_users`)."""
+`judges_default_per_policy_users`)."""
 GLOBAL_EXEMPT_USERS: tuple[str, ...] = tuple(
     u for u in DEFAULT_EXEMPT_USERS if u not in PER_POLICY_EXEMPT_USERS
 )
@@ -293,7 +293,7 @@ def _policy_exemptions(
     controller's identities, `exemptions.lwsControllers`, none for a policy that judges them)."""
     doc = _mapping(raw if raw is not None else {}, f"{where}.exemptions")
     _reject_unknown(doc, {"users", "groups", "namespaces"}, f"{where}.exemptions.")
-    users = () if _judges_default_per_policy_users(policy) else lws_controllers
+    users = () if judges_default_per_policy_users(policy) else lws_controllers
     return Exemptions(
         users=_strings(doc.get("users", list(users)), f"{where}.exemptions.users"),
         groups=_strings(doc.get("groups", []), f"{where}.exemptions.groups"),
@@ -301,7 +301,7 @@ def _policy_exemptions(
     )
 
 
-def _judges_default_per_policy_users(policy: Policy) -> bool:
+def judges_default_per_policy_users(policy: Policy) -> bool:
     """Whether `policy` judges PER_POLICY_EXEMPT_USERS by default. Those users were global
     exemptions moved per policy, so the two Policy switches over default exemptions both reach
     them: `judges_lws_controller` (only these users are judged) and `honours_user_exemptions`

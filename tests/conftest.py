@@ -56,6 +56,15 @@ def clean_env(home: Path) -> dict[str, str]:
     return env
 
 
+def serve_refused(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run `guardhook serve --host 127.0.0.1 --port 0 --cert-dir <home>/certs *args` to its exit,
+    for a start it refuses before binding (else it would serve on any free port until the timeout);
+    the environment is clean_env(home)."""
+    command = [sys.executable, "-m", "guardhook", "serve", "--host", "127.0.0.1", "--port", "0"]
+    command += ["--cert-dir", str(home / "certs"), *args]
+    return subprocess.run(command, capture_output=True, text=True, env=clean_env(home), cwd=REPO, timeout=60)
+
+
 @dataclass
 class Server:
     """A running `guardhook serve`: its base URL, CA file, process, and a verifying HTTPS session."""

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 from cryptography import x509
+from kubernetes import client
 from test_manifests import MANIFESTS
 
-from guardhook.certsync.apply import Target, sync_once
+from guardhook.certsync.apply import Outcome, Target, sync_once, sync_secret
 from guardhook.certsync.issue import CertSettings, service_names
 from guardhook.certsync.runner import LEASE_NAME, start_background_sync, wait_until_mounted
 
@@ -121,6 +122,30 @@ def test_an_entry_added_by_an_upgrade_gets_the_ca_bundle_on_the_next_round(api: 
     assert set(_bundles(api, "validatingwebhookconfigurations", "guardhook")) == {
         api.get(SECRET)["data"]["ca.crt"]
     }
+
+
+def test_of_two_replicas_that_both_found_the_secret_empty_only_the_first_writes(api: ApiServer) -> None:
+    """The Secret is replaced with the resourceVersion read (before any replica holds the Lease, each
+    runs rounds at start): the replica answered 409 writes nothing and reports no error."""
+    with api.api_client() as client_:
+        core = client.CoreV1Api(client_)
+
+        class Racing:  # reads the empty Secret, then the other replica writes it first
+            def read_namespaced_secret(self, *args: Any, **kwargs: Any) -> Any:
+                found = core.read_namespaced_secret(*args, **kwargs)
+                assert sync_once(client_, TARGET).rotated
+                return found
+
+            def replace_namespaced_secret(self, *args: Any, **kwargs: Any) -> Any:
+                return core.replace_namespaced_secret(*args, **kwargs)
+
+        assert not api.get(SECRET).get("data")  # both replicas start from the empty Secret
+        late = Outcome()
+        sync_secret(Racing(), TARGET, datetime.datetime.now(datetime.UTC), late)  # type: ignore[arg-type]
+        written = api.get(SECRET)["data"]
+        assert (late.rotated, late.errors, late.bundle) == ("", [], b"")
+        # the first writer's CA stands: the next round of the late replica keeps it
+        assert sync_once(client_, TARGET).rotated == "" and api.get(SECRET)["data"] == written
 
 
 def test_the_elected_controller_holds_its_lease_and_fills_the_secret(api: ApiServer) -> None:

@@ -42,7 +42,8 @@ def test_the_default_ships_an_empty_secret_and_no_ca_bundle(tmp_path: Path) -> N
 
 def test_the_deployment_manages_its_certificates_with_the_values(tmp_path: Path) -> None:
     values = {"certs": {"selfManaged": {"validity": "2160h", "caValidity": "43800h", "renewBefore": "360h"}}}
-    container = _container(template(tmp_path, values))
+    objects = template(tmp_path, values)
+    container = _container(objects)
     managed = [
         a
         for a in container["args"]
@@ -63,7 +64,7 @@ def test_the_deployment_manages_its_certificates_with_the_values(tmp_path: Path)
     assert probe["httpGet"]["path"] == "/healthz"
     assert probe["periodSeconds"] * probe["failureThreshold"] >= 180  # the kubelet's mount delay
     assert {"name": "certs", "secret": {"secretName": "guardhook-tls"}} in _one(
-        template(tmp_path, values), "Deployment", "guardhook"
+        objects, "Deployment", "guardhook"
     )["spec"]["template"]["spec"]["volumes"]
 
 

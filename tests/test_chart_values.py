@@ -194,6 +194,17 @@ CROSS_VALUE_RULES = [
         "ports.webhook and ports.metrics must differ (both 8080)",
     ),
     (
+        {"ports": {"health": 8443}},
+        "guardhook-system",
+        "ports.webhook and ports.health must differ (both 8443): guardhook serve refuses to start with "
+        "--port and --health-port the same",
+    ),
+    (
+        {"ports": {"health": 8080}},
+        "guardhook-system",
+        "ports.metrics and ports.health must differ (both 8080)",
+    ),
+    (
         {"components": {"admissionPolicyFloor": {"enabled": True}}, "exemptions": {"users": ["ci-?"]}},
         "guardhook-system",
         'the exempt user pattern "ci-?" is a glob the chart cannot write as CEL',

@@ -9,8 +9,6 @@ import datetime
 import json
 import socket
 import ssl
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,7 +31,7 @@ from guardhook.server.certs import (
 )
 from guardhook.server.clientauth import NO_CERTIFICATE, certificate_names, client_auth
 
-from conftest import REPO, Server, clean_env, load_review
+from conftest import Server, load_review, serve_refused
 from kustomize_lite import render, user_overlay
 
 
@@ -238,23 +236,6 @@ def test_the_client_auth_component_mounts_the_ca_and_passes_the_flags(tmp_path: 
 # ---- start-up and the parts ------------------------------------------------------------------------
 
 
-def serve(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [
-        sys.executable,
-        "-m",
-        "guardhook",
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-    ]  # refused before binding; else any free port
-    command += ["--cert-dir", str(tmp_path / "certs"), *args]
-    return subprocess.run(
-        command, capture_output=True, text=True, env=clean_env(tmp_path), cwd=REPO, timeout=60
-    )
-
-
 @pytest.mark.parametrize(
     ("args", "words"),
     [
@@ -264,7 +245,7 @@ def serve(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     ],
 )
 def test_unusable_client_auth_flags_exit_2_with_one_line(tmp_path: Path, args: list[str], words: str) -> None:
-    done = serve(tmp_path, *args)
+    done = serve_refused(tmp_path, *args)
     assert done.returncode == 2, done.stderr
     assert words in done.stderr and "Traceback" not in done.stderr
 

@@ -4,13 +4,11 @@ with one line naming the flag."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import clean_env
+from conftest import serve_refused
 
 KUBECONFIG = """apiVersion: v1
 kind: Config
@@ -19,22 +17,6 @@ users: [{name: u, user: {token: t}}]
 contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 """
-
-
-def serve(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    command = [
-        sys.executable,
-        "-m",
-        "guardhook",
-        "serve",
-        "--port",
-        "0",
-        "--cert-dir",
-        str(tmp_path / "certs"),
-    ]
-    return subprocess.run(
-        [*command, *flags], capture_output=True, text=True, timeout=60, env=clean_env(tmp_path)
-    )
 
 
 @pytest.mark.parametrize(
@@ -66,7 +48,7 @@ def test_manage_certs_refuses_what_it_cannot_use(tmp_path: Path, flags: list[str
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text("apiVersion: v1\nkind: List\nitems: []\n")
     given = [f.format(kubeconfig=tmp_path / "kubeconfig", fleet=fleet) for f in flags]
-    done = serve(tmp_path, *given)
+    done = serve_refused(tmp_path, *given)
     assert done.returncode == 2, done.stderr
     assert reason in done.stderr.splitlines()[-1], done.stderr
     assert "Traceback" not in done.stderr

@@ -46,7 +46,8 @@ class Target:
 @dataclass
 class Outcome:
     """What one round did: why the Secret was rewritten ("" when it was not), the webhook
-    configurations patched ("Kind/name"), and errors (messages)."""
+    configurations patched ("Kind/name"), errors (messages), and the CA bundle the Secret holds
+    afterwards (empty when it could not be read or written)."""
 
     rotated: str = ""
     patched: list[str] = field(default_factory=list)

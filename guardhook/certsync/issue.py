@@ -19,18 +19,13 @@ from dataclasses import dataclass
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-CA_FILE = "ca.crt"
+from guardhook.pki import CA_FILE, CERT_FILE, KEY_FILE, new_ca, new_serving, pem, pem_key, same_key
+
 CA_KEY_FILE = "ca.key"
-CERT_FILE = "tls.crt"
-KEY_FILE = "tls.key"
 KEYS = (CA_FILE, CA_KEY_FILE, CERT_FILE, KEY_FILE)
-CA_NAME = "guardhook-ca"
-BACKDATE = datetime.timedelta(minutes=5)
-"""notBefore lies this far back, so an API server whose clock is a little behind accepts it."""
 
 
 @dataclass(frozen=True)
@@ -52,70 +47,6 @@ class Plan:
     why: str
 
 
-def _pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-def new_ca(
-    now: datetime.datetime, validity: datetime.timedelta
-) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    """A new self-signed CA (ECDSA P-256, CN guardhook-ca) valid from `now` for `validity`, and its key."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CA_NAME)])
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - BACKDATE)
-        .not_valid_after(now + validity)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return cert, key
-
-
-def new_serving(
-    ca: x509.Certificate,
-    ca_key: ec.EllipticCurvePrivateKey,
-    names: tuple[str, ...],
-    now: datetime.datetime,
-    validity: datetime.timedelta,
-) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    """A serving certificate for the DNS `names` signed by `ca`, valid for `validity` but never past
-    the CA, and its key."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    not_after = min(now + validity, ca.not_valid_after_utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - BACKDATE)
-        .not_valid_after(not_after)
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    return cert, key
-
-
 def _certs(data: bytes | None) -> list[x509.Certificate]:
     try:
         return x509.load_pem_x509_certificates(data) if data else []
@@ -131,13 +62,6 @@ def _key(data: bytes | None) -> ec.EllipticCurvePrivateKey | None:
     return key if isinstance(key, ec.EllipticCurvePrivateKey) else None
 
 
-def _same_key(cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> bool:
-    spki = serialization.PublicFormat.SubjectPublicKeyInfo
-    return cert.public_key().public_bytes(serialization.Encoding.PEM, spki) == key.public_key().public_bytes(
-        serialization.Encoding.PEM, spki
-    )
-
-
 def _due(cert: x509.Certificate, now: datetime.datetime, renew_before: datetime.timedelta) -> bool:
     return now + renew_before >= cert.not_valid_after_utc or now < cert.not_valid_before_utc
 
@@ -147,7 +71,7 @@ def _ca_problem(data: Mapping[str, bytes], settings: CertSettings, now: datetime
     key = _key(data.get(CA_KEY_FILE))
     if not cas or key is None:
         return "no CA" if not data.get(CA_FILE) else "the CA or its key does not load"
-    if not _same_key(cas[0], key):
+    if not same_key(cas[0], key):
         return "ca.key is not the CA's key"
     if _due(cas[0], now, settings.renew_before):
         return f"the CA expires {cas[0].not_valid_after_utc.isoformat()}"
@@ -169,7 +93,7 @@ def _serving_problem(
     key = _key(data.get(KEY_FILE))
     if not certs or key is None:
         return "no serving certificate" if not data.get(CERT_FILE) else "tls.crt or tls.key does not load"
-    if not _same_key(certs[0], key):
+    if not same_key(certs[0], key):
         return "tls.key is not the serving certificate's key"
     try:
         certs[0].verify_directly_issued_by(ca)
@@ -185,7 +109,7 @@ def _serving_problem(
 def bundle(current: x509.Certificate, earlier: Iterable[x509.Certificate], now: datetime.datetime) -> bytes:
     """The caBundle: `current` first, then each of `earlier` not yet expired and not `current`."""
     kept = [c for c in earlier if c != current and c.not_valid_after_utc > now]
-    return b"".join(_pem(c) for c in [current, *dict.fromkeys(kept)])
+    return b"".join(pem(c) for c in [current, *dict.fromkeys(kept)])
 
 
 def plan(data: Mapping[str, bytes], settings: CertSettings, now: datetime.datetime) -> Plan:
@@ -221,9 +145,9 @@ def _data(
 ) -> dict[str, bytes]:
     return {
         CA_FILE: bundle(ca, earlier, now),
-        CA_KEY_FILE: _pem_key(ca_key),
-        CERT_FILE: _pem(cert),
-        KEY_FILE: _pem_key(key),
+        CA_KEY_FILE: pem_key(ca_key),
+        CERT_FILE: pem(cert),
+        KEY_FILE: pem_key(key),
     }
 
 

@@ -20,6 +20,8 @@ from guardhook.commands.common import (
 )
 
 if TYPE_CHECKING:
+    from guardhook.certsync.apply import Target
+    from guardhook.cluster.sources import Source
     from guardhook.cluster.view.store import ClusterView
     from guardhook.config import Config
     from guardhook.server.certs import CertPaths
@@ -177,7 +179,7 @@ def add_cert_flags(serve: Any) -> None:
     )
 
 
-def cert_target(args: argparse.Namespace, namespace: str) -> Any:
+def cert_target(args: argparse.Namespace, namespace: str) -> Target:
     """The certificate controller's Target from `serve`'s flags (guardhook.certsync). Raises
     CommandError when --cert-renew-before is not below both validities (it would rotate every round)."""
     from guardhook.certsync.apply import Target
@@ -327,7 +329,7 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def wait_for_managed_certs(source: Any, target: Any, cert_dir: str) -> None:
+def wait_for_managed_certs(source: Source, target: Target, cert_dir: str) -> None:
     """With --manage-certs, before the server listens: have the Secret hold certificates and wait
     until they are mounted in `cert_dir` (guardhook.certsync.runner.wait_until_mounted); at once
     when they are there already."""

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from guardhook.config import GLOBAL_EXEMPT_USERS, PER_POLICY_EXEMPT_USERS, _judges_default_per_policy_users
+from guardhook.config import GLOBAL_EXEMPT_USERS, PER_POLICY_EXEMPT_USERS, judges_default_per_policy_users
 from guardhook.floor.rules import RULES
 from guardhook.policies import REGISTRY
 
@@ -50,7 +50,7 @@ def parts() -> dict[str, Any]:
             "policy": policy.id,
             "defaultActions": list(policy.default_actions),
             "honoursUserExemptions": policy.honours_user_exemptions,
-            "policyUsersByDefault": not _judges_default_per_policy_users(policy),
+            "policyUsersByDefault": not judges_default_per_policy_users(policy),
             "params": used,
             "resourceRules": [{**r, "scope": "Namespaced"} for r in rule.resource_rules],
             "variables": [{"name": n, "expression": e} for n, e in rule.variables],

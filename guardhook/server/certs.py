@@ -20,17 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
 
+from guardhook.pki import CA_FILE, CERT_FILE, KEY_FILE, new_ca, new_serving, pem, pem_key, same_key
 from guardhook.server.tlssock import bound_io
 
 log = logging.getLogger(__name__)
 
-CA_FILE = "ca.crt"
-CERT_FILE = "tls.crt"
-KEY_FILE = "tls.key"
 DEFAULT_NAMES = ("localhost", "127.0.0.1")
 CA_DAYS = 3650
 SERVING_DAYS = 365
@@ -74,21 +70,8 @@ def service_dns_names(service: str, namespace: str) -> list[str]:
     ]
 
 
-def _san(name: str) -> x509.GeneralName:
-    try:
-        return x509.IPAddress(ipaddress.ip_address(name))
-    except ValueError:
-        return x509.DNSName(name)
-
-
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
-
-
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
 
 
 def generate(folder: str | Path, names: Iterable[str]) -> CertPaths:
@@ -104,47 +87,13 @@ def generate(folder: str | Path, names: Iterable[str]) -> CertPaths:
             f"cannot create the certificate folder {paths.folder}: {exc.strerror or exc}"
         ) from exc
     names = list(dict.fromkeys(names))
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "guardhook-ca")])
     now = _now()
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=CA_DAYS))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(
-            x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0] if names else "guardhook")])
-        )
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=SERVING_DAYS))
-        .add_extension(x509.SubjectAlternativeName([_san(n) for n in names]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca_cert, ca_key = new_ca(now, datetime.timedelta(days=CA_DAYS))
+    cert, key = new_serving(ca_cert, ca_key, names, now, datetime.timedelta(days=SERVING_DAYS))
     try:
-        write_atomically(paths.ca, ca_cert.public_bytes(serialization.Encoding.PEM))
-        write_atomically(paths.key, _pem_key(key), private=True)
-        write_atomically(paths.cert, cert.public_bytes(serialization.Encoding.PEM))
+        write_atomically(paths.ca, pem(ca_cert))
+        write_atomically(paths.key, pem_key(key), private=True)
+        write_atomically(paths.cert, pem(cert))
     except OSError as exc:
         raise CertificateError(
             f"cannot write certificates into {paths.folder}: {exc.strerror or exc}"
@@ -437,9 +386,6 @@ def pair_problem(paths: CertPaths) -> str:
         key = serialization.load_pem_private_key(key_pem, password=None)
     except (ValueError, TypeError) as exc:
         return f"{paths.key} is not an unencrypted PEM private key ({_key_reason(exc)})"
-    public = serialization.PublicFormat.SubjectPublicKeyInfo
-    if key.public_key().public_bytes(serialization.Encoding.PEM, public) != cert.public_key().public_bytes(
-        serialization.Encoding.PEM, public
-    ):
+    if not same_key(cert, key):
         return f"{paths.key} is not the private key of {paths.cert}"
     return ""

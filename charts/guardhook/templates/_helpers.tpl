@@ -36,6 +36,43 @@ app.kubernetes.io/name: guardhook
 {{- if and .Values.ha.enabled (gt (include "guardhook.replicas" . | int) 1) }}true{{ end }}
 {{- end }}
 
+{{/* Python for the chart's pods that send guardhook one review through its Service (the
+     startup check, `helm test`), with `namespace` set before it: `send_review(context, name,
+     user, timeout)` POSTs to /validate a dry-run DELETE of the pod `name`, which no LWS owns (so
+     it is allowed and records nothing), by `user` (a ServiceAccount of the namespace), and returns
+     guardhook's `response`; RuntimeError unless it answered 200 with the review's uid. */}}
+{{- define "guardhook.sendReview" -}}
+import http.client, json, os, socket, ssl, uuid
+class ToService(http.client.HTTPSConnection):
+    # the Service's address from the pod's environment (no cluster DNS needed), the TLS name the
+    # API server verifies: guardhook.<namespace>.svc
+    def connect(self):
+        address = os.environ.get("GUARDHOOK_SERVICE_HOST") or self.host
+        port = int(os.environ.get("GUARDHOOK_SERVICE_PORT") or 443)
+        raw = socket.create_connection((address, port), self.timeout)
+        self.sock = self._context.wrap_socket(raw, server_hostname=self.host)
+def send_review(context, name, user, timeout):
+    uid = str(uuid.uuid4())
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}}
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+        "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+        "name": name, "namespace": namespace, "operation": "DELETE",
+        "userInfo": {"username": "system:serviceaccount:" + namespace + ":" + user},
+        "object": None, "oldObject": pod, "dryRun": True,
+        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "DeleteOptions"}}}
+    connection = ToService("guardhook." + namespace + ".svc", 443, context=context, timeout=timeout)
+    connection.request("POST", "/validate", json.dumps(review), {"Content-Type": "application/json"})
+    answer = connection.getresponse()
+    body = json.loads(answer.read() or b"{}")
+    response = body.get("response") or {}
+    if answer.status != 200 or response.get("uid") != uid or "allowed" not in response:
+        raise RuntimeError(f"guardhook answered {answer.status}: {body}")
+    return response
+{{- end }}
+
 {{/* Where the chart's other pods (the uninstall hook Job, the audit CronJob) run: the values
      nodeSelector, tolerations and affinity, and their own priority class; arg: (list $ priorityClassName). */}}
 {{- define "guardhook.jobScheduling" -}}
@@ -330,8 +367,15 @@ rules:
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- if eq (int .Values.ports.webhook) (int .Values.ports.metrics) -}}
-{{- fail (printf "ports.webhook and ports.metrics must differ (both %d): guardhook serve refuses to start with --port and --metrics-port the same" (int .Values.ports.webhook)) -}}
+{{- /* Each port value and the serve flag it becomes: serve refuses any two the same. */ -}}
+{{- $ports := list (list "webhook" "--port") (list "metrics" "--metrics-port") (list "health" "--health-port") -}}
+{{- range $at, $a := $ports -}}
+{{- $port := int (get $.Values.ports (first $a)) -}}
+{{- range $b := slice $ports (add1 $at) -}}
+{{- if eq $port (int (get $.Values.ports (first $b))) -}}
+{{- fail (printf "ports.%s and ports.%s must differ (both %d): guardhook serve refuses to start with %s and %s the same" (first $a) (first $b) $port (last $a) (last $b)) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if and (get $policies "group-readiness") (not .Values.components.groupReadiness.enabled) -}}
 {{- fail "policies.group-readiness is set but components.groupReadiness.enabled is false: no webhook entry would call group-readiness (enable the component or drop the setting)" -}}
