@@ -1,8 +1,8 @@
 """Gangs read from their pods alone: the group makers whose sets the view does not hold as
 objects (a Grove PodCliqueSet, guardhook.groups.grove; a JobSet, guardhook.groups.jobset).
 
-Such a maker says, for a pod, its set's name and its group's key (`place`), and for a set the
-view's pods of each group (`members`); `PodReadMaker` turns that into the group maker protocol
+Such a maker says, for a pod, its set's name and its group's key (`place`); `PodReadMaker` reads
+a set's pods of each group through it (`members`) and turns that into the group maker protocol
 (guardhook.groups.maker.GroupMaker: resolve, snapshot, recreated_pods, sets), and `PodGang` is one
 of its gangs, from which its `snapshot` is read: the one budget (guardhook.budget) counts these
 gangs through that snapshot, as any maker's. A new maker of this kind is one module building a
@@ -29,8 +29,6 @@ from guardhook.groups.ref import GroupRef, Rank, Recreator, SetRef
 
 Place = Callable[[PodRecord, "ClusterView | None"], "tuple[str, str, str] | None"]
 """(set name, group key, how the labels disagreed with the controller or "") of a pod, or None."""
-Members = Callable[[ClusterView, str, str], dict[str, list[PodRecord]]]
-"""(view, namespace, set name) -> group key -> the view's pods of it (terminal ones included)."""
 Size = Callable[[list[PodRecord], ClusterView], int]
 """A group's size from its pods."""
 IsGroup = Callable[[PodRecord, list[PodRecord], ClusterView], bool]
@@ -66,21 +64,30 @@ def _key_order(key: str) -> tuple[int, str]:
 class PodReadMaker:
     """A group maker (guardhook.groups.maker.GroupMaker) whose sets and groups are read from pods:
     `name` (the registry's), `flavour` (GroupRef.maker, one of guardhook.groups.ref.MAKERS), the
-    set's `kind`, who recreates a group (`recreator`), and the maker's rules (`place`, `members`,
-    `size`, `is_group`; see the aliases above)."""
+    set's `kind`, who recreates a group (`recreator`), and the maker's rules (`place`, `size`,
+    `is_group`; see the aliases above)."""
 
     name: str
     flavour: str
     kind: str
     recreator: Recreator
     place: Place
-    members: Members
     size: Size
     is_group: IsGroup = _always
     flavours: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         self.flavours = (self.flavour,)
+
+    def members(self, view: ClusterView, namespace: str, name: str) -> dict[str, list[PodRecord]]:
+        """Group key -> the view's pods (terminal ones included) of set `namespace/name`, each
+        placed by `place`."""
+        found: dict[str, list[PodRecord]] = {}
+        for pod in view.pods_in_namespace(namespace):
+            placed = self.place(pod, view)
+            if placed is not None and placed[0] == name:
+                found.setdefault(placed[1], []).append(pod)
+        return found
 
     def gang(self, view: ClusterView, pod: PodRecord) -> PodGang | None:
         """The gang `pod` belongs to, or None (not this maker's, or its group is no group for
