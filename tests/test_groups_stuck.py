@@ -122,6 +122,45 @@ def test_the_429_of_a_grove_set_names_its_stuck_replica_through_the_one_budget()
     assert message.count("Note:") == 1
 
 
+def gated_grove_engine(config: dict, cordon_under: str = "") -> tuple[Engine, list]:
+    """Grove replica 1 gated (down for good past 900 s: the fixture's pods are older), over the
+    sample fleet's nodes; `cordon_under`: a pod whose node is cordoned."""
+    pods = makers.grove_pods()
+    pod = makers.named(pods, "disagg-1-decode-aaaaa")
+    pod["spec"]["schedulingGates"] = [{"name": "grove.io/podgang-pending-creation"}]
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
+    nodes = [o for o in shapes.fleet() if o["kind"] == "Node"]
+    if cordon_under:
+        node = makers.named(pods, cordon_under)["spec"]["nodeName"]
+        next(n for n in nodes if n["metadata"]["name"] == node)["spec"]["unschedulable"] = True
+    return Engine(shapes.view(nodes + pods), build_config(config), ledger=MemoryLedger()), pods
+
+
+PATIENT = {"policies": {"group-eviction": {"stuckAfterSeconds": 2**31 - 1}}}
+
+
+def test_the_429_honours_the_configured_stuck_after_seconds() -> None:
+    for config, notes in (({}, 1), (PATIENT, 0)):
+        eng, _ = gated_grove_engine(config)
+        denied = eng.judge(shapes.eviction_request("disagg-0-prefill-aaaaa", "infer"), "validate").response
+        assert denied["allowed"] is False and denied["status"]["code"] == 429
+        assert denied["status"]["message"].count("Note:") == notes
+
+
+def test_a_drain_delete_429_honours_group_evictions_stuck_after_seconds() -> None:
+    """worker-delete's drain budget shares group-eviction's `stuckAfterSeconds` (one setting)."""
+    for config, notes in (({}, 1), (PATIENT, 0)):
+        eng, pods = gated_grove_engine(config, cordon_under="disagg-0-prefill-aaaaa")
+        request = shapes.delete_request(makers.named(pods, "disagg-0-prefill-aaaaa"))
+        denied = eng.judge(request, "validate").response
+        assert denied["allowed"] is False and denied["status"]["code"] == 429
+        message = denied["status"]["message"]
+        assert message.startswith(
+            "[worker-delete] deleting pod infer/disagg-0-prefill-aaaaa from draining node"
+        )
+        assert message.count("Note:") == notes
+
+
 def test_an_lws_snapshot_without_broken_groups_has_none_stuck() -> None:
     view = shapes.view(shapes.fleet())
     snap = LWS_MAKER.snapshot(view, SetRef("serve", "LeaderWorkerSet", "llm-xl"))

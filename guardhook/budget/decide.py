@@ -139,6 +139,7 @@ def decide(
     what: str,
     *,
     cause: str,
+    stuck_after: float,
     going: Going | None = None,
 ) -> Verdict:
     """Allow or refuse removing `disruption.pod` by the budget and the ledger and, when allowed,
@@ -147,8 +148,9 @@ def decide(
     `check`; or no ledger). Judged from `reading` (the disruption's snapshot and the entries of
     the update; the invariant is stated there): the set is read once per decision, again only when
     a write conflict makes the ledger re-plan. `what` starts the refusal ("evicting pod ns/name");
-    `cause` (guardhook.ledger.CAUSES) is what the entry records; `going` judges going pods on a
-    re-read snapshot."""
+    `cause` (guardhook.ledger.CAUSES) is what the entry records; `stuck_after` (the configured
+    `stuckAfterSeconds`) is when a refusal names a gated group down for good; `going` judges going
+    pods on a re-read snapshot."""
     first = [disruption.snapshot]
 
     def plan(entries: Entries) -> tuple[Verdict, Entries | None]:
@@ -161,7 +163,7 @@ def decide(
         from_broken = key in broken and key not in broken.recorded
         others = len(broken) - (key in broken.recorded)
         if not from_broken and others >= disruption.budget:
-            return Verdict(False, budget_message(view, disruption, snap, broken, what)), None
+            return Verdict(False, budget_message(view, disruption, snap, broken, what, stuck_after)), None
         pod = disruption.pod
         # Stamped with the ledger's own clock, the one that later decides expiry.
         now = ledger.now() if ledger is not None else time.time()
@@ -185,12 +187,17 @@ def decide(
 
 
 def budget_message(
-    view: ClusterView, disruption: GroupDisruption, snap: SetSnapshot, broken: BrokenGroups, what: str
+    view: ClusterView,
+    disruption: GroupDisruption,
+    snap: SetSnapshot,
+    broken: BrokenGroups,
+    what: str,
+    stuck_after: float,
 ) -> str:
     """The refusal's text: `what` ("evicting pod ns/name") would break a group while `broken`
     (group key -> why, ledger entries included) already fill the budget; the groups of `snap`
-    down for good (guardhook.groups.stuck) are named after it, since they hold the budget until
-    someone acts."""
+    down for good (guardhook.groups.stuck, gated ones after `stuck_after` seconds) are named after
+    it, since they hold the budget until someone acts."""
     wording = snap.wording
     source = budget_source(snap, disruption.budget)
     return (
@@ -198,4 +205,4 @@ def budget_message(
         f"{groups_broken(len(broken), snap.desired, wording.unit)} already broken "
         f"and at most {disruption.budget} may be broken at a time ({source}): "
         f"{describe_broken(broken, wording.label)}. Retry once a broken {wording.unit} is whole again"
-    ) + stuck_note(view, snap)
+    ) + stuck_note(view, snap, stuck_after)

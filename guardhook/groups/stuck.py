@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from guardhook.cluster.lws import LWS_KIND, PREFIX
 from guardhook.cluster.model import PodRecord
@@ -43,6 +44,8 @@ MAX_GROUP_RESTARTS = "maxGroupRestarts"
 DEFAULT_STUCK_AFTER_SECONDS = 900.0
 """How long a group's pods may stay gated before it counts as stuck (15 minutes: longer than a
 scheduler, a gang admission or a group replacement normally takes)."""
+STUCK_AFTER_PARAM = "stuckAfterSeconds"
+"""group-eviction's parameter (shared with worker-delete and group-resize) for that time."""
 
 GATE_OWNERS = (
     ("kueue.x-k8s.io/", "Kueue"),
@@ -188,9 +191,15 @@ def stuck_groups(
             yield from stuck_in_snapshot(view, snap, now, after)
 
 
-def stuck_note(view: ClusterView, snap: SetSnapshot, now: float | None = None) -> str:
+def stuck_after(params: Mapping[str, Any]) -> float:
+    """The configured `stuckAfterSeconds` in a policy's `params` (DEFAULT_STUCK_AFTER_SECONDS when
+    unset)."""
+    return float(params.get(STUCK_AFTER_PARAM, DEFAULT_STUCK_AFTER_SECONDS))
+
+
+def stuck_note(view: ClusterView, snap: SetSnapshot, after: float, now: float | None = None) -> str:
     """A sentence naming the groups of the set of `snap` (the snapshot a budget decision read)
-    that are down for good, for a 429 that counts them (" Note: ... is down for good (...): ...");
-    "" when none is."""
-    stuck = stuck_in_snapshot(view, snap, time.time() if now is None else now, DEFAULT_STUCK_AFTER_SECONDS)
+    that are down for good (gated ones after `after` seconds: the configured `stuckAfterSeconds`),
+    for a 429 that counts them (" Note: ... is down for good (...): ..."); "" when none is."""
+    stuck = stuck_in_snapshot(view, snap, time.time() if now is None else now, after)
     return "".join(f" Note: {s.describe()}." for s in stuck)

@@ -93,8 +93,8 @@ class GroupEviction(Policy):
         "maxDisruptedGroups": 1,
         "ledgerTTLSeconds": 120,
         "minMaxDisruptedGroups": 0,
-        # How long a group's pods may stay scheduling-gated before audit, drain-plan and the
-        # guardhook_stuck_groups gauge name it down for good (guardhook.groups.stuck).
+        # How long a group's pods may stay scheduling-gated before the 429, audit, drain-plan and
+        # the guardhook_stuck_groups gauge name it down for good (guardhook.groups.stuck).
         "stuckAfterSeconds": 900,
         # `<maker>=<webhook entry>`: evictions of that maker's groups are left to its own guard
         # (guardhook.policies.shared.maker_guards).
@@ -143,9 +143,10 @@ class GroupEviction(Policy):
             return too_many(
                 f"evicting pod {pod.namespace}/{pod.name}: {refused}; the API server would refuse it"
             )
-        ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
         what = f"evicting pod {pod.namespace}/{pod.name}{eviction.ref.note()}"
-        return judge_budget(ctx.view, eviction, ctx.ledger, ctx.may_record, ttl, what, cause="eviction")
+        return judge_budget(
+            ctx.view, eviction, ctx.ledger, ctx.may_record, ctx.params, what, cause="eviction"
+        )
 
 
 def lws_unknowable(view: ClusterView, pod: PodRecord) -> Judgement | None:

@@ -158,13 +158,19 @@ class GroupResize(Policy):
     default_actions = ("Deny",)
     fail_closed = True
     stale_code = TOO_MANY_REQUESTS
-    params = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120, "minMaxDisruptedGroups": 0}
+    params = {
+        "maxDisruptedGroups": 1,
+        "ledgerTTLSeconds": 120,
+        "minMaxDisruptedGroups": 0,
+        "stuckAfterSeconds": 900,
+    }
     shared_params = {
         "maxDisruptedGroups": "group-eviction",
         "ledgerTTLSeconds": "group-eviction",
         "minMaxDisruptedGroups": "group-eviction",
+        "stuckAfterSeconds": "group-eviction",
     }
-    param_minimums = {"ledgerTTLSeconds": 1}
+    param_minimums = {"ledgerTTLSeconds": 1, "stuckAfterSeconds": 0}
 
     def judge(self, ctx: PolicyContext) -> Judgement:
         """Judge a resize of a group member by the group budget when it restarts a container
@@ -203,13 +209,12 @@ class GroupResize(Policy):
             f"(a cold start; at most {disruption.budget} at a time); counted against the group-eviction "
             f"budget"
         )
-        ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
         return judge_budget(
             ctx.view,
             disruption,
             ctx.ledger,
             ctx.may_record,
-            ttl,
+            ctx.params,
             f"{what} ({consequence})",
             advisory,
             cause="resize",

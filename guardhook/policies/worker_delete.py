@@ -113,6 +113,7 @@ class WorkerDelete(Policy):
         "maxDisruptedGroups": 1,
         "ledgerTTLSeconds": 120,
         "minMaxDisruptedGroups": 0,
+        "stuckAfterSeconds": 900,
         "drainTaintKeys": [],
         "drainConditions": list(DRAIN_CONDITIONS),
         "gangControllers": [GROVE_OPERATOR, JOBSET_CONTROLLER],
@@ -121,8 +122,9 @@ class WorkerDelete(Policy):
         "maxDisruptedGroups": "group-eviction",
         "ledgerTTLSeconds": "group-eviction",
         "minMaxDisruptedGroups": "group-eviction",
+        "stuckAfterSeconds": "group-eviction",
     }
-    param_minimums = {"ledgerTTLSeconds": 1}
+    param_minimums = {"ledgerTTLSeconds": 1, "stuckAfterSeconds": 0}
 
     def param_problem(self, name: str, value: Any) -> str | None:
         """`drainTaintKeys` must list taint keys, `drainConditions` node condition types (strings)."""
@@ -202,9 +204,10 @@ class WorkerDelete(Policy):
         if node is not None and why:
             gang = group_disruption(ctx.view, pod, default_budget(ctx.params), min_budget(ctx.params))
             if gang is not None:
-                ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
                 what = f"deleting pod {pod.namespace}/{pod.name} from draining node {node.name} ({why})"
-                return judge_budget(ctx.view, gang, ctx.ledger, ctx.may_record, ttl, what, cause="delete")
+                return judge_budget(
+                    ctx.view, gang, ctx.ledger, ctx.may_record, ctx.params, what, cause="delete"
+                )
         if not (gang_health(ctx.view, group).whole if group is not None else _whole(ctx.view, read)):
             return ALLOW  # already broken: removing more of it costs nothing more
         ref = resolve(ctx.view, pod)
@@ -233,11 +236,10 @@ class WorkerDelete(Policy):
             f"deleting {'leader ' if leader else ''}{where} {kind} {disruption.subject()} "
             f"(at most {disruption.budget} at a time); counted against the group-eviction budget"
         )
-        ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
         how = "a group restart on a draining node" if leader else "a drain without evictions"
         what = f"deleting {where} ({how})"
         return judge_budget(
-            ctx.view, disruption, ctx.ledger, ctx.may_record, ttl, what, advisory, cause="delete"
+            ctx.view, disruption, ctx.ledger, ctx.may_record, ctx.params, what, advisory, cause="delete"
         )
 
 
