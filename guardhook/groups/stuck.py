@@ -36,6 +36,7 @@ from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.maker import SetSnapshot
 from guardhook.groups.makers import all_sets
+from guardhook.groups.ref import SetRef
 
 RESTART_COUNTS_ANNOTATION = PREFIX + "group-restart-counts"
 RESTART_COUNT_ANNOTATION = PREFIX + "group-restart-count"
@@ -131,18 +132,24 @@ def _restart_count(annotations: dict[str, str], leader: PodRecord | None, key: s
     return max(found, int(raw)) if raw.isdigit() else found
 
 
-def _exhausted(
-    view: ClusterView, snap: SetSnapshot, key: str, pods: Sequence[PodRecord]
-) -> tuple[float, str, str] | None:
-    """(since, why, the leader's name) when the LWS's restart budget for group `key` is spent."""
-    if snap.set.kind != LWS_KIND:
-        return None
-    lws = view.lws(snap.set.namespace, snap.set.name)
+def _restart_limit(view: ClusterView, target: SetRef) -> tuple[int, dict[str, str]] | None:
+    """(maxGroupRestarts, the LWS's annotations) of LWS `target`; None when it sets no limit (or is
+    no LWS the view holds)."""
+    lws = view.lws(target.namespace, target.name) if target.kind == LWS_KIND else None
     limit = lws.template.get(MAX_GROUP_RESTARTS) if lws is not None else None
     if lws is None or not isinstance(limit, int) or isinstance(limit, bool):
         return None
+    return limit, lws.annotations
+
+
+def _exhausted(
+    restarts: tuple[int, dict[str, str]], key: str, pods: Sequence[PodRecord]
+) -> tuple[float, str, str] | None:
+    """(since, why, the leader's name) when the restart budget `restarts` (`_restart_limit`) for
+    group `key` is spent."""
+    limit, annotations = restarts
     leader = next((p for p in pods if p.labels.get(PREFIX + "worker-index") == "0" and not p.terminal), None)
-    count = _restart_count(lws.annotations, leader, key)
+    count = _restart_count(annotations, leader, key)
     if count < limit:
         return None
     since = max((p.created for p in pods if not p.terminal), default=0.0)
@@ -155,9 +162,10 @@ def stuck_in_snapshot(view: ClusterView, snap: SetSnapshot, now: float, after: f
     found: list[StuckGroup] = []
     target = snap.set
     raise_budget = f"or raise guardhook.io/max-disrupted-groups on {target} while it stays down"
+    restarts = _restart_limit(view, target) if snap.broken.listed else None
     for key in sorted(snap.broken.listed, key=lambda k: (len(k), k)):
         pods = snap.pods.get(key, ())
-        exhausted = _exhausted(view, snap, key, pods)
+        exhausted = _exhausted(restarts, key, pods) if restarts is not None else None
         if exhausted is not None:
             since, why, leader = exhausted
             delete = (
