@@ -69,16 +69,29 @@ class GroupDisruption:
 
 
 def group_disruption(
-    view: ClusterView, pod: PodRecord, default: int, minimum: int = 0, going: Going | None = None
+    view: ClusterView,
+    pod: PodRecord,
+    default: int,
+    minimum: int = 0,
+    going: Going | None = None,
+    ref: GroupRef | None = None,
 ) -> GroupDisruption | None:
-    """The group context of removing `pod`: its group (guardhook.groups.resolve), one snapshot of
-    its set, and B (`budget_of(snapshot, default, minimum)`). None for a pod of no group, of a set
-    the view does not hold (an LWS gone, its pods being collected), or of a group that is not one
-    of its set's now (beyond `spec.replicas`: scaling down)."""
-    ref = resolve(view, pod)
+    """The group context of removing `pod`: its group (`ref` when the caller resolved it, else
+    guardhook.groups.resolve), one snapshot of its set, and B (`budget_of(snapshot, default,
+    minimum)`). None for a pod of no group, of a set the view does not hold (an LWS gone, its pods
+    being collected), or of a group that is not one of its set's now (beyond `spec.replicas`:
+    scaling down)."""
+    ref = ref if ref is not None else resolve(view, pod)
     if ref is None:
         return None
-    snap = snapshot(view, ref, going)
+    return _disruption(pod, ref, snapshot(view, ref, going), default, minimum)
+
+
+def _disruption(
+    pod: PodRecord, ref: GroupRef, snap: SetSnapshot | None, default: int, minimum: int
+) -> GroupDisruption | None:
+    """`pod`'s GroupDisruption from its set's snapshot `snap`; None when the set is not held or
+    `ref`'s group is not one of it now."""
     if snap is None or not snap.counts(ref.key):
         return None
     return GroupDisruption(pod, ref, snap, budget_of(snap, default, minimum))
@@ -107,10 +120,7 @@ class SetReader:
         ref = resolve(self.view, pod)
         if ref is None:
             return None
-        snap = self.snapshot(ref)
-        if snap is None or not snap.counts(ref.key):
-            return None
-        return GroupDisruption(pod, ref, snap, budget_of(snap, self.default, self.minimum))
+        return _disruption(pod, ref, self.snapshot(ref), self.default, self.minimum)
 
 
 @dataclass(frozen=True)

@@ -73,14 +73,12 @@ from guardhook.budget import default_budget, group_disruption, min_budget
 from guardhook.cluster.going import DRAIN_CONDITIONS, draining
 from guardhook.cluster.lws import GROUP_KEY_LABEL, PREFIX, RECREATING_POLICIES, WORKER_INDEX_LABEL
 from guardhook.cluster.model import NodeRecord, PodRecord, metadata, str_map
-from guardhook.cluster.view.store import ClusterView
-from guardhook.groups import GroupRef, resolve, snapshot
+from guardhook.groups import GroupRef, resolve
 from guardhook.groups.counts import member_group_health
 from guardhook.groups.grove import GROVE_OPERATOR
 from guardhook.groups.jobset import JOBSET_CONTROLLER
 from guardhook.groups.placement import member_of_object, member_of_pod
-from guardhook.groups.podgroup import all_mode_group, gang_health
-from guardhook.groups.ref import GROVE, JOBSET, KTHENA, LWS_HASH, NO_RECREATOR, POD_GROUP
+from guardhook.groups.ref import KTHENA, LWS_HASH, NO_RECREATOR, POD_GROUP
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -143,9 +141,11 @@ class WorkerDelete(Policy):
             return _relabel(ctx)
         pod = _deleted_pod(ctx)
         member = member_of_pod(pod) if pod is not None else None
-        gang_member = pod is not None and (pod.pod_group or _pod_read_gang(ctx.view, pod) is not None)
-        if pod is not None and member is None and not pod.terminating and gang_member:
-            return self._gang_delete(ctx, pod)
+        if pod is not None and member is None and not pod.terminating:
+            ref = resolve(ctx.view, pod)
+            gang = ref if ref is not None and ref.is_gang else None
+            if gang is not None or pod.pod_group:
+                return self._gang_delete(ctx, pod, gang)
         if pod is None or member is None or pod.terminating:
             return ALLOW
         if member.is_leader and not _on_draining_node(ctx, pod):
@@ -174,12 +174,12 @@ class WorkerDelete(Policy):
             return ALLOW
         return Judgement(violation=Violation(_message(group, ctx.name or pod.name or "this pod")))
 
-    def _gang_delete(self, ctx: PolicyContext, pod: PodRecord) -> Judgement:
-        """A DELETE of a member of a `disruptionMode: all` PodGroup (guardhook.groups.podgroup),
-        judged as a worker delete of a whole group: from a draining node budgeted per set as an
-        eviction is (guardhook.budget), otherwise denied while the gang is
-        whole. Allowed: pods marked for disruption, gangs already broken, PodGroups the view does
-        not hold or that are not `all` (then the pod is no group member)."""
+    def _gang_delete(self, ctx: PolicyContext, pod: PodRecord, gang: GroupRef | None) -> Judgement:
+        """A DELETE of a member of gang `gang` (GroupRef.is_gang: a `disruptionMode: all` PodGroup,
+        a Grove replica, a JobSet Job), judged as a worker delete of a whole group: from a draining
+        node budgeted per set as an eviction is (guardhook.budget), otherwise denied while the gang
+        is whole in its set's snapshot. Allowed: pods marked for disruption, gangs already broken,
+        and (`gang` None) a pod naming a PodGroup the view does not hold or that is not `all`."""
         if pod.disruption:
             return allowed_disruption_target(pod.disruption, ctx.user)
         username = ctx.user.get("username") or ""
@@ -189,12 +189,15 @@ class WorkerDelete(Policy):
             return ALLOW
         if username in (ctx.params.get(GANG_CONTROLLERS_PARAM) or ()):
             return ALLOW  # the gang's own controller (Grove, JobSet) scaling, rolling or restarting it
-        group = all_mode_group(ctx.view, pod)
-        read = _pod_read_gang(ctx.view, pod) if group is None else None
-        if group is None and read is None:
+        if gang is None:
             return ALLOW
         if ctx.view.is_stale():
             return stale_judgement(self, ctx.view)
+        disruption = group_disruption(
+            ctx.view, pod, default_budget(ctx.params), min_budget(ctx.params), ref=gang
+        )
+        if disruption is None:  # its set is not held: nothing to judge the gang by
+            return ALLOW
         node = ctx.view.node(pod.node_name) if pod.node_name else None
         why = (
             draining(node, drain_taint_keys(ctx.params), drain_conditions(ctx.params), ctx.view)
@@ -202,18 +205,13 @@ class WorkerDelete(Policy):
             else ""
         )
         if node is not None and why:
-            gang = group_disruption(ctx.view, pod, default_budget(ctx.params), min_budget(ctx.params))
-            if gang is not None:
-                what = f"deleting pod {pod.namespace}/{pod.name} from draining node {node.name} ({why})"
-                return judge_budget(
-                    ctx.view, gang, ctx.ledger, ctx.may_record, ctx.params, what, cause="delete"
-                )
-        if not (gang_health(ctx.view, group).whole if group is not None else _whole(ctx.view, read)):
+            what = f"deleting pod {pod.namespace}/{pod.name} from draining node {node.name} ({why})"
+            return judge_budget(
+                ctx.view, disruption, ctx.ledger, ctx.may_record, ctx.params, what, cause="delete"
+            )
+        if not disruption.snapshot.whole(gang.key):
             return ALLOW  # already broken: removing more of it costs nothing more
-        ref = resolve(ctx.view, pod)
-        if ref is None:  # the PodGroup is held and `all`, so never; kept for the type
-            return ALLOW
-        return Judgement(violation=Violation(_gang_message(ref, pod)))
+        return Judgement(violation=Violation(_gang_message(gang, pod)))
 
     def _drain(
         self, ctx: PolicyContext, pod: PodRecord, node: NodeRecord, why: str, leader: bool = False
@@ -350,27 +348,6 @@ def _message(group: GroupRef, name: str) -> str:
         f"{delete_consequence(restart_policy)}. To restart the group, delete its leader instead: "
         f"kubectl delete pod -n {ns} {_restart_pod(group)} --cascade=foreground{group.note()}"
     )
-
-
-POD_READ_GANGS = (GROVE, JOBSET)
-"""The makers whose gangs are read from their pods (guardhook.groups.podgangs: a Grove
-PodCliqueSet replica, a JobSet Job), by their GroupRef.maker."""
-
-
-def _pod_read_gang(view: ClusterView, pod: PodRecord) -> GroupRef | None:
-    """The gang of `pod` when a maker of gangs read from pods made it (guardhook.groups.resolve),
-    else None."""
-    ref = resolve(view, pod)
-    return ref if ref is not None and ref.maker in POD_READ_GANGS else None
-
-
-def _whole(view: ClusterView, ref: GroupRef | None) -> bool:
-    """Whether gang `ref` is whole in its set's snapshot (guardhook.groups.snapshot): held, and
-    not among the snapshot's broken groups."""
-    if ref is None:
-        return False
-    snap = snapshot(view, ref)
-    return snap is not None and ref.key in snap.pods and ref.key not in snap.broken
 
 
 def _gang_message(group: GroupRef, pod: PodRecord) -> str:
