@@ -197,7 +197,9 @@ class GroupResize(Policy):
                     f"{lws.namespace}/{lws.name}, which lacks this pod until the container is back",
                 )
             )
-        disruption = group_disruption(ctx.view, pod, default_budget(ctx.params), min_budget(ctx.params))
+        disruption = group_disruption(
+            ctx.view, pod, default_budget(ctx.params), min_budget(ctx.params), ref=ref
+        )
         if disruption is None:
             return ALLOW
         consequence = (
