@@ -78,16 +78,23 @@ def test_a_group_gated_too_long_is_stuck_naming_the_gate_and_its_owner() -> None
     assert stuck_of(objects, after=NOW) == []  # not yet past the configured time
 
 
-def test_a_gated_grove_replica_is_stuck() -> None:
+def gated_grove_pods() -> list:
+    """The Grove fleet with replica 1 held by the Grove operator's gate (its pods are older than
+    900 s, so it is down for good past the default stuckAfterSeconds)."""
     pods = makers.grove_pods()
     pod = makers.named(pods, "disagg-1-decode-aaaaa")
     pod["spec"]["schedulingGates"] = [{"name": "grove.io/podgang-pending-creation"}]
     pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
+    return pods
+
+
+def test_a_gated_grove_replica_is_stuck() -> None:
+    pods = gated_grove_pods()
     view = shapes.view(pods)
     (stuck,) = stuck_of(pods)
     assert (stuck.kind, stuck.key) == ("PodCliqueSet", "1")
     assert "(the Grove operator)" in stuck.why
-    ref = resolve_object(view, pod)
+    ref = resolve_object(view, makers.named(pods, "disagg-1-decode-aaaaa"))
     snap = snapshot(view, ref) if ref is not None else None
     assert snap is not None and [s.key for s in stuck_in_snapshot(view, snap, NOW, 900.0)] == ["1"]
 
@@ -108,10 +115,7 @@ def test_the_429_names_the_stuck_group() -> None:
 
 
 def test_the_429_of_a_grove_set_names_its_stuck_replica_through_the_one_budget() -> None:
-    pods = makers.grove_pods()
-    pod = makers.named(pods, "disagg-1-decode-aaaaa")
-    pod["spec"]["schedulingGates"] = [{"name": "grove.io/podgang-pending-creation"}]
-    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
+    pods = gated_grove_pods()
     nodes = [o for o in shapes.fleet() if o["kind"] == "Node"]
     eng = Engine(shapes.view(nodes + pods), build_config({}), ledger=MemoryLedger())
     denied = eng.judge(shapes.eviction_request("disagg-0-prefill-aaaaa", "infer"), "validate").response
@@ -123,12 +127,9 @@ def test_the_429_of_a_grove_set_names_its_stuck_replica_through_the_one_budget()
 
 
 def gated_grove_engine(config: dict, cordon_under: str = "") -> tuple[Engine, list]:
-    """Grove replica 1 gated (down for good past 900 s: the fixture's pods are older), over the
-    sample fleet's nodes; `cordon_under`: a pod whose node is cordoned."""
-    pods = makers.grove_pods()
-    pod = makers.named(pods, "disagg-1-decode-aaaaa")
-    pod["spec"]["schedulingGates"] = [{"name": "grove.io/podgang-pending-creation"}]
-    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
+    """gated_grove_pods over the sample fleet's nodes; `cordon_under`: a pod whose node is
+    cordoned."""
+    pods = gated_grove_pods()
     nodes = [o for o in shapes.fleet() if o["kind"] == "Node"]
     if cordon_under:
         node = makers.named(pods, cordon_under)["spec"]["nodeName"]
@@ -211,3 +212,14 @@ def test_the_stuck_gauge_counts_per_set() -> None:
     ]
     (none,) = list(StuckCollector(lambda: shapes.view(shapes.fleet()), lambda: 900.0).collect())
     assert none.samples == []
+
+
+def test_the_stuck_gauge_counts_gated_groups_after_the_configured_time() -> None:
+    from guardhook.server.metrics import StuckCollector
+
+    pods = gated_grove_pods()
+    view = shapes.view(pods)
+    (family,) = list(StuckCollector(lambda: view, lambda: 900.0).collect())
+    assert [(s.labels["kind"], s.value) for s in family.samples] == [("PodCliqueSet", 1.0)]
+    (patient,) = list(StuckCollector(lambda: view, lambda: float(2**31 - 1)).collect())
+    assert patient.samples == []
