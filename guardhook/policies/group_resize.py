@@ -23,8 +23,8 @@ recorded (not on a dry run), over it denied with 429 TooManyRequests naming the 
 down, so a retry is natural. Allowed: a resize that restarts nothing, of a pod outside an LWS the
 view knows, of a terminating pod, of a group already broken. Under `restartPolicy: None` the
 container restarts alone (the LWS controller does nothing): allowed, with a warning that the
-group loses that pod while it restarts. Parameters `maxDisruptedGroups` and `ledgerTTLSeconds`
-follow `group-eviction`'s configured values unless set here.
+group loses that pod while it restarts. Parameters `maxDisruptedGroups`, `ledgerTTLSeconds` and
+`stuckAfterSeconds` follow `group-eviction`'s configured values unless set here.
 
 Fail mode: closed with 429 when the view is stale (the budget cannot be read); the webhook entry
 itself is `failurePolicy: Ignore` (life without guardhook).

@@ -23,8 +23,9 @@ Who else disrupts a group:
   judged by the group budget of `group-eviction` (B, the
   shared ledger, broken groups drain freely; guardhook.budget): within the
   budget it is allowed with a warning and recorded (not on a dry run), over it denied with 429
-  naming the groups already down. Parameters `maxDisruptedGroups` and `ledgerTTLSeconds` mean
-  what they mean for `group-eviction` and follow its configured values unless set here.
+  naming the groups already down. Parameters `maxDisruptedGroups`, `ledgerTTLSeconds` and
+  `stuckAfterSeconds` mean what they mean for `group-eviction` and follow its configured values
+  unless set here.
 
 Groups are read through guardhook.groups: LeaderWorkerSet groups (Ordinal and Hash) and those of an
 LWS Kthena serves. For a Hash group the advice names its leader as the view holds it (its name was
