@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from guardhook.cluster.annotations import BUDGET_ANNOTATION, count
+from guardhook.cluster.annotations import smallest_budget
 from guardhook.cluster.going import Going
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.broken import BrokenGroups
-from guardhook.groups.health import GroupHealth, group_health
+from guardhook.groups.health import group_health
 from guardhook.groups.maker import SetSnapshot, Wording, sorted_sets
 from guardhook.groups.ref import GroupRef, Rank, Recreator, SetRef
 
@@ -135,7 +135,7 @@ class PodReadMaker:
             doomed = (going if going is not None else Going(view)).doomed
             listed = {}
             for gang in gangs:
-                health = pod_gang_health(gang, doomed=doomed)
+                health = group_health(gang.name, gang.size, gang.pods, doomed)
                 if not health.whole:
                     listed[gang.name] = "; ".join(health.problems)
             raw, on = budget_annotation(gangs)
@@ -169,24 +169,4 @@ class PodReadMaker:
 def budget_annotation(gangs: tuple[PodGang, ...]) -> tuple[str | None, str]:
     """The smallest whole `guardhook.io/max-disrupted-groups` the gangs' pods carry, and on what
     pod ("Pod ns/name"); (None, "") when none does."""
-    found = sorted(
-        (count(p.annotations, BUDGET_ANNOTATION, -1), p.namespace, p.name) for g in gangs for p in g.pods
-    )
-    valid = [f for f in found if f[0] >= 0]
-    if not valid:
-        return None, ""
-    value, namespace, name = valid[0]
-    return str(value), f"Pod {namespace}/{name}"
-
-
-def set_budget(gangs: tuple[PodGang, ...], default: int) -> int:
-    """The set's budget B: `budget_annotation`'s value, else `default`."""
-    raw, _ = budget_annotation(gangs)
-    return int(raw) if raw is not None else default
-
-
-def pod_gang_health(
-    gang: PodGang, pods: tuple[PodRecord, ...] | None = None, doomed: Callable[[PodRecord], str] | None = None
-) -> GroupHealth:
-    """Whole or broken, as for an LWS group (guardhook.groups.health.group_health)."""
-    return group_health(gang.name, gang.size, gang.pods if pods is None else pods, doomed)
+    return smallest_budget((p.annotations, f"Pod {p.namespace}/{p.name}") for g in gangs for p in g.pods)
