@@ -149,7 +149,8 @@ class WorkerDelete(Policy):
                 return self._gang_delete(ctx, pod, gang)
         if pod is None or member is None or pod.terminating:
             return ALLOW
-        if member.is_leader and not _on_draining_node(ctx, pod):
+        node, why = _draining_node(ctx, pod)
+        if member.is_leader and not why:
             return ALLOW  # the group-level operation: a restart asked for, not a drain
         if pod.disruption:
             return allowed_disruption_target(pod.disruption, ctx.user)
@@ -158,12 +159,6 @@ class WorkerDelete(Policy):
         health = member_group_health(ctx.view, member)
         if health is None or not health.whole:
             return ALLOW  # unknown size (neither the LWS nor the pod says it), or already broken
-        node = ctx.view.node(pod.node_name) if pod.node_name else None
-        why = (
-            draining(node, drain_taint_keys(ctx.params), drain_conditions(ctx.params), ctx.view)
-            if node is not None
-            else ""
-        )
         if node is not None and why:
             drained = self._drain(ctx, pod, node, why, member.is_leader)
             if drained is not None:
@@ -199,12 +194,7 @@ class WorkerDelete(Policy):
         )
         if disruption is None:  # its set is not held: nothing to judge the gang by
             return ALLOW
-        node = ctx.view.node(pod.node_name) if pod.node_name else None
-        why = (
-            draining(node, drain_taint_keys(ctx.params), drain_conditions(ctx.params), ctx.view)
-            if node is not None
-            else ""
-        )
+        node, why = _draining_node(ctx, pod)
         if node is not None and why:
             what = f"deleting pod {pod.namespace}/{pod.name} from draining node {node.name} ({why})"
             return judge_budget(
@@ -242,13 +232,14 @@ class WorkerDelete(Policy):
         )
 
 
-def _on_draining_node(ctx: PolicyContext, pod: PodRecord) -> bool:
-    """Whether `pod` is bound to a node the view shows draining (cordoned, a drain taint, or a
-    True drain condition; guardhook.cluster.going.draining)."""
+def _draining_node(ctx: PolicyContext, pod: PodRecord) -> tuple[NodeRecord | None, str]:
+    """`pod`'s node as the view holds it (None when unbound or not held), and why it is draining
+    (cordoned, a drain taint, or a True drain condition; guardhook.cluster.going.draining), ""
+    when it is not."""
     node = ctx.view.node(pod.node_name) if pod.node_name else None
     if node is None:
-        return False
-    return bool(draining(node, drain_taint_keys(ctx.params), drain_conditions(ctx.params), ctx.view))
+        return None, ""
+    return node, draining(node, drain_taint_keys(ctx.params), drain_conditions(ctx.params), ctx.view)
 
 
 def _relabel(ctx: PolicyContext) -> Judgement:
