@@ -162,3 +162,17 @@ def test_a_pod_the_view_has_not_seen_is_named_by_its_makers_rules() -> None:
     assert ref is not None and (ref.maker, ref.key) == (POD_GROUP, "train-1")
     assert stand_in(view, "serve", "llm-xl-9-1") is None  # group 9 is beyond spec.replicas
     assert stand_in(view, "elsewhere", "x") is None
+
+
+def test_a_set_carried_budget_is_the_smallest_whole_number_its_members_carry() -> None:
+    from guardhook.cluster.annotations import BUDGET_ANNOTATION, smallest_budget
+
+    carriers = [
+        ({BUDGET_ANNOTATION: "3"}, "Pod ns/c"),
+        ({BUDGET_ANNOTATION: "two"}, "Pod ns/a"),  # unreadable: not a whole number
+        ({}, "Pod ns/d"),
+        ({BUDGET_ANNOTATION: "1"}, "Pod ns/e"),
+        ({BUDGET_ANNOTATION: "1"}, "Pod ns/b"),
+    ]
+    assert smallest_budget(carriers) == ("1", "Pod ns/b")
+    assert smallest_budget(carriers[1:3]) == (None, "")

@@ -158,6 +158,23 @@ def test_members_of_a_broken_gang_and_of_single_mode_groups_may_be_deleted() -> 
     assert delete(engine(single), single, "train-0-0")["allowed"] is True
 
 
+def test_a_member_of_a_gang_doomed_by_another_members_disruption_may_be_deleted() -> None:
+    """Fix: a gang with a member marked for removal (DisruptionTarget) is broken (design.md §1),
+    as in its set's snapshot, so deleting another member costs nothing more; it was judged whole."""
+    objects = shapes.gang_objects()
+    shapes.pod(objects, "train-1-1")["status"]["conditions"].append(
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "lastTransitionTime": "2026-11-29T17:00:00Z",
+        }
+    )
+    eng = engine(objects)
+    assert delete(eng, objects, "train-1-0")["allowed"] is True
+    assert delete(eng, objects, "train-0-0")["allowed"] is False  # another, whole gang
+
+
 def test_a_gang_pod_whose_pod_group_the_view_does_not_hold_is_judged_as_any_pod() -> None:
     objects = shapes.gang_objects()
     pods_only = [o for o in objects if o["kind"] == "Pod"]

@@ -78,16 +78,23 @@ def test_a_group_gated_too_long_is_stuck_naming_the_gate_and_its_owner() -> None
     assert stuck_of(objects, after=NOW) == []  # not yet past the configured time
 
 
-def test_a_gated_grove_replica_is_stuck() -> None:
+def gated_grove_pods() -> list:
+    """The Grove fleet with replica 1 held by the Grove operator's gate (its pods are older than
+    900 s, so it is down for good past the default stuckAfterSeconds)."""
     pods = makers.grove_pods()
     pod = makers.named(pods, "disagg-1-decode-aaaaa")
     pod["spec"]["schedulingGates"] = [{"name": "grove.io/podgang-pending-creation"}]
     pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
+    return pods
+
+
+def test_a_gated_grove_replica_is_stuck() -> None:
+    pods = gated_grove_pods()
     view = shapes.view(pods)
     (stuck,) = stuck_of(pods)
     assert (stuck.kind, stuck.key) == ("PodCliqueSet", "1")
     assert "(the Grove operator)" in stuck.why
-    ref = resolve_object(view, pod)
+    ref = resolve_object(view, makers.named(pods, "disagg-1-decode-aaaaa"))
     snap = snapshot(view, ref) if ref is not None else None
     assert snap is not None and [s.key for s in stuck_in_snapshot(view, snap, NOW, 900.0)] == ["1"]
 
@@ -108,10 +115,7 @@ def test_the_429_names_the_stuck_group() -> None:
 
 
 def test_the_429_of_a_grove_set_names_its_stuck_replica_through_the_one_budget() -> None:
-    pods = makers.grove_pods()
-    pod = makers.named(pods, "disagg-1-decode-aaaaa")
-    pod["spec"]["schedulingGates"] = [{"name": "grove.io/podgang-pending-creation"}]
-    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
+    pods = gated_grove_pods()
     nodes = [o for o in shapes.fleet() if o["kind"] == "Node"]
     eng = Engine(shapes.view(nodes + pods), build_config({}), ledger=MemoryLedger())
     denied = eng.judge(shapes.eviction_request("disagg-0-prefill-aaaaa", "infer"), "validate").response
@@ -120,6 +124,42 @@ def test_the_429_of_a_grove_set_names_its_stuck_replica_through_the_one_budget()
     assert "would break group 0 of PodCliqueSet infer/disagg" in message
     assert "Note: group 1 of PodCliqueSet infer/disagg is down for good" in message
     assert message.count("Note:") == 1
+
+
+def gated_grove_engine(config: dict, cordon_under: str = "") -> tuple[Engine, list]:
+    """gated_grove_pods over the sample fleet's nodes; `cordon_under`: a pod whose node is
+    cordoned."""
+    pods = gated_grove_pods()
+    nodes = [o for o in shapes.fleet() if o["kind"] == "Node"]
+    if cordon_under:
+        node = makers.named(pods, cordon_under)["spec"]["nodeName"]
+        next(n for n in nodes if n["metadata"]["name"] == node)["spec"]["unschedulable"] = True
+    return Engine(shapes.view(nodes + pods), build_config(config), ledger=MemoryLedger()), pods
+
+
+PATIENT = {"policies": {"group-eviction": {"stuckAfterSeconds": 2**31 - 1}}}
+
+
+def test_the_429_honours_the_configured_stuck_after_seconds() -> None:
+    for config, notes in (({}, 1), (PATIENT, 0)):
+        eng, _ = gated_grove_engine(config)
+        denied = eng.judge(shapes.eviction_request("disagg-0-prefill-aaaaa", "infer"), "validate").response
+        assert denied["allowed"] is False and denied["status"]["code"] == 429
+        assert denied["status"]["message"].count("Note:") == notes
+
+
+def test_a_drain_delete_429_honours_group_evictions_stuck_after_seconds() -> None:
+    """worker-delete's drain budget shares group-eviction's `stuckAfterSeconds` (one setting)."""
+    for config, notes in (({}, 1), (PATIENT, 0)):
+        eng, pods = gated_grove_engine(config, cordon_under="disagg-0-prefill-aaaaa")
+        request = shapes.delete_request(makers.named(pods, "disagg-0-prefill-aaaaa"))
+        denied = eng.judge(request, "validate").response
+        assert denied["allowed"] is False and denied["status"]["code"] == 429
+        message = denied["status"]["message"]
+        assert message.startswith(
+            "[worker-delete] deleting pod infer/disagg-0-prefill-aaaaa from draining node"
+        )
+        assert message.count("Note:") == notes
 
 
 def test_an_lws_snapshot_without_broken_groups_has_none_stuck() -> None:
@@ -172,3 +212,14 @@ def test_the_stuck_gauge_counts_per_set() -> None:
     ]
     (none,) = list(StuckCollector(lambda: shapes.view(shapes.fleet()), lambda: 900.0).collect())
     assert none.samples == []
+
+
+def test_the_stuck_gauge_counts_gated_groups_after_the_configured_time() -> None:
+    from guardhook.server.metrics import StuckCollector
+
+    pods = gated_grove_pods()
+    view = shapes.view(pods)
+    (family,) = list(StuckCollector(lambda: view, lambda: 900.0).collect())
+    assert [(s.labels["kind"], s.value) for s in family.samples] == [("PodCliqueSet", 1.0)]
+    (patient,) = list(StuckCollector(lambda: view, lambda: float(2**31 - 1)).collect())
+    assert patient.samples == []

@@ -69,16 +69,29 @@ class GroupDisruption:
 
 
 def group_disruption(
-    view: ClusterView, pod: PodRecord, default: int, minimum: int = 0, going: Going | None = None
+    view: ClusterView,
+    pod: PodRecord,
+    default: int,
+    minimum: int = 0,
+    going: Going | None = None,
+    ref: GroupRef | None = None,
 ) -> GroupDisruption | None:
-    """The group context of removing `pod`: its group (guardhook.groups.resolve), one snapshot of
-    its set, and B (`budget_of(snapshot, default, minimum)`). None for a pod of no group, of a set
-    the view does not hold (an LWS gone, its pods being collected), or of a group that is not one
-    of its set's now (beyond `spec.replicas`: scaling down)."""
-    ref = resolve(view, pod)
+    """The group context of removing `pod`: its group (`ref` when the caller resolved it, else
+    guardhook.groups.resolve), one snapshot of its set, and B (`budget_of(snapshot, default,
+    minimum)`). None for a pod of no group, of a set the view does not hold (an LWS gone, its pods
+    being collected), or of a group that is not one of its set's now (beyond `spec.replicas`:
+    scaling down)."""
+    ref = ref if ref is not None else resolve(view, pod)
     if ref is None:
         return None
-    snap = snapshot(view, ref, going)
+    return _disruption(pod, ref, snapshot(view, ref, going), default, minimum)
+
+
+def _disruption(
+    pod: PodRecord, ref: GroupRef, snap: SetSnapshot | None, default: int, minimum: int
+) -> GroupDisruption | None:
+    """`pod`'s GroupDisruption from its set's snapshot `snap`; None when the set is not held or
+    `ref`'s group is not one of it now."""
     if snap is None or not snap.counts(ref.key):
         return None
     return GroupDisruption(pod, ref, snap, budget_of(snap, default, minimum))
@@ -107,10 +120,7 @@ class SetReader:
         ref = resolve(self.view, pod)
         if ref is None:
             return None
-        snap = self.snapshot(ref)
-        if snap is None or not snap.counts(ref.key):
-            return None
-        return GroupDisruption(pod, ref, snap, budget_of(snap, self.default, self.minimum))
+        return _disruption(pod, ref, self.snapshot(ref), self.default, self.minimum)
 
 
 @dataclass(frozen=True)
@@ -139,6 +149,7 @@ def decide(
     what: str,
     *,
     cause: str,
+    stuck_after: float,
     going: Going | None = None,
 ) -> Verdict:
     """Allow or refuse removing `disruption.pod` by the budget and the ledger and, when allowed,
@@ -147,8 +158,9 @@ def decide(
     `check`; or no ledger). Judged from `reading` (the disruption's snapshot and the entries of
     the update; the invariant is stated there): the set is read once per decision, again only when
     a write conflict makes the ledger re-plan. `what` starts the refusal ("evicting pod ns/name");
-    `cause` (guardhook.ledger.CAUSES) is what the entry records; `going` judges going pods on a
-    re-read snapshot."""
+    `cause` (guardhook.ledger.CAUSES) is what the entry records; `stuck_after` (the configured
+    `stuckAfterSeconds`) is when a refusal names a gated group down for good; `going` judges going
+    pods on a re-read snapshot."""
     first = [disruption.snapshot]
 
     def plan(entries: Entries) -> tuple[Verdict, Entries | None]:
@@ -161,7 +173,7 @@ def decide(
         from_broken = key in broken and key not in broken.recorded
         others = len(broken) - (key in broken.recorded)
         if not from_broken and others >= disruption.budget:
-            return Verdict(False, budget_message(view, disruption, snap, broken, what)), None
+            return Verdict(False, budget_message(view, disruption, snap, broken, what, stuck_after)), None
         pod = disruption.pod
         # Stamped with the ledger's own clock, the one that later decides expiry.
         now = ledger.now() if ledger is not None else time.time()
@@ -185,12 +197,17 @@ def decide(
 
 
 def budget_message(
-    view: ClusterView, disruption: GroupDisruption, snap: SetSnapshot, broken: BrokenGroups, what: str
+    view: ClusterView,
+    disruption: GroupDisruption,
+    snap: SetSnapshot,
+    broken: BrokenGroups,
+    what: str,
+    stuck_after: float,
 ) -> str:
     """The refusal's text: `what` ("evicting pod ns/name") would break a group while `broken`
     (group key -> why, ledger entries included) already fill the budget; the groups of `snap`
-    down for good (guardhook.groups.stuck) are named after it, since they hold the budget until
-    someone acts."""
+    down for good (guardhook.groups.stuck, gated ones after `stuck_after` seconds) are named after
+    it, since they hold the budget until someone acts."""
     wording = snap.wording
     source = budget_source(snap, disruption.budget)
     return (
@@ -198,4 +215,4 @@ def budget_message(
         f"{groups_broken(len(broken), snap.desired, wording.unit)} already broken "
         f"and at most {disruption.budget} may be broken at a time ({source}): "
         f"{describe_broken(broken, wording.label)}. Retry once a broken {wording.unit} is whole again"
-    ) + stuck_note(view, snap)
+    ) + stuck_note(view, snap, stuck_after)

@@ -9,7 +9,7 @@ boolean annotations with the same exactness.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from guardhook.cluster.model import digits
 
@@ -51,3 +51,13 @@ def count_unreadable(annotations: Mapping[str, str], key: str) -> bool:
     """Whether the count `key` is set to something that is not one or more ASCII digits."""
     raw = annotations.get(key)
     return raw is not None and not digits(raw)
+
+
+def smallest_budget(carriers: Iterable[tuple[Mapping[str, str], str]]) -> tuple[str | None, str]:
+    """The smallest whole `guardhook.io/max-disrupted-groups` among `carriers` ((annotations, what
+    carries them, e.g. "Pod ns/name")), and what carries it (the first such by that description on
+    a tie); (None, "") when none carries a whole number. A set whose budget its members carry (pods,
+    PodGroups) takes the strictest."""
+    found = sorted((count(annotations, BUDGET_ANNOTATION, -1), on) for annotations, on in carriers)
+    value, on = next(((v, o) for v, o in found if v >= 0), (-1, ""))
+    return (str(value), on) if value >= 0 else (None, "")

@@ -278,12 +278,9 @@ def stuck_in_view(view: Any, config: Config) -> list[StuckGroup]:
     `stuckAfterSeconds` (guardhook.groups.stuck)."""
     import time
 
-    from guardhook.groups.stuck import DEFAULT_STUCK_AFTER_SECONDS, stuck_groups
+    from guardhook.groups.stuck import stuck_after, stuck_groups
 
-    after = float(
-        config.settings("group-eviction").params.get("stuckAfterSeconds", DEFAULT_STUCK_AFTER_SECONDS)
-    )
-    return list(stuck_groups(view, time.time(), after))
+    return list(stuck_groups(view, time.time(), stuck_after(config.settings("group-eviction").params)))
 
 
 def unnarrowed(view: Any, objects: Sequence[Located], config: Config) -> list[Entry]:

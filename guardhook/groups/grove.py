@@ -152,17 +152,6 @@ def replica_size(pods: list[PodRecord], view: ClusterView | None = None) -> int:
     return max(1, sum(max(n, highest.get(c, -1) + 1) for c, n in held.items()))
 
 
-def set_members(view: ClusterView, namespace: str, pcs: str) -> dict[str, list[PodRecord]]:
-    """Replica key -> the pods the view holds of PodCliqueSet `namespace/pcs` (terminal ones
-    included), read through `grove_member`."""
-    found: dict[str, list[PodRecord]] = {}
-    for pod in view.pods_in_namespace(namespace):
-        member = grove_member(pod, view)
-        if member is not None and member.pcs == pcs:
-            found.setdefault(member.replica, []).append(pod)
-    return found
-
-
 SCALING_GROUP_REPLICA_LABEL = "grove.io/podcliquescalinggroup-replica-index"
 
 
@@ -172,7 +161,8 @@ def pods_per_scaled_replica(view: ClusterView, namespace: str, kind: str, name: 
     replicas (its pods by `grove.io/podcliquescalinggroup-replica-index`); empty when the view
     holds none."""
     if kind == PODCLIQUESET_KIND:
-        return [sum(not p.terminal for p in pods) for pods in set_members(view, namespace, name).values()]
+        replicas = GROVE_MAKER.members(view, namespace, name).values()
+        return [sum(not p.terminal for p in pods) for pods in replicas]
     counts: dict[str, int] = {}
     for pod in view.pods_in_namespace(namespace):
         if pod.labels.get(SCALING_GROUP_LABEL) == name and _podclique_owner(pod) and not pod.terminal:
@@ -194,7 +184,6 @@ GROVE_MAKER = PodReadMaker(
     # PodCliqueSet's terminationDelay gets the whole replica terminated and recreated.
     recreator=Recreator("Grove operator", "a PodCliqueSet's", "terminationDelay", True),
     place=_place,
-    members=set_members,
     size=replica_size,
 )
 """Grove PodCliqueSet replicas as groups (guardhook.groups.maker.GroupMaker)."""

@@ -148,16 +148,6 @@ def is_group(member: JobSetMember, pods: list[PodRecord]) -> bool:
     return member.exclusive or job_size(pods) > 1
 
 
-def set_members(view: ClusterView, namespace: str, jobset: str) -> dict[str, list[PodRecord]]:
-    """Job name -> the pods the view holds of JobSet `namespace/jobset` (terminal ones included)."""
-    found: dict[str, list[PodRecord]] = {}
-    for pod in view.pods_in_namespace(namespace):
-        member = jobset_member(pod, view)
-        if member is not None and member.jobset == jobset:
-            found.setdefault(member.job, []).append(pod)
-    return found
-
-
 def _place(pod: PodRecord, view: ClusterView | None) -> tuple[str, str, str] | None:
     member = jobset_member(pod, view)
     return None if member is None else (member.jobset, member.job, member.inconsistent)
@@ -176,7 +166,6 @@ JOBSET_MAKER = PodReadMaker(
     # gets every Job recreated.
     recreator=Recreator("JobSet controller", "failurePolicy", "RestartJobSet (the default action)", True),
     place=_place,
-    members=set_members,
     size=lambda pods, view: job_size(pods),
     is_group=_is_group,
 )

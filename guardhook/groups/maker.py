@@ -77,6 +77,10 @@ class SetSnapshot:
         a group that does not count is dropped on the next write."""
         return key in self.keys if self.keys is not None else below_replicas(key, self.desired)
 
+    def whole(self, key: GroupKey) -> bool:
+        """Whether group `key` is whole in this snapshot: it has pods, and is not broken."""
+        return key in self.pods and key not in self.broken
+
     @property
     def unnamed_empty(self) -> int:
         """How many groups with no pods are counted without a key (a Hash LWS's; 0 otherwise)."""

@@ -53,14 +53,6 @@ def maker_of(ref: GroupRef) -> GroupMaker:
     raise LookupError(f"no registered group maker gives {ref.maker!r} groups")
 
 
-def maker_named(name: str) -> GroupMaker:
-    """The registered maker called `name` (`SetSnapshot.maker`). Raises LookupError."""
-    for maker in MAKERS:
-        if maker.name == name:
-            return maker
-    raise LookupError(f"no registered group maker {name!r}")
-
-
 def snapshot(view: ClusterView, ref: GroupRef, going: Going | None = None) -> SetSnapshot | None:
     """One consistent reading of the set of `ref`'s group, by the maker that resolved it (None
     when the view does not hold the set)."""

@@ -1,8 +1,8 @@
 """Gangs read from their pods alone: the group makers whose sets the view does not hold as
 objects (a Grove PodCliqueSet, guardhook.groups.grove; a JobSet, guardhook.groups.jobset).
 
-Such a maker says, for a pod, its set's name and its group's key (`place`), and for a set the
-view's pods of each group (`members`); `PodReadMaker` turns that into the group maker protocol
+Such a maker says, for a pod, its set's name and its group's key (`place`); `PodReadMaker` reads
+a set's pods of each group through it (`members`) and turns that into the group maker protocol
 (guardhook.groups.maker.GroupMaker: resolve, snapshot, recreated_pods, sets), and `PodGang` is one
 of its gangs, from which its `snapshot` is read: the one budget (guardhook.budget) counts these
 gangs through that snapshot, as any maker's. A new maker of this kind is one module building a
@@ -18,19 +18,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from guardhook.cluster.annotations import BUDGET_ANNOTATION, count
+from guardhook.cluster.annotations import smallest_budget
 from guardhook.cluster.going import Going
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.broken import BrokenGroups
-from guardhook.groups.health import GroupHealth, group_health
+from guardhook.groups.health import group_health
 from guardhook.groups.maker import SetSnapshot, Wording, sorted_sets
 from guardhook.groups.ref import GroupRef, Rank, Recreator, SetRef
 
 Place = Callable[[PodRecord, "ClusterView | None"], "tuple[str, str, str] | None"]
 """(set name, group key, how the labels disagreed with the controller or "") of a pod, or None."""
-Members = Callable[[ClusterView, str, str], dict[str, list[PodRecord]]]
-"""(view, namespace, set name) -> group key -> the view's pods of it (terminal ones included)."""
 Size = Callable[[list[PodRecord], ClusterView], int]
 """A group's size from its pods."""
 IsGroup = Callable[[PodRecord, list[PodRecord], ClusterView], bool]
@@ -66,21 +64,30 @@ def _key_order(key: str) -> tuple[int, str]:
 class PodReadMaker:
     """A group maker (guardhook.groups.maker.GroupMaker) whose sets and groups are read from pods:
     `name` (the registry's), `flavour` (GroupRef.maker, one of guardhook.groups.ref.MAKERS), the
-    set's `kind`, who recreates a group (`recreator`), and the maker's rules (`place`, `members`,
-    `size`, `is_group`; see the aliases above)."""
+    set's `kind`, who recreates a group (`recreator`), and the maker's rules (`place`, `size`,
+    `is_group`; see the aliases above)."""
 
     name: str
     flavour: str
     kind: str
     recreator: Recreator
     place: Place
-    members: Members
     size: Size
     is_group: IsGroup = _always
     flavours: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         self.flavours = (self.flavour,)
+
+    def members(self, view: ClusterView, namespace: str, name: str) -> dict[str, list[PodRecord]]:
+        """Group key -> the view's pods (terminal ones included) of set `namespace/name`, each
+        placed by `place`."""
+        found: dict[str, list[PodRecord]] = {}
+        for pod in view.pods_in_namespace(namespace):
+            placed = self.place(pod, view)
+            if placed is not None and placed[0] == name:
+                found.setdefault(placed[1], []).append(pod)
+        return found
 
     def gang(self, view: ClusterView, pod: PodRecord) -> PodGang | None:
         """The gang `pod` belongs to, or None (not this maker's, or its group is no group for
@@ -128,7 +135,7 @@ class PodReadMaker:
             doomed = (going if going is not None else Going(view)).doomed
             listed = {}
             for gang in gangs:
-                health = pod_gang_health(gang, doomed=doomed)
+                health = group_health(gang.name, gang.size, gang.pods, doomed)
                 if not health.whole:
                     listed[gang.name] = "; ".join(health.problems)
             raw, on = budget_annotation(gangs)
@@ -162,24 +169,4 @@ class PodReadMaker:
 def budget_annotation(gangs: tuple[PodGang, ...]) -> tuple[str | None, str]:
     """The smallest whole `guardhook.io/max-disrupted-groups` the gangs' pods carry, and on what
     pod ("Pod ns/name"); (None, "") when none does."""
-    found = sorted(
-        (count(p.annotations, BUDGET_ANNOTATION, -1), p.namespace, p.name) for g in gangs for p in g.pods
-    )
-    valid = [f for f in found if f[0] >= 0]
-    if not valid:
-        return None, ""
-    value, namespace, name = valid[0]
-    return str(value), f"Pod {namespace}/{name}"
-
-
-def set_budget(gangs: tuple[PodGang, ...], default: int) -> int:
-    """The set's budget B: `budget_annotation`'s value, else `default`."""
-    raw, _ = budget_annotation(gangs)
-    return int(raw) if raw is not None else default
-
-
-def pod_gang_health(
-    gang: PodGang, pods: tuple[PodRecord, ...] | None = None, doomed: Callable[[PodRecord], str] | None = None
-) -> GroupHealth:
-    """Whole or broken, as for an LWS group (guardhook.groups.health.group_health)."""
-    return group_health(gang.name, gang.size, gang.pods if pods is None else pods, doomed)
+    return smallest_budget((p.annotations, f"Pod {p.namespace}/{p.name}") for g in gangs for p in g.pods)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from guardhook.cluster.annotations import BUDGET_ANNOTATION, count
+from guardhook.cluster.annotations import BUDGET_ANNOTATION, count, smallest_budget
 from guardhook.cluster.going import Going
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.podgroups import POD_GROUP_KIND, WORKLOAD_KIND, PodGroupRecord
@@ -164,12 +164,7 @@ def set_budget_annotation(
     workload = view.workload(target.namespace, target.name) if target.kind == WORKLOAD_KIND else None
     if workload is not None and count(workload.annotations, BUDGET_ANNOTATION, -1) >= 0:
         return workload.annotations[BUDGET_ANNOTATION], f"{WORKLOAD_KIND} {target.namespace}/{target.name}"
-    found = [(count(g.annotations, BUDGET_ANNOTATION, -1), g.name) for g in groups]
-    valid = sorted((value, name) for value, name in found if value >= 0)
-    if not valid:
-        return None, ""
-    value, name = valid[0]
-    return str(value), f"{POD_GROUP_KIND} {target.namespace}/{name}"
+    return smallest_budget((g.annotations, f"{POD_GROUP_KIND} {target.namespace}/{g.name}") for g in groups)
 
 
 def gang_snapshot(view: ClusterView, target: SetRef, going: Going | None = None) -> SetSnapshot | None:

@@ -98,6 +98,12 @@ class GroupRef:
     def is_leader(self) -> bool:
         return self.rank.is_leader
 
+    @property
+    def is_gang(self) -> bool:
+        """A gang member (a Workload API PodGroup, a Grove replica, a JobSet Job: no rank): no
+        leader restarts the group, and removing any member breaks the whole gang."""
+        return self.rank.worker is None
+
     def describe(self) -> str:
         """`group 3 of LeaderWorkerSet ns/name` (a Hash key shown whole: it is what the labels say)."""
         return f"group {self.key} of {self.set}"

@@ -27,14 +27,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from guardhook.cluster.lws import LWS_KIND, PREFIX
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.maker import SetSnapshot
 from guardhook.groups.makers import all_sets
+from guardhook.groups.ref import SetRef
 
 RESTART_COUNTS_ANNOTATION = PREFIX + "group-restart-counts"
 RESTART_COUNT_ANNOTATION = PREFIX + "group-restart-count"
@@ -43,6 +45,8 @@ MAX_GROUP_RESTARTS = "maxGroupRestarts"
 DEFAULT_STUCK_AFTER_SECONDS = 900.0
 """How long a group's pods may stay gated before it counts as stuck (15 minutes: longer than a
 scheduler, a gang admission or a group replacement normally takes)."""
+STUCK_AFTER_PARAM = "stuckAfterSeconds"
+"""group-eviction's parameter (shared with worker-delete and group-resize) for that time."""
 
 GATE_OWNERS = (
     ("kueue.x-k8s.io/", "Kueue"),
@@ -128,18 +132,24 @@ def _restart_count(annotations: dict[str, str], leader: PodRecord | None, key: s
     return max(found, int(raw)) if raw.isdigit() else found
 
 
-def _exhausted(
-    view: ClusterView, snap: SetSnapshot, key: str, pods: Sequence[PodRecord]
-) -> tuple[float, str, str] | None:
-    """(since, why, the leader's name) when the LWS's restart budget for group `key` is spent."""
-    if snap.set.kind != LWS_KIND:
-        return None
-    lws = view.lws(snap.set.namespace, snap.set.name)
+def _restart_limit(view: ClusterView, target: SetRef) -> tuple[int, dict[str, str]] | None:
+    """(maxGroupRestarts, the LWS's annotations) of LWS `target`; None when it sets no limit (or is
+    no LWS the view holds)."""
+    lws = view.lws(target.namespace, target.name) if target.kind == LWS_KIND else None
     limit = lws.template.get(MAX_GROUP_RESTARTS) if lws is not None else None
     if lws is None or not isinstance(limit, int) or isinstance(limit, bool):
         return None
+    return limit, lws.annotations
+
+
+def _exhausted(
+    restarts: tuple[int, dict[str, str]], key: str, pods: Sequence[PodRecord]
+) -> tuple[float, str, str] | None:
+    """(since, why, the leader's name) when the restart budget `restarts` (`_restart_limit`) for
+    group `key` is spent."""
+    limit, annotations = restarts
     leader = next((p for p in pods if p.labels.get(PREFIX + "worker-index") == "0" and not p.terminal), None)
-    count = _restart_count(lws.annotations, leader, key)
+    count = _restart_count(annotations, leader, key)
     if count < limit:
         return None
     since = max((p.created for p in pods if not p.terminal), default=0.0)
@@ -152,9 +162,10 @@ def stuck_in_snapshot(view: ClusterView, snap: SetSnapshot, now: float, after: f
     found: list[StuckGroup] = []
     target = snap.set
     raise_budget = f"or raise guardhook.io/max-disrupted-groups on {target} while it stays down"
+    restarts = _restart_limit(view, target) if snap.broken.listed else None
     for key in sorted(snap.broken.listed, key=lambda k: (len(k), k)):
         pods = snap.pods.get(key, ())
-        exhausted = _exhausted(view, snap, key, pods)
+        exhausted = _exhausted(restarts, key, pods) if restarts is not None else None
         if exhausted is not None:
             since, why, leader = exhausted
             delete = (
@@ -188,9 +199,15 @@ def stuck_groups(
             yield from stuck_in_snapshot(view, snap, now, after)
 
 
-def stuck_note(view: ClusterView, snap: SetSnapshot, now: float | None = None) -> str:
+def stuck_after(params: Mapping[str, Any]) -> float:
+    """The configured `stuckAfterSeconds` in a policy's `params` (DEFAULT_STUCK_AFTER_SECONDS when
+    unset)."""
+    return float(params.get(STUCK_AFTER_PARAM, DEFAULT_STUCK_AFTER_SECONDS))
+
+
+def stuck_note(view: ClusterView, snap: SetSnapshot, after: float, now: float | None = None) -> str:
     """A sentence naming the groups of the set of `snap` (the snapshot a budget decision read)
-    that are down for good, for a 429 that counts them (" Note: ... is down for good (...): ...");
-    "" when none is."""
-    stuck = stuck_in_snapshot(view, snap, time.time() if now is None else now, DEFAULT_STUCK_AFTER_SECONDS)
+    that are down for good (gated ones after `after` seconds: the configured `stuckAfterSeconds`),
+    for a 429 that counts them (" Note: ... is down for good (...): ..."); "" when none is."""
+    stuck = stuck_in_snapshot(view, snap, time.time() if now is None else now, after)
     return "".join(f" Note: {s.describe()}." for s in stuck)

@@ -41,7 +41,7 @@ from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups import BrokenGroups, SetRef, all_sets, resolve
 from guardhook.groups.podgroup import members, size_of
-from guardhook.groups.stuck import DEFAULT_STUCK_AFTER_SECONDS, StuckGroup, stuck_groups
+from guardhook.groups.stuck import StuckGroup, stuck_after, stuck_groups
 from guardhook.planning.evictions import PlannedGroup, Refusal, evict_in_turn, planned
 from guardhook.planning.rebuild import Rebuild, rebuild_everything
 from guardhook.wire import KubeObject
@@ -296,11 +296,7 @@ def plan_drain(
         podless,
         stalled,
         tuple(stale_in_view(view, drain_taint_keys)),
-        tuple(
-            stuck_groups(
-                view, time.time(), float(params.get("stuckAfterSeconds", DEFAULT_STUCK_AFTER_SECONDS))
-            )
-        ),
+        tuple(stuck_groups(view, time.time(), stuck_after(params))),
     )
 
 

@@ -55,7 +55,7 @@ from guardhook.cluster.lws import LWS_KIND
 from guardhook.cluster.model import PodRecord, metadata
 from guardhook.cluster.pdb_budget import matching_pdbs, refusal
 from guardhook.cluster.view.store import LEADERWORKERSETS, ClusterView
-from guardhook.groups import resolve, stand_in
+from guardhook.groups import GroupRef, resolve, stand_in
 from guardhook.policies.base import (
     ALLOW,
     TOO_MANY_REQUESTS,
@@ -93,8 +93,8 @@ class GroupEviction(Policy):
         "maxDisruptedGroups": 1,
         "ledgerTTLSeconds": 120,
         "minMaxDisruptedGroups": 0,
-        # How long a group's pods may stay scheduling-gated before audit, drain-plan and the
-        # guardhook_stuck_groups gauge name it down for good (guardhook.groups.stuck).
+        # How long a group's pods may stay scheduling-gated before the 429, audit, drain-plan and
+        # the guardhook_stuck_groups gauge name it down for good (guardhook.groups.stuck).
         "stuckAfterSeconds": 900,
         # `<maker>=<webhook entry>`: evictions of that maker's groups are left to its own guard
         # (guardhook.policies.shared.maker_guards).
@@ -123,13 +123,14 @@ class GroupEviction(Policy):
             return ALLOW
         if pod.disruption and not pod.terminating:
             return allowed_disruption_target(pod.disruption, ctx.user)
+        ref = resolve(ctx.view, pod)  # once: the deferral, the budget and the LWS check read it
         if ctx.params.get(DEFER_PARAM):
-            deferral = deferred(ctx.view, resolve(ctx.view, pod), ctx.params)
+            deferral = deferred(ctx.view, ref, ctx.params)
             if deferral is not None:
                 return deferral
-        eviction = eviction_context(ctx.view, pod, ctx.params)
+        eviction = eviction_context(ctx.view, pod, ctx.params, ref) if ref is not None else None
         if eviction is None:
-            return lws_unknowable(ctx.view, pod) or ALLOW
+            return lws_unknowable(ctx.view, pod, ref) or ALLOW
         return self._judge(ctx, eviction, seen is not None and not seen.terminating)
 
     def _judge(self, ctx: PolicyContext, eviction: Eviction, seen: bool) -> Judgement:
@@ -143,17 +144,17 @@ class GroupEviction(Policy):
             return too_many(
                 f"evicting pod {pod.namespace}/{pod.name}: {refused}; the API server would refuse it"
             )
-        ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
         what = f"evicting pod {pod.namespace}/{pod.name}{eviction.ref.note()}"
-        return judge_budget(ctx.view, eviction, ctx.ledger, ctx.may_record, ttl, what, cause="eviction")
+        return judge_budget(
+            ctx.view, eviction, ctx.ledger, ctx.may_record, ctx.params, what, cause="eviction"
+        )
 
 
-def lws_unknowable(view: ClusterView, pod: PodRecord) -> Judgement | None:
-    """429 for a pod of an LWS the view cannot hold because the API server did not serve
-    LeaderWorkerSets when last asked (the CRD installed after guardhook started: the view picks
-    it up within DISCOVERY_RETRY_SECONDS). Allowing it would let a drain take every group at
+def lws_unknowable(view: ClusterView, pod: PodRecord, ref: GroupRef | None) -> Judgement | None:
+    """429 for `pod` (of group `ref`) of an LWS the view cannot hold because the API server did
+    not serve LeaderWorkerSets when last asked (the CRD installed after guardhook started: the view
+    picks it up within DISCOVERY_RETRY_SECONDS). Allowing it would let a drain take every group at
     once; None when the view can tell (no LWS member, or LeaderWorkerSets served)."""
-    ref = resolve(view, pod)
     if ref is None or ref.set.kind != LWS_KIND or view.readable(LEADERWORKERSETS):
         return None
     return too_many(
@@ -170,13 +171,15 @@ def _evicted_pod(ctx: PolicyContext) -> tuple[str, str]:
     return namespace, ctx.name
 
 
-def eviction_context(view: ClusterView, pod: PodRecord, params: Mapping[str, Any]) -> Eviction | None:
-    """The eviction's group context (guardhook.budget.group_disruption), or None for a pod of no
-    group, of a set the view does not hold (an LWS gone, its pods being collected) or of a group
-    beyond `spec.replicas` (scaling down). `params` are the policy's (`maxDisruptedGroups`,
-    `minMaxDisruptedGroups`); the budget is the set's annotation guardhook.io/max-disrupted-groups
-    when set. Also used by `guardhook drain-plan`."""
-    return group_disruption(view, pod, default_budget(params), min_budget(params))
+def eviction_context(
+    view: ClusterView, pod: PodRecord, params: Mapping[str, Any], ref: GroupRef | None = None
+) -> Eviction | None:
+    """The eviction's group context (guardhook.budget.group_disruption; `ref`: the pod's group when
+    already resolved), or None for a pod of no group, of a set the view does not hold (an LWS gone,
+    its pods being collected) or of a group beyond `spec.replicas` (scaling down). `params` are the
+    policy's (`maxDisruptedGroups`, `minMaxDisruptedGroups`); the budget is the set's annotation
+    guardhook.io/max-disrupted-groups when set."""
+    return group_disruption(view, pod, default_budget(params), min_budget(params), ref=ref)
 
 
 def view_pdb_refusal(view: ClusterView, pod: PodRecord) -> str | None:

@@ -23,8 +23,8 @@ recorded (not on a dry run), over it denied with 429 TooManyRequests naming the 
 down, so a retry is natural. Allowed: a resize that restarts nothing, of a pod outside an LWS the
 view knows, of a terminating pod, of a group already broken. Under `restartPolicy: None` the
 container restarts alone (the LWS controller does nothing): allowed, with a warning that the
-group loses that pod while it restarts. Parameters `maxDisruptedGroups` and `ledgerTTLSeconds`
-follow `group-eviction`'s configured values unless set here.
+group loses that pod while it restarts. Parameters `maxDisruptedGroups`, `ledgerTTLSeconds` and
+`stuckAfterSeconds` follow `group-eviction`'s configured values unless set here.
 
 Fail mode: closed with 429 when the view is stale (the budget cannot be read); the webhook entry
 itself is `failurePolicy: Ignore` (life without guardhook).
@@ -158,13 +158,19 @@ class GroupResize(Policy):
     default_actions = ("Deny",)
     fail_closed = True
     stale_code = TOO_MANY_REQUESTS
-    params = {"maxDisruptedGroups": 1, "ledgerTTLSeconds": 120, "minMaxDisruptedGroups": 0}
+    params = {
+        "maxDisruptedGroups": 1,
+        "ledgerTTLSeconds": 120,
+        "minMaxDisruptedGroups": 0,
+        "stuckAfterSeconds": 900,
+    }
     shared_params = {
         "maxDisruptedGroups": "group-eviction",
         "ledgerTTLSeconds": "group-eviction",
         "minMaxDisruptedGroups": "group-eviction",
+        "stuckAfterSeconds": "group-eviction",
     }
-    param_minimums = {"ledgerTTLSeconds": 1}
+    param_minimums = {"ledgerTTLSeconds": 1, "stuckAfterSeconds": 0}
 
     def judge(self, ctx: PolicyContext) -> Judgement:
         """Judge a resize of a group member by the group budget when it restarts a container
@@ -191,7 +197,9 @@ class GroupResize(Policy):
                     f"{lws.namespace}/{lws.name}, which lacks this pod until the container is back",
                 )
             )
-        disruption = group_disruption(ctx.view, pod, default_budget(ctx.params), min_budget(ctx.params))
+        disruption = group_disruption(
+            ctx.view, pod, default_budget(ctx.params), min_budget(ctx.params), ref=ref
+        )
         if disruption is None:
             return ALLOW
         consequence = (
@@ -203,13 +211,12 @@ class GroupResize(Policy):
             f"(a cold start; at most {disruption.budget} at a time); counted against the group-eviction "
             f"budget"
         )
-        ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
         return judge_budget(
             ctx.view,
             disruption,
             ctx.ledger,
             ctx.may_record,
-            ttl,
+            ctx.params,
             f"{what} ({consequence})",
             advisory,
             cause="resize",

@@ -33,8 +33,6 @@ from typing import Any
 from guardhook.cluster.going import Unless, describe_taint
 from guardhook.cluster.model import PodRecord, Taint, node_taints
 from guardhook.cluster.taints import added_no_execute, eviction_delay
-from guardhook.cluster.view.store import ClusterView
-from guardhook.groups import resolve
 from guardhook.policies.base import ALLOW, Judgement, Policy, PolicyContext, stale_judgement, target
 from guardhook.policies.shared.device_taint_rules import (
     DEVICE_TAINT_RULES,
@@ -88,7 +86,7 @@ class GroupTaint(Policy):
             return stale_judgement(self, ctx.view)
         name = ctx.name
         what = f"NoExecute taint {describe_taints(taints)} on node {name}"
-        victims = node_victims(ctx.view, ctx.view.pods_on_node(name), taints)
+        victims = node_victims(ctx.view.pods_on_node(name), taints)
         return judge_blast(ctx, Blast(what, victims, unless=Unless(node=name, taints=taints)))
 
 
@@ -97,12 +95,12 @@ def describe_taints(taints: Iterable[Taint]) -> str:
     return ", ".join(describe_taint(t) for t in taints)
 
 
-def node_victims(view: ClusterView, pods: Iterable[PodRecord], taints: Sequence[Taint]) -> list[Victim]:
-    """The running group members (any group maker: guardhook.groups.resolve) among `pods` that
-    `taints` evict (now or after a toleration expires)."""
+def node_victims(pods: Iterable[PodRecord], taints: Sequence[Taint]) -> list[Victim]:
+    """The running pods among `pods` that `taints` evict (now or after a toleration expires);
+    judge_blast leaves out those of no group (each pod resolved once, there)."""
     victims = []
     for pod in pods:
-        if pod.terminal or pod.terminating or resolve(view, pod) is None:
+        if pod.terminal or pod.terminating:
             continue
         delay = eviction_delay(pod.tolerations, taints)
         if delay is not None:

@@ -23,8 +23,9 @@ Who else disrupts a group:
   judged by the group budget of `group-eviction` (B, the
   shared ledger, broken groups drain freely; guardhook.budget): within the
   budget it is allowed with a warning and recorded (not on a dry run), over it denied with 429
-  naming the groups already down. Parameters `maxDisruptedGroups` and `ledgerTTLSeconds` mean
-  what they mean for `group-eviction` and follow its configured values unless set here.
+  naming the groups already down. Parameters `maxDisruptedGroups`, `ledgerTTLSeconds` and
+  `stuckAfterSeconds` mean what they mean for `group-eviction` and follow its configured values
+  unless set here.
 
 Groups are read through guardhook.groups: LeaderWorkerSet groups (Ordinal and Hash) and those of an
 LWS Kthena serves. For a Hash group the advice names its leader as the view holds it (its name was
@@ -73,14 +74,12 @@ from guardhook.budget import default_budget, group_disruption, min_budget
 from guardhook.cluster.going import DRAIN_CONDITIONS, draining
 from guardhook.cluster.lws import GROUP_KEY_LABEL, PREFIX, RECREATING_POLICIES, WORKER_INDEX_LABEL
 from guardhook.cluster.model import NodeRecord, PodRecord, metadata, str_map
-from guardhook.cluster.view.store import ClusterView
-from guardhook.groups import GroupRef, resolve, snapshot
+from guardhook.groups import GroupRef, resolve
 from guardhook.groups.counts import member_group_health
 from guardhook.groups.grove import GROVE_OPERATOR
 from guardhook.groups.jobset import JOBSET_CONTROLLER
 from guardhook.groups.placement import member_of_object, member_of_pod
-from guardhook.groups.podgroup import all_mode_group, gang_health
-from guardhook.groups.ref import GROVE, JOBSET, KTHENA, LWS_HASH, NO_RECREATOR, POD_GROUP
+from guardhook.groups.ref import KTHENA, LWS_HASH, NO_RECREATOR, POD_GROUP
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -113,6 +112,7 @@ class WorkerDelete(Policy):
         "maxDisruptedGroups": 1,
         "ledgerTTLSeconds": 120,
         "minMaxDisruptedGroups": 0,
+        "stuckAfterSeconds": 900,
         "drainTaintKeys": [],
         "drainConditions": list(DRAIN_CONDITIONS),
         "gangControllers": [GROVE_OPERATOR, JOBSET_CONTROLLER],
@@ -121,8 +121,9 @@ class WorkerDelete(Policy):
         "maxDisruptedGroups": "group-eviction",
         "ledgerTTLSeconds": "group-eviction",
         "minMaxDisruptedGroups": "group-eviction",
+        "stuckAfterSeconds": "group-eviction",
     }
-    param_minimums = {"ledgerTTLSeconds": 1}
+    param_minimums = {"ledgerTTLSeconds": 1, "stuckAfterSeconds": 0}
 
     def param_problem(self, name: str, value: Any) -> str | None:
         """`drainTaintKeys` must list taint keys, `drainConditions` node condition types (strings)."""
@@ -141,12 +142,15 @@ class WorkerDelete(Policy):
             return _relabel(ctx)
         pod = _deleted_pod(ctx)
         member = member_of_pod(pod) if pod is not None else None
-        gang_member = pod is not None and (pod.pod_group or _pod_read_gang(ctx.view, pod) is not None)
-        if pod is not None and member is None and not pod.terminating and gang_member:
-            return self._gang_delete(ctx, pod)
+        if pod is not None and member is None and not pod.terminating:
+            ref = resolve(ctx.view, pod)
+            gang = ref if ref is not None and ref.is_gang else None
+            if gang is not None or pod.pod_group:
+                return self._gang_delete(ctx, pod, gang)
         if pod is None or member is None or pod.terminating:
             return ALLOW
-        if member.is_leader and not _on_draining_node(ctx, pod):
+        node, why = _draining_node(ctx, pod)
+        if member.is_leader and not why:
             return ALLOW  # the group-level operation: a restart asked for, not a drain
         if pod.disruption:
             return allowed_disruption_target(pod.disruption, ctx.user)
@@ -155,12 +159,6 @@ class WorkerDelete(Policy):
         health = member_group_health(ctx.view, member)
         if health is None or not health.whole:
             return ALLOW  # unknown size (neither the LWS nor the pod says it), or already broken
-        node = ctx.view.node(pod.node_name) if pod.node_name else None
-        why = (
-            draining(node, drain_taint_keys(ctx.params), drain_conditions(ctx.params), ctx.view)
-            if node is not None
-            else ""
-        )
         if node is not None and why:
             drained = self._drain(ctx, pod, node, why, member.is_leader)
             if drained is not None:
@@ -172,12 +170,12 @@ class WorkerDelete(Policy):
             return ALLOW
         return Judgement(violation=Violation(_message(group, ctx.name or pod.name or "this pod")))
 
-    def _gang_delete(self, ctx: PolicyContext, pod: PodRecord) -> Judgement:
-        """A DELETE of a member of a `disruptionMode: all` PodGroup (guardhook.groups.podgroup),
-        judged as a worker delete of a whole group: from a draining node budgeted per set as an
-        eviction is (guardhook.budget), otherwise denied while the gang is
-        whole. Allowed: pods marked for disruption, gangs already broken, PodGroups the view does
-        not hold or that are not `all` (then the pod is no group member)."""
+    def _gang_delete(self, ctx: PolicyContext, pod: PodRecord, gang: GroupRef | None) -> Judgement:
+        """A DELETE of a member of gang `gang` (GroupRef.is_gang: a `disruptionMode: all` PodGroup,
+        a Grove replica, a JobSet Job), judged as a worker delete of a whole group: from a draining
+        node budgeted per set as an eviction is (guardhook.budget), otherwise denied while the gang
+        is whole in its set's snapshot. Allowed: pods marked for disruption, gangs already broken,
+        and (`gang` None) a pod naming a PodGroup the view does not hold or that is not `all`."""
         if pod.disruption:
             return allowed_disruption_target(pod.disruption, ctx.user)
         username = ctx.user.get("username") or ""
@@ -187,30 +185,24 @@ class WorkerDelete(Policy):
             return ALLOW
         if username in (ctx.params.get(GANG_CONTROLLERS_PARAM) or ()):
             return ALLOW  # the gang's own controller (Grove, JobSet) scaling, rolling or restarting it
-        group = all_mode_group(ctx.view, pod)
-        read = _pod_read_gang(ctx.view, pod) if group is None else None
-        if group is None and read is None:
+        if gang is None:
             return ALLOW
         if ctx.view.is_stale():
             return stale_judgement(self, ctx.view)
-        node = ctx.view.node(pod.node_name) if pod.node_name else None
-        why = (
-            draining(node, drain_taint_keys(ctx.params), drain_conditions(ctx.params), ctx.view)
-            if node is not None
-            else ""
+        disruption = group_disruption(
+            ctx.view, pod, default_budget(ctx.params), min_budget(ctx.params), ref=gang
         )
-        if node is not None and why:
-            gang = group_disruption(ctx.view, pod, default_budget(ctx.params), min_budget(ctx.params))
-            if gang is not None:
-                ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
-                what = f"deleting pod {pod.namespace}/{pod.name} from draining node {node.name} ({why})"
-                return judge_budget(ctx.view, gang, ctx.ledger, ctx.may_record, ttl, what, cause="delete")
-        if not (gang_health(ctx.view, group).whole if group is not None else _whole(ctx.view, read)):
-            return ALLOW  # already broken: removing more of it costs nothing more
-        ref = resolve(ctx.view, pod)
-        if ref is None:  # the PodGroup is held and `all`, so never; kept for the type
+        if disruption is None:  # its set is not held: nothing to judge the gang by
             return ALLOW
-        return Judgement(violation=Violation(_gang_message(ref, pod)))
+        node, why = _draining_node(ctx, pod)
+        if node is not None and why:
+            what = f"deleting pod {pod.namespace}/{pod.name} from draining node {node.name} ({why})"
+            return judge_budget(
+                ctx.view, disruption, ctx.ledger, ctx.may_record, ctx.params, what, cause="delete"
+            )
+        if not disruption.snapshot.whole(gang.key):
+            return ALLOW  # already broken: removing more of it costs nothing more
+        return Judgement(violation=Violation(_gang_message(gang, pod)))
 
     def _drain(
         self, ctx: PolicyContext, pod: PodRecord, node: NodeRecord, why: str, leader: bool = False
@@ -233,21 +225,21 @@ class WorkerDelete(Policy):
             f"deleting {'leader ' if leader else ''}{where} {kind} {disruption.subject()} "
             f"(at most {disruption.budget} at a time); counted against the group-eviction budget"
         )
-        ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
         how = "a group restart on a draining node" if leader else "a drain without evictions"
         what = f"deleting {where} ({how})"
         return judge_budget(
-            ctx.view, disruption, ctx.ledger, ctx.may_record, ttl, what, advisory, cause="delete"
+            ctx.view, disruption, ctx.ledger, ctx.may_record, ctx.params, what, advisory, cause="delete"
         )
 
 
-def _on_draining_node(ctx: PolicyContext, pod: PodRecord) -> bool:
-    """Whether `pod` is bound to a node the view shows draining (cordoned, a drain taint, or a
-    True drain condition; guardhook.cluster.going.draining)."""
+def _draining_node(ctx: PolicyContext, pod: PodRecord) -> tuple[NodeRecord | None, str]:
+    """`pod`'s node as the view holds it (None when unbound or not held), and why it is draining
+    (cordoned, a drain taint, or a True drain condition; guardhook.cluster.going.draining), ""
+    when it is not."""
     node = ctx.view.node(pod.node_name) if pod.node_name else None
     if node is None:
-        return False
-    return bool(draining(node, drain_taint_keys(ctx.params), drain_conditions(ctx.params), ctx.view))
+        return None, ""
+    return node, draining(node, drain_taint_keys(ctx.params), drain_conditions(ctx.params), ctx.view)
 
 
 def _relabel(ctx: PolicyContext) -> Judgement:
@@ -348,27 +340,6 @@ def _message(group: GroupRef, name: str) -> str:
         f"{delete_consequence(restart_policy)}. To restart the group, delete its leader instead: "
         f"kubectl delete pod -n {ns} {_restart_pod(group)} --cascade=foreground{group.note()}"
     )
-
-
-POD_READ_GANGS = (GROVE, JOBSET)
-"""The makers whose gangs are read from their pods (guardhook.groups.podgangs: a Grove
-PodCliqueSet replica, a JobSet Job), by their GroupRef.maker."""
-
-
-def _pod_read_gang(view: ClusterView, pod: PodRecord) -> GroupRef | None:
-    """The gang of `pod` when a maker of gangs read from pods made it (guardhook.groups.resolve),
-    else None."""
-    ref = resolve(view, pod)
-    return ref if ref is not None and ref.maker in POD_READ_GANGS else None
-
-
-def _whole(view: ClusterView, ref: GroupRef | None) -> bool:
-    """Whether gang `ref` is whole in its set's snapshot (guardhook.groups.snapshot): held, and
-    not among the snapshot's broken groups."""
-    if ref is None:
-        return False
-    snap = snapshot(view, ref)
-    return snap is not None and ref.key in snap.pods and ref.key not in snap.broken
 
 
 def _gang_message(group: GroupRef, pod: PodRecord) -> str:

@@ -26,6 +26,7 @@ from werkzeug.wsgi import get_content_length, get_input_stream
 
 from guardhook.admission.codec import MAX_BODY_BYTES, ReviewError, decode, encode
 from guardhook.admission.engine import Endpoint, Engine
+from guardhook.groups.stuck import stuck_after
 from guardhook.server.clientauth import ClientAuth
 from guardhook.server.metrics import (
     CONTENT_TYPE,
@@ -63,7 +64,7 @@ class Runtime:
 
     def _stuck_after(self) -> float:
         """group-eviction's `stuckAfterSeconds` in the current configuration."""
-        return float(self.engine.config.settings("group-eviction").params.get("stuckAfterSeconds", 900))
+        return stuck_after(self.engine.config.settings("group-eviction").params)
 
     @property
     def ready(self) -> bool:

@@ -21,11 +21,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from guardhook.budget import budget_of, budget_source, default_budget, min_budget, reading
+from guardhook.budget import GroupDisruption, SetReader, budget_source, default_budget, min_budget, reading
 from guardhook.cluster.going import Going, Unless
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
-from guardhook.groups import GroupRef, SetSnapshot, describe_broken, resolve, snapshot
+from guardhook.groups import GroupRef, SetSnapshot, describe_broken
 from guardhook.ledger import Disruption, Entries, Ledger, LedgerError
 from guardhook.policies.base import Judgement, PolicyContext, Violation
 
@@ -52,13 +52,13 @@ class Blast:
 def judge_blast(ctx: PolicyContext, blast: Blast) -> Judgement:
     """A violation when, for some set, the groups `blast` breaks plus those already broken exceed
     its budget; advisories for what the view could not tell."""
-    default, minimum = default_budget(ctx.params), min_budget(ctx.params)
     ttl = float(ctx.params.get("ledgerTTLSeconds", 120))
     ledger = ctx.ledger if ctx.may_record else None
     over = []
     going = Going(ctx.view, blast.unless)
-    for snap, victims in _by_set(ctx.view, blast.victims, going):
-        judged = _SetBlast(ctx.view, snap, victims, budget_of(snap, default, minimum), going)
+    reader = SetReader(ctx.view, default_budget(ctx.params), min_budget(ctx.params), going)
+    for first, victims in _by_set(reader, blast.victims):
+        judged = _SetBlast(ctx.view, first.snapshot, victims, first.budget, going)
         line = judged.record(ledger, ttl) if ledger is not None else judged.read(ctx.ledger)
         if line:
             over.append(line)
@@ -74,30 +74,18 @@ def judge_blast(ctx: PolicyContext, blast: Blast) -> Judgement:
 
 
 def _by_set(
-    view: ClusterView, victims: Iterable[Victim], going: Going
-) -> list[tuple[SetSnapshot, list[tuple[GroupRef, Victim]]]]:
-    """The victims of each set the view holds, with their groups (guardhook.groups.resolve), and
-    one snapshot of each set; victims of no group, of a set the view does not hold, or of a group
-    not one of its set's now are left out."""
-    grouped: dict[object, tuple[SetSnapshot, list[tuple[GroupRef, Victim]]]] = {}
-    missing: set[object] = set()
+    reader: SetReader, victims: Iterable[Victim]
+) -> list[tuple[GroupDisruption, list[tuple[GroupRef, Victim]]]]:
+    """The victims of each set, with their groups, after the set's first victim's GroupDisruption
+    (its set's one snapshot and B: guardhook.budget.SetReader); victims of no group, of a set the
+    view does not hold, or of a group not one of its set's now are left out."""
+    grouped: dict[object, tuple[GroupDisruption, list[tuple[GroupRef, Victim]]]] = {}
     for victim in victims:
-        ref = resolve(view, victim.pod)
-        if ref is None:
-            continue
-        key = (ref.maker, ref.set)
-        if key in missing:
-            continue
-        if key not in grouped:
-            snap = snapshot(view, ref, going)
-            if snap is None:
-                missing.add(key)
-                continue
-            grouped[key] = (snap, [])
-        snap, found = grouped[key]
-        if snap.counts(ref.key):
-            found.append((ref, victim))
-    return [entry for entry in grouped.values() if entry[1]]
+        disruption = reader.disruption(victim.pod)
+        if disruption is not None:
+            key = (disruption.snapshot.maker, disruption.set)
+            grouped.setdefault(key, (disruption, []))[1].append((disruption.ref, victim))
+    return list(grouped.values())
 
 
 @dataclass(frozen=True)
