@@ -22,10 +22,10 @@ from test_manifests import MANIFESTS, _called, rules_of
 
 from guardhook.admission.engine import Engine
 from guardhook.cluster.lws import LeaderWorkerSet
-from guardhook.cluster.reach import reach
 from guardhook.cluster.selectors import from_map, matches
 from guardhook.cluster.view.store import ClusterView
 from guardhook.config import build_config
+from guardhook.groups.reach import reach
 from guardhook.policies.shared.traffic import selects_no_lws_pod, working_selectors
 from guardhook.wire import KubeObject
 

@@ -19,12 +19,12 @@ from prometheus_client import CollectorRegistry
 from guardhook.admission.engine import Engine
 from guardhook.cluster.lws import LeaderWorkerSet
 from guardhook.cluster.pools import PoolListing
-from guardhook.cluster.reach import reach, reach_any_replicas
 from guardhook.cluster.selectors import from_map
 from guardhook.cluster.view.static import embedded_fleet_objects, view_from_objects
 from guardhook.cluster.view.store import LEADERWORKERSETS, SERVICES, ClusterView
 from guardhook.commands.main import main
 from guardhook.config import build_config
+from guardhook.groups.reach import reach, reach_any_replicas
 from guardhook.leadersync.apply import CONFLICT, PATCHED, apply_plan
 from guardhook.leadersync.desired import CANNOT_NARROW, OPTED_OUT, PATCH, REPORT, plan
 from guardhook.leadersync.runner import Observer, Reconciler

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from guardhook.cluster.lws import LeaderWorkerSet
-from guardhook.cluster.reach import reach
 from guardhook.cluster.selectors import Requirement, from_label_selector, from_map, matches
+from guardhook.groups.reach import reach
 from guardhook.policies.leader_service import workers_reached
 
 NAME = "llm"

@@ -7,7 +7,7 @@ in the input. So, for each such object, `check` asks whether anything in the inp
 (`--cluster-state`, `--kubeconfig`) tells what it is aimed at:
 
 - a PDB's, Service's or InferencePool's selector matches the pods of some LWS
-  (guardhook.cluster.reach) or the pod template of some other workload (Deployment, StatefulSet,
+  (guardhook.groups.reach) or the pod template of some other workload (Deployment, StatefulSet,
   DaemonSet, ReplicaSet, Job, CronJob, Pod) in its namespace. Pods whose labels name an LWS that
   is not there (`leaderworkerset.sigs.k8s.io/name`, as a cluster dump's pods do) get a note naming
   it, whatever else matches, unless their own labels answer the policy: all in one group (a PDB),
@@ -28,12 +28,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from guardhook.cluster.lws import GROUP_IDENTITY_HASH, NAME_LABEL, LeaderWorkerSet, ordinal
+from guardhook.cluster.lws import GROUP_IDENTITY_HASH, NAME_LABEL, LeaderWorkerSet
 from guardhook.cluster.model import as_dict, metadata, str_map
-from guardhook.cluster.reach import SYSTEM_LABELS, reach
 from guardhook.cluster.selectors import Selector, SelectorError, from_label_selector, from_map, matches
 from guardhook.commands.scan import Located
+from guardhook.groups.keys import ordinal
 from guardhook.groups.placement import GroupMember, member_of_object
+from guardhook.groups.reach import SYSTEM_LABELS, reach
 from guardhook.policies.pod_counted_scaler import KEDA_DEFAULT_KIND
 from guardhook.policies.shared.traffic import POOL_KIND, traffic_selector
 from guardhook.wire import KubeObject
@@ -259,7 +260,7 @@ def stand_in_lws(objects: Iterable[KubeObject]) -> list[KubeObject]:
     groups (replicas: the highest ordinal + 1, or for Hash groups their number, as
     `groupIdentity: Hash`); its size (the pods' size annotation, else the highest worker position
     + 1); its templates' labels: those every leader, or every worker, carries, less the labels the
-    LWS and StatefulSet controllers set (guardhook.cluster.reach.SYSTEM_LABELS). What the pods
+    LWS and StatefulSet controllers set (guardhook.groups.reach.SYSTEM_LABELS). What the pods
     cannot show (annotations such as guardhook.io/group-pdbs, resources) is left out."""
     present = {
         (str(metadata(obj).get("namespace") or ""), str(metadata(obj).get("name") or ""))

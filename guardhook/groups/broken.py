@@ -9,7 +9,7 @@ import heapq
 import itertools
 from collections.abc import Collection, Iterable, Iterator, Mapping
 
-from guardhook.cluster.lws import GroupKey, key_order, ordinal, ordinal_key
+from guardhook.groups.keys import GroupKey, key_order, ordinal, ordinal_key
 
 EMPTY_GROUPS_LISTED = 20
 """Messages name at most this many groups with no pods, then say how many more there are."""

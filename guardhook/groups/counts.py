@@ -16,11 +16,12 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from guardhook.cluster.going import Going
-from guardhook.cluster.lws import GroupKey, LeaderWorkerSet, below_replicas
+from guardhook.cluster.lws import LeaderWorkerSet
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.health import GroupHealth, group_health
 from guardhook.groups.index import group_keys, group_pods
+from guardhook.groups.keys import GroupKey, below_replicas
 from guardhook.groups.placement import GroupMember, member_of_pod
 
 
@@ -54,7 +55,7 @@ def view_group_health(
 
 def populated_groups(view: ClusterView, lws: LeaderWorkerSet) -> list[GroupKey]:
     """The group keys of `lws` that have pods in `view` and count (ordinals below `spec.replicas`;
-    every Hash group: lws.below_replicas), in lws.key_order."""
+    every Hash group: keys.below_replicas), in keys.key_order."""
     return [
         index for index in group_keys(view, lws.namespace, lws.name) if below_replicas(index, lws.replicas)
     ]

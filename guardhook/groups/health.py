@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from guardhook.cluster.lws import GroupKey
 from guardhook.cluster.model import PodRecord
+from guardhook.groups.keys import GroupKey
 
 
 @dataclass(frozen=True, slots=True)

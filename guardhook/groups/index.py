@@ -7,7 +7,7 @@ lock, as guardhook.capacity's index does, so a reader holding the lock sees the 
 `group_index(view)` builds it on first use (O(pods) once) and returns the same index after; the
 functions below are what policies, plans and reconcilers call.
 
-Keys are strings (guardhook.cluster.lws.GroupKey): an ordinal "3" or a Hash group's key. Only the
+Keys are strings (guardhook.groups.keys.GroupKey): an ordinal "3" or a Hash group's key. Only the
 groups that have pods are held: a reader visits those, never every index below `spec.replicas`
 (an int32, up to 2^31 - 1).
 """
@@ -19,9 +19,9 @@ import weakref
 from collections import defaultdict
 from typing import Any
 
-from guardhook.cluster.lws import GroupKey, key_order
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import PODS, ClusterView
+from guardhook.groups.keys import GroupKey, key_order
 from guardhook.groups.placement import group_of_pod
 
 SetKey = tuple[str, str]
@@ -87,7 +87,7 @@ class GroupIndex:
 
     def keys(self, namespace: str, lws_name: str) -> list[GroupKey]:
         """The keys of LWS `namespace/lws_name`'s groups that have at least one pod (terminal ones
-        included, as in `pods`): ordinals ascending, then Hash keys (lws.key_order)."""
+        included, as in `pods`): ordinals ascending, then Hash keys (keys.key_order)."""
         with self._lock:
             return sorted(self._groups_by_lws.get((namespace, lws_name), ()), key=key_order)
 

@@ -21,11 +21,7 @@ from guardhook.cluster.lws import (
     NAME_LABEL,
     RECREATING_POLICIES,
     WORKER_INDEX_LABEL,
-    GroupKey,
     LeaderWorkerSet,
-    below_replicas,
-    key_order,
-    ordinal,
 )
 from guardhook.cluster.model import OwnerRef, PodRecord, as_dict, digits
 from guardhook.cluster.view.store import ClusterView
@@ -33,6 +29,7 @@ from guardhook.groups.broken import BrokenGroups
 from guardhook.groups.counts import empty_group_health, empty_groups
 from guardhook.groups.health import group_health
 from guardhook.groups.index import group_keys, group_pods, lws_pods
+from guardhook.groups.keys import GroupKey, below_replicas, key_order, ordinal
 from guardhook.groups.maker import SetSnapshot, sorted_sets
 from guardhook.groups.placement import GroupMember, member_of_pod
 from guardhook.groups.ref import KTHENA, LWS_HASH, LWS_ORDINAL, GroupRef, Rank, Recreator, SetRef

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from guardhook.cluster.going import Going
-from guardhook.cluster.lws import GroupKey, below_replicas
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.broken import BrokenGroups
+from guardhook.groups.keys import GroupKey, below_replicas
 from guardhook.groups.ref import GroupRef, SetRef
 
 
@@ -73,7 +73,7 @@ class SetSnapshot:
 
     def counts(self, key: GroupKey) -> bool:
         """Whether `key` is one of the set's groups now: a named group of it, else an ordinal
-        below `desired` or any Hash key (guardhook.cluster.lws.below_replicas). A ledger entry of
+        below `desired` or any Hash key (guardhook.groups.keys.below_replicas). A ledger entry of
         a group that does not count is dropped on the next write."""
         return key in self.keys if self.keys is not None else below_replicas(key, self.desired)
 

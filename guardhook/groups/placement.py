@@ -20,16 +20,12 @@ from guardhook.cluster.lws import (
     GROUP_INDEX_LABEL,
     GROUP_KEY_LABEL,
     NAME_LABEL,
-    ORDINAL_DIGITS,
     PREFIX,
     SIZE_ANNOTATION,
     WORKER_INDEX_LABEL,
-    GroupKey,
-    is_hash_key,
-    ordinal,
-    ordinal_key,
 )
 from guardhook.cluster.model import OwnerRef, PodRecord, digits, metadata, str_map
+from guardhook.groups.keys import ORDINAL_DIGITS, GroupKey, is_hash_key, ordinal, ordinal_key
 from guardhook.wire import KubeObject
 
 

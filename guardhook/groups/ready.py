@@ -26,11 +26,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from guardhook.cluster.annotations import GROUP_READINESS_ANNOTATION, switch
-from guardhook.cluster.lws import LEADER_READY, SERVING_ALL, GroupKey, LeaderWorkerSet
+from guardhook.cluster.lws import LEADER_READY, SERVING_ALL, LeaderWorkerSet
 from guardhook.cluster.model import OwnerRef, PodRecord
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.counts import populated_groups
 from guardhook.groups.index import group_pods
+from guardhook.groups.keys import GroupKey
 from guardhook.groups.placement import member_of_pod
 
 GATE = "guardhook.io/group-ready"

@@ -79,7 +79,7 @@ class GroupRef:
 
     `key` is the group's key as a string: an ordinal ("3"), a Hash group's 40-character key, a
     Kthena group's ordinal, or a PodGroup's name; the view, the ledger and every plan index the
-    group by it (guardhook.cluster.lws.GroupKey: no integer index anywhere). `size` is None when
+    group by it (guardhook.groups.keys.GroupKey: no integer index anywhere). `size` is None when
     nothing says how big the group is. `restart` lists the pods a user deletes to restart the
     group (empty when there is no such pod, e.g. a gang). `maker` is one of
     guardhook.groups.ref.MAKERS. `inconsistent` says how the pod's labels disagreed with its

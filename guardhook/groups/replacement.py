@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from guardhook.cluster.lws import GROUP_REPLACEMENT_GATE, WORKER_INDEX_LABEL, GroupKey
+from guardhook.cluster.lws import GROUP_REPLACEMENT_GATE, WORKER_INDEX_LABEL
 from guardhook.cluster.model import PodRecord
+from guardhook.groups.keys import GroupKey
 
 
 def _leader(pods: Sequence[PodRecord]) -> PodRecord | None:

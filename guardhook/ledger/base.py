@@ -6,7 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from guardhook.cluster.lws import LWS_KIND, GroupKey, ordinal, ordinal_key
+from guardhook.cluster.lws import LWS_KIND
+from guardhook.groups.keys import GroupKey, ordinal, ordinal_key
 from guardhook.groups.ref import SetRef
 
 T = TypeVar("T")
@@ -27,7 +28,7 @@ class Disruption:
 
     group: GroupKey
     """The group's key, a string: its ordinal ("3") or a Hash group's 40-character key
-    (guardhook.cluster.lws.GroupKey)."""
+    (guardhook.groups.keys.GroupKey)."""
     pod: str
     uid: str
     expires: float

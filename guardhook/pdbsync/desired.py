@@ -29,20 +29,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from guardhook.cluster.annotations import switch
-from guardhook.cluster.lws import (
-    GROUP_INDEX_LABEL,
-    LWS_API_VERSION,
-    LWS_KIND,
-    NAME_LABEL,
-    GroupKey,
-    LeaderWorkerSet,
-    key_order,
-    ordinal_key,
-)
+from guardhook.cluster.lws import GROUP_INDEX_LABEL, LWS_API_VERSION, LWS_KIND, NAME_LABEL, LeaderWorkerSet
 from guardhook.cluster.model import as_dict, metadata, str_map
-from guardhook.cluster.reach import both, reach
 from guardhook.cluster.view.store import ClusterView, Key, object_key
 from guardhook.groups.counts import empty_groups, populated_groups, view_group_health
+from guardhook.groups.keys import GroupKey, key_order, ordinal_key
+from guardhook.groups.reach import both, reach
 from guardhook.policies.group_pdb import GROUP_PDBS_ANNOTATION, pdb_selector
 from guardhook.wire import KubeObject
 

@@ -35,11 +35,12 @@ from typing import Any
 from guardhook.budget import SetReader, budget_of, default_budget, min_budget
 from guardhook.cluster.coverage import evictions_guarded, unguarded_sentence, unreadable_annotations
 from guardhook.cluster.going import DRAIN_CONDITIONS, StaleCondition, draining_nodes, stale_in_view
-from guardhook.cluster.lws import LWS_KIND, GroupKey, key_order
+from guardhook.cluster.lws import LWS_KIND
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups import BrokenGroups, SetRef, all_sets, resolve
+from guardhook.groups.keys import GroupKey, key_order
 from guardhook.groups.podgroup import members, size_of
 from guardhook.groups.stuck import StuckGroup, stuck_after, stuck_groups
 from guardhook.planning.evictions import PlannedGroup, Refusal, evict_in_turn, planned

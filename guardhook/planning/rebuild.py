@@ -36,15 +36,13 @@ from guardhook.capacity import (
     shape_of_template,
 )
 from guardhook.capacity.shapes import PODS, format_amount
-from guardhook.cluster.lws import (
-    LWS_KIND,
-    GroupKey,
-)
+from guardhook.cluster.lws import LWS_KIND
 from guardhook.cluster.model import as_dict, metadata
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import PODS as PODS_KIND
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups import SetRef
+from guardhook.groups.keys import GroupKey
 from guardhook.groups.lws import recreated_pods
 from guardhook.groups.placement import member_of_object
 from guardhook.wire import KubeObject

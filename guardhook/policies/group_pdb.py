@@ -3,7 +3,7 @@
 A PodDisruptionBudget whose selector can match pods of more than one group of an LWS budgets
 pods: evicting one pod in each of two groups takes two replicas down while the budget sees two
 pods gone. The selector is judged against the pods each LWS in the namespace can create
-(`guardhook.cluster.reach`), so it works before any pod exists and in `guardhook check`. Denied when
+(`guardhook.groups.reach`), so it works before any pod exists and in `guardhook check`. Denied when
 it can reach pods of two or more groups (which needs `replicas > 1` and no pin of `group-index` or
 `group-key`). PDBs that pin one group are allowed. Over an LWS of `size: 1` a pod is a group, so a
 PDB counting its pods counts groups: allowed, and never pointed to per-group budgets (a budget over
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from guardhook.cluster.annotations import GROUP_PDBS_ANNOTATION
 from guardhook.cluster.lws import GROUP_INDEX_LABEL, NAME_LABEL, LeaderWorkerSet
 from guardhook.cluster.model import as_dict, metadata
-from guardhook.cluster.reach import Reach, both, reach
 from guardhook.cluster.selectors import Selector, SelectorError, from_label_selector
+from guardhook.groups.reach import Reach, both, reach
 from guardhook.policies.base import (
     ALLOW,
     Judgement,

@@ -5,7 +5,7 @@ InferencePool whose selector can match a worker sends that share of requests int
 that hang. On CREATE and UPDATE of a Service or an InferencePool (`inference.networking.k8s.io/v1`,
 selector `spec.selector.matchLabels`; `inference.networking.x-k8s.io/v1alpha2`, selector
 `spec.selector`: guardhook.policies.shared.traffic), the selector is judged against the pods each
-LWS in the namespace can create (`guardhook.cluster.reach`: template labels plus the labels LWS
+LWS in the namespace can create (`guardhook.groups.reach`: template labels plus the labels LWS
 sets), so an object created before its pods is caught too. When it can match a worker and does not
 pin `leaderworkerset.sigs.k8s.io/worker-index`, the fix is a JSONPatch adding `worker-index: "0"`.
 
@@ -43,7 +43,7 @@ inside the webhook's timeout, and the reconciler is needed anyway for objects cr
 LWS (docs/policies.md: "Services admission could not see").
 
 Reachability is judged from the LWS spec whatever `spec.replicas` (0 included:
-guardhook.cluster.reach.reach_any_replicas), so a Service created while an LWS has no groups is
+guardhook.groups.reach.reach_any_replicas), so a Service created while an LWS has no groups is
 narrowed before its first scale-up.
 
 Fail mode: open. With a stale view the object is allowed unchanged, with a warning.
@@ -55,9 +55,9 @@ from typing import Any
 
 from guardhook.cluster.lws import NAME_LABEL, PREFIX, SERVING_ALL, WORKER_INDEX_LABEL, LeaderWorkerSet
 from guardhook.cluster.model import metadata, str_map
-from guardhook.cluster.reach import SYSTEM_LABELS, reach_any_replicas
 from guardhook.cluster.selectors import from_map
 from guardhook.cluster.view.store import LEADERWORKERSETS, ClusterView
+from guardhook.groups.reach import SYSTEM_LABELS, reach_any_replicas
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -108,7 +108,7 @@ def is_traffic_service(service: KubeObject) -> bool:
 
 def workers_reached(selector: dict[str, Any], lws_list: list[LeaderWorkerSet]) -> list[LeaderWorkerSet]:
     """The LWSs of which `selector` (an equality map) can match a worker pod at any
-    `spec.replicas` (guardhook.cluster.reach.reach_any_replicas)."""
+    `spec.replicas` (guardhook.groups.reach.reach_any_replicas)."""
     requirements = from_map(selector)
     return [lws for lws in lws_list if reach_any_replicas(requirements, lws).workers]
 

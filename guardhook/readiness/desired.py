@@ -26,9 +26,10 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from guardhook.cluster.lws import GROUP_READY_GATE, GroupKey
+from guardhook.cluster.lws import GROUP_READY_GATE
 from guardhook.cluster.model import ConditionRecord
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.keys import GroupKey
 from guardhook.groups.ready import (
     GATE,
     OPTED_OUT,
@@ -57,7 +58,7 @@ class Entry:
     uid: str
     lws: str
     group_index: GroupKey
-    """The group's key: ordinal, or a Hash group's key (guardhook.cluster.lws.GroupKey)."""
+    """The group's key: ordinal, or a Hash group's key (guardhook.groups.keys.GroupKey)."""
     want: GroupReadiness
     current: ConditionRecord | None
     action: str

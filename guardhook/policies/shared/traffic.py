@@ -31,9 +31,9 @@ from guardhook.cluster.lws import (
     lws_owner,
 )
 from guardhook.cluster.model import OwnerRef, as_dict, digits, str_map
-from guardhook.cluster.reach import reach
 from guardhook.cluster.selectors import from_map
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.reach import reach
 from guardhook.wire import JSONPatchOp, KubeObject
 
 POOL_KIND = "InferencePool"

@@ -39,10 +39,10 @@ from guardhook.cluster.lws import (
     PREFIX,
     WORKER_INDEX_LABEL,
     LeaderWorkerSet,
-    is_hash_key,
 )
 from guardhook.cluster.model import digits, metadata, str_map
 from guardhook.cluster.selectors import Requirement, Selector, matches
+from guardhook.groups.keys import is_hash_key
 
 TEMPLATE_REVISION_HASH_LABEL = PREFIX + "template-revision-hash"
 CONTROLLER_REVISION_HASH_LABEL = "controller-revision-hash"
