@@ -32,8 +32,8 @@ from guardhook.cluster.lws import GROUP_IDENTITY_HASH, NAME_LABEL, LeaderWorkerS
 from guardhook.cluster.model import as_dict, metadata, str_map
 from guardhook.cluster.selectors import Selector, SelectorError, from_label_selector, from_map, matches
 from guardhook.commands.scan import Located
+from guardhook.groups import GroupRef, resolve_object_alone
 from guardhook.groups.keys import ordinal
-from guardhook.groups.placement import GroupMember, member_of_object
 from guardhook.groups.reach import SYSTEM_LABELS, reach
 from guardhook.policies.pod_counted_scaler import KEDA_DEFAULT_KIND
 from guardhook.policies.shared.traffic import POOL_KIND, traffic_selector
@@ -85,10 +85,11 @@ class Unjudged:
 
 class _PodLabels(NamedTuple):
     """The labels of a pod or of a workload's pod template, and for a pod, its place in an LWS
-    group as the group model reads it (guardhook.groups.placement; None for a template)."""
+    group as the group model places it from the pod alone (guardhook.groups.resolve_object_alone;
+    None for a template, or a pod of no LWS group)."""
 
     labels: dict[str, str]
-    member: GroupMember | None
+    member: GroupRef | None
 
 
 @dataclass
@@ -150,7 +151,7 @@ def _index(objects: Iterable[KubeObject]) -> defaultdict[str, _Namespace]:
         template = obj
         for step in path:
             template = as_dict(template.get(step))
-        member = member_of_object(obj) if kind == "Pod" else None
+        member = _lws_member(obj) if kind == "Pod" else None
         ns.pod_labels.append(_PodLabels(str_map(metadata(template).get("labels")), member))
     return namespaces
 
@@ -172,7 +173,7 @@ def _selector_note(
         return None
     matched = [pod for pod in ns.pod_labels if matches(selector, pod.labels)]
     present = {lws.name for lws in ns.lws}
-    missing: defaultdict[str, list[GroupMember | None]] = defaultdict(list)
+    missing: defaultdict[str, list[GroupRef | None]] = defaultdict(list)
     for pod in matched:
         lws_name = pod.labels.get(NAME_LABEL)
         if lws_name is not None and lws_name not in present:
@@ -205,7 +206,7 @@ def _selector_note(
 
 
 def _missing_lws_note(
-    policy: str, namespace: str, missing: dict[str, list[GroupMember | None]]
+    policy: str, namespace: str, missing: dict[str, list[GroupRef | None]]
 ) -> tuple[str, str] | None:
     """The note for a selector matching pods whose LWS (`missing`: name -> the matched pods' group
     members, None for a template's labels) is not in the input or context, or None when those pods
@@ -213,9 +214,7 @@ def _missing_lws_note(
     one group: no); leader-service's, whether it reaches workers (only leaders: no)."""
     if policy == "group-pdb":
         spanning = sorted(
-            name
-            for name, pods in missing.items()
-            if None in pods or len({p.group_index for p in pods if p}) > 1
+            name for name, pods in missing.items() if None in pods or len({p.key for p in pods if p}) > 1
         )
         what, refused = "pods of more than one group of", "a budget across groups"
     else:
@@ -255,9 +254,9 @@ STAND_IN_ANNOTATION = "guardhook.io/read-off-pods"
 
 def stand_in_lws(objects: Iterable[KubeObject]) -> list[KubeObject]:
     """A LeaderWorkerSet for each LWS that pods among `objects` belong to (as the group model places
-    them: guardhook.groups.placement.member_of_object) but that is not among `objects` itself — a
-    cluster dump's pods given without their LWS. Read off the pods: its name and namespace; its
-    groups (replicas: the highest ordinal + 1, or for Hash groups their number, as
+    them from the pods alone: guardhook.groups.resolve_object_alone) but that is not among
+    `objects` itself — a cluster dump's pods given without their LWS. Read off the pods: its name
+    and namespace; its groups (replicas: the highest ordinal + 1, or for Hash groups their number, as
     `groupIdentity: Hash`); its size (the pods' size annotation, else the highest worker position
     + 1); its templates' labels: those every leader, or every worker, carries, less the labels the
     LWS and StatefulSet controllers set (guardhook.groups.reach.SYSTEM_LABELS). What the pods
@@ -267,21 +266,27 @@ def stand_in_lws(objects: Iterable[KubeObject]) -> list[KubeObject]:
         for obj in objects
         if obj.get("kind") == LWS_KIND
     }
-    pods: defaultdict[tuple[str, str], list[tuple[GroupMember, dict[str, str]]]] = defaultdict(list)
+    pods: defaultdict[tuple[str, str], list[tuple[GroupRef, dict[str, str]]]] = defaultdict(list)
     for obj in objects:
-        member = member_of_object(obj) if obj.get("kind") == "Pod" else None
-        if member is not None and (member.namespace, member.lws_name) not in present:
-            pods[member.namespace, member.lws_name].append((member, str_map(metadata(obj).get("labels"))))
+        member = _lws_member(obj) if obj.get("kind") == "Pod" else None
+        if member is not None and (member.set.namespace, member.set.name) not in present:
+            pods[member.set.namespace, member.set.name].append((member, str_map(metadata(obj).get("labels"))))
     return [_lws_of(namespace, name, members) for (namespace, name), members in sorted(pods.items())]
 
 
-def _lws_of(namespace: str, name: str, members: list[tuple[GroupMember, dict[str, str]]]) -> KubeObject:
-    groups = {member.group_index for member, _ in members}
+def _lws_member(pod: KubeObject) -> GroupRef | None:
+    """The LWS group `pod` is in, placed from the pod alone; None for a pod of no LWS group."""
+    member = resolve_object_alone(pod)
+    return member if member is not None and member.set.kind == LWS_KIND else None
+
+
+def _lws_of(namespace: str, name: str, members: list[tuple[GroupRef, dict[str, str]]]) -> KubeObject:
+    groups = {member.key for member, _ in members}
     ordinals = [ordinal(group) for group in groups]
     hashed = None in ordinals
     replicas = len(groups) if hashed else max(o for o in ordinals if o is not None) + 1
     sizes = [member.size for member, _ in members if member.size is not None]
-    size = max(sizes) if sizes else max(member.worker_index for member, _ in members) + 1
+    size = max(sizes) if sizes else max(member.rank.worker or 0 for member, _ in members) + 1
     spec: dict[str, object] = {
         "replicas": replicas,
         "leaderWorkerTemplate": {

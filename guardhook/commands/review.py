@@ -114,11 +114,12 @@ def run_review(args: argparse.Namespace) -> int:
 def not_judged(view: ClusterView, request: AdmissionRequest) -> str | None:
     """Why the group policies could not judge `request` against `view`: "LeaderWorkerSet ns/name
     is not in the cluster view" for a pod (object or oldObject, by its group labels, as
-    guardhook.groups.placement.member_of_object reads them) whose LWS the view lacks; "Pod ns/name is not in
+    guardhook.groups.resolve_object places it) whose LWS the view lacks; "Pod ns/name is not in
     the cluster view" for an eviction of a pod the view lacks. None when the view holds what the
     request is about, or the request is not about a pod."""
+    from guardhook.cluster.lws import LWS_KIND
     from guardhook.cluster.model import as_dict
-    from guardhook.groups.placement import member_of_object, member_of_pod
+    from guardhook.groups import resolve, resolve_object
 
     resource = as_dict(request.get("resource")).get("resource")
     if resource != "pods":
@@ -129,14 +130,16 @@ def not_judged(view: ClusterView, request: AdmissionRequest) -> str | None:
         pod = view.pod(namespace, name)
         if pod is None:
             return f"Pod {namespace}/{name} is not in the cluster view"
-        member = member_of_pod(pod)
+        member = resolve(view, pod)
     elif request.get("subResource"):
         return None
     else:
-        member = member_of_object(as_dict(request.get("object")) or as_dict(request.get("oldObject")))
-    if member is None or view.lws(member.namespace or namespace, member.lws_name) is not None:
+        member = resolve_object(view, as_dict(request.get("object")) or as_dict(request.get("oldObject")))
+    if member is None or member.set.kind != LWS_KIND:
         return None
-    return f"LeaderWorkerSet {namespace}/{member.lws_name} is not in the cluster view"
+    if view.lws(member.set.namespace or namespace, member.set.name) is not None:
+        return None
+    return f"LeaderWorkerSet {namespace}/{member.set.name} is not in the cluster view"
 
 
 def decoded_patch(response: dict[str, Any]) -> list[Any] | None:

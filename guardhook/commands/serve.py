@@ -430,15 +430,15 @@ def leader_service_sync_startup(runtime: Any, api: Any = None, namespace: str = 
 
 
 def scaling_startup(view: ClusterView, config: Config) -> None:
-    """At start: build the group index (guardhook.groups.index) and the capacity index now rather
+    """At start: build the group model's indexes (guardhook.groups.warm) and the capacity index now rather
     than on the first request (on a live view they then follow the watches), and warn about a
     missing LWS controller exemption once the view holds what the cluster holds (a live view syncs
     in the background)."""
-    from guardhook.groups.index import group_index
+    from guardhook.groups import warm
     from guardhook.policies.group_capacity import warm_capacity_index
     from guardhook.policies.pod_counted_scaler import startup_checks
 
-    group_index(view)
+    warm(view)
     warm_capacity_index(view)
     if view.synced:
         startup_checks(view, config)

@@ -165,8 +165,9 @@ def add_parser(commands: Any) -> None:
 
 def plan_uninstall(view: ClusterView, namespace: str, deployment: str) -> UninstallPlan:
     """The steps for the cluster `view` shows (pure: reads the view only)."""
+    from guardhook.cluster.lws import LWS_KIND
     from guardhook.cluster.model import metadata
-    from guardhook.groups.placement import member_of_pod
+    from guardhook.groups import resolve
     from guardhook.groups.ready import GATE, GroupReadiness, gated
     from guardhook.pdbsync.desired import is_managed
     from guardhook.readiness.desired import Entry
@@ -189,8 +190,8 @@ def plan_uninstall(view: ClusterView, namespace: str, deployment: str) -> Uninst
     for pod in sorted(view.all_pods(), key=lambda p: (p.namespace, p.name)):
         current = pod.gate_conditions.get(GATE)
         if gated(pod) and not pod.terminating and (current is None or current.status != "True"):
-            member = member_of_pod(pod)
-            lws, group = (member.lws_name, member.group_index) if member else ("", "")
+            ref = resolve(view, pod)
+            lws, group = (ref.set.name, ref.key) if ref is not None and ref.set.kind == LWS_KIND else ("", "")
             result.releases.append(
                 Entry(pod.namespace, pod.name, pod.uid, lws, group, release, current, "patch")
             )

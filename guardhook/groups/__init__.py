@@ -22,28 +22,49 @@ groups through here.
 """
 
 from guardhook.groups.broken import BrokenGroups, describe_broken, groups_broken
-from guardhook.groups.maker import GroupMaker, SetSnapshot, StandIns
-from guardhook.groups.makers import MAKERS, all_sets, maker_of, recreated_pods, snapshot, stand_in
+from guardhook.groups.keys import GroupKey
+from guardhook.groups.maker import GroupMaker, Recreates, SetSnapshot, StandIns, Warms
+from guardhook.groups.makers import (
+    MAKERS,
+    all_sets,
+    gang_controllers,
+    group_size,
+    maker_of,
+    recreated_group,
+    recreated_pods,
+    snapshot,
+    stand_in,
+    warm,
+)
 from guardhook.groups.ref import GroupRef, Rank, Recreator, SetRef
-from guardhook.groups.resolve import resolve, resolve_object
+from guardhook.groups.resolve import resolve, resolve_alone, resolve_object, resolve_object_alone
 
 __all__ = [
     "MAKERS",
     "BrokenGroups",
+    "GroupKey",
     "GroupMaker",
     "GroupRef",
     "Rank",
+    "Recreates",
     "Recreator",
     "SetRef",
     "SetSnapshot",
     "StandIns",
+    "Warms",
     "all_sets",
     "describe_broken",
+    "gang_controllers",
+    "group_size",
     "groups_broken",
     "maker_of",
+    "recreated_group",
     "recreated_pods",
     "resolve",
+    "resolve_alone",
     "resolve_object",
+    "resolve_object_alone",
     "snapshot",
     "stand_in",
+    "warm",
 ]

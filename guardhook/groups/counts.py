@@ -22,7 +22,8 @@ from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.health import GroupHealth, group_health
 from guardhook.groups.index import group_keys, group_pods
 from guardhook.groups.keys import GroupKey, below_replicas
-from guardhook.groups.placement import GroupMember, member_of_pod
+from guardhook.groups.placement import member_of_pod
+from guardhook.groups.ref import GroupRef
 
 
 @dataclass(frozen=True)
@@ -72,17 +73,18 @@ def empty_group_health(lws: LeaderWorkerSet, index: GroupKey = "0") -> GroupHeal
     return group_health(index, lws.size, ())
 
 
-def member_group_health(view: ClusterView, member: GroupMember) -> GroupHealth | None:
-    """The health of the group `member` (a pod) belongs to: by its LWS in `view` when the view
-    holds it, else by the size the pod's `leaderworkerset.sigs.k8s.io/size` annotation says;
-    None when neither says how big the group is."""
-    lws = view.lws(member.namespace, member.lws_name)
+def ref_group_health(view: ClusterView, ref: GroupRef) -> GroupHealth | None:
+    """The health of LWS group `ref` (a pod's, guardhook.groups.resolve): by its LWS in `view`
+    when the view holds it, else by the size the pod's `leaderworkerset.sigs.k8s.io/size`
+    annotation says (`ref.size`); None when neither says how big the group is."""
+    target = ref.set
+    lws = view.lws(target.namespace, target.name)
     if lws is not None:
-        return view_group_health(view, lws, member.group_index)
-    if member.size is None:
+        return view_group_health(view, lws, ref.key)
+    if ref.size is None:
         return None
-    pods = group_pods(view, member.namespace, member.lws_name, member.group_index)
-    return group_health(member.group_index, member.size, pods, Going(view).doomed)
+    pods = group_pods(view, target.namespace, target.name, ref.key)
+    return group_health(ref.key, ref.size, pods, Going(view).doomed)
 
 
 def count_groups(view: ClusterView, lws: LeaderWorkerSet) -> LwsGroups:

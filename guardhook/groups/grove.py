@@ -185,5 +185,6 @@ GROVE_MAKER = PodReadMaker(
     recreator=Recreator("Grove operator", "a PodCliqueSet's", "terminationDelay", True),
     place=_place,
     size=replica_size,
+    gang_controllers=(GROVE_OPERATOR,),
 )
 """Grove PodCliqueSet replicas as groups (guardhook.groups.maker.GroupMaker)."""

@@ -168,5 +168,6 @@ JOBSET_MAKER = PodReadMaker(
     place=_place,
     size=lambda pods, view: job_size(pods),
     is_group=_is_group,
+    gang_controllers=(JOBSET_CONTROLLER,),
 )
 """JobSet Jobs whose pods run as one, as groups (guardhook.groups.maker.GroupMaker)."""

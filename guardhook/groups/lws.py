@@ -28,7 +28,7 @@ from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.broken import BrokenGroups
 from guardhook.groups.counts import empty_group_health, empty_groups
 from guardhook.groups.health import group_health
-from guardhook.groups.index import group_keys, group_pods, lws_pods
+from guardhook.groups.index import group_index, group_keys, group_pods, lws_pods
 from guardhook.groups.keys import GroupKey, below_replicas, key_order, ordinal
 from guardhook.groups.maker import SetSnapshot, sorted_sets
 from guardhook.groups.placement import GroupMember, member_of_pod
@@ -212,6 +212,7 @@ class LwsMaker:
 
     name: str = "LeaderWorkerSet"
     flavours: tuple[str, ...] = (LWS_ORDINAL, LWS_HASH, KTHENA)
+    gang_controllers: tuple[str, ...] = ()  # a group has a leader: deleting it restarts the group
 
     def resolve(self, view: ClusterView, pod: PodRecord) -> GroupRef | None:
         """`lws_group`."""
@@ -229,6 +230,26 @@ class LwsMaker:
         lws = view.lws(ref.set.namespace, ref.set.name)
         size = ref.size if ref.size is not None else (lws.size if lws is not None else 1)
         return recreated_names(ref.set.name, ref, size)
+
+    def group_size(self, view: ClusterView, target: SetRef, key: GroupKey) -> int | None:
+        """The LWS's `size` (every group of an LWS has it); None when `target` is no LWS the view
+        holds."""
+        if target.kind != LWS_KIND:
+            return None
+        lws = view.lws(target.namespace, target.name)
+        return None if lws is None else lws.size
+
+    def recreated_objects(self, view: ClusterView, target: SetRef, key: GroupKey) -> list[KubeObject]:
+        """`recreated_pods` of the LWS `target` names (guardhook.groups.maker.Recreates); [] when
+        the view does not hold it."""
+        if target.kind != LWS_KIND:
+            return []
+        lws = view.lws(target.namespace, target.name)
+        return [] if lws is None else recreated_pods(lws, key)
+
+    def warm(self, view: ClusterView) -> None:
+        """Build the view's group index now (guardhook.groups.index; guardhook.groups.maker.Warms)."""
+        group_index(view)
 
     def stand_in(self, view: ClusterView, namespace: str, name: str) -> PodRecord | None:
         """`member_by_name` (guardhook.groups.maker.StandIns)."""

@@ -2,7 +2,9 @@
 (kubernetes-sigs/kueue pkg/controller/jobframework/interface.go): one object per way a group is
 made, asked the same few questions by every reader — which group a pod is in (`resolve`), one
 consistent reading of a set's groups (`snapshot`: for a budget, a plan or a report), the pods a
-recreated group will have (`recreated_pods`), and every set it makes in a view (`sets`).
+recreated group will have (`recreated_pods`), how many pods a group has when whole (`group_size`),
+every set it makes in a view (`sets`), and who deletes its gangs' pods as a whole
+(`gang_controllers`).
 
 The makers are registered in guardhook.groups.makers (an ordered tuple); a new maker is one module
 implementing `GroupMaker` plus one line there.
@@ -20,6 +22,7 @@ from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.broken import BrokenGroups
 from guardhook.groups.keys import GroupKey, below_replicas
 from guardhook.groups.ref import GroupRef, SetRef
+from guardhook.wire import KubeObject
 
 
 @dataclass(frozen=True)
@@ -97,10 +100,15 @@ class GroupMaker(Protocol):
     """One way groups are made (an LWS and what serves it, Workload API gangs, ...).
 
     `name`: how the registry (guardhook.groups.makers) and `SetSnapshot.maker` name it.
-    `flavours`: the `GroupRef.maker` values its `resolve` gives (guardhook.groups.ref.MAKERS)."""
+    `flavours`: the `GroupRef.maker` values its `resolve` gives (guardhook.groups.ref.MAKERS).
+    `gang_controllers`: the identities (usernames) of the controllers that delete the pods of this
+    maker's gangs themselves, as a whole (scaling, rolling or restarting them), as their install
+    names them: `worker-delete`'s `gangControllers` default (guardhook.groups.makers
+    .gang_controllers); () for a maker whose groups have a leader to delete instead."""
 
     name: str
     flavours: tuple[str, ...]
+    gang_controllers: tuple[str, ...]
 
     def resolve(self, view: ClusterView, pod: PodRecord) -> GroupRef | None:
         """The group `pod` (a view record, or one built from a review's object) is in, when this
@@ -119,6 +127,12 @@ class GroupMaker(Protocol):
         pods are its controller's to name)."""
         ...
 
+    def group_size(self, view: ClusterView, target: SetRef, key: GroupKey) -> int | None:
+        """How many pods group `key` of set `target` has when whole, as the view says it (an LWS's
+        `size`, a gang's `minCount`, else its pods); None when `target` is none of this maker's or
+        the view cannot say (drain-plan's rebuild asks it of the gangs a drain loses)."""
+        ...
+
     def sets(self, view: ClusterView) -> Iterator[SetRef]:
         """Every set of this maker in `view` (audit, metrics), in namespace, kind, name order."""
         ...
@@ -133,6 +147,28 @@ class StandIns(Protocol):
     def stand_in(self, view: ClusterView, namespace: str, name: str) -> PodRecord | None:
         """A stand-in record for pod `namespace/name` when this maker's rules place it in one
         group of a set the view holds, else None."""
+        ...
+
+
+@runtime_checkable
+class Warms(Protocol):
+    """What a group maker may add to GroupMaker: an index of the view it builds on first use, built
+    now instead (`guardhook serve` at start, so the first request does not pay for it)."""
+
+    def warm(self, view: ClusterView) -> None:
+        """Build this maker's indexes of `view` now (they then follow the view's changes)."""
+        ...
+
+
+@runtime_checkable
+class Recreates(Protocol):
+    """What a group maker may add to GroupMaker: the pods its controller creates when it recreates
+    a group, as API objects not yet bound (drain-plan's rebuild places them on the nodes left)."""
+
+    def recreated_objects(self, view: ClusterView, target: SetRef, key: GroupKey) -> list[KubeObject]:
+        """The pods group `key` of set `target` comes back as, from the set's templates, named and
+        labelled as its controller names and labels them; [] when the view does not hold the set
+        (or `target` is none of this maker's)."""
         ...
 
 

@@ -11,10 +11,12 @@ from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.grove import GROVE_MAKER
 from guardhook.groups.jobset import JOBSET_MAKER
+from guardhook.groups.keys import GroupKey
 from guardhook.groups.lws import LWS_MAKER
-from guardhook.groups.maker import GroupMaker, SetSnapshot, StandIns
+from guardhook.groups.maker import GroupMaker, Recreates, SetSnapshot, StandIns, Warms
 from guardhook.groups.podgroup import POD_GROUP_MAKER
 from guardhook.groups.ref import GroupRef, SetRef
+from guardhook.wire import KubeObject
 
 MAKERS: tuple[GroupMaker, ...] = (
     LWS_MAKER,
@@ -69,3 +71,39 @@ def all_sets(view: ClusterView) -> Iterator[tuple[GroupMaker, SetRef]]:
     for maker in MAKERS:
         for found in maker.sets(view):
             yield maker, found
+
+
+def gang_controllers() -> tuple[str, ...]:
+    """The identities of the controllers that delete their gangs' pods as a whole, every registered
+    maker's `gang_controllers` in MAKERS order, each once (`worker-delete`'s `gangControllers`
+    default)."""
+    return tuple(dict.fromkeys(name for maker in MAKERS for name in maker.gang_controllers))
+
+
+def group_size(view: ClusterView, target: SetRef, key: GroupKey) -> int | None:
+    """How many pods group `key` of set `target` has when whole (GroupMaker.group_size), by the
+    first maker in MAKERS that can say; None when none can."""
+    for maker in MAKERS:
+        size = maker.group_size(view, target, key)
+        if size is not None:
+            return size
+    return None
+
+
+def recreated_group(view: ClusterView, target: SetRef, key: GroupKey) -> list[KubeObject]:
+    """The pods group `key` of set `target` comes back as once recreated, as API objects from the
+    set's templates (guardhook.groups.maker.Recreates), by the first maker in MAKERS that can say;
+    [] when none can."""
+    for maker in MAKERS:
+        if isinstance(maker, Recreates):
+            pods = maker.recreated_objects(view, target, key)
+            if pods:
+                return pods
+    return []
+
+
+def warm(view: ClusterView) -> None:
+    """Build every registered maker's indexes of `view` now (guardhook.groups.maker.Warms)."""
+    for maker in MAKERS:
+        if isinstance(maker, Warms):
+            maker.warm(view)

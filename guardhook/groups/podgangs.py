@@ -64,8 +64,9 @@ def _key_order(key: str) -> tuple[int, str]:
 class PodReadMaker:
     """A group maker (guardhook.groups.maker.GroupMaker) whose sets and groups are read from pods:
     `name` (the registry's), `flavour` (GroupRef.maker, one of guardhook.groups.ref.MAKERS), the
-    set's `kind`, who recreates a group (`recreator`), and the maker's rules (`place`, `size`,
-    `is_group`; see the aliases above)."""
+    set's `kind`, who recreates a group (`recreator`), the maker's rules (`place`, `size`,
+    `is_group`; see the aliases above), and the identities of its controller as installed
+    (`gang_controllers`: guardhook.groups.maker.GroupMaker)."""
 
     name: str
     flavour: str
@@ -74,6 +75,7 @@ class PodReadMaker:
     place: Place
     size: Size
     is_group: IsGroup = _always
+    gang_controllers: tuple[str, ...] = ()
     flavours: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -88,6 +90,14 @@ class PodReadMaker:
             if placed is not None and placed[0] == name:
                 found.setdefault(placed[1], []).append(pod)
         return found
+
+    def group_size(self, view: ClusterView, target: SetRef, key: str) -> int | None:
+        """`size` of group `key` of set `target` from its pods in the view; None when `target` is
+        not of this maker's kind or the view holds no pod of that group."""
+        if target.kind != self.kind:
+            return None
+        pods = self.members(view, target.namespace, target.name).get(key)
+        return self.size(pods, view) if pods else None
 
     def gang(self, view: ClusterView, pod: PodRecord) -> PodGang | None:
         """The gang `pod` belongs to, or None (not this maker's, or its group is no group for

@@ -21,6 +21,7 @@ from guardhook.cluster.podgroups import POD_GROUP_KIND, WORKLOAD_KIND, PodGroupR
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.broken import BrokenGroups
 from guardhook.groups.health import GroupHealth, group_health
+from guardhook.groups.keys import GroupKey
 from guardhook.groups.maker import GANG_WORDING, SetSnapshot, sorted_sets
 from guardhook.groups.ref import NO_RECREATOR, POD_GROUP, GroupRef, Rank, SetRef
 
@@ -207,6 +208,9 @@ class PodGroupMaker:
 
     name: str = "PodGroup"
     flavours: tuple[str, ...] = (POD_GROUP,)
+    # The Job controller stops a gang whole from kube-system (worker-delete allows kube-system's
+    # identities for every gang); nothing else is named by the Workload API.
+    gang_controllers: tuple[str, ...] = ()
 
     def resolve(self, view: ClusterView, pod: PodRecord) -> GroupRef | None:
         """`podgroup_ref`."""
@@ -219,6 +223,14 @@ class PodGroupMaker:
     def recreated_pods(self, view: ClusterView, ref: GroupRef) -> tuple[str, ...]:
         """None knowable: a gang's pods are its controller's to name."""
         return ()
+
+    def group_size(self, view: ClusterView, target: SetRef, key: GroupKey) -> int | None:
+        """`size_of` PodGroup `key` of set `target` (its `minCount`, else the pods the view holds
+        of it); None when the view holds no such PodGroup of that set."""
+        group = view.pod_group(target.namespace, key)
+        if group is None or set_of(group) != target:
+            return None
+        return size_of(group, members(view, group))
 
     def stand_in(self, view: ClusterView, namespace: str, name: str) -> PodRecord | None:
         """A stand-in member of the one `disruptionMode: all` gang of `namespace` the view holds

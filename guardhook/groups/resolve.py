@@ -14,6 +14,10 @@ from guardhook.cluster.view.store import ClusterView
 from guardhook.groups.ref import GroupRef
 from guardhook.wire import KubeObject
 
+_NO_VIEW = ClusterView(source="no view")
+"""The empty view `resolve_alone` resolves against (never filled: nothing outside this module
+sees it)."""
+
 
 def resolve(view: ClusterView, pod: PodRecord) -> GroupRef | None:
     """The group `pod` (a view record, or one built from a review's object) belongs to, read from
@@ -25,3 +29,16 @@ def resolve(view: ClusterView, pod: PodRecord) -> GroupRef | None:
 def resolve_object(view: ClusterView, obj: KubeObject) -> GroupRef | None:
     """`resolve` for a pod given as an API object (a review's object or oldObject)."""
     return resolve(view, PodRecord.from_object(obj))
+
+
+def resolve_alone(pod: PodRecord) -> GroupRef | None:
+    """The group `pod`'s own metadata places it in (ownerReferences and labels), no cluster view
+    read: `resolve` against an empty view, so a maker that needs the view to place a pod (a
+    Workload API gang: its PodGroup) places none, and size, restart pod and recreator are only
+    what the pod itself says. For readers with no view (manifests, a view's change listener)."""
+    return makers.resolve(_NO_VIEW, pod)
+
+
+def resolve_object_alone(obj: KubeObject) -> GroupRef | None:
+    """`resolve_alone` for a pod given as an API object (a manifest, a cluster dump's pod)."""
+    return resolve_alone(PodRecord.from_object(obj))

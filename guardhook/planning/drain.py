@@ -39,9 +39,8 @@ from guardhook.cluster.lws import LWS_KIND
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import ClusterView
-from guardhook.groups import BrokenGroups, SetRef, all_sets, resolve
+from guardhook.groups import BrokenGroups, SetRef, all_sets, group_size, resolve
 from guardhook.groups.keys import GroupKey, key_order
-from guardhook.groups.podgroup import members, size_of
 from guardhook.groups.stuck import StuckGroup, stuck_after, stuck_groups
 from guardhook.planning.evictions import PlannedGroup, Refusal, evict_in_turn, planned
 from guardhook.planning.rebuild import Rebuild, rebuild_everything
@@ -332,14 +331,16 @@ def _podless(broken: Mapping[SetRef, BrokenGroups]) -> tuple[PodlessGroups, ...]
 
 
 def _lost_gangs(view: ClusterView, gangs: Sequence[GangDrain]) -> dict[SetRef, dict[str, int]]:
-    """Per gang set, its PodGroups losing a pod or broken -> the gang's size (podgroup.size_of)."""
+    """Per gang set, its gangs losing a pod or broken -> the gang's size, as its maker says it
+    (guardhook.groups.group_size; a gang the view cannot size is left out)."""
     lost: dict[SetRef, dict[str, int]] = {}
     for gang in gangs:
-        sizes = lost.setdefault(_set_key(gang), {})
+        target = _set_key(gang)
+        sizes = lost.setdefault(target, {})
         for name in {*gang.losing, *gang.broken}:
-            group = view.pod_group(gang.namespace, name)
-            if group is not None:
-                sizes[name] = size_of(group, members(view, group))
+            size = group_size(view, target, name)
+            if size is not None:
+                sizes[name] = size
     return lost
 
 

@@ -39,8 +39,7 @@ from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import ClusterView
 from guardhook.groups import SetRef, SetSnapshot, resolve, snapshot
-from guardhook.groups.podgroup import gang_health
-from guardhook.groups.ref import LWS_HASH, POD_GROUP, GroupRef
+from guardhook.groups.ref import LWS_HASH, GroupRef
 from guardhook.planning.drain import DrainPlan, plan_drain
 from guardhook.wire import KubeObject
 
@@ -534,10 +533,7 @@ def _rebuilt(
     pods = look.pods_of(group)
     if any(p.node_name in nodes for p in pods):
         return False
-    if group.is_gang and group.ref.maker == POD_GROUP:
-        record = look.view.pod_group(group.ref.set.namespace, group.ref.key)
-        return record is not None and gang_health(look.view, record).whole
-    if group.is_gang:  # a gang read from its pods (Grove, JobSet): whole again in its set's snapshot
+    if group.is_gang:  # any maker's gang: whole again in its set's snapshot, as the budget reads it
         snap = look.snapshot(group)
         return snap is not None and group.ref.key in snap.pods and group.ref.key not in snap.broken
     beside, mine, _ = _broken_reading(look, group, default)

@@ -41,10 +41,7 @@ from guardhook.cluster.model import as_dict, metadata
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import PODS as PODS_KIND
 from guardhook.cluster.view.store import ClusterView
-from guardhook.groups import SetRef
-from guardhook.groups.keys import GroupKey
-from guardhook.groups.lws import recreated_pods
-from guardhook.groups.placement import member_of_object
+from guardhook.groups import GroupKey, SetRef, recreated_group, resolve_object_alone
 from guardhook.wire import KubeObject
 
 RECREATED_OWNERS = ("ReplicaSet", "StatefulSet", "Job", "ReplicationController")
@@ -62,7 +59,7 @@ class Rebuild:
 
 
 LostGangs = Mapping[SetRef, Mapping[str, int]]
-"""Per gang set, its lost PodGroups: name -> the gang's size (guardhook.groups.podgroup.size_of)."""
+"""Per gang set, its lost PodGroups: name -> the gang's size (guardhook.groups.group_size)."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +113,7 @@ def _rebuild_lws(
         answers[target] = Rebuild(len(groups), fit.fits, short)
         # rebuilt first: later LWSs see them waiting for nodes
         for group in itertools.islice(groups, fit.fits):
-            for pod in recreated_pods(lws, group):
+            for pod in recreated_group(after, target, group):
                 after.upsert(PODS_KIND, pod)
     return answers
 
@@ -234,10 +231,10 @@ def _in_gang(pod: KubeObject, gangs: Collection[tuple[str, str]]) -> bool:
 def _pod_after_drain(
     pod: KubeObject, gone: set[str], lost: Mapping[SetRef, Collection[GroupKey]]
 ) -> KubeObject | None:
-    member = member_of_object(pod)
-    if member is not None and member.group_index in lost.get(
-        SetRef(member.namespace, LWS_KIND, member.lws_name), ()
-    ):
+    member = resolve_object_alone(pod)
+    if member is not None and member.set.kind != LWS_KIND:
+        member = None  # a gang's pod: re-placed gang by gang (_gang_members)
+    if member is not None and member.key in lost.get(member.set, ()):
         return None
     if as_dict(pod.get("spec")).get("nodeName") not in gone:
         return pod

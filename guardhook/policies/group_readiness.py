@@ -29,9 +29,9 @@ warning), as it would be while guardhook is down.
 
 from __future__ import annotations
 
-from guardhook.cluster.lws import GROUP_READY_GATE
-from guardhook.cluster.model import OwnerRef, as_dict, metadata, readiness_gates, str_map
-from guardhook.groups.placement import group_member
+from guardhook.cluster.lws import GROUP_READY_GATE, LWS_KIND
+from guardhook.cluster.model import PodRecord, as_dict, readiness_gates
+from guardhook.groups import resolve
 from guardhook.groups.ready import DEFAULT_STARTUP_WINDOW_SECONDS, GATE, gates_workers, opted_in
 from guardhook.policies.base import (
     ALLOW,
@@ -86,20 +86,16 @@ class GroupReadiness(Policy):
         """A violation carrying the gate patch for a leader of an opted-in LWS without the gate;
         ALLOW for anything else (see the module docstring)."""
         pod = ctx.object
-        meta = metadata(pod)
-        member = group_member(
-            ctx.namespace,
-            str_map(meta.get("labels")),
-            str_map(meta.get("annotations")),
-            OwnerRef.parse_all(meta),
-            str(meta.get("name") or ""),
-        )
-        if member is None:
+        record = PodRecord.from_object(pod)
+        if not record.namespace:  # a CREATE's pod may carry no namespace yet
+            record = record.with_fields(namespace=ctx.namespace)
+        member = resolve(ctx.view, record)
+        if member is None or member.set.kind != LWS_KIND:
             return ALLOW
         patch = gate_patch(pod)
         if not patch:
             return ALLOW
-        lws = ctx.view.lws(ctx.namespace, member.lws_name)
+        lws = ctx.view.lws(ctx.namespace, member.set.name)
         if lws is None:
             stale = member.is_leader and ctx.view.is_stale()
             return stale_judgement(self, ctx.view) if stale else ALLOW

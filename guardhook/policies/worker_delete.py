@@ -72,13 +72,10 @@ from typing import Any
 
 from guardhook.budget import default_budget, group_disruption, min_budget
 from guardhook.cluster.going import DRAIN_CONDITIONS, draining
-from guardhook.cluster.lws import GROUP_KEY_LABEL, PREFIX, RECREATING_POLICIES, WORKER_INDEX_LABEL
+from guardhook.cluster.lws import GROUP_KEY_LABEL, LWS_KIND, PREFIX, RECREATING_POLICIES, WORKER_INDEX_LABEL
 from guardhook.cluster.model import NodeRecord, PodRecord, metadata, str_map
-from guardhook.groups import GroupRef, resolve
-from guardhook.groups.counts import member_group_health
-from guardhook.groups.grove import GROVE_OPERATOR
-from guardhook.groups.jobset import JOBSET_CONTROLLER
-from guardhook.groups.placement import member_of_object, member_of_pod
+from guardhook.groups import GroupRef, gang_controllers, resolve, resolve_object
+from guardhook.groups.counts import ref_group_health
 from guardhook.groups.ref import KTHENA, LWS_HASH, NO_RECREATOR, POD_GROUP
 from guardhook.policies.base import (
     ALLOW,
@@ -115,7 +112,8 @@ class WorkerDelete(Policy):
         "stuckAfterSeconds": 900,
         "drainTaintKeys": [],
         "drainConditions": list(DRAIN_CONDITIONS),
-        "gangControllers": [GROVE_OPERATOR, JOBSET_CONTROLLER],
+        # Every registered group maker's controllers (GroupMaker.gang_controllers): Grove's, JobSet's.
+        "gangControllers": list(gang_controllers()),
     }
     shared_params = {
         "maxDisruptedGroups": "group-eviction",
@@ -141,12 +139,11 @@ class WorkerDelete(Policy):
         if ctx.operation == "UPDATE":
             return _relabel(ctx)
         pod = _deleted_pod(ctx)
-        member = member_of_pod(pod) if pod is not None else None
-        if pod is not None and member is None and not pod.terminating:
-            ref = resolve(ctx.view, pod)
-            gang = ref if ref is not None and ref.is_gang else None
-            if gang is not None or pod.pod_group:
-                return self._gang_delete(ctx, pod, gang)
+        ref = resolve(ctx.view, pod) if pod is not None else None
+        member = ref if ref is not None and not ref.is_gang else None  # an LWS group's pod
+        gang = pod is not None and member is None and not pod.terminating
+        if gang and pod is not None and (ref is not None or pod.pod_group):
+            return self._gang_delete(ctx, pod, ref)
         if pod is None or member is None or pod.terminating:
             return ALLOW
         node, why = _draining_node(ctx, pod)
@@ -156,7 +153,7 @@ class WorkerDelete(Policy):
             return allowed_disruption_target(pod.disruption, ctx.user)
         if ctx.view.is_stale():
             return stale_judgement(self, ctx.view)
-        health = member_group_health(ctx.view, member)
+        health = ref_group_health(ctx.view, member)
         if health is None or not health.whole:
             return ALLOW  # unknown size (neither the LWS nor the pod says it), or already broken
         if node is not None and why:
@@ -165,10 +162,7 @@ class WorkerDelete(Policy):
                 return drained
         if member.is_leader:
             return ALLOW  # its LWS is not in the view: nothing to budget it by
-        group = resolve(ctx.view, pod)
-        if group is None:  # placed above, so never; kept for the type
-            return ALLOW
-        return Judgement(violation=Violation(_message(group, ctx.name or pod.name or "this pod")))
+        return Judgement(violation=Violation(_message(member, ctx.name or pod.name or "this pod")))
 
     def _gang_delete(self, ctx: PolicyContext, pod: PodRecord, gang: GroupRef | None) -> Judgement:
         """A DELETE of a member of gang `gang` (GroupRef.is_gang: a `disruptionMode: all` PodGroup,
@@ -245,16 +239,17 @@ def _draining_node(ctx: PolicyContext, pod: PodRecord) -> tuple[NodeRecord | Non
 def _relabel(ctx: PolicyContext) -> Judgement:
     """A pod UPDATE: denied when the old pod is an LWS group member and the update removes or
     changes one of its `leaderworkerset.sigs.k8s.io/` labels (their keys named); allowed otherwise.
-    Judged from the request alone: the view is not read."""
-    member = member_of_object(ctx.old_object)
+    The old pod is placed from the request alone (guardhook.groups.resolve_object: controller
+    ownerReference first, labels second); the view only adds what messages say."""
     changed = changed_lws_labels(ctx.old_object, ctx.object)
-    if member is None or not changed:
+    member = resolve_object(ctx.view, ctx.old_object) if changed else None
+    if member is None or member.set.kind != LWS_KIND:
         return ALLOW
     keys = ", ".join(changed)
     return Judgement(
         violation=Violation(
-            f"pod {member.namespace or ctx.namespace}/{ctx.name} is {member.role} of group "
-            f"{member.group_index} of LeaderWorkerSet {member.lws_name}: its {PREFIX}* labels say "
+            f"pod {member.set.namespace or ctx.namespace}/{ctx.name} is {member.rank} of group "
+            f"{member.key} of LeaderWorkerSet {member.set.name}: its {PREFIX}* labels say "
             f"which group it is in and only the LWS and StatefulSet controllers may change them; "
             f"this update removes or changes {keys}, which would take it out of its group's guards "
             f"(worker-delete, group-eviction, the admission-policy floor). Change the "

@@ -21,8 +21,9 @@ from typing import Any
 
 from kubernetes import client
 
+from guardhook.cluster.lws import LWS_KIND
 from guardhook.cluster.view.store import PODS, ClusterView
-from guardhook.groups.placement import member_of_pod
+from guardhook.groups import resolve_alone
 from guardhook.readiness.apply import PATCHED, Outcome, PodStatusApi, patch_condition
 from guardhook.readiness.desired import PATCH, Entry, GroupId, Plan, plan
 from guardhook.reconcile import election, loop
@@ -82,10 +83,11 @@ class Reconciler:
     def _pod_changed(self, kind: str, old: Any, new: Any) -> None:
         if kind != PODS:
             return
-        member = member_of_pod(new if new is not None else old)
-        if member is None:
+        # Placed from the pod alone: a listener runs under the view's lock, mid-update.
+        member = resolve_alone(new if new is not None else old)
+        if member is None or member.set.kind != LWS_KIND:
             return
-        key = (member.namespace, member.lws_name, member.group_index)
+        key = (member.set.namespace, member.set.name, member.key)
         with self._lock:
             self._changed[key] = time.monotonic()
             self._dirty.add(key)
