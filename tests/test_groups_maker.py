@@ -176,3 +176,70 @@ def test_a_set_carried_budget_is_the_smallest_whole_number_its_members_carry() -
     ]
     assert smallest_budget(carriers) == ("1", "Pod ns/b")
     assert smallest_budget(carriers[1:3]) == (None, "")
+
+
+# ---- the door's registry functions (issue 47: readers ask these, never a maker's module) --------
+
+
+def test_gang_controllers_are_every_makers_in_registry_order_and_worker_delete_defaults_to_them() -> None:
+    from guardhook.groups import gang_controllers
+    from guardhook.groups.grove import GROVE_OPERATOR
+    from guardhook.groups.jobset import JOBSET_CONTROLLER
+    from guardhook.policies.worker_delete import POLICY
+
+    assert LWS_MAKER.gang_controllers == () and POD_GROUP_MAKER.gang_controllers == ()
+    assert gang_controllers() == (GROVE_OPERATOR, JOBSET_CONTROLLER)
+    assert POLICY.params["gangControllers"] == [GROVE_OPERATOR, JOBSET_CONTROLLER]
+
+
+def test_group_size_is_asked_of_the_maker_whose_set_it_is() -> None:
+    import maker_shapes
+
+    from guardhook.groups import group_size
+
+    view = shapes.view(objects() + maker_shapes.grove_pods(replicas=2))
+    assert group_size(view, SetRef("serve", "LeaderWorkerSet", shapes.LWS), "3") == 4
+    assert group_size(view, SetRef("train", "Workload", "train"), "train-1") == 2
+    grove = next(s for m, s in all_sets(view) if m is GROVE_MAKER)
+    key = next(iter(GROVE_MAKER.snapshot(view, grove).pods))  # type: ignore[union-attr]
+    assert group_size(view, grove, key) == len(GROVE_MAKER.snapshot(view, grove).pods[key])  # type: ignore[union-attr]
+    assert group_size(view, SetRef("serve", "LeaderWorkerSet", "nope"), "0") is None
+    assert group_size(view, SetRef("train", "Workload", "train"), "train-9") is None
+
+
+def test_resolve_alone_places_a_pod_by_its_own_metadata_and_reads_no_view() -> None:
+    from guardhook.groups import resolve_alone, resolve_object_alone
+
+    found = objects()
+    view = shapes.view(found)
+    worker = record(view, "serve", "llm-xl-1-2")
+    alone, seen = resolve_alone(worker), resolve(view, worker)
+    assert alone is not None and seen is not None
+    assert (alone.set, alone.key, alone.rank, alone.size) == (seen.set, seen.key, seen.rank, seen.size)
+    assert alone.recreator.policy == "" and seen.recreator.policy  # the LWS's restartPolicy: a view's
+    assert resolve_object_alone(shapes.pod(found, "llm-xl-1-2")) == alone
+    # A Workload API gang is placed by its PodGroup, which only a view holds.
+    gang_pod = next(o for o in found if o["kind"] == "Pod" and o["metadata"]["namespace"] == "train")
+    assert resolve(view, record(view, "train", gang_pod["metadata"]["name"])) is not None
+    assert resolve_object_alone(gang_pod) is None
+
+
+def test_recreated_group_is_the_lws_templates_pods_and_nothing_for_a_gang() -> None:
+    from guardhook.groups import recreated_group
+
+    view = shapes.view(objects())
+    pods = recreated_group(view, SetRef("serve", "LeaderWorkerSet", shapes.LWS), "2")
+    assert [p["metadata"]["name"] for p in pods] == ["llm-xl-2", "llm-xl-2-1", "llm-xl-2-2", "llm-xl-2-3"]
+    assert all(p["status"]["phase"] == "Pending" and "nodeName" not in p["spec"] for p in pods)
+    assert recreated_group(view, SetRef("train", "Workload", "train"), "train-1") == []
+    assert recreated_group(view, SetRef("serve", "LeaderWorkerSet", "nope"), "2") == []
+
+
+def test_warm_builds_the_group_index_before_the_first_request() -> None:
+    from guardhook.groups import warm
+    from guardhook.groups.index import _INDEXES
+
+    view = shapes.view(objects())
+    assert view not in _INDEXES
+    warm(view)
+    assert view in _INDEXES
