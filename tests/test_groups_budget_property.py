@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from guardhook.admission.engine import Engine
+from guardhook.cluster.going import Going
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.store import NODES, PODS
 from guardhook.config import build_config
@@ -25,6 +26,9 @@ from guardhook.groups.jobset import JOBSET_MAKER
 from guardhook.groups.podgroup import gang_health
 from guardhook.groups.ref import SetRef
 from guardhook.ledger import MemoryLedger
+
+from conftest import load_review
+from helpers import request_of
 
 BASE = shapes.fleet()
 
@@ -123,6 +127,23 @@ def _with_condition(node: dict, kind: str, status: str) -> dict:
     return changed
 
 
+TAINT = {"key": "example.com/maintenance", "effect": "NoExecute"}
+"""The NoExecute taint the `taint` steps add (`kubectl taint nodes N example.com/maintenance:NoExecute`)."""
+
+TAINTED_CONFIG = {"policies": {"group-taint": {"actions": ["Deny"]}}}
+"""group-taint denying over budget (its default action warns), so a taint is a budgeted disruption."""
+
+
+def _taint_request(node: dict) -> dict:
+    """A Node UPDATE adding TAINT to `node`, built from the captured n01 `kubectl taint` review."""
+    request = request_of(load_review("n01-node-taint-noexecute.validating"))
+    tainted = copy.deepcopy(node)
+    tainted["spec"]["taints"] = [t for t in tainted["spec"].get("taints") or [] if t != TAINT] + [TAINT]
+    request["name"] = node["metadata"]["name"]
+    request["oldObject"], request["object"] = node, tainted
+    return request
+
+
 def _dry(request: dict, body: bool) -> dict:
     """`request` as a dry run: `request.dryRun`, or (`body`) the Eviction's own
     `deleteOptions.dryRun: [All]`, as `kubectl drain --dry-run=server` sends it."""
@@ -139,7 +160,7 @@ def _dry(request: dict, body: bool) -> dict:
     budget=st.integers(min_value=1, max_value=2),
     steps=st.lists(
         st.tuples(
-            st.sampled_from(["evict", "evict", "delete", "dry", "body-dry", "condition"]),
+            st.sampled_from(["evict", "evict", "delete", "dry", "body-dry", "condition", "taint"]),
             st.integers(min_value=0, max_value=10_000),
             st.sampled_from(MAINTENANCE),
             st.booleans(),
@@ -152,13 +173,14 @@ def test_conditions_deletes_and_dry_runs_never_take_more_than_b_groups(
     maker: str, budget: int, steps: list[tuple[str, int, str, bool]]
 ) -> None:
     """Issue 47: evictions, worker deletes (budgeted on a draining node, denied elsewhere), node
-    maintenance conditions set and cleared, and dry runs (request-level and in the Eviction's body),
-    interleaved over LWS groups of every maker and Workload API gangs: no set ever has more than B
-    groups broken by what guardhook admitted, and a dry run never writes the ledger."""
+    maintenance conditions set and cleared, NoExecute node taints (group-taint denying), and dry
+    runs (request-level and in the Eviction's body), interleaved over LWS groups of every maker and
+    Workload API gangs: no set ever has more than B groups broken by what guardhook admitted, and a
+    dry run never writes the ledger."""
     objects = objects_for(maker, budget)
     view = shapes.view(objects)
     ledger = WritesCounted()
-    engine = Engine(view, build_config({}), ledger=ledger)
+    engine = Engine(view, build_config(TAINTED_CONFIG), ledger=ledger)
     pods = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects if o["kind"] == "Pod"}
     nodes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Node"}
     candidates = sorted(k for k in pods if k[0] in NAMESPACES)
@@ -167,6 +189,14 @@ def test_conditions_deletes_and_dry_runs_never_take_more_than_b_groups(
             name = sorted(nodes)[pick % len(nodes)]
             nodes[name] = _with_condition(nodes[name], kind, "True" if true else "False")
             view.upsert(NODES, nodes[name])
+            continue
+        if what == "taint":
+            name = sorted(nodes)[pick % len(nodes)]
+            request = _taint_request(nodes[name])
+            if engine.judge(request, "validate").response["allowed"]:
+                nodes[name] = request["object"]
+                view.upsert(NODES, nodes[name])
+            _assert_within_budget(view, budget, (what, name))
             continue
         namespace, name = candidates[pick % len(candidates)]
         pod = pods[(namespace, name)]
@@ -187,9 +217,16 @@ def test_conditions_deletes_and_dry_runs_never_take_more_than_b_groups(
             gone["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:01Z"
             pods[(namespace, name)] = gone
             view.upsert(PODS, gone)
-        lws = view.lws("serve", shapes.LWS)
-        assert lws is not None
-        assert count_groups(view, lws).broken <= budget, (what, name)
-        gangs = [g for g in view.pod_groups("train") if g.all_mode]
-        assert sum(not gang_health(view, g).whole for g in gangs) <= budget, (what, name)
-        assert all(broken <= budget for broken in pod_read_broken(view)), (what, name)
+        _assert_within_budget(view, budget, (what, name))
+
+
+def _assert_within_budget(view: Any, budget: int, step: tuple[str, str]) -> None:
+    """No set of the view has more than `budget` groups broken (the LWS, the Workload gangs, the
+    Grove and JobSet sets), a going pod (terminating, or under a NoExecute taint) breaking its group."""
+    lws = view.lws("serve", shapes.LWS)
+    assert lws is not None
+    assert count_groups(view, lws).broken <= budget, step
+    gangs = [g for g in view.pod_groups("train") if g.all_mode]
+    doomed = Going(view).doomed
+    assert sum(not gang_health(view, g, doomed=doomed).whole for g in gangs) <= budget, step
+    assert all(broken <= budget for broken in pod_read_broken(view)), step
