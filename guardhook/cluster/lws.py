@@ -11,11 +11,13 @@ leaders come from a Deployment named `L` through its ReplicaSets (generated pod 
 group's key (a SHA-1 in hex: 40 characters), the pod webhook gives each leader the host name
 `L-<first 8 characters of the key>`, and each group's worker StatefulSet is named after its leader
 pod, "as today" (KEP-898; pod_controller.go looks it up by the leader pod's name): workers are
-`<leader pod>-<w>`. Every group key is a string (`GroupKey`): "3" or the Hash key.
+`<leader pod>-<w>`.
 
-These are the LWS API's facts (labels, annotations, the spec, the key format). Which group a pod
-is in, and at what rank, is the group model's to say (guardhook.groups.placement: controller
-ownerReference first, labels second); whether a group is whole, guardhook.groups.health.
+These are the LWS API's facts (labels, annotations, the spec, the Hash key's length). What a group
+key means (its type, ordinals, order, which keys count) is the group model's
+(guardhook.groups.keys); which group a pod is in, and at what rank, too (guardhook.groups: the
+controller ownerReference first, labels second); whether a group is whole,
+guardhook.groups.health.
 """
 
 from __future__ import annotations

@@ -18,7 +18,11 @@ Every maker implements one protocol (guardhook.groups.maker.GroupMaker, the shap
 order, reading the controller ownerReference chain first and labels second (a label edit cannot
 turn a worker into a leader); `snapshot` takes one consistent reading of a set's groups
 (`SetSnapshot`) for a budget, a plan or a report. Policies, plans, commands and reconcilers read
-groups through here.
+groups through here: besides `resolve` and `snapshot`, `resolve_alone` (a pod placed by its own
+metadata, for readers with no view), `group_size`, `recreated_pods` and `recreated_group` (a
+recreated group's pods, by name or as objects), `stand_in` (a pod the view has not seen),
+`gang_controllers` (who deletes its gangs' pods as a whole) and `warm` (indexes built at start),
+each asking the registered makers. Group keys and their rules: guardhook.groups.keys.
 """
 
 from guardhook.groups.broken import BrokenGroups, describe_broken, groups_broken
