@@ -289,6 +289,48 @@ def test_grove_and_jobset_sets_snapshot_through_the_registry() -> None:
     assert recreated_pods(view, ref) == ()
 
 
+def test_audit_lists_grove_and_jobset_gangs_beside_podgroups() -> None:
+    """The gang table counts every gang maker's sets through the group model's door: a Grove
+    PodCliqueSet's replicas and a JobSet's Jobs appear with the PodGroup columns."""
+    import io
+    import json
+
+    from guardhook.commands.audit import audit, render_json, render_text
+    from guardhook.commands.scan import Located
+    from guardhook.config import default_config
+
+    grove = makers.grove_pods()
+    makers.named(grove, "disagg-2-decode-bbbbb")["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:00Z"
+    jobset = [p for p in makers.jobset_pods() if p["metadata"]["name"] != "train-workers-1-0-xk2p9"]
+    gangs = shapes.gang_objects()
+    objects = nodes() + grove + jobset + gangs
+    result = audit([Located("cluster", o) for o in objects], default_config())
+    rows = [(g.namespace, g.kind, g.name, g.maker, g.gangs, g.whole, g.broken_names) for g in result.gangs]
+    assert rows == [
+        ("batch", "JobSet", "train", "JobSet", 3, 2, ("train-workers-1",)),
+        ("infer", "PodCliqueSet", "disagg", "Grove", 3, 2, ("2",)),
+        ("train", "Workload", "train", "PodGroup", 3, 3, ()),
+    ]
+    text = io.StringIO()
+    render_text(result, text)
+    lines = text.getvalue().splitlines()
+    heading = lines.index("Gangs per set:")
+    assert lines[heading + 1].split() == ["NAMESPACE", "SET", "GANGS", "WHOLE", "BROKEN", "BROKEN-GANGS"]
+    assert lines[heading + 3].split() == ["infer", "PodCliqueSet/disagg", "3", "2", "1", "2"]
+    document = io.StringIO()
+    render_json(result, document)
+    assert json.loads(document.getvalue())["gangs"][0] == {
+        "namespace": "batch",
+        "kind": "JobSet",
+        "name": "train",
+        "maker": "JobSet",
+        "gangs": 3,
+        "whole": 2,
+        "broken": 1,
+        "brokenGangs": ["train-workers-1"],
+    }
+
+
 # pod-counted-scaler
 
 

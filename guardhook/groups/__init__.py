@@ -17,11 +17,13 @@ Every maker implements one protocol (guardhook.groups.maker.GroupMaker, the shap
 `jobframework.GenericJob`) and is registered in guardhook.groups.makers: `resolve` walks them in
 order, reading the controller ownerReference chain first and labels second (a label edit cannot
 turn a worker into a leader); `snapshot` takes one consistent reading of a set's groups
-(`SetSnapshot`) for a budget, a plan or a report. Policies, plans, commands and reconcilers read
+(`SetSnapshot`) for a budget, a plan or a report; `each_gang_set` counts every gang maker's sets
+(audit, /metrics). Policies, plans, commands and reconcilers read
 groups through here.
 """
 
 from guardhook.groups.broken import BrokenGroups, describe_broken, groups_broken
+from guardhook.groups.gangs import GangSetGroups, each_gang_set
 from guardhook.groups.maker import GroupMaker, SetSnapshot, StandIns
 from guardhook.groups.makers import MAKERS, all_sets, maker_of, recreated_pods, snapshot, stand_in
 from guardhook.groups.ref import GroupRef, Rank, Recreator, SetRef
@@ -30,6 +32,7 @@ from guardhook.groups.resolve import resolve, resolve_object
 __all__ = [
     "MAKERS",
     "BrokenGroups",
+    "GangSetGroups",
     "GroupMaker",
     "GroupRef",
     "Rank",
@@ -39,6 +42,7 @@ __all__ = [
     "StandIns",
     "all_sets",
     "describe_broken",
+    "each_gang_set",
     "groups_broken",
     "maker_of",
     "recreated_pods",
