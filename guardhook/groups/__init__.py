@@ -18,25 +18,64 @@ Every maker implements one protocol (guardhook.groups.maker.GroupMaker, the shap
 order, reading the controller ownerReference chain first and labels second (a label edit cannot
 turn a worker into a leader); `snapshot` takes one consistent reading of a set's groups
 (`SetSnapshot`) for a budget, a plan or a report; `each_gang_set` counts every gang maker's sets
-(audit, /metrics). Policies, plans, commands and reconcilers read
-groups through here.
+(audit, /metrics); `new_gangs` reads a gang set's scale-up as whole gangs to place and
+`waiting_groups` the groups gated behind a scheduling gate (group-capacity). Policies, plans,
+commands and reconcilers read groups through here: `scaled_target` says what a maker's
+`/scale` counts (pod-counted-scaler), and the names an LWS's RoleBasedGroup and worker StatefulSets
+are read by (`rbg_role`, `is_rbg_set`, `worker_statefulset_group`) are given here too.
 """
 
 from guardhook.groups.broken import BrokenGroups, describe_broken, groups_broken
 from guardhook.groups.gangs import GangSetGroups, each_gang_set
-from guardhook.groups.maker import GroupMaker, SetSnapshot, StandIns
-from guardhook.groups.makers import MAKERS, all_sets, maker_of, recreated_pods, snapshot, stand_in
+from guardhook.groups.maker import (
+    GangPods,
+    GroupMaker,
+    NewGangs,
+    ScaledTarget,
+    ScaleRequest,
+    SetSnapshot,
+    StandIns,
+)
+from guardhook.groups.makers import (
+    MAKERS,
+    all_sets,
+    maker_of,
+    new_gangs,
+    recreated_pods,
+    scaled_resources,
+    scaled_target,
+    snapshot,
+    stand_in,
+    waiting_groups,
+)
+from guardhook.groups.placement import worker_statefulset_group
+from guardhook.groups.rbg import (
+    RBG_API_VERSION,
+    RBG_SET_KIND,
+    SCALING_ADAPTER_KIND,
+    RbgRole,
+    is_rbg_set,
+    rbg_role,
+)
 from guardhook.groups.ref import GroupRef, Rank, Recreator, SetRef
 from guardhook.groups.resolve import resolve, resolve_object
 
 __all__ = [
     "MAKERS",
+    "RBG_API_VERSION",
+    "RBG_SET_KIND",
+    "SCALING_ADAPTER_KIND",
     "BrokenGroups",
+    "GangPods",
     "GangSetGroups",
     "GroupMaker",
     "GroupRef",
+    "NewGangs",
     "Rank",
+    "RbgRole",
     "Recreator",
+    "ScaleRequest",
+    "ScaledTarget",
     "SetRef",
     "SetSnapshot",
     "StandIns",
@@ -44,10 +83,17 @@ __all__ = [
     "describe_broken",
     "each_gang_set",
     "groups_broken",
+    "is_rbg_set",
     "maker_of",
+    "new_gangs",
+    "rbg_role",
     "recreated_pods",
     "resolve",
     "resolve_object",
+    "scaled_resources",
+    "scaled_target",
     "snapshot",
     "stand_in",
+    "waiting_groups",
+    "worker_statefulset_group",
 ]
