@@ -168,6 +168,47 @@ def test_a_job_with_its_second_pod_missing_counts_two_by_completion_index() -> N
     assert ref.key in snap.broken
 
 
+def test_a_one_pod_job_is_a_group_when_the_failure_policy_restarts_the_whole_jobset() -> None:
+    """A failurePolicy without a matching rule restarts the whole JobSet (RestartJobSet, the
+    default action): one lost pod costs every Job, so each Job is a group, budgeted per JobSet."""
+    pods = makers.jobset_pods(parallelism=1)
+    restarting = makers.jobset_object(failure_policy={"maxRestarts": 3})
+    ref = resolve_object(shapes.view([restarting, *pods]), pods[1])
+    assert ref is not None and (ref.key, ref.size) == ("train-workers-1", 1)
+    eng = engine([restarting, *pods])
+    allowed = [evict(eng, p["metadata"]["name"], "batch")["allowed"] for p in pods]
+    assert allowed == [True, False, False]
+
+
+def test_a_one_pod_job_restarted_alone_or_failing_the_jobset_is_no_group() -> None:
+    pods = makers.jobset_pods(parallelism=1)
+    restart_job = {"rules": [{"name": "alone", "action": "RestartJob"}]}
+    for jobset in (makers.jobset_object(), makers.jobset_object(failure_policy=restart_job)):
+        assert resolve_object(shapes.view([jobset, *pods]), pods[0]) is None
+
+
+def test_the_first_failure_rule_for_the_replicated_job_and_a_lost_pods_reason_decides() -> None:
+    from guardhook.cluster.jobsets import JobSetRecord
+
+    def record(*rules: dict[str, Any]) -> JobSetRecord:
+        return JobSetRecord.from_object(makers.jobset_object(failure_policy={"rules": list(rules)}))
+
+    other_job = {"name": "driver", "action": "FailJobSet", "targetReplicatedJobs": ["driver"]}
+    other_reason = {"name": "deadline", "action": "RestartJob", "onJobFailureReasons": ["DeadlineExceeded"]}
+    maybe = {"name": "oom", "action": "RestartJob", "onJobFailureMessagePatterns": [".*OOM.*"]}
+    whole = {"name": "all", "action": "RestartJobSetAndIgnoreMaxRestarts"}
+    assert "default action RestartJobSet" in record(other_job, other_reason).restarts_whole("workers")
+    assert "default action RestartJobSet" in record(maybe).restarts_whole("workers")
+    assert "rule all (RestartJobSetAndIgnoreMaxRestarts)" in record(maybe, whole).restarts_whole("workers")
+    assert (
+        record({"name": "one", "action": "RestartJob", "targetReplicatedJobs": ["workers"]}).restarts_whole(
+            "workers"
+        )
+        == ""
+    )
+    assert JobSetRecord.from_object(makers.jobset_object()).restarts_whole("workers") == ""
+
+
 def test_jobset_evictions_are_budgeted_per_jobset() -> None:
     eng = engine(makers.jobset_pods())
     first = evict(eng, "train-workers-0-0-xk2p9", "batch")
