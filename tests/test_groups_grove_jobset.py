@@ -571,6 +571,8 @@ def test_a_podcliqueset_create_counts_every_clique_and_scaling_group_replica() -
     assert "scales from 0 to 6 replicas: 5 of 6 new replicas fit" in message
     assert "each is a gang of 4 pods placed whole: 1 router (cpu 2" in message
     assert "2 decode (cpu 40, memory 64Gi, nvidia.com/gpu 4)" in message
+    assert "the next gang's decode find no room" in message
+    assert "pods placed greedily" in message and "pods read from the PodCliqueSet's template" in message
 
 
 def test_a_podcliquescalinggroup_scale_up_places_its_replicas_like_an_existing_one() -> None:
