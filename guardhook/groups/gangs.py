@@ -68,11 +68,19 @@ def gang_counts(snap: SetSnapshot) -> GangSetGroups:
 def each_gang_set(view: ClusterView) -> Iterator[GangSetGroups]:
     """The gang counts of every gang set in `view` (every registered maker whose groups are
     named), in namespace, kind and name order. One going judge (guardhook.cluster.going) is
-    shared by every snapshot."""
+    shared by every snapshot; a maker whose first snapshot names no groups (an LWS's ordinals) is
+    not asked for its other sets."""
     going = Going(view)
     found = []
+    ungrouped: set[str] = set()  # makers whose groups are not named: one snapshot says so for all
     for maker, target in all_sets(view):
+        if maker.name in ungrouped:
+            continue
         snap = maker.snapshot(view, target, going)
-        if snap is not None and snap.keys is not None:
-            found.append(gang_counts(snap))
+        if snap is None:
+            continue
+        if snap.keys is None:
+            ungrouped.add(maker.name)
+            continue
+        found.append(gang_counts(snap))
     yield from sorted(found, key=lambda g: (g.namespace, g.kind, g.name, g.maker))
