@@ -114,3 +114,31 @@ def set_label(pod: KubeObject, key: str, value: Any) -> None:
         labels.pop(key, None)
     else:
         labels[key] = value
+
+
+def jobset_object(
+    jobset: str = "train",
+    replicated_job: str = "workers",
+    replicas: int = 3,
+    namespace: str = "batch",
+    failure_policy: dict[str, Any] | None = None,
+) -> KubeObject:
+    """JobSet `jobset` (jobset.x-k8s.io/v1alpha2, api/jobset/v1alpha2/jobset_types.go) with one
+    replicatedJob of `replicas` Jobs, and `spec.failurePolicy` when given."""
+    spec: dict[str, Any] = {
+        "replicatedJobs": [
+            {
+                "name": replicated_job,
+                "replicas": replicas,
+                "template": {"spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0}},
+            }
+        ],
+    }
+    if failure_policy is not None:
+        spec["failurePolicy"] = failure_policy
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": jobset, "namespace": namespace, "uid": "uid-jobset"},
+        "spec": spec,
+    }

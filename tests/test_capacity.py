@@ -782,3 +782,31 @@ def test_requests_buffered_for_the_arrays_are_all_counted_before_any_read() -> N
     ]
     view.upsert(POD_KIND, pod("p2", "n1", phase="Succeeded"))  # terminal: gives back what it held
     assert index.free(["cpu", GPU, PODS])[0].tolist() == [free[0][0] + 2000, free[0][1], free[0][2] + 1]
+
+
+# ---- gangs of several shapes (fit_gangs) -------------------------------------------------------
+
+
+def test_a_gang_of_an_lws_groups_shapes_is_solved_exactly_as_one() -> None:
+    from guardhook.capacity import GangDemand, fit_gangs
+
+    view = view_from_objects([node(f"n{i}", cpu="8", gpu=8) for i in range(3)])
+    big, small = shape_of_template(template("1", 4)), shape_of_template(template("1", 2))
+    gang = fit_gangs(index_for(view), GangDemand(((small, 2), (big, 1)), 5, "default"))
+    assert gang.exact and gang.fits == groups_that_fit(view, template("1", 4), template("1", 2), 3, 5) == 3
+
+
+def test_a_gang_of_three_shapes_is_placed_greedily_and_names_the_member_short() -> None:
+    from guardhook.capacity import GangDemand, fit_gangs
+
+    view = view_from_objects([node(f"n{i}", cpu="8", gpu=8) for i in range(4)])
+    members = (
+        (shape_of_template(template("1", 8)), 1),
+        (shape_of_template(template("1", 4)), 2),
+        (shape_of_template(template("1")), 1),
+    )
+    gang = fit_gangs(index_for(view), GangDemand(members, 3, "default"))
+    # per gang one full node and one node of two halves: 2 of the 4 nodes; a 3rd gang's 8-GPU pod
+    # takes the third node, and its two 4-GPU pods find room for only two of six (member 1)
+    assert (gang.exact, gang.fits, gang.short) == (False, 2, 1)
+    assert "gangs of several pod shapes placed greedily" in gang.model

@@ -168,6 +168,47 @@ def test_a_job_with_its_second_pod_missing_counts_two_by_completion_index() -> N
     assert ref.key in snap.broken
 
 
+def test_a_one_pod_job_is_a_group_when_the_failure_policy_restarts_the_whole_jobset() -> None:
+    """A failurePolicy without a matching rule restarts the whole JobSet (RestartJobSet, the
+    default action): one lost pod costs every Job, so each Job is a group, budgeted per JobSet."""
+    pods = makers.jobset_pods(parallelism=1)
+    restarting = makers.jobset_object(failure_policy={"maxRestarts": 3})
+    ref = resolve_object(shapes.view([restarting, *pods]), pods[1])
+    assert ref is not None and (ref.key, ref.size) == ("train-workers-1", 1)
+    eng = engine([restarting, *pods])
+    allowed = [evict(eng, p["metadata"]["name"], "batch")["allowed"] for p in pods]
+    assert allowed == [True, False, False]
+
+
+def test_a_one_pod_job_restarted_alone_or_failing_the_jobset_is_no_group() -> None:
+    pods = makers.jobset_pods(parallelism=1)
+    restart_job = {"rules": [{"name": "alone", "action": "RestartJob"}]}
+    for jobset in (makers.jobset_object(), makers.jobset_object(failure_policy=restart_job)):
+        assert resolve_object(shapes.view([jobset, *pods]), pods[0]) is None
+
+
+def test_the_first_failure_rule_for_the_replicated_job_and_a_lost_pods_reason_decides() -> None:
+    from guardhook.cluster.jobsets import JobSetRecord
+
+    def record(*rules: dict[str, Any]) -> JobSetRecord:
+        return JobSetRecord.from_object(makers.jobset_object(failure_policy={"rules": list(rules)}))
+
+    other_job = {"name": "driver", "action": "FailJobSet", "targetReplicatedJobs": ["driver"]}
+    other_reason = {"name": "deadline", "action": "RestartJob", "onJobFailureReasons": ["DeadlineExceeded"]}
+    maybe = {"name": "oom", "action": "RestartJob", "onJobFailureMessagePatterns": [".*OOM.*"]}
+    whole = {"name": "all", "action": "RestartJobSetAndIgnoreMaxRestarts"}
+    assert "default action RestartJobSet" in record(other_job, other_reason).restarts_whole("workers")
+    assert "default action RestartJobSet" in record(maybe).restarts_whole("workers")
+    assert "rule all (RestartJobSetAndIgnoreMaxRestarts)" in record(maybe, whole).restarts_whole("workers")
+    assert (
+        record({"name": "one", "action": "RestartJob", "targetReplicatedJobs": ["workers"]}).restarts_whole(
+            "workers"
+        )
+        == ""
+    )
+    assert JobSetRecord.from_object(makers.jobset_object()).restarts_whole("workers") == ""
+
+
 def test_jobset_evictions_are_budgeted_per_jobset() -> None:
     eng = engine(makers.jobset_pods())
     first = evict(eng, "train-workers-0-0-xk2p9", "batch")
@@ -289,6 +330,48 @@ def test_grove_and_jobset_sets_snapshot_through_the_registry() -> None:
     assert recreated_pods(view, ref) == ()
 
 
+def test_audit_lists_grove_and_jobset_gangs_beside_podgroups() -> None:
+    """The gang table counts every gang maker's sets through the group model's door: a Grove
+    PodCliqueSet's replicas and a JobSet's Jobs appear with the PodGroup columns."""
+    import io
+    import json
+
+    from guardhook.commands.audit import audit, render_json, render_text
+    from guardhook.commands.scan import Located
+    from guardhook.config import default_config
+
+    grove = makers.grove_pods()
+    makers.named(grove, "disagg-2-decode-bbbbb")["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:00Z"
+    jobset = [p for p in makers.jobset_pods() if p["metadata"]["name"] != "train-workers-1-0-xk2p9"]
+    gangs = shapes.gang_objects()
+    objects = nodes() + grove + jobset + gangs
+    result = audit([Located("cluster", o) for o in objects], default_config())
+    rows = [(g.namespace, g.kind, g.name, g.maker, g.gangs, g.whole, g.broken_names) for g in result.gangs]
+    assert rows == [
+        ("batch", "JobSet", "train", "JobSet", 3, 2, ("train-workers-1",)),
+        ("infer", "PodCliqueSet", "disagg", "Grove", 3, 2, ("2",)),
+        ("train", "Workload", "train", "PodGroup", 3, 3, ()),
+    ]
+    text = io.StringIO()
+    render_text(result, text)
+    lines = text.getvalue().splitlines()
+    heading = lines.index("Gangs per set:")
+    assert lines[heading + 1].split() == ["NAMESPACE", "SET", "GANGS", "WHOLE", "BROKEN", "BROKEN-GANGS"]
+    assert lines[heading + 3].split() == ["infer", "PodCliqueSet/disagg", "3", "2", "1", "2"]
+    document = io.StringIO()
+    render_json(result, document)
+    assert json.loads(document.getvalue())["gangs"][0] == {
+        "namespace": "batch",
+        "kind": "JobSet",
+        "name": "train",
+        "maker": "JobSet",
+        "gangs": 3,
+        "whole": 2,
+        "broken": 1,
+        "brokenGangs": ["train-workers-1"],
+    }
+
+
 # pod-counted-scaler
 
 
@@ -394,3 +477,121 @@ def test_keda_on_a_podcliquescalinggroup_is_judged_by_its_triggers() -> None:
         ]
         is False
     )
+
+
+# group-capacity: a Grove scale-up places whole gangs
+
+
+def grove_scale(name: str, old: int, new: int, resource: str = "podcliquesets") -> dict[str, Any]:
+    """The captured `kubectl scale lws` (s29, an autoscaling/v1 Scale UPDATE) aimed at Grove
+    `resource` infer/`name`'s `/scale`, from `old` to `new` replicas."""
+    request = copy.deepcopy(load_review("s29-lws-scale-up-1.validating")["request"])
+    resource_ref = {"group": "grove.io", "version": "v1alpha1", "resource": resource}
+    request.update(name=name, namespace="infer", resource=resource_ref, requestResource=resource_ref)
+    for side, replicas in (("object", new), ("oldObject", old)):
+        request[side]["metadata"].update(name=name, namespace="infer")
+        request[side]["spec"]["replicas"] = replicas
+        request[side]["status"] = {"replicas": old, "selector": f"app.kubernetes.io/part-of={name}"}
+    return request
+
+
+def clique(name: str, replicas: int, cpu: str, gpu: int) -> dict[str, Any]:
+    """A PodCliqueSet clique template (grove.io/v1alpha1 PodCliqueTemplateSpec)."""
+    requests: dict[str, Any] = {"cpu": cpu, "memory": "64Gi"}
+    if gpu:
+        requests["nvidia.com/gpu"] = str(gpu)
+    container = {"name": "main", "image": "vllm/vllm-openai:v0.9.1", "resources": {"requests": requests}}
+    return {
+        "name": name,
+        "spec": {"roleName": name, "replicas": replicas, "podSpec": {"containers": [container]}},
+    }
+
+
+def pcs_create(name: str, replicas: int) -> dict[str, Any]:
+    """The captured LWS CREATE (s33) made a PodCliqueSet CREATE of infer/`name`: a router (no
+    GPU), one 8-GPU prefill pod and a scaling group of two 4-GPU decode pods per replica."""
+    request = copy.deepcopy(load_review("s33-lws-create-fits.validating")["request"])
+    kind = {"group": "grove.io", "version": "v1alpha1", "kind": "PodCliqueSet"}
+    resource_ref = {"group": "grove.io", "version": "v1alpha1", "resource": "podcliquesets"}
+    request.update(
+        name=name,
+        namespace="infer",
+        kind=kind,
+        requestKind=kind,
+        resource=resource_ref,
+        requestResource=resource_ref,
+    )
+    template = {
+        "cliques": [clique("router", 1, "2", 0), clique("prefill", 1, "90", 8), clique("decode", 1, "40", 4)],
+        "podCliqueScalingGroups": [{"name": "dsg", "cliqueNames": ["decode"], "replicas": 2}],
+    }
+    request["object"] = {
+        "apiVersion": "grove.io/v1alpha1",
+        "kind": "PodCliqueSet",
+        "metadata": {"name": name, "namespace": "infer"},
+        "spec": {"replicas": replicas, "template": template},
+    }
+    return request
+
+
+def capacity_engine(pods: list, gang_scheduled: str = "Deny") -> Engine:
+    config = build_config({"policies": {"group-capacity": {"gangScheduled": gang_scheduled}}})
+    return Engine(shapes.view(nodes() + pods), config, ledger=MemoryLedger())
+
+
+def test_a_podcliqueset_scale_up_places_each_new_replica_as_one_gang() -> None:
+    """9 of the 20 GPU nodes hold the 3 replicas (3 whole-GPU pods each): 3 more replicas fit on
+    the 11 left, a 4th does not (it needs 3 nodes of its own, not 2)."""
+    eng = capacity_engine(makers.grove_pods())
+    assert judge(eng, grove_scale("disagg", 3, 6))["allowed"] is True
+    denied = judge(eng, grove_scale("disagg", 3, 7))
+    assert denied["allowed"] is False
+    message = denied["status"]["message"]
+    assert "PodCliqueSet infer/disagg scales from 3 to 7 replicas: 3 of 4 new replicas fit" in message
+    assert "each is a gang of 3 pods placed whole: 2 decode (cpu 90" in message
+    assert "pods read from the pods of its replica 0" in message
+
+
+def test_a_grove_scale_up_that_does_not_fit_is_a_warning_when_grove_places_it() -> None:
+    response = judge(capacity_engine(makers.grove_pods(), "Warn"), grove_scale("disagg", 3, 7))
+    assert response["allowed"] is True
+    assert any(
+        "Grove's gang scheduling" in w and "3 of 4 new replicas fit" in w for w in response["warnings"]
+    )
+
+
+def test_a_podcliqueset_create_counts_every_clique_and_scaling_group_replica() -> None:
+    """Per replica: 1 router (cpu only), 1 prefill (8 GPUs) and 2 decode (4 GPUs: the scaling
+    group's 2 replicas of 1): a replica takes two of the 11 free GPU nodes, so 5 fit, not 6."""
+    eng = capacity_engine(makers.grove_pods())
+    assert judge(eng, pcs_create("other", 5))["allowed"] is True
+    denied = judge(eng, pcs_create("other", 6))
+    assert denied["allowed"] is False
+    message = denied["status"]["message"]
+    assert "scales from 0 to 6 replicas: 5 of 6 new replicas fit" in message
+    assert "each is a gang of 4 pods placed whole: 1 router (cpu 2" in message
+    assert "2 decode (cpu 40, memory 64Gi, nvidia.com/gpu 4)" in message
+    assert "the next gang's decode find no room" in message
+    assert "pods placed greedily" in message and "pods read from the PodCliqueSet's template" in message
+
+
+def test_a_podcliquescalinggroup_scale_up_places_its_replicas_like_an_existing_one() -> None:
+    pods = makers.grove_pods(replicas=2)
+    for pod in pods:  # the decode clique as PodCliqueScalingGroup disagg-<r>-sg's replica 0
+        labels = pod["metadata"]["labels"]
+        if "decode" in labels["grove.io/podclique"]:
+            labels["grove.io/podcliquescalinggroup"] = (
+                f"disagg-{labels['grove.io/podcliqueset-replica-index']}-sg"
+            )
+            labels["grove.io/podcliquescalinggroup-replica-index"] = "0"
+    eng = capacity_engine(pods)  # 6 of 20 GPU nodes used: 14 free, 2 per scaling-group replica
+    assert judge(eng, grove_scale("disagg-0-sg", 1, 8, "podcliquescalinggroups"))["allowed"] is True
+    denied = judge(eng, grove_scale("disagg-0-sg", 1, 9, "podcliquescalinggroups"))
+    assert denied["allowed"] is False
+    assert "7 of 8 new scaling-group replicas fit" in denied["status"]["message"]
+
+
+def test_a_grove_scale_without_pods_in_the_view_is_not_checked() -> None:
+    response = judge(capacity_engine([]), grove_scale("disagg", 3, 7))
+    assert response["allowed"] is True
+    assert any("has no pods in guardhook's view" in w for w in response["warnings"])

@@ -237,20 +237,21 @@ def test_audit_counts_gangs_per_set_whole_and_broken() -> None:
             "namespace": "train",
             "kind": "Workload",
             "name": "train",
+            "maker": "PodGroup",
             "gangs": 3,
             "whole": 2,
             "broken": 1,
-            "brokenPodGroups": ["train-1"],
+            "brokenGangs": ["train-1"],
         }
     ]
     text = io.StringIO()
     render_text(result, text)
     lines = text.getvalue().splitlines()
-    heading = lines.index("Gangs per set (Workload API PodGroups, disruptionMode all):")
+    heading = lines.index("Gangs per set:")
     assert lines[heading + 2].split() == ["train", "Workload/train", "3", "2", "1", "train-1"]
     document = io.StringIO()
     render_json(result, document)
-    assert json.loads(document.getvalue())["gangs"][0]["brokenPodGroups"] == ["train-1"]
+    assert json.loads(document.getvalue())["gangs"][0]["brokenGangs"] == ["train-1"]
 
 
 def test_audit_of_a_cluster_without_gangs_prints_no_gang_table() -> None:

@@ -357,6 +357,11 @@ POLICY_REQUESTS = {
         ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "CREATE"),
         ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "UPDATE"),
         ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets/scale", "UPDATE"),
+        ("grove.io", "v1alpha1", "podcliquesets", "CREATE"),
+        ("grove.io", "v1alpha1", "podcliquesets", "UPDATE"),
+        ("grove.io", "v1alpha1", "podcliquesets/scale", "UPDATE"),
+        ("grove.io", "v1alpha1", "podcliquescalinggroups", "UPDATE"),
+        ("grove.io", "v1alpha1", "podcliquescalinggroups/scale", "UPDATE"),
     ],
 }
 

@@ -100,3 +100,23 @@ def test_gang_gauges_per_set_follow_the_view(fresh_server: Callable[..., Server]
         name.startswith("guardhook_gang") and dict(labels).get("namespace") == "serve"
         for name, labels in samples
     )
+
+
+def test_gang_gauges_count_grove_and_jobset_gangs(
+    fresh_server: Callable[..., Server], tmp_path: Path
+) -> None:
+    import group_shapes as shapes
+    import maker_shapes as makers
+
+    grove = makers.grove_pods()
+    makers.named(grove, "disagg-0-prefill-aaaaa")["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:00Z"
+    items = shapes.fleet() + grove + makers.jobset_pods()
+    state = tmp_path / "state.yaml"
+    state.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    samples = scrape(fresh_server("--cluster-state", str(state)))
+    pcs = {"namespace": "infer", "kind": "PodCliqueSet", "name": "disagg"}
+    jobset = {"namespace": "batch", "kind": "JobSet", "name": "train"}
+    assert value(samples, "guardhook_gang_groups", **pcs) == 3
+    assert value(samples, "guardhook_gang_groups_whole", **pcs) == 2
+    assert value(samples, "guardhook_gang_groups", **jobset) == 3
+    assert value(samples, "guardhook_gang_groups_whole", **jobset) == 3

@@ -7,6 +7,17 @@ templates. Nothing here knows of HTTP or admission requests.
 
 from guardhook.capacity.index import CapacityIndex, index_for
 from guardhook.capacity.shapes import PodShape, shape_of_template
-from guardhook.capacity.solver import Fit, GroupDemand, fit_groups
+from guardhook.capacity.solver import Fit, GangDemand, GangFit, GroupDemand, fit_gangs, fit_groups
 
-__all__ = ["CapacityIndex", "Fit", "GroupDemand", "PodShape", "fit_groups", "index_for", "shape_of_template"]
+__all__ = [
+    "CapacityIndex",
+    "Fit",
+    "GangDemand",
+    "GangFit",
+    "GroupDemand",
+    "PodShape",
+    "fit_gangs",
+    "fit_groups",
+    "index_for",
+    "shape_of_template",
+]

@@ -463,3 +463,97 @@ def _resource_names(shapes: Iterable[PodShape], pending: Iterable[PendingClass])
 
 def _vector(requests: dict[str, int], resources: list[str]) -> np.ndarray:
     return np.array([requests.get(name, 0) for name in resources], dtype=np.int64)
+
+
+# ---- gangs of several pod shapes -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GangDemand:
+    """What is asked: `count` new gangs in `namespace`, each of `members`: (pod shape, pods of it)
+    pairs (a Grove PodCliqueSet replica: one per clique)."""
+
+    members: tuple[tuple[PodShape, int], ...]
+    count: int
+    namespace: str
+
+    @property
+    def size(self) -> int:
+        """Pods per gang."""
+        return sum(n for _, n in self.members)
+
+
+@dataclass(frozen=True)
+class GangFit:
+    """The answer: `fits` ≤ `demand.count` gangs can be placed; `exact` when the gang's shapes
+    reduce to one LWS group's (one shape, or one pod of a shape beside pods of another: solved by
+    `fit_groups`), else `fits` is what a greedy placement finds (a lower bound: a gang it places
+    fits; one it does not may fit another way). `short`: the first member (by index in `members`)
+    without room for the next gang's pods; `nodes` in the view; `model` as Fit's."""
+
+    demand: GangDemand
+    fits: int
+    nodes: int
+    exact: bool
+    short: int = -1
+    model: tuple[str, ...] = ()
+
+
+def _as_group(demand: GangDemand) -> GroupDemand | None:
+    """The GroupDemand a gang is, when its shapes reduce to one LWS group's (see GangFit)."""
+    members = [(shape, n) for shape, n in demand.members if n > 0]
+    shapes: dict[PodShape, int] = {}
+    for shape, n in members:
+        shapes[shape] = shapes.get(shape, 0) + n
+    if len(shapes) == 1:
+        ((shape, size),) = shapes.items()
+        return GroupDemand(shape, shape, size, demand.count, demand.namespace)
+    if len(shapes) == 2:
+        (a, na), (b, nb) = shapes.items()
+        if na == 1 or nb == 1:
+            leader, worker = (a, b) if na == 1 else (b, a)
+            return GroupDemand(leader, worker, na + nb, demand.count, demand.namespace)
+    return None
+
+
+def fit_gangs(index: CapacityIndex, demand: GangDemand) -> GangFit:
+    """Decide how many of `demand.count` gangs fit on the index's current free capacity, after
+    placing pending pods: exactly by `fit_groups` when the gang is an LWS group's shape, else by
+    placing k gangs' pods at once, largest pods first, each shape on its eligible nodes where it
+    fits most tightly (`place_pending`'s rule), for the largest k that places all (binary search).
+    Takes the index's lock; reads only."""
+    as_group = _as_group(demand)
+    if as_group is not None:
+        fit = fit_groups(index, as_group)
+        return GangFit(demand, fit.fits, fit.nodes, True, -1, fit.model)
+    members = [(shape, n) for shape, n in demand.members if n > 0]
+    with index.lock:
+        pending = index.pending()
+        resources = _resource_names([shape for shape, _ in members], pending)
+        free, _ = index.remembered(
+            ("free after pending", tuple(resources), demand.namespace),
+            lambda: _free_after_pending(index, resources, pending, demand.namespace),
+        )
+        vectors = [_vector(shape.request_map, resources) for shape, _ in members]
+        masks = [index.eligible(shape) for shape, _ in members]
+        order = sorted(range(len(members)), key=lambda i: _size_key(vectors[i]), reverse=True)
+
+        def short_at(k: int) -> int:
+            """The first member whose pods of k gangs do not all place, else -1."""
+            left = np.array(free, order="F", copy=True)
+            for i in order:
+                wanted = k * members[i][1]
+                if len(place_pending(left, masks[i], [vectors[i]], [wanted])[0]) < wanted:
+                    return i
+            return -1
+
+        low, high = 0, demand.count
+        while low < high:  # the largest k in [0, count] whose gangs all place
+            middle = (low + high + 1) // 2
+            if short_at(middle) < 0:
+                low = middle
+            else:
+                high = middle - 1
+        short = short_at(low + 1) if low < demand.count else -1
+        model = (*capacity_model(index, resources), "gangs of several pod shapes placed greedily")
+        return GangFit(demand, low, index.node_count, False, short, model)

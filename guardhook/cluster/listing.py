@@ -28,6 +28,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from guardhook.cluster.dra import DRA_VERSIONS, RESOURCE_API_GROUP, TAINT_RULE_VERSIONS
+from guardhook.cluster.jobsets import JOBSET_API_VERSION
 from guardhook.cluster.lws import LWS_API_GROUP, LWS_API_VERSION
 from guardhook.cluster.nodepools import KARPENTER_API_VERSION
 from guardhook.cluster.paging import pages, request_page
@@ -177,6 +178,12 @@ LISTS: tuple[Listed, ...] = (
         "Workload",
         "workloads",
         "a Workload's guardhook.io/max-disrupted-groups is not read (its PodGroups' is)",
+    ),
+    _crd(
+        JOBSET_API_VERSION,
+        "JobSet",
+        "jobsets",
+        "JobSets' failure policies are not read (a one-pod Job is no group)",
     ),
     Listed(
         "v1", "Namespace", "namespaces", lambda api: client.CoreV1Api(api).list_namespace, unchecked=_COVERAGE

@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from guardhook.cluster.sources import Source
     from guardhook.commands.scan import Finding, Located
     from guardhook.config import Config
+    from guardhook.groups import GangSetGroups
     from guardhook.groups.counts import LwsGroups
-    from guardhook.groups.podgroup import GangSetGroups
     from guardhook.groups.stuck import StuckGroup
     from guardhook.leadersync.desired import Entry
     from guardhook.policies.base import Policy
@@ -194,8 +194,8 @@ class AuditResult:
     """Services and InferencePools that can match LWS workers, with why they are not narrowed
     (guardhook.leadersync.desired: pending the reconciler, reported, opted out, cannot be)."""
     gangs: list[GangSetGroups] = field(default_factory=list)
-    """Gang counts per set of Workload API `disruptionMode: all` PodGroups
-    (guardhook.groups.podgroup.each_gang_set)."""
+    """Gang counts per set of every gang maker: Workload API `disruptionMode: all` PodGroups, Grove
+    PodCliqueSet replicas, JobSet Jobs (guardhook.groups.each_gang_set)."""
     floor_cover: FloorCover | None = None
     """The `webhook-fails-open` gaps the admission-policy floor covers (None: no such gap)."""
     eviction_guards: list[EvictionGuard] = field(default_factory=list)
@@ -226,8 +226,8 @@ def audit(
     from guardhook.cluster.view.store import NAMESPACES, WEBHOOK_KINDS
     from guardhook.commands.scan import scan, usable_policies
     from guardhook.floor.export import export_floor
+    from guardhook.groups import each_gang_set
     from guardhook.groups.counts import all_groups
-    from guardhook.groups.podgroup import each_gang_set
     from guardhook.planning.spare import spare_by_lws
     from guardhook.policies import REGISTRY
     from guardhook.policies.shared.maker_guards import eviction_guards
@@ -420,12 +420,13 @@ def render_text(result: AuditResult, out: TextIO, quiet: bool = False, err: Text
 
 
 def render_gangs(result: AuditResult, out: TextIO) -> None:
-    """The table of gangs per set (Workload API PodGroups with `disruptionMode: all`), printed
-    only when the objects hold such PodGroups."""
+    """The table of gangs per set, every gang maker's (guardhook.groups.each_gang_set: Workload API
+    PodGroups with `disruptionMode: all`, Grove PodCliqueSet replicas, JobSet Jobs run as one),
+    printed only when the objects hold such gangs."""
     if not result.gangs:
         return
-    print("Gangs per set (Workload API PodGroups, disruptionMode all):", file=out)
-    header = ("NAMESPACE", "SET", "GANGS", "WHOLE", "BROKEN", "BROKEN-PODGROUPS")
+    print("Gangs per set:", file=out)
+    header = ("NAMESPACE", "SET", "GANGS", "WHOLE", "BROKEN", "BROKEN-GANGS")
     rows = [header] + [
         (
             g.namespace,

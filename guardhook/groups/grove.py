@@ -31,18 +31,23 @@ PodCliqueSet's `terminationDelay`, terminates and recreates the whole replica (g
 Scalers: the PodCliqueSet's `/scale` counts replicas (`.spec.replicas`) with the selector
 `.status.hpaPodSelector`, which matches every pod of every clique of every replica (grove #744),
 and a PodCliqueScalingGroup's counts scaling-group replicas with `.status.selector` (its
-cliques' pods): see `SCALED_KINDS`.
+cliques' pods): see `SCALED_KINDS`. `GroveMaker.new_gangs` reads a scale-up of either as whole
+new gangs to place (group-capacity), and `scaled_target` what their `/scale` counts
+(pod-counted-scaler).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from guardhook.cluster.model import OwnerRef, PodRecord
+from guardhook.cluster.model import OwnerRef, PodRecord, as_dict, as_list, spec_replicas
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups.maker import GangPods, NewGangs, ScaledTarget, ScaleRequest
 from guardhook.groups.podgangs import PodReadMaker
-from guardhook.groups.ref import GROVE, Recreator
+from guardhook.groups.ref import GROVE, Recreator, SetRef
 
 GROVE_API_GROUP = "grove.io"
 GROVE_API_VERSION = "grove.io/v1alpha1"
@@ -176,7 +181,150 @@ def _place(pod: PodRecord, view: ClusterView | None) -> tuple[str, str, str] | N
     return None if member is None else (member.pcs, member.replica, member.inconsistent)
 
 
-GROVE_MAKER = PodReadMaker(
+PODCLIQUESETS = "podcliquesets"
+SCALING_GROUPS = "podcliquescalinggroups"
+PODGANG_GATE = "grove.io/podgang-pending-creation"
+"""The scheduling gate the PodClique controller puts on every pod it creates, lifted once the
+pod's PodGang exists (operator/internal/controller/podclique/components/pod/pod.go)."""
+PLACED_BY = (
+    f"Grove's gang scheduling (each pod gated by {PODGANG_GATE} until its PodGang exists, then placed "
+    "whole by the scheduler backend)"
+)
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def template_gang(spec: Mapping[str, Any]) -> tuple[GangPods, ...]:
+    """The pods of one PodCliqueSet replica from its `spec.template` (grove operator/api/core/
+    v1alpha1 podcliqueset.go): per clique of `cliques`, `spec.replicas` pods of `spec.podSpec`
+    (with the clique's labels and annotations), times the `replicas` (default 1) of the
+    `podCliqueScalingGroups` entry naming the clique in `cliqueNames`."""
+    template = as_dict(spec.get("template"))
+    per_group: dict[str, int] = {}
+    for group in as_list(template.get("podCliqueScalingGroups")):
+        group = as_dict(group)
+        for name in as_list(group.get("cliqueNames")):
+            per_group[str(name)] = max(0, _int(group.get("replicas"), 1))
+    pods = []
+    for clique in as_list(template.get("cliques")):
+        clique = as_dict(clique)
+        clique_spec = as_dict(clique.get("spec"))
+        name = str(clique.get("name") or "")
+        count = max(0, _int(clique_spec.get("replicas"), 1)) * per_group.get(name, 1)
+        meta = {"labels": as_dict(clique.get("labels")), "annotations": as_dict(clique.get("annotations"))}
+        pods.append(GangPods(name, count, {"metadata": meta, "spec": as_dict(clique_spec.get("podSpec"))}))
+    return tuple(p for p in pods if p.count > 0)
+
+
+def _role(pod: PodRecord, view: ClusterView) -> str:
+    """The clique's template name of a Grove pod: its PodClique's name past `<pcs>-<r>-`."""
+    member = grove_member(pod, view)
+    if member is None:
+        return ""
+    return member.clique.removeprefix(f"{member.pcs}-{member.replica}-")
+
+
+def pods_like(pods: list[PodRecord], view: ClusterView) -> tuple[GangPods, ...]:
+    """One gang's pods read from the pods of an existing one the view holds: per clique, as many
+    as `replica_size` counts (held, or the highest pod index plus one), like one of its live pods."""
+    by_clique: dict[str, list[PodRecord]] = {}
+    for pod in pods:
+        if not pod.terminal:
+            by_clique.setdefault(_role(pod, view), []).append(pod)
+    return tuple(
+        GangPods(role, replica_size(members, view), like=members[0])
+        for role, members in sorted(by_clique.items())
+    )
+
+
+def _fullest(groups: Mapping[str, list[PodRecord]]) -> tuple[str, list[PodRecord]] | None:
+    """The group with the most live pods (lowest key on ties), or None when none has one."""
+    ranked = sorted(
+        ((sum(not p.terminal for p in pods), key) for key, pods in groups.items()),
+        key=lambda item: (-item[0], len(item[1]), item[1]),
+    )
+    if not ranked or ranked[0][0] == 0:
+        return None
+    return ranked[0][1], list(groups[ranked[0][1]])
+
+
+@dataclass
+class GroveMaker(PodReadMaker):
+    """Grove PodCliqueSet replicas as groups, and their scale-ups as whole gangs to place
+    (guardhook.groups.maker.ScaleUps): a PodCliqueSet CREATE or UPDATE raising `spec.replicas`
+    (each new replica's pods from the object's own template), its `/scale`, and a
+    PodCliqueScalingGroup UPDATE or `/scale` raising `spec.replicas` (pods read from an existing
+    replica the view holds: the view holds no Grove objects, only their pods)."""
+
+    scale_resources: tuple[tuple[str, str, str], ...] = (
+        (GROVE_API_GROUP, PODCLIQUESETS, ""),
+        (GROVE_API_GROUP, PODCLIQUESETS, "scale"),
+        (GROVE_API_GROUP, SCALING_GROUPS, ""),
+        (GROVE_API_GROUP, SCALING_GROUPS, "scale"),
+    )
+
+    def new_gangs(self, view: ClusterView, request: ScaleRequest) -> NewGangs | str:
+        """See the class docstring; a string when the pods cannot be read ("" for no scale-up)."""
+        new = spec_replicas(request.object)
+        old = spec_replicas(request.old_object) if request.old_object else 0
+        if request.operation == "CREATE":
+            old = 0
+        if new is None or new <= (old or 0):
+            return ""
+        old = old or 0
+        if request.resource == PODCLIQUESETS and not request.subresource:
+            target = SetRef(request.namespace, PODCLIQUESET_KIND, request.name)
+            pods = template_gang(as_dict(request.object.get("spec")))
+            return NewGangs(target, old, new, pods, "replica", "the PodCliqueSet's template", PLACED_BY)
+        if request.resource == PODCLIQUESETS:
+            return self._like_existing(view, request, old, new)
+        return self._scaling_group(view, request, old, new)
+
+    def _like_existing(self, view: ClusterView, request: ScaleRequest, old: int, new: int) -> NewGangs | str:
+        target = SetRef(request.namespace, PODCLIQUESET_KIND, request.name)
+        with view.lock:
+            fullest = _fullest(self.members(view, request.namespace, request.name))
+            if fullest is None:
+                return f"{target} has no pods in guardhook's view; capacity was not checked"
+            key, pods = fullest
+            like = pods_like(pods, view)
+        return NewGangs(target, old, new, like, "replica", f"the pods of its replica {key}", PLACED_BY)
+
+    def _scaling_group(self, view: ClusterView, request: ScaleRequest, old: int, new: int) -> NewGangs | str:
+        """A PodCliqueScalingGroup's new replicas, each like the view's fullest replica of it (its
+        pods labelled `grove.io/podcliquescalinggroup: <name>`, by
+        `grove.io/podcliquescalinggroup-replica-index`)."""
+        name = f"{SCALING_GROUP_KIND} {request.namespace}/{request.name}"
+        with view.lock:
+            replicas: dict[str, list[PodRecord]] = {}
+            for pod in view.pods_in_namespace(request.namespace):
+                if pod.labels.get(SCALING_GROUP_LABEL) == request.name and _podclique_owner(pod):
+                    replicas.setdefault(pod.labels.get(SCALING_GROUP_REPLICA_LABEL, ""), []).append(pod)
+            fullest = _fullest(replicas)
+            if fullest is None:
+                return f"{name} has no pods in guardhook's view; capacity was not checked"
+            key, pods = fullest
+            like = pods_like(pods, view)
+            member = grove_member(pods[0], view)
+        pcs = member.pcs if member is not None else request.name
+        target = SetRef(request.namespace, PODCLIQUESET_KIND, pcs)
+        read = f"the pods of {name} replica {key}"
+        return NewGangs(target, old, new, like, "scaling-group replica", read, PLACED_BY)
+
+    def scaled_target(
+        self, view: ClusterView, namespace: str, api_version: str, kind: str, name: str
+    ) -> ScaledTarget | None:
+        """A PodCliqueSet's `/scale` counts gangs, a PodCliqueScalingGroup's its replicas
+        (`pods_per_scaled_replica`; guardhook.groups.maker.ScaledReplicas); None for other kinds."""
+        if api_version.split("/")[0] != GROVE_API_GROUP or kind not in SCALED_KINDS or not name:
+            return None
+        each = "gang (every pod of every clique of one replica)" if kind == PODCLIQUESET_KIND else "replica"
+        return ScaledTarget(each, tuple(pods_per_scaled_replica(view, namespace, kind, name)))
+
+
+GROVE_MAKER = GroveMaker(
     name="Grove",
     flavour=GROVE,
     kind=PODCLIQUESET_KIND,

@@ -20,13 +20,16 @@ and, when set on the JobSet or the replicatedJob, the annotation
 GPU slice).
 
 guardhook's group is one Job of the JobSet: set = the JobSet, key = the Job's name. Such a Job is
-a group when its pods run as one: more than one pod (an Indexed Job's pods: more than one held, or
-a `batch.kubernetes.io/job-completion-index` above 0), or exclusive placement per topology domain.
-A one-pod Job without exclusive placement is no group (a drain moves it as any pod). The JobSet's
-failure policy (`RestartJobSet`, the default action of a rule-less policy, recreates every Job)
-is not read: the view holds no JobSets. Membership is read from the controller ownerReference
-first (a `batch` Job named `J-R-<i>`) and labels second. Size: the pods held, or the highest
-completion index plus one, whichever is more.
+a group (issue 51) when its pods run as one — more than one pod (an Indexed Job's pods: more than
+one held, or a `batch.kubernetes.io/job-completion-index` above 0), or exclusive placement per
+topology domain — or when its failure restarts the whole JobSet: the JobSet's `spec.failurePolicy`
+(guardhook.cluster.jobsets.JobSetRecord.restarts_whole: the first rule for the Job's replicatedJob
+and a lost pod's failure reason `BackoffLimitExceeded`, else the default `RestartJobSet`) recreates
+every Job, so one lost pod costs every Job's progress. A one-pod Job whose failure does not (no
+failure policy: the JobSet fails; a `RestartJob` or `FailJobSet` rule) or whose JobSet the view
+does not hold is no group (a drain moves it as any pod). Membership is read from the controller
+ownerReference first (a `batch` Job named `J-R-<i>`) and labels second. Size: the pods held, or
+the highest completion index plus one, whichever is more.
 """
 
 from __future__ import annotations
@@ -142,10 +145,18 @@ def job_size(pods: list[PodRecord]) -> int:
     return max(1, len(live), highest + 1)
 
 
-def is_group(member: JobSetMember, pods: list[PodRecord]) -> bool:
-    """Whether the Job of `member` (with `pods`, the view's pods of it) runs as one group: more
-    than one pod, or exclusive placement per topology domain."""
-    return member.exclusive or job_size(pods) > 1
+def is_group(member: JobSetMember, pods: list[PodRecord], view: ClusterView | None = None) -> bool:
+    """Whether the Job of `member` (with `pods`, the view's pods of it) is a group: more than one
+    pod, exclusive placement per topology domain, or a failure that restarts the whole JobSet (its
+    failure policy as `view` holds it; see the module docstring)."""
+    return member.exclusive or job_size(pods) > 1 or bool(restarts_whole(member, view))
+
+
+def restarts_whole(member: JobSetMember, view: ClusterView | None) -> str:
+    """Why a failure of `member`'s Job restarts its whole JobSet, or "" when it does not or the
+    view does not hold the JobSet (guardhook.cluster.jobsets.JobSetRecord.restarts_whole)."""
+    jobset = view.jobset(member.namespace, member.jobset) if view is not None else None
+    return jobset.restarts_whole(member.replicated_job) if jobset is not None else ""
 
 
 def _place(pod: PodRecord, view: ClusterView | None) -> tuple[str, str, str] | None:
@@ -155,7 +166,7 @@ def _place(pod: PodRecord, view: ClusterView | None) -> tuple[str, str, str] | N
 
 def _is_group(pod: PodRecord, pods: list[PodRecord], view: ClusterView) -> bool:
     member = jobset_member(pod, view)
-    return member is not None and is_group(member, pods)
+    return member is not None and is_group(member, pods, view)
 
 
 JOBSET_MAKER = PodReadMaker(

@@ -251,6 +251,12 @@ class LwsMaker:
         """Build the view's group index now (guardhook.groups.index; guardhook.groups.maker.Warms)."""
         group_index(view)
 
+    def waiting_groups(self, view: ClusterView, target: SetRef) -> int:
+        """`gated_hash_leaders` of the LWS `target` names (guardhook.groups.maker.Waiting); 0 when
+        the view does not hold it."""
+        lws = view.lws(target.namespace, target.name) if target.kind == LWS_KIND else None
+        return 0 if lws is None else gated_hash_leaders(view, lws)
+
     def stand_in(self, view: ClusterView, namespace: str, name: str) -> PodRecord | None:
         """`member_by_name` (guardhook.groups.maker.StandIns)."""
         return member_by_name(view, namespace, name)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from guardhook.cluster.going import Going
 from guardhook.cluster.model import PodRecord
@@ -169,6 +169,108 @@ class Recreates(Protocol):
         """The pods group `key` of set `target` comes back as, from the set's templates, named and
         labelled as its controller names and labels them; [] when the view does not hold the set
         (or `target` is none of this maker's)."""
+        ...
+
+
+@runtime_checkable
+class Waiting(Protocol):
+    """What a group maker may add to GroupMaker: how many groups of a set wait to be placed (held
+    by a scheduling gate, claiming nothing yet), so capacity counts them as demand."""
+
+    def waiting_groups(self, view: ClusterView, target: SetRef) -> int:
+        """How many groups of set `target` wait to be placed (0 when none, or not this maker's)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ScaleRequest:
+    """The parts of an admission request a scale-up is read from: the resource (API group,
+    plural, subresource: "" or "scale"), the operation, the object's namespace and name, and the
+    object before and after (a `/scale` request carries autoscaling/v1 Scale objects)."""
+
+    group: str
+    resource: str
+    subresource: str
+    operation: str
+    namespace: str
+    name: str
+    object: Mapping[str, Any]
+    old_object: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class GangPods:
+    """`count` pods of one kind in each new gang (`role`: e.g. a Grove PodClique's template name):
+    their pod `template` (`{metadata, spec}`) when the request carries it, else `like`, a pod the
+    view holds of an existing gang (its requests and tolerations: the view's records keep no node
+    selectors or affinity)."""
+
+    role: str
+    count: int
+    template: Mapping[str, Any] | None = None
+    like: PodRecord | None = None
+
+
+@dataclass(frozen=True)
+class NewGangs:
+    """What a scale-up of a gang set asks to place: `count` new whole gangs (`old` -> `new` of
+    what the set's `/scale` counts, a `unit` each: "replica"), each of the pods `pods`, of set
+    `set`; `read_from` says where the pod shapes came from (for the answer's model), and
+    `placed_by` who places the gangs whole instead of the default scheduler ("" for none)."""
+
+    set: SetRef
+    old: int
+    new: int
+    pods: tuple[GangPods, ...]
+    unit: str = "replica"
+    read_from: str = ""
+    placed_by: str = ""
+
+    @property
+    def count(self) -> int:
+        """New gangs to place: the rise in what `/scale` counts (0 for none)."""
+        return max(0, self.new - self.old)
+
+    @property
+    def size(self) -> int:
+        """Pods per gang."""
+        return sum(p.count for p in self.pods)
+
+
+@runtime_checkable
+class ScaleUps(Protocol):
+    """What a group maker may add to GroupMaker: read a scale-up of its sets (or of the objects
+    that scale its gangs) as whole new gangs to place, for group-capacity. `scale_resources`:
+    the (API group, plural, subresource) it reads."""
+
+    scale_resources: tuple[tuple[str, str, str], ...]
+
+    def new_gangs(self, view: ClusterView, request: ScaleRequest) -> NewGangs | str:
+        """The new gangs `request` asks for, or a string: why it cannot be read ("" for nothing
+        to say, e.g. a request that scales nothing)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ScaledTarget:
+    """What the `/scale` of an object a group maker knows counts: `each`, what one replica is (for
+    messages: "gang (every pod of every clique of one replica)"), and `pods`, the live pods of each
+    replica as the view shows them (empty when it shows none)."""
+
+    each: str
+    pods: tuple[int, ...]
+
+
+@runtime_checkable
+class ScaledReplicas(Protocol):
+    """What a group maker may add to GroupMaker: read the `/scale` of an object of its own (a
+    Grove PodCliqueSet) as replicas of several pods, for the scalers aimed at it."""
+
+    def scaled_target(
+        self, view: ClusterView, namespace: str, api_version: str, kind: str, name: str
+    ) -> ScaledTarget | None:
+        """What the `/scale` of `kind` `namespace/name` counts, when it is one of this maker's
+        objects whose replicas are several pods each; else None."""
         ...
 
 

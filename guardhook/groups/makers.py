@@ -13,7 +13,19 @@ from guardhook.groups.grove import GROVE_MAKER
 from guardhook.groups.jobset import JOBSET_MAKER
 from guardhook.groups.keys import GroupKey
 from guardhook.groups.lws import LWS_MAKER
-from guardhook.groups.maker import GroupMaker, Recreates, SetSnapshot, StandIns, Warms
+from guardhook.groups.maker import (
+    GroupMaker,
+    NewGangs,
+    Recreates,
+    ScaledReplicas,
+    ScaledTarget,
+    ScaleRequest,
+    ScaleUps,
+    SetSnapshot,
+    StandIns,
+    Waiting,
+    Warms,
+)
 from guardhook.groups.podgroup import POD_GROUP_MAKER
 from guardhook.groups.ref import GroupRef, SetRef
 from guardhook.wire import KubeObject
@@ -107,3 +119,43 @@ def warm(view: ClusterView) -> None:
     for maker in MAKERS:
         if isinstance(maker, Warms):
             maker.warm(view)
+
+
+def scaled_resources() -> tuple[tuple[str, str, str], ...]:
+    """Every (API group, plural, subresource) a registered maker reads scale-ups of
+    (guardhook.groups.maker.ScaleUps), in registry order."""
+    found: list[tuple[str, str, str]] = []
+    for maker in MAKERS:
+        if isinstance(maker, ScaleUps):
+            found.extend(r for r in maker.scale_resources if r not in found)
+    return tuple(found)
+
+
+def new_gangs(view: ClusterView, request: ScaleRequest) -> NewGangs | str | None:
+    """The new whole gangs a scale-up asks for, read by the registered maker whose
+    `scale_resources` hold the request's resource (guardhook.groups.maker.ScaleUps: a string when
+    it cannot be read); None when no maker reads it."""
+    resource = (request.group, request.resource, request.subresource)
+    for maker in MAKERS:
+        if isinstance(maker, ScaleUps) and resource in maker.scale_resources:
+            return maker.new_gangs(view, request)
+    return None
+
+
+def waiting_groups(view: ClusterView, target: SetRef) -> int:
+    """How many groups of set `target` wait behind a scheduling gate to be placed, as the
+    registered makers count them (guardhook.groups.maker.Waiting)."""
+    return sum(maker.waiting_groups(view, target) for maker in MAKERS if isinstance(maker, Waiting))
+
+
+def scaled_target(
+    view: ClusterView, namespace: str, api_version: str, kind: str, name: str
+) -> ScaledTarget | None:
+    """What the `/scale` of `kind` `namespace/name` counts, as the first registered maker that
+    knows it reads it (guardhook.groups.maker.ScaledReplicas); None when none does."""
+    for maker in MAKERS:
+        if isinstance(maker, ScaledReplicas):
+            found = maker.scaled_target(view, namespace, api_version, kind, name)
+            if found is not None:
+                return found
+    return None

@@ -12,7 +12,6 @@ on guardhook's behalf (its controller may), so a denial names no pod to delete i
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from guardhook.cluster.annotations import BUDGET_ANNOTATION, count, smallest_budget
 from guardhook.cluster.going import Going
@@ -85,59 +84,6 @@ def podgroup_ref(view: ClusterView, pod: PodRecord) -> GroupRef | None:
         recreator=NO_RECREATOR,
         maker=POD_GROUP,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class GangSetGroups:
-    """Gang counts of one set (a Workload, the PodGroups' common controller owner, or a lone
-    PodGroup; see `set_of`): `gangs` its `disruptionMode: all` PodGroups, `whole` those whole (every
-    pod of the size present, Ready, not terminating or going), `broken` = gangs - whole, and
-    `broken_names` the broken PodGroups by name."""
-
-    namespace: str
-    kind: str
-    name: str
-    gangs: int
-    whole: int
-    broken: int
-    broken_names: tuple[str, ...]
-
-    def as_dict(self) -> dict[str, object]:
-        """camelCase, as Kubernetes writes JSON."""
-        return {
-            "namespace": self.namespace,
-            "kind": self.kind,
-            "name": self.name,
-            "gangs": self.gangs,
-            "whole": self.whole,
-            "broken": self.broken,
-            "brokenPodGroups": list(self.broken_names),
-        }
-
-
-def each_gang_set(view: ClusterView) -> Iterator[GangSetGroups]:
-    """The gang counts of every set holding a `disruptionMode: all` PodGroup in `view`, in
-    namespace, kind and name order (`audit`, the /metrics gauges). A gang is judged as a group
-    budget judges it (gang_health with guardhook.cluster.going's doomed pods)."""
-    by_set: dict[SetRef, list[PodGroupRecord]] = {}
-    for group in view.all_pod_groups():
-        if group.all_mode:
-            by_set.setdefault(set_of(group), []).append(group)
-    doomed = Going(view).doomed
-    pods: dict[tuple[str, str], list[PodRecord]] = {}  # one pass over each namespace's pods
-    for namespace in {t.namespace for t in by_set}:
-        for pod in view.pods_in_namespace(namespace):
-            if pod.pod_group:
-                pods.setdefault((namespace, pod.pod_group), []).append(pod)
-    for target in sorted(by_set, key=lambda t: (t.namespace, t.kind, t.name)):
-        groups = by_set[target]
-        broken = tuple(
-            sorted(g.name for g in groups if not gang_health(view, g, pods.get(g.key, []), doomed).whole)
-        )
-        whole = len(groups) - len(broken)
-        yield GangSetGroups(
-            target.namespace, target.kind, target.name, len(groups), whole, len(broken), broken
-        )
 
 
 def short_gangs(view: ClusterView, namespace: str) -> list[PodGroupRecord]:

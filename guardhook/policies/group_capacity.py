@@ -25,6 +25,11 @@ Skipped, with an advisory, when the view holds no nodes (an offline check of man
 `/scale` of an LWS the view does not hold. A size change with `maxSurge: 0` replaces groups in
 place; that replacement is not checked (advisory).
 
+A gang maker's scale-up (guardhook.groups.new_gangs: a Grove PodCliqueSet CREATE/UPDATE or
+`/scale`, a PodCliqueScalingGroup UPDATE or `/scale`) is judged the same way with each new gang's
+pods as one unit to place (guardhook.capacity.fit_gangs: exact for an LWS group's shapes, greedy for
+more); its placement is the maker's gang scheduling (`gangScheduled`).
+
 Fail mode: open. With a stale view the request is allowed with a warning: a scale-up that does
 not fit leaves pods Pending, which the scheduler reports; it breaks nothing that runs.
 """
@@ -35,11 +40,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from guardhook.cluster.annotations import SPARE_GROUPS_ANNOTATION
-from guardhook.cluster.lws import LWS_API_GROUP, LeaderWorkerSet, int_annotation
+from guardhook.cluster.lws import LWS_API_GROUP, LWS_KIND, LeaderWorkerSet, int_annotation
 from guardhook.cluster.model import as_dict, scaled, spec_replicas
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups import NewGangs, ScaleRequest, SetRef, new_gangs, scaled_resources, waiting_groups
 from guardhook.groups.counts import populated_groups
-from guardhook.groups.lws import gated_hash_leaders
 from guardhook.policies.base import (
     ALLOW,
     Judgement,
@@ -52,7 +57,7 @@ from guardhook.policies.base import (
 from guardhook.wire import KubeObject
 
 if TYPE_CHECKING:
-    from guardhook.capacity import Fit, GroupDemand
+    from guardhook.capacity import Fit, GangFit, GroupDemand
     from guardhook.capacity.index import CapacityIndex
     from guardhook.capacity.provision import Provision
     from guardhook.capacity.shapes import PodShape
@@ -111,6 +116,12 @@ class GroupCapacity(Policy):
     targets = (
         target(LWS_API_GROUP, "leaderworkersets", "", "CREATE", "UPDATE"),
         target(LWS_API_GROUP, "leaderworkersets", "scale", "UPDATE"),
+        # gang makers' scale-ups (guardhook.groups.maker.ScaleUps: Grove's PodCliqueSets and
+        # PodCliqueScalingGroups), read through the group model
+        *(
+            target(group, resource, sub, *(("UPDATE",) if sub else ("CREATE", "UPDATE")))
+            for group, resource, sub in scaled_resources()
+        ),
     )
     default_actions = ("Deny",)
     fail_closed = False
@@ -141,6 +152,8 @@ class GroupCapacity(Policy):
     def judge(self, ctx: PolicyContext) -> Judgement:
         """Deny when not every new whole group (plus the spare reserve) fits; see the module
         docstring."""
+        if as_dict(ctx.request.get("resource")).get("group") != LWS_API_GROUP:
+            return self.judge_gangs(ctx)
         change = read_scale_up(ctx)
         if isinstance(change, str):
             return Judgement(advisories=(change,)) if change else ALLOW
@@ -168,8 +181,7 @@ class GroupCapacity(Policy):
         spare = int_annotation(lws.annotations, SPARE_GROUPS_ANNOTATION, int(ctx.params["spareGroups"]))
         namespace = lws.namespace or ctx.namespace
         leader, worker, notes = template_shapes(lws, namespace, ctx.view, index)
-        held = ctx.view.lws(namespace, lws.name)
-        waiting = gated_hash_leaders(ctx.view, held) if held is not None else 0
+        waiting = waiting_groups(ctx.view, SetRef(namespace, LWS_KIND, lws.name))
         if waiting:
             notes = (
                 *notes,
@@ -211,6 +223,100 @@ class GroupCapacity(Policy):
             note = f"{placement[1]} decides its placement, so its fit is reported, not enforced: {message}"
             return Judgement(advisories=(note,), audit_annotations=audit)
         return Judgement(violation=Violation(message), audit_annotations=audit)
+
+    def judge_gangs(self, ctx: PolicyContext) -> Judgement:
+        """A gang maker's scale-up (guardhook.groups.new_gangs): each new gang's pods (every
+        role's pods of its template, or like an existing gang's) placed as one unit; denied when
+        not every new gang (plus the spare reserve, `spareGroups`) fits. Who places the gangs
+        whole (Grove's PodGang scheduling) makes it a warning under `gangScheduled: Warn`."""
+        request = scale_request(ctx)
+        change = new_gangs(ctx.view, request)
+        if change is None or change == "":
+            return ALLOW
+        if isinstance(change, str):
+            return Judgement(advisories=(change,))
+        if change.count == 0 or not change.pods:
+            return ALLOW
+        if ctx.view.is_stale():
+            return stale_judgement(self, ctx.view)
+        from guardhook.capacity import GangDemand, fit_gangs, index_for
+
+        index = index_for(ctx.view)
+        if index.node_count == 0:
+            return Judgement(advisories=("the cluster view holds no nodes; group capacity was not checked",))
+        spare = int(ctx.params["spareGroups"])
+        members = gang_members(change)
+        fit = fit_gangs(index, GangDemand(members, change.count + spare, change.set.namespace))
+        model = "; ".join((BASE_MODEL, *fit.model, f"pods read from {change.read_from}"))
+        audit = ((MODEL_KEY, model),)
+        if fit.fits >= fit.demand.count:
+            return Judgement(audit_annotations=audit)
+        message = f"{gang_shortfall(change, fit, spare)}. Model: {model}"
+        if change.placed_by and ctx.params["gangScheduled"] == "Warn":
+            note = f"{change.placed_by} decides its placement, so its fit is reported, not enforced: "
+            note += message
+            return Judgement(advisories=(note,), audit_annotations=audit)
+        return Judgement(violation=Violation(message), audit_annotations=audit)
+
+
+def scale_request(ctx: PolicyContext) -> ScaleRequest:
+    """The request as the group model reads a scale-up (guardhook.groups.ScaleRequest)."""
+    resource = as_dict(ctx.request.get("resource"))
+    return ScaleRequest(
+        group=str(resource.get("group") or ""),
+        resource=str(resource.get("resource") or ""),
+        subresource=str(ctx.request.get("subResource") or ""),
+        operation=ctx.operation,
+        namespace=ctx.namespace,
+        name=ctx.name,
+        object=ctx.object,
+        old_object=ctx.old_object,
+    )
+
+
+def gang_members(change: NewGangs) -> tuple[tuple[PodShape, int], ...]:
+    """(pod shape, pods per gang) of each role of `change`: from its pod template, else from the
+    view's pod it is like (its requests and tolerations)."""
+    from guardhook.capacity import PodShape, shape_of_template
+    from guardhook.capacity.shapes import PODS
+
+    members = []
+    for pods in change.pods:
+        if pods.template is not None:
+            shape = shape_of_template(pods.template)
+        elif pods.like is not None:
+            requests = {name: amount for name, amount in pods.like.requests.items() if amount > 0}
+            requests[PODS] = 1
+            shape = PodShape(tuple(sorted(requests.items())), tolerations=pods.like.tolerations)
+        else:
+            continue
+        members.append((shape, pods.count))
+    return tuple(members)
+
+
+def gang_shortfall(change: NewGangs, fit: GangFit, spare: int) -> str:
+    """Say how many new gangs fit and what each needs, e.g. "1 of 2 new replicas of PodCliqueSet
+    infer/disagg fit on free capacity; each is a gang of 3 pods placed whole: 1 prefill (cpu 8,
+    ...), 2 decode (...)"."""
+    unit = change.unit
+    new = change.count
+    plural = "s" if new != 1 else ""
+    needs = ", ".join(
+        f"{count} {pods.role or 'pod'} ({shape.describe_requests()})"
+        for pods, (shape, count) in zip(change.pods, fit.demand.members, strict=False)
+    )
+    head = (
+        f"{change.set} scales from {change.old} to {change.new} {unit}s: "
+        f"{min(fit.fits, new)} of {new} new {unit}{plural} fit on free capacity"
+    )
+    text = f"{head}; each is a gang of {fit.demand.size} pods placed whole: {needs}"
+    if fit.fits >= new:
+        text = f"{head}, but the reserve of {spare} spare {unit}s (spareGroups) does not"
+    elif 0 <= fit.short < len(change.pods):
+        text += f"; the next gang's {change.pods[fit.short].role or 'pods'} find no room"
+    if not fit.exact:
+        text += " (pods placed greedily, largest first: another placement might fit more)"
+    return text
 
 
 def template_shapes(

@@ -61,15 +61,17 @@ from guardhook.cluster.lws import (
 )
 from guardhook.cluster.model import OwnerRef, as_dict, metadata, spec_replicas, str_map
 from guardhook.cluster.view.store import ClusterView
-from guardhook.groups.grove import GROVE_API_GROUP, PODCLIQUESET_KIND, SCALED_KINDS, pods_per_scaled_replica
-from guardhook.groups.placement import member_of_pod, worker_statefulset_group
-from guardhook.groups.rbg import (
+from guardhook.groups import (
     RBG_API_VERSION,
     RBG_SET_KIND,
     SCALING_ADAPTER_KIND,
     RbgRole,
+    ScaledTarget,
     is_rbg_set,
     rbg_role,
+    resolve,
+    scaled_target,
+    worker_statefulset_group,
 )
 from guardhook.policies.base import (
     ALLOW,
@@ -147,8 +149,9 @@ class PodCountedScaler(Policy):
         group = api_version.split("/")[0]
         if kind == LWS_KIND and group == LWS_API_GROUP and name:
             return self._judge_lws_target(ctx, scaler, name)
-        if group == GROVE_API_GROUP and kind in SCALED_KINDS and name:
-            return self._judge_grove_target(ctx, scaler, kind, name, keda)
+        scaled = scaled_target(ctx.view, ctx.namespace, api_version, kind, name)
+        if scaled is not None:
+            return self._judge_gang_target(ctx, scaler, kind, name, keda, scaled)
         if is_rbg_set(api_version, kind):
             return Judgement(advisories=(_rbg_set_warning(scaler, ctx.namespace, name),))
         if kind == "Deployment" and group == "apps" and name:
@@ -182,8 +185,8 @@ class PodCountedScaler(Policy):
             )
         )
 
-    def _judge_grove_target(
-        self, ctx: PolicyContext, scaler: str, kind: str, name: str, keda: bool
+    def _judge_gang_target(
+        self, ctx: PolicyContext, scaler: str, kind: str, name: str, keda: bool, scaled: ScaledTarget
     ) -> Judgement:
         """Deny a scaler with a pod-counted metric (guardhook.policies.shared.scaler_metrics) aimed at
         a Grove PodCliqueSet or PodCliqueScalingGroup: its `/scale` counts replicas of several pods
@@ -193,12 +196,10 @@ class PodCountedScaler(Policy):
         counted = pod_counted_metrics(ctx.object, keda)
         if not counted:
             return ALLOW
-        sizes = pods_per_scaled_replica(ctx.view, ctx.namespace, kind, name)
+        sizes = scaled.pods
         if sizes and max(sizes) <= 1:
             return ALLOW
-        replica = (
-            "gang (every pod of every clique of one replica)" if kind == PODCLIQUESET_KIND else "replica"
-        )
+        replica = scaled.each
         seen = f"; the view shows {max(sizes)} pods in one" if sizes else ""
         return Judgement(
             violation=Violation(
@@ -372,9 +373,14 @@ def _from_naming(view: ClusterView, namespace: str, name: str) -> OwnedStatefulS
     if any(lws.name == name for lws in candidates):  # `L` itself before `L'-<g>` of another LWS
         return OwnedStatefulSet(name, None)
     leader = view.pod(namespace, name)
-    member = member_of_pod(leader) if leader is not None else None
-    if member is not None and member.is_leader and any(lws.name == member.lws_name for lws in candidates):
-        return OwnedStatefulSet(member.lws_name, member.group_index)
+    ref = resolve(view, leader) if leader is not None else None
+    if (
+        ref is not None
+        and ref.set.kind == LWS_KIND
+        and ref.rank.is_leader
+        and any(lws.name == ref.set.name for lws in candidates)
+    ):
+        return OwnedStatefulSet(ref.set.name, ref.key)
     for lws in candidates:
         group = None if lws.hashed else worker_statefulset_group(lws.name, name)
         if group is not None:

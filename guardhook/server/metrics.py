@@ -18,8 +18,8 @@ from prometheus_client.registry import Collector
 from guardhook.admission.engine import Verdict
 from guardhook.cluster.giveway import giving_way
 from guardhook.cluster.view.store import ClusterView
+from guardhook.groups import each_gang_set
 from guardhook.groups.counts import each_lws_groups
-from guardhook.groups.podgroup import each_gang_set
 from guardhook.groups.ready import DEFAULT_STARTUP_WINDOW_SECONDS, gate_counts
 from guardhook.groups.stuck import stuck_groups
 from guardhook.server import refusals
@@ -224,13 +224,17 @@ class GroupCollector(LwsGaugeCollector):
 
 
 class GangCollector(Collector):
-    """`guardhook_gang_groups` and `guardhook_gang_groups_whole` per set of Workload API
-    `disruptionMode: all` PodGroups (labels namespace, kind, name: the Workload, the common
-    controller owner, or a lone PodGroup; guardhook.groups.podgroup.each_gang_set), computed from
-    the cluster view at scrape time as the per-LWS gauges are."""
+    """`guardhook_gang_groups` and `guardhook_gang_groups_whole` per gang set of every gang maker
+    (labels namespace, kind, name: a PodGroups' Workload, common controller owner or lone PodGroup,
+    a Grove PodCliqueSet, a JobSet; guardhook.groups.each_gang_set), computed from the cluster
+    view at scrape time as the per-LWS gauges are."""
 
     GAUGES = (
-        ("gangs", "guardhook_gang_groups", "PodGroups with disruptionMode all in a set."),
+        (
+            "gangs",
+            "guardhook_gang_groups",
+            "Gangs in a set: PodGroups with disruptionMode all, PodCliqueSet replicas, JobSet Jobs.",
+        ),
         (
             "whole",
             "guardhook_gang_groups_whole",

@@ -39,6 +39,7 @@ from guardhook.cluster.view.store import (
     COVERAGE_KINDS,
     DRA_KINDS,
     FLOOR_KINDS,
+    JOBSETS,
     KINDS,
     LEADERWORKERSETS,
     NODEPOOLS,
@@ -83,9 +84,9 @@ class NotServed(WatchError):
 
 
 OPTIONAL_KINDS = frozenset(
-    {LEADERWORKERSETS, NODEPOOLS, PODGROUPS, WORKLOADS, *DRA_KINDS, *COVERAGE_KINDS, *FLOOR_KINDS}
+    {LEADERWORKERSETS, NODEPOOLS, PODGROUPS, WORKLOADS, JOBSETS, *DRA_KINDS, *COVERAGE_KINDS, *FLOOR_KINDS}
 )
-"""Kinds a cluster may lack: a CRD (LeaderWorkerSet, Karpenter's NodePool), the Workload API's
+"""Kinds a cluster may lack: a CRD (LeaderWorkerSet, Karpenter's NodePool, JobSet), the Workload API's
 PodGroups (served from Kubernetes 1.37 behind the GenericWorkload gate), or resource.k8s.io, which
 a server serves only from 1.32 (beta, off by default) and DeviceTaintRule only behind an
 alpha feature gate. The coverage kinds (Namespaces, webhook configurations) are read only to report

@@ -25,6 +25,7 @@ from guardhook.cluster.dra import (
     devices_by_node,
     published_devices,
 )
+from guardhook.cluster.jobsets import JobSetRecord
 from guardhook.cluster.lws import LeaderWorkerSet
 from guardhook.cluster.model import NodeRecord, PodRecord, StatefulSetRecord, metadata
 from guardhook.cluster.nodepools import NodePoolRecord
@@ -54,6 +55,8 @@ PODGROUPS = "podgroups"
 """Workload API PodGroups (scheduling.k8s.io/v1beta1; guardhook.cluster.podgroups)."""
 WORKLOADS = "workloads"
 """Workload API Workloads (scheduling.k8s.io/v1beta1): read for a gang set's budget annotation."""
+JOBSETS = "jobsets"
+"""JobSets (jobset.x-k8s.io/v1alpha2; guardhook.cluster.jobsets): read for their failure policy."""
 NAMESPACES = "namespaces"
 VALIDATINGWEBHOOKCONFIGURATIONS = "validatingwebhookconfigurations"
 MUTATINGWEBHOOKCONFIGURATIONS = "mutatingwebhookconfigurations"
@@ -67,7 +70,7 @@ coverage kinds, one the view cannot read (RBAC 403, or 404 before Kubernetes 1.3
 `readable(kind)` False."""
 """Kinds read only to report where guardhook does not protect (guardhook.cluster.coverage); one
 the view cannot read (RBAC: 403) is empty and `readable(kind)` False, never a reason to be unready."""
-RECORD_KINDS = (*DRA_KINDS, NODEPOOLS, PODGROUPS, WORKLOADS, *COVERAGE_KINDS, *FLOOR_KINDS)
+RECORD_KINDS = (*DRA_KINDS, NODEPOOLS, PODGROUPS, WORKLOADS, JOBSETS, *COVERAGE_KINDS, *FLOOR_KINDS)
 """Kinds kept as compact records in one generic table (no listeners, no secondary indexes)."""
 KINDS = (NODES, PODS, LEADERWORKERSETS, STATEFULSETS, SERVICES, PODDISRUPTIONBUDGETS, *RECORD_KINDS)
 NOTIFIED_RECORD_KINDS = (RESOURCESLICES, RESOURCECLAIMS)
@@ -88,6 +91,7 @@ KIND_TO_RESOURCE = {
     "NodePool": NODEPOOLS,
     "PodGroup": PODGROUPS,
     "Workload": WORKLOADS,
+    "JobSet": JOBSETS,
     "Namespace": NAMESPACES,
     "ValidatingWebhookConfiguration": VALIDATINGWEBHOOKCONFIGURATIONS,
     "MutatingWebhookConfiguration": MUTATINGWEBHOOKCONFIGURATIONS,
@@ -104,6 +108,7 @@ _DRA_RECORDS: dict[str, Callable[[KubeObject], Any]] = {
     NODEPOOLS: NodePoolRecord.from_object,
     PODGROUPS: PodGroupRecord.from_object,
     WORKLOADS: WorkloadRecord.from_object,
+    JOBSETS: JobSetRecord.from_object,
     NAMESPACES: NamespaceRecord.from_object,
     VALIDATINGWEBHOOKCONFIGURATIONS: lambda o: WebhookConfigurationRecord.from_object(
         o, "ValidatingWebhookConfiguration"
@@ -616,6 +621,12 @@ class ClusterView:
         with self.lock:
             found = self._dra[WORKLOADS].get((namespace, name))
             return found if isinstance(found, WorkloadRecord) else None
+
+    def jobset(self, namespace: str, name: str) -> JobSetRecord | None:
+        """JobSet `namespace/name` (jobset.x-k8s.io), or None."""
+        with self.lock:
+            found = self._dra[JOBSETS].get((namespace, name))
+            return found if isinstance(found, JobSetRecord) else None
 
     def all_pod_groups(self) -> list[PodGroupRecord]:
         """Every PodGroup held (scheduling.k8s.io), in no particular order."""
