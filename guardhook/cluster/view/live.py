@@ -26,7 +26,7 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -234,6 +234,13 @@ class Versions:
 
     def __len__(self) -> int:
         return sum(map(len, self._by_namespace.values()))  # a few hundred namespaces at most
+
+    def names_in(self, namespace: str) -> Container[str]:
+        """The names held in `namespace` (ClusterView.keys_not_in looks pods up by them)."""
+        return self._by_namespace.get(namespace) or _NO_NAMES
+
+
+_NO_NAMES: dict[str, str | int] = {}
 
 
 def compact_version(version: str) -> str | int:
