@@ -763,13 +763,17 @@ def test_a_node_above_int64_arriving_through_watch_and_relist_leaves_the_index_w
     assert index is index_for(view)
 
 
-def test_requests_buffered_for_the_arrays_are_all_counted_before_any_read() -> None:
-    from guardhook.capacity.index import FLUSH_AT
+def test_requests_buffered_for_the_arrays_are_all_counted_before_any_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from guardhook.capacity import index as index_module
 
+    monkeypatch.setattr(index_module, "FLUSH_AT", 64)
+    monkeypatch.setattr(index_module, "SHAPES_KEPT", 1)  # the numbered requests maps forgotten too
     view = ClusterView("test")
     index = index_for(view)  # subscribed before the pods arrive, as guardhook serve's index is
     view.upsert(NODES, node("n1", cpu="100000", gpu=8, pods=100000))
-    count = FLUSH_AT // 3 + 7  # three entries a pod (cpu, gpu, the pod): past one flush, and a rest
+    count = 3 * 64 + 7  # one entry a pod: past three flushes, and a rest
     for i in range(count):
         view.upsert(POD_KIND, pod(f"p{i}", "n1", cpu="2", gpu=i % 2))
     view.remove(POD_KIND, ("default", "p0"))  # buffered too: its removal counts before a read

@@ -201,6 +201,27 @@ def _claim(node: str) -> KubeObject:
     return orjson.loads(orjson.dumps(claim))
 
 
+def test_a_device_whose_maps_differ_from_the_one_before_is_read_anew() -> None:
+    # Equal raw maps reuse what the device before made of them; any difference (a value, or the
+    # driver that qualifies the names) is parsed again.
+    plain = _slice("node-a")
+    other = copy.deepcopy(plain)
+    other["spec"]["devices"][1]["capacity"]["memory"]["value"] = "40Gi"
+    other["spec"]["devices"][1]["attributes"]["type"] = {"int": 3}
+    devices = ResourceSliceRecord.from_object(other).devices
+    assert [d.capacity for d in devices] == [
+        {"gpu.example.com/memory": 80 * 2**30},
+        {"gpu.example.com/memory": 40 * 2**30},
+    ]
+    assert [d.attributes for d in devices] == [{"gpu.example.com/type": "gpu"}, {"gpu.example.com/type": 3}]
+    renamed = copy.deepcopy(plain)
+    renamed["spec"]["driver"] = "tpu.example.com"
+    ResourceSliceRecord.from_object(plain)
+    assert ResourceSliceRecord.from_object(renamed).devices[0].capacity == {
+        "tpu.example.com/memory": 80 * 2**30
+    }
+
+
 def test_devices_of_many_nodes_share_names_attributes_and_capacity() -> None:
     first, second = (ResourceSliceRecord.from_object(_slice(node)) for node in ("node-a", "node-b"))
     assert first.devices[0].attributes == {"gpu.example.com/type": "gpu"}

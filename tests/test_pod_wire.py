@@ -86,6 +86,21 @@ def test_an_integer_beyond_64_bits_and_null_items_do_not_fail_the_page() -> None
     assert decode_pod_page(b'{"kind": "PodList", "metadata": {}, "items": null}')["items"] == []
 
 
+def test_container_resources_of_any_shape_keep_the_typed_path_and_read_as_from_object() -> None:
+    # A container's resources are read from their JSON text (looked up by it), so an odd quantity
+    # no longer sends the whole page to the dict path: it reads as `from_object` reads it.
+    pods = copy.deepcopy(_captured_pods()[:4])
+    pods[0]["spec"]["containers"][0]["resources"] = {"requests": {"nvidia.com/gpu": 2**64 + 3}}
+    pods[1]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": ["1"]}, "limits": None}
+    pods[2]["spec"]["containers"][0]["resources"] = None
+    pods[3]["spec"]["containers"] = [{"name": "a"}, {"name": "b", "resources": {"requests": {"cpu": "1"}}}]
+    page = decode_pod_page(_page(pods))
+    assert {type(item) for item in page["items"]} == {PodWire}
+    typed, plain = _both_ways(_page(pods))
+    assert typed == plain
+    assert typed[0].requests["nvidia.com/gpu"] == 2**63 - 1 and typed[3].requests["cpu"] == 1000  # clamped
+
+
 def test_pods_of_one_page_share_strings_and_parts_on_the_typed_path() -> None:
     workers = [
         pod

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from guardhook.capacity.index import index_for
+from guardhook.cluster.view.live import Versions
 from guardhook.cluster.view.manifests import ManifestError, load_paths
 from guardhook.cluster.view.static import embedded_fleet_objects, embedded_fleet_view, view_from_paths
-from guardhook.cluster.view.store import PODS, ClusterView
+from guardhook.cluster.view.store import NODES, PODS, ClusterView
 from guardhook.groups.health import group_health
 from guardhook.groups.index import group_index, group_keys, group_pods, lws_pods
 from guardhook.groups.placement import member_of_pod
@@ -187,6 +188,11 @@ def test_pods_are_held_by_namespace_and_name_and_counted_through_every_change() 
     view.upsert(PODS, pod("a", "web-0", node="n2"))  # replaced, not added
     assert view.count(PODS) == 3 and view.pod("a", "web-0").node_name == "n2"  # type: ignore[union-attr]
     assert view.keys_not_in(PODS, {("a", "web-0"), ("b", "web-0")}) == [("a", "web-1")]
+    held = Versions()  # a reflector's: looked up by name within each namespace
+    held[("a", "web-0")], held[("c", "web-1")] = 7, 8
+    assert view.keys_not_in(PODS, held) == [("a", "web-1"), ("b", "web-0")]
+    view.upsert(NODES, {"metadata": {"name": "n1"}})
+    assert view.keys_not_in(NODES, held) == [("", "n1")] and view.keys_not_in(NODES, {("", "n1")}) == []
     view.remove(PODS, ("b", "web-0"))
     view.remove(PODS, ("b", "web-0"))  # twice: counted once
     view.remove(PODS, ("c", "absent"))

@@ -44,7 +44,8 @@ from guardhook.capacity.shapes import NODE_NAME_FIELD, PODS, NodeRequirement, Po
 from guardhook.cluster.dra import ClassMatcher
 from guardhook.cluster.going import DRAIN_CONDITIONS
 from guardhook.cluster.lws import GROUP_KEY_LABEL
-from guardhook.cluster.model import NodeRecord, PodRecord, Taint, digits
+from guardhook.cluster.model import TERMINAL_PHASES, NodeRecord, PodRecord, Taint, digits
+from guardhook.cluster.resources import Resources
 from guardhook.cluster.view.store import (
     DEVICECLASSES,
     DEVICETAINTRULES,
@@ -80,8 +81,12 @@ ABSENT = -1
 _INITIAL_ROWS = 64
 
 FLUSH_AT = 1 << 16
-"""Buffered request changes (`CapacityIndex._buffer`) applied to the arrays at once when this many
+"""Buffered pod request changes (`CapacityIndex._buffer`) applied to the arrays at once when this many
 are waiting (and before any read of the requested amounts)."""
+
+SHAPES_KEPT = 4096
+"""Requests maps `CapacityIndex._shape` numbers before a flush forgets them all (a cluster of
+pods whose maps are not shared would otherwise make them grow with every pod)."""
 
 REMEMBERED_KEPT = 64
 """Derived arrays (`remembered`) kept for one state of the index: a few per template and namespace."""
@@ -108,6 +113,11 @@ class CapacityIndex:
         # append, and a 2-million-pod list makes ~6 million of them (docs/performance.md). Rows,
         # columns and signed amounts wait here until `_flush` (before `_used` is read).
         self._buffer: tuple[list[int], list[int], list[int]] = ([], [], [])
+        # A pod's requests are buffered as a row, a shape and a sign: the shape numbers a requests
+        # map (the pods of one template share one map, guardhook.cluster.resources), looked up by
+        # the map's identity, so a pod costs three appends whatever it requests.
+        self._shapes: list[tuple[Resources, list[int], list[int]]] = []
+        self._shape_of: dict[int, int] = {}
         self._alive = np.zeros(size, dtype=bool)
         self._alive_count = 0
         self._usable = np.zeros(size, dtype=bool)
@@ -157,8 +167,15 @@ class CapacityIndex:
 
     def on_change(self, kind: str, old: Any, new: Any) -> None:
         """ClusterView listener: apply one pod, node or ResourceClaim change (see store.Listener)."""
-        if kind == POD_KIND and old is not None and new is not None and _same_footprint(old, new):
-            return  # a status update: nothing the index counts moved
+        if kind == POD_KIND:  # the bulk of the changes, first
+            if old is not None:
+                if new is not None and _same_footprint(old, new):
+                    return  # a status update: nothing the index counts moved
+                self._apply_pod(old, -1)
+            if new is not None:
+                self._apply_pod(new, +1)
+            self.version += 1
+            return
         self.version += 1
         if kind == RESOURCECLAIMS:
             moved = self._allocation.change(old, new)
@@ -168,11 +185,6 @@ class CapacityIndex:
         elif kind == RESOURCESLICES:
             if self._devices is not None:
                 self._devices[1].set_slice(old, new, self._row_of)
-        elif kind == POD_KIND:
-            if old is not None:
-                self._apply_pod(old, -1)
-            if new is not None:
-                self._apply_pod(new, +1)
         elif kind == NODES:
             if new is not None:
                 self._set_node(new)
@@ -180,7 +192,7 @@ class CapacityIndex:
                 self._drop_node(old.name)
 
     def _apply_pod(self, pod: PodRecord, sign: int) -> None:
-        if pod.terminal:
+        if pod.phase in TERMINAL_PHASES:  # PodRecord.terminal, without the property's call
             return
         node = pod.node_name
         if not node:
@@ -192,16 +204,14 @@ class CapacityIndex:
         row = self._row_of.get(node)
         if row is None:
             row = self._row(node)
-        rows, columns, amounts = self._buffer
-        for name, amount in pod.requests.items():
-            if name != PODS:
-                column = self._columns.get(name)
-                rows.append(row)
-                columns.append(self._column(name) if column is None else column)
-                amounts.append(sign * amount)
+        requests = pod.requests
+        shape = self._shape_of.get(id(requests))
+        if shape is None:
+            shape = self._shape(requests)
+        rows, shapes, signs = self._buffer
         rows.append(row)
-        columns.append(0)  # the pods column
-        amounts.append(sign)
+        shapes.append(shape)
+        signs.append(sign)
         if len(rows) >= FLUSH_AT:
             self._flush()
         if GROUP_KEY_LABEL in pod.labels:
@@ -210,13 +220,35 @@ class CapacityIndex:
                 counts = self._group_pods[pod.namespace] = np.zeros(len(self._alive), dtype=np.int32)
             counts[row] += sign
 
+    def _shape(self, requests: Resources) -> int:
+        """The number `_flush` knows `requests` (one record's map) by, its columns made now."""
+        columns, amounts = [0], [1]  # the pods column: one pod
+        for name, amount in requests.items():
+            if name != PODS:
+                columns.append(self._column(name))
+                amounts.append(amount)
+        shape = len(self._shapes)
+        self._shapes.append((requests, columns, amounts))  # held: the id stays this map's
+        self._shape_of[id(requests)] = shape
+        return shape
+
     def _flush(self) -> None:
         """Apply the buffered request changes to `_used` (rows and columns only ever grow, so a
-        buffered position stays valid across `_grow_rows` and `_column`)."""
-        rows, columns, amounts = self._buffer
+        buffered position stays valid across `_grow_rows` and `_column`): each distinct requests
+        map of the buffer as one row of amounts, added to the buffered rows in one numpy call."""
+        rows, shapes, signs = self._buffer
         if rows:
-            np.add.at(self._used, (rows, columns), np.array(amounts, dtype=np.int64))
+            used, inverse = np.unique(np.array(shapes, dtype=np.intp), return_inverse=True)
+            amounts = np.zeros((len(used), self._used.shape[1]), dtype=np.int64)
+            for at, shape in enumerate(used.tolist()):
+                _, columns, values = self._shapes[shape]
+                amounts[at, columns] = values
+            signed = amounts[inverse] * np.array(signs, dtype=np.int64)[:, None]
+            np.add.at(self._used, np.array(rows, dtype=np.intp), signed)
             self._buffer = ([], [], [])
+        if len(self._shapes) > SHAPES_KEPT:  # maps no record may share any more: let them go
+            self._shapes.clear()
+            self._shape_of.clear()
 
     def _count_pending(self, pod: PodRecord, sign: int) -> None:
         requests = {**pod.requests, PODS: 1}

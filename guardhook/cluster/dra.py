@@ -217,18 +217,41 @@ def _device(raw: Mapping[str, Any], driver: str, pool: str, slice_node: str) -> 
     node = interning.text(body.get("nodeName")) or slice_node
     # A fleet's devices repeat their names, attributes and capacity node after node: shared, a
     # device costs its identity and record (~170 B) instead of ~680 B (docs/performance.md).
-    capacity = interning.shared_map(_capacity(as_dict(body.get("capacity")), driver))
+    capacity, attributes = _maps(as_dict(body.get("capacity")), as_dict(body.get("attributes")), driver)
     multiple = body.get("allowMultipleAllocations") is True
     return Device(
         id=DeviceId(driver, pool, interning.text(raw.get("name"))),
         node_name=node,
-        attributes=interning.shared_map(_attributes(as_dict(body.get("attributes")), driver)),
+        attributes=attributes,
         capacity=capacity,
-        taints=tuple(DeviceTaint.parse(t) for t in as_list(body.get("taints"))),
-        consumes=tuple(_counter_set(as_dict(c), "counterSet") for c in as_list(body.get("consumesCounters"))),
+        taints=tuple(DeviceTaint.parse(t) for t in as_list(body.get("taints"))) if "taints" in body else (),
+        consumes=tuple(_counter_set(as_dict(c), "counterSet") for c in as_list(body.get("consumesCounters")))
+        if "consumesCounters" in body
+        else (),
         multiple=multiple,
         share=_shares(as_dict(body.get("capacity")), driver, capacity) if multiple else (),
     )
+
+
+_last_maps: tuple[Any, ...] = ("", {}, {}, interning.EMPTY, interning.EMPTY)
+"""The raw capacity and attributes `_maps` read last (with the driver), and what it made of them."""
+
+
+def _maps(
+    raw_capacity: dict[str, Any], raw_attributes: dict[str, Any], driver: str
+) -> tuple[Mapping[str, int], Mapping[str, Any]]:
+    """A device's capacity and attributes (`_capacity`, `_attributes`, shared): those of the device
+    read before when its raw maps are equal (a slice's devices, and node after node, publish the
+    same), so they are compared, not parsed and looked up again. (Python's `==` takes `true` for
+    `1`: only maps the API server's validation refuses could tell the two apart.)"""
+    global _last_maps
+    last = _last_maps  # one read: another reflector's thread may replace it (whole) meanwhile
+    if last[0] == driver and last[1] == raw_capacity and last[2] == raw_attributes:
+        return last[3], last[4]
+    capacity = interning.shared_map(_capacity(raw_capacity, driver))
+    attributes = interning.shared_map(_attributes(raw_attributes, driver))
+    _last_maps = (driver, raw_capacity, raw_attributes, capacity, attributes)
+    return capacity, attributes
 
 
 def _shares(raw: Mapping[str, Any], driver: str, capacity: Mapping[str, int]) -> tuple[tuple[str, int], ...]:

@@ -26,7 +26,7 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -65,6 +65,10 @@ DISCOVERY_RETRY_SECONDS = 15.0
 after guardhook started is seen within this (until then LWS pods are judged fail-closed)."""
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 KEPT_AS_DICTS = (SERVICES, PODDISRUPTIONBUDGETS, LEADERWORKERSETS)
+UNSYNCED_CHUNK = 128
+"""Objects applied under one hold of the view's lock while the view has not synced (no request
+reads it yet; only the other kinds' reflectors wait, at most a few milliseconds): fewer steps,
+each with its own calls and lists, than the `giveway.CHUNK` a synced view's relist takes."""
 
 
 class WatchError(Exception):
@@ -236,6 +240,13 @@ class Versions:
     def __len__(self) -> int:
         return sum(map(len, self._by_namespace.values()))  # a few hundred namespaces at most
 
+    def names_in(self, namespace: str) -> Container[str]:
+        """The names held in `namespace` (ClusterView.keys_not_in looks pods up by them)."""
+        return self._by_namespace.get(namespace) or _NO_NAMES
+
+
+_NO_NAMES: dict[str, str | int] = {}
+
 
 def compact_version(version: str) -> str | int:
     """A resourceVersion as a reflector keeps it for each object it holds: an integer when the
@@ -344,10 +355,12 @@ class Reflector:
                 items = [trimmed(self.kind, obj) for obj in items]
             for chunk in self._in_steps(items):
                 held = self.view.upsert_all(self.kind, chunk)
-                # A pod (dict or PodWire) always comes back with its held key, so only a dict is
-                # asked for its key here.
+                # A pod (dict or PodWire) always comes back with its held key, so only another
+                # kind's object is asked for its key here.
                 versions.put_all(
-                    [key or _interned(object_key(obj)) for key, obj in zip(held, chunk, strict=True)],
+                    held  # type: ignore[arg-type]
+                    if self.kind == PODS
+                    else [key or _interned(object_key(obj)) for key, obj in zip(held, chunk, strict=True)],
                     map(item_version, chunk),
                 )
             version = str(metadata(page).get("resourceVersion") or "")
@@ -358,8 +371,9 @@ class Reflector:
         has synced (requests are judged from it) the GIL is given away between slices, so a relist
         does not hold a request thread off for long (guardhook.cluster.giveway). Before, nothing
         reads the view: the initial list runs without the pauses (a sleep(0) costs ~75 us here)."""
-        steps = chunks(items)
-        return giving_way(steps) if self.view.synced else steps
+        if not self.view.synced:
+            return chunks(items, UNSYNCED_CHUNK)
+        return giving_way(chunks(items))
 
     def apply(self, event: dict[str, Any]) -> None:
         """Apply one watch event. Events older than what the view holds for the object are ignored,

@@ -11,7 +11,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Container, Iterable
-from typing import Any, cast
+from typing import Any, Protocol, cast, runtime_checkable
 
 from guardhook.cluster.dra import (
     Device,
@@ -27,7 +27,7 @@ from guardhook.cluster.dra import (
 )
 from guardhook.cluster.jobsets import JobSetRecord
 from guardhook.cluster.lws import LeaderWorkerSet
-from guardhook.cluster.model import NodeRecord, PodRecord, StatefulSetRecord, metadata
+from guardhook.cluster.model import TERMINAL_PHASES, NodeRecord, PodRecord, StatefulSetRecord, metadata
 from guardhook.cluster.nodepools import NodePoolRecord
 from guardhook.cluster.podgroups import PodGroupRecord, WorkloadRecord
 from guardhook.cluster.podwire import PodWire, pod_record
@@ -123,6 +123,15 @@ _DRA_RECORDS: dict[str, Callable[[KubeObject], Any]] = {
 }
 
 Key = tuple[str, str]
+
+
+@runtime_checkable
+class HeldNames(Protocol):
+    """What a relist holds, by namespace (guardhook.cluster.view.live.Versions)."""
+
+    def names_in(self, namespace: str) -> Container[str]:
+        """The names held in `namespace` (empty when none)."""
+        ...
 
 
 Listener = Callable[[str, Any, Any], None]
@@ -298,7 +307,14 @@ class ClusterView:
         (guardhook.cluster.giveway): taken per object, the lock went to the reflector again and
         again before a waiting reader got to it."""
         with self.lock:
-            return [self.upsert(kind, obj) for obj in objects]
+            if kind != PODS:
+                return [self.upsert(kind, obj) for obj in objects]
+            # The bulk of a relist (2 million pods in issue 53's cluster): one loop, no per-object
+            # dispatch.
+            upsert, notify = self._upsert_pod, bool(self._listeners)
+            keys: list[Key | None] = [upsert(pod_record(obj), notify) for obj in objects]
+            self._generations[PODS] += len(keys)  # one a pod, as upsert counts
+            return keys
 
     def remove_all(self, kind: str, keys: Iterable[Key]) -> None:
         """`remove(kind, key)` for each of `keys`, under one hold of the lock."""
@@ -359,18 +375,28 @@ class ClusterView:
             }
             return list(stores[kind])
 
-    def keys_not_in(self, kind: str, held: Container[Key]) -> list[Key]:
+    def keys_not_in(self, kind: str, held: Container[Key] | HeldNames) -> list[Key]:
         """`[key for key in self.keys(kind) if key not in held]` (what a relist drops), without
-        building every key of a large kind at once."""
+        building every key of a large kind at once. `held` may instead answer `names_in(namespace)`
+        (the names it holds in one namespace, as a reflector's `Versions` does): pods are then
+        looked up by name within their namespace, no (namespace, name) tuple made per pod."""
         with self.lock:
+            if not isinstance(held, HeldNames):
+                if kind != PODS:
+                    return [key for key in self.keys(kind) if key not in held]
+                return [
+                    (ns, name)
+                    for ns, pods in self._pods_by_namespace.items()
+                    for name in pods
+                    if (ns, name) not in held
+                ]
             if kind != PODS:
-                return [key for key in self.keys(kind) if key not in held]
-            return [
-                (ns, name)
-                for ns, pods in self._pods_by_namespace.items()
-                for name in pods
-                if (ns, name) not in held
-            ]
+                return [key for key in self.keys(kind) if key[1] not in held.names_in(key[0])]
+            gone: list[Key] = []
+            for ns, pods in self._pods_by_namespace.items():
+                names = held.names_in(ns)
+                gone += [(ns, name) for name in pods if name not in names]
+            return gone
 
     def count(self, kind: str) -> int:
         """How many objects of `kind` are held."""
@@ -400,20 +426,25 @@ class ClusterView:
         return max(0.0, (time.monotonic() if now is None else now) - since)
 
     def _upsert_pod(self, pod: PodRecord, notify: bool) -> Key:
-        key = pod.key  # one tuple for every index that keys by it
-        in_namespace = self._pods_by_namespace[pod.namespace]
-        old = in_namespace.get(pod.name)
+        namespace, name = pod.namespace, pod.name
+        key = (namespace, name)  # one tuple for every index that keys by it
+        in_namespace = self._pods_by_namespace[namespace]
+        old = in_namespace.get(name)
         if old is not None:
             self._remove_pod(key)
-            in_namespace = self._pods_by_namespace[pod.namespace]  # removing the last one drops it
-        in_namespace[pod.name] = pod
+            in_namespace = self._pods_by_namespace[namespace]  # removing the last one drops it
+        in_namespace[name] = pod
         self._pod_count += 1
-        for claim in pod.claims:
-            self._pods_by_claim[(pod.namespace, claim)].add(pod.name)
-        if pod.node_name and not pod.terminal:
+        claims = pod.more.claims
+        if claims:
+            for claim in claims:
+                self._pods_by_claim[(namespace, claim)].add(name)
+        if pod.node_name and pod.phase not in TERMINAL_PHASES:
             self._pods_by_node[pod.node_name].append(pod)
         if notify:
-            self._notify(PODS, old, pod)
+            for listener, kinds in self._listeners:
+                if PODS in kinds:
+                    listener(PODS, old, pod)
         return key
 
     def _remove_pod(self, key: Key) -> None:
