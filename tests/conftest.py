@@ -189,26 +189,3 @@ def fresh_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
     yield start
     for running in started:
         running.stop()
-
-
-_EXIT_STATUS: list[int] = []
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Keep the session's exit status for `pytest_unconfigure`."""
-    _EXIT_STATUS.append(int(exitstatus))
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """Exit with the session's status once pytest is done, skipping the interpreter's teardown.
-
-    After a whole run (about 3,900 tests) the interpreter's final teardown aborts (SIGABRT, no
-    Python frame; seen since issue 53's compact records and issue 49's in-process controllers,
-    not yet pinned to one module), which would turn a passing run into exit 134. Everything a
-    test writes is flushed first; nothing runs after this but that teardown."""
-    if not _EXIT_STATUS:
-        return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(_EXIT_STATUS[-1])

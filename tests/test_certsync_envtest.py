@@ -149,17 +149,25 @@ def test_of_two_replicas_that_both_found_the_secret_empty_only_the_first_writes(
 
 
 def test_the_elected_controller_holds_its_lease_and_fills_the_secret(api: ApiServer) -> None:
+    stop = threading.Event()
     with api.api_client() as client_:
-        start_background_sync(client_, TARGET, interval=0.5)
-        lease = wait_for(
-            lambda: (
-                api.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{LEASE_NAME}").ok
-            ),
-            30,
-            "the Lease guardhook-certs",
-        )
-        assert lease
-        wait_for(lambda: api.get(SECRET).get("data"), 30, "the Secret's certificates")
+        thread = start_background_sync(client_, TARGET, interval=0.5, stop=stop)
+        try:
+            lease = wait_for(
+                lambda: (
+                    api.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{LEASE_NAME}").ok
+                ),
+                30,
+                "the Lease guardhook-certs",
+            )
+            assert lease
+            wait_for(lambda: api.get(SECRET).get("data"), 30, "the Secret's certificates")
+        finally:
+            # a campaign left running outlives the API server and the test: it retried for the
+            # rest of the session and was still inside its loop when the interpreter finalized
+            stop.set()
+            thread.join(timeout=30)
+    assert not thread.is_alive()
 
 
 def test_start_up_waits_until_the_certificate_is_mounted(api: ApiServer, tmp_path: Path) -> None:

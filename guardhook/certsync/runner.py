@@ -90,13 +90,13 @@ def start_background_sync(
     elect: bool = True,
     stop: threading.Event | None = None,
 ) -> threading.Thread:
-    """Start the controller on a daemon thread: with `elect`, only while this replica holds the
-    Lease `guardhook-certs` in the target's namespace, for the life of the process; without, until
-    `stop` is set (`guardhook.reconcile.loop.start_background`)."""
+    """Start the controller on a daemon thread until `stop` is set (for the life of the process
+    without one): with `elect`, only while this replica holds the Lease `guardhook-certs` in the
+    target's namespace (`guardhook.reconcile.loop.start_background`)."""
 
     def work(term: threading.Event) -> None:
         run_until(api, target, term, interval)
 
     if elect:
-        return loop.start_background(NAME, work, api, target.namespace, LEASE_NAME)
+        return loop.start_background(NAME, work, api, target.namespace, LEASE_NAME, stop)
     return loop.start_background(NAME, work, stop=stop)

@@ -51,12 +51,13 @@ def start_background_sync(
     elect: bool = True,
     stop: threading.Event | None = None,
 ) -> threading.Thread:
-    """Start the reconciler on a daemon thread (for `guardhook serve --sync-group-pdbs`). Without
-    election, setting `stop` ends it; an elected one runs for the life of the process."""
+    """Start the reconciler on a daemon thread (for `guardhook serve --sync-group-pdbs`) until
+    `stop` is set (for the life of the process without one); with `elect`, only while this
+    replica holds its Lease."""
 
     def work(term: threading.Event) -> None:
         reconcile_until(api, current_view, term, interval)
 
     if elect:
-        return loop.start_background(NAME, work, api, namespace, LEASE_NAME)
+        return loop.start_background(NAME, work, api, namespace, LEASE_NAME, stop)
     return loop.start_background(NAME, work, stop=stop)

@@ -197,8 +197,8 @@ def start_background_sync(
     observer: Observer | None = None,
 ) -> threading.Thread:
     """Start the reconciler on a daemon thread over the live `view` (for `guardhook serve
-    --sync-group-readiness`). Without election, setting `stop` ends it; an elected one runs for the
-    life of the process."""
+    --sync-group-readiness`) until `stop` is set (for the life of the process without one); with
+    `elect`, only while this replica holds its Lease."""
     reconciler = Reconciler(api, all_lws, observer)
     return loop.follow_in_background(
         NAME, reconciler, view, interval, api, namespace, LEASE_NAME, elect, stop

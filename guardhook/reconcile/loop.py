@@ -78,15 +78,16 @@ def start_background(
     lease_name: str = "",
     stop: threading.Event | None = None,
 ) -> threading.Thread:
-    """Run `work(stop)` on a daemon thread called `name`. With `api` and `lease_name` it runs
-    only while this replica holds the Lease `namespace/lease_name` (for the life of the process);
-    without, it runs until `stop` is set."""
+    """Run `work(stop)` on a daemon thread called `name` until `stop` is set (for the life of the
+    process without one). With `api` and `lease_name` it runs only while this replica holds the
+    Lease `namespace/lease_name`, and setting `stop` also ends the campaign for it
+    (`election.run_elected`)."""
     unelected = stop or threading.Event()
     if api is not None and lease_name:
         elected_api = api
 
         def target() -> None:
-            run_elected(elected_api, namespace, lease_name, work, name=name)
+            run_elected(elected_api, namespace, lease_name, work, name=name, stop=stop)
 
     else:
 
@@ -118,14 +119,14 @@ def follow_in_background(
     stop: threading.Event | None = None,
 ) -> threading.Thread:
     """Subscribe `follower` to the live `view` and run its rounds (every `interval` seconds, and
-    when woken) on a daemon thread called `name` (`start_background`): with `elect`, only while
-    this replica holds the Lease `namespace/lease_name`, for the life of the process; without,
-    until `stop` is set. For `guardhook serve`'s background reconcilers."""
+    when woken) on a daemon thread called `name` (`start_background`) until `stop` is set (for
+    the life of the process without one): with `elect`, only while this replica holds the Lease
+    `namespace/lease_name`. For `guardhook serve`'s background reconcilers."""
     follower.watch(view)
 
     def work(term: threading.Event) -> None:
         follower.run_until(lambda: view, term, interval)
 
     if elect:
-        return start_background(name, work, api, namespace, lease_name)
+        return start_background(name, work, api, namespace, lease_name, stop)
     return start_background(name, work, stop=stop)
