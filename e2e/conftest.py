@@ -146,3 +146,13 @@ def _wait_whole(cluster: Cluster) -> None:
 def pytest_report_header() -> list[str]:
     reason = no_cluster_reason()
     return [f"guardhook e2e: {reason or 'cluster configured'}"]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """One process, whatever pyproject's addopts say: the unit suite's `-n 4` (pytest-xdist) is not
+    for this suite, whose tests share one cluster and build on each other's state. Runs before
+    pytest-xdist's own hook reads `-n` (pytest calls it for the initial conftests, this one
+    whenever the arguments name e2e/)."""
+    if hasattr(config.option, "numprocesses"):
+        config.option.numprocesses = 0

@@ -23,7 +23,13 @@ from guardhook.floor.export import export_floor
 from conftest import FIXTURES, load_review
 from envtest import ApiServer, api_server, requires_api_server
 
-pytestmark = [pytest.mark.envtest, requires_api_server]
+# One worker runs the whole module (pytest-xdist's loadgroup), so its module-scoped API server
+# starts once, not once per worker.
+pytestmark = [
+    pytest.mark.envtest,
+    requires_api_server,
+    pytest.mark.xdist_group("test_admission_floor_envtest"),
+]
 PODS = "/api/v1/namespaces/serve/pods"
 PDBS = "/apis/policy/v1/namespaces/serve/poddisruptionbudgets"
 LWSS = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/serve/leaderworkersets"

@@ -28,7 +28,9 @@ from conftest import FIXTURES
 from envtest import ApiServer, api_server, requires_api_server
 from kustomize_lite import render
 
-pytestmark = [pytest.mark.envtest, requires_api_server]
+# One worker runs the whole module (pytest-xdist's loadgroup), so its module-scoped API server
+# starts once, not once per worker.
+pytestmark = [pytest.mark.envtest, requires_api_server, pytest.mark.xdist_group("test_coverage_envtest")]
 OWN = "guardhook-system"
 
 

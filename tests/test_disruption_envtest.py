@@ -25,7 +25,9 @@ from conftest import REPO, Server
 from envtest import ApiServer, api_server, requires_api_server
 from kustomize_lite import render
 
-pytestmark = [pytest.mark.envtest, requires_api_server]
+# One worker runs the whole module (pytest-xdist's loadgroup), so its module-scoped API server
+# starts once, not once per worker.
+pytestmark = [pytest.mark.envtest, requires_api_server, pytest.mark.xdist_group("test_disruption_envtest")]
 
 OWN_NAMESPACE = "guardhook-system"
 WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"

@@ -26,7 +26,9 @@ from guardhook.policies.group_capacity import MODEL_ANNOTATION
 from conftest import load_review
 from envtest import ApiServer, api_server, requires_api_server
 
-pytestmark = [pytest.mark.envtest, requires_api_server]
+# One worker runs the whole module (pytest-xdist's loadgroup), so its module-scoped API server
+# starts once, not once per worker.
+pytestmark = [pytest.mark.envtest, requires_api_server, pytest.mark.xdist_group("test_dra_envtest")]
 
 DRIVER = "gpu.example.com"
 CLASS = "gpu.example.com"

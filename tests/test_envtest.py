@@ -19,7 +19,9 @@ import yaml
 from conftest import FIXTURES, Server
 from envtest import api_server, requires_api_server
 
-pytestmark = [pytest.mark.envtest, requires_api_server]
+# One worker runs the whole module (pytest-xdist's loadgroup), so its module-scoped API server
+# starts once, not once per worker.
+pytestmark = [pytest.mark.envtest, requires_api_server, pytest.mark.xdist_group("test_envtest")]
 
 
 def _wait(condition: Callable[[], bool], seconds: float, what: str) -> None:

@@ -15,7 +15,9 @@ from envtest import ApiServer, api_server, requires_api_server
 
 NAMESPACE = "guardhook-system"
 
-pytestmark = [pytest.mark.envtest, requires_api_server]
+# One worker runs the whole module (pytest-xdist's loadgroup), so its module-scoped API server
+# starts once, not once per worker.
+pytestmark = [pytest.mark.envtest, requires_api_server, pytest.mark.xdist_group("test_eviction_envtest")]
 
 
 @pytest.fixture(scope="module")

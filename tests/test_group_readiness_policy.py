@@ -22,6 +22,8 @@ from readiness_helpers import fleet
 
 STS_CONTROLLER = "system:serviceaccount:kube-system:statefulset-controller"
 GATE_ADDED = [{"op": "add", "path": "/spec/readinessGates", "value": [{"conditionType": GATE}]}]
+# One worker runs the whole module (pytest-xdist's loadgroup): its module-scoped server starts once.
+pytestmark = pytest.mark.xdist_group("test_group_readiness_policy")
 
 
 def review(name: str, user: str = STS_CONTROLLER) -> dict[str, Any]:
