@@ -79,8 +79,10 @@ def _install_crds(cluster: Cluster, crds: list[dict[str, Any]]) -> list[str]:
 
 
 def _remove_crds(cluster: Cluster, names: list[str]) -> None:
+    """Delete the CRDs `names` (their objects with them) and wait until they are gone: the next test
+    may create them again, which a terminating CRD refuses."""
     for name in names:
-        cluster.kubectl("delete", "crd", name, "--wait=false")
+        cluster.kubectl("delete", "crd", name, "--wait=true", "--timeout=120s", timeout=150)
 
 
 def _owner(obj: dict[str, Any], api_version: str, kind: str) -> dict[str, Any]:
@@ -195,23 +197,37 @@ def _job(jobset: dict[str, Any], rjob: str, replicas: int, index: int, pods: int
     }
 
 
-def test_a_jobset_replica_is_evicted_one_at_a_time(cluster: Cluster, cordoned: list[str]) -> None:
-    name, rjob, replicas, pods = "e2e-jobset", "workers", 2, 2
+def _seen_as_gang(cluster: Cluster, pod: str) -> bool:
+    """Whether guardhook judges `pod` a member of a whole gang: a dry-run DELETE of it is denied by
+    worker-delete (a gang member is disrupted through the Eviction API or its controller)."""
+    done = cluster.kubectl("delete", "pod", pod, "-n", cluster.namespace, "--dry-run=server")
+    return done.returncode != 0 and "[worker-delete]" in done.stderr
+
+
+# Two ways a JobSet Job is a group (guardhook.groups.jobset): its pods run as one (parallelism 2), or
+# it is one pod whose failure restarts the whole JobSet (a failurePolicy with no rules: the default
+# action RestartJobSet), which guardhook reads from the JobSet itself (the view's JobSet watch, on a
+# CRD installed after guardhook started: picked up by its retry of kinds not served).
+JOBSET_CASES = {
+    "parallel-pods": (2, None),
+    "restart-whole": (1, {"maxRestarts": 3}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(JOBSET_CASES))
+def test_a_jobset_replica_is_evicted_one_at_a_time(cluster: Cluster, cordoned: list[str], case: str) -> None:
+    pods, failure_policy = JOBSET_CASES[case]
+    name, rjob, replicas = f"e2e-js-{case}", "workers", 2
     created = _install_crds(cluster, [_crd(JOBSET_GROUP, JOBSET_VERSION, "JobSet", "jobsets")])
     selector = f"jobset.sigs.k8s.io/jobset-name={name}"
+    spec: dict[str, Any] = {
+        "replicatedJobs": [{"name": rjob, "replicas": replicas, "template": {"spec": _job_spec(pods)}}]
+    }
+    if failure_policy is not None:
+        spec["failurePolicy"] = failure_policy
     try:
         jobset = _create(
-            cluster,
-            {
-                "apiVersion": JOBSET_API,
-                "kind": "JobSet",
-                "metadata": {"name": name},
-                "spec": {
-                    "replicatedJobs": [
-                        {"name": rjob, "replicas": replicas, "template": {"spec": _job_spec(pods)}}
-                    ]
-                },
-            },
+            cluster, {"apiVersion": JOBSET_API, "kind": "JobSet", "metadata": {"name": name}, "spec": spec}
         )
         # the stand-in JobSet controller: its Jobs; the Job controller makes their pods
         for index in range(replicas):
@@ -220,9 +236,12 @@ def test_a_jobset_replica_is_evicted_one_at_a_time(cluster: Cluster, cordoned: l
             lambda: len(_ready_pods(cluster, selector)) == replicas * pods, 300, "both Jobs' pods Ready", 2
         )
         job0, job1 = (f"{name}-{rjob}-{i}" for i in range(replicas))
-        # completion index 0 (pod names `<job>-<index>-<suffix>`): the pod left keeps the Job's size 2
+        # completion index 0 (pod names `<job>-<index>-<suffix>`): a pod left keeps the Job's size
         first = _pods_of(cluster, f"job-name={job0}")[0]
         second = _pods_of(cluster, f"job-name={job1}")[0]
+        eventually(
+            lambda: _seen_as_gang(cluster, first) and _seen_as_gang(cluster, second), 120, "Jobs as gangs", 3
+        )
         # the Job controller's replacement for the evicted pod waits on the cordoned node: Job 0 stays broken
         cluster.must("cordon", *cordoned)
         done = cluster.evict(first)
@@ -238,7 +257,7 @@ def test_a_jobset_replica_is_evicted_one_at_a_time(cluster: Cluster, cordoned: l
         )
         eventually(lambda: cluster.evict(second).returncode == 0, 180, f"Job {job1}'s eviction allowed", 5)
     finally:
-        # the garbage collector takes the Jobs and their pods with the JobSet (and the JobSet with its CRD)
+        # the garbage collector takes the Jobs and their pods with the JobSet
         cluster.kubectl("delete", "jobsets.jobset.x-k8s.io", name, "-n", cluster.namespace, "--wait=false")
         _remove_crds(cluster, created)
 
@@ -328,6 +347,7 @@ def test_a_grove_replica_is_evicted_one_at_a_time(cluster: Cluster) -> None:
         eventually(
             lambda: len(_ready_pods(cluster, selector)) == replicas * size, 300, "both replicas Ready", 2
         )
+        eventually(lambda: _seen_as_gang(cluster, f"{pcs}-1-{role}-0"), 60, "the replicas as gangs", 2)
         done = cluster.evict(f"{pcs}-0-{role}-0")
         assert done.returncode == 0, done.stderr
         held = cluster.evict(f"{pcs}-1-{role}-0")
