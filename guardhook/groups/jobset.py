@@ -12,7 +12,7 @@ jobset_types.go):
 | `jobset.sigs.k8s.io/jobset-name` | J |
 | `jobset.sigs.k8s.io/replicatedjob-name` | R |
 | `jobset.sigs.k8s.io/job-index` | the Job's index in R |
-| `jobset.sigs.k8s.io/job-key` | SHA-256 of the Job's namespaced name |
+| `jobset.sigs.k8s.io/job-key` | SHA-1 of `<namespace>/<Job name>` (jobHashKey) |
 | `jobset.sigs.k8s.io/restart-attempt` | the JobSet's restart count |
 
 and, when set on the JobSet or the replicatedJob, the annotation
