@@ -269,6 +269,29 @@ def test_a_member_without_its_name_label_still_reaches_worker_delete(webhooks: l
     assert not _called(hook, bare, identity_only=False)  # a bare pod of no group: not sent
 
 
+@pytest.mark.parametrize(
+    ("api_version", "kind", "called"),
+    [
+        ("batch/v1", "Job", True),  # a JobSet Job's pod, or a Workload API gang of a Job
+        ("grove.io/v1alpha1", "PodClique", True),  # a Grove PodCliqueSet replica's pod
+        ("apps/v1", "DaemonSet", False),  # no group maker's pod: not sent
+    ],
+)
+def test_a_gang_member_delete_reaches_worker_delete(
+    webhooks: list[Object], api_version: str, kind: str, called: bool
+) -> None:
+    """worker-delete judges Grove and JobSet gang members (guardhook.groups.grove, .jobset), whose
+    pods carry no LWS label: the entry must be called for them by their controller."""
+    hook = _hook(webhooks, "worker-delete.guardhook.io")
+    gang = load_review("s01-worker-delete.validating")
+    meta = gang["request"]["oldObject"]["metadata"]
+    meta["labels"] = {"app": "gang"}
+    meta["ownerReferences"] = [
+        {"apiVersion": api_version, "kind": kind, "name": "g-0", "uid": "u-1", "controller": True}
+    ]
+    assert _called(hook, gang, identity_only=False) is called
+
+
 def _update(review: Object, **labels: str | None) -> Object:
     request = review["request"]
     request["operation"] = "UPDATE"

@@ -159,7 +159,8 @@ objectSelector:
 
 {{/* Which objects an entry that must see every LWS member is called for: by any
      leaderworkerset.sigs.k8s.io/ label or by its controller ownerReference, never by the name
-     label alone, which a tenant may remove (issue 48). */}}
+     label alone, which a tenant may remove (issue 48). A DELETE is also sent for a pod a Job
+     (JobSet Jobs, Workload API gangs of Jobs) or a Grove PodClique controls: gang members. */}}
 {{- define "guardhook.condition.lwsPodDeleteOrRelabel" -}}
 - name: lws-pod-delete-or-relabel
   expression: >-
@@ -167,7 +168,7 @@ objectSelector:
     (has(oldObject.metadata.labels) &&
     oldObject.metadata.labels.exists(k, k.startsWith('leaderworkerset.sigs.k8s.io/'))) ||
     (has(oldObject.metadata.ownerReferences) && oldObject.metadata.ownerReferences.exists(r,
-    has(r.controller) && r.controller && r.kind in ['StatefulSet', 'ReplicaSet'])) :
+    has(r.controller) && r.controller && r.kind in ['StatefulSet', 'ReplicaSet', 'Job', 'PodClique'])) :
     has(oldObject.metadata.labels) && oldObject.metadata.labels.exists(k,
     k.startsWith('leaderworkerset.sigs.k8s.io/') && !(has(object.metadata.labels) &&
     k in object.metadata.labels && object.metadata.labels[k] == oldObject.metadata.labels[k]))
