@@ -595,3 +595,25 @@ def test_a_grove_scale_without_pods_in_the_view_is_not_checked() -> None:
     response = judge(capacity_engine([]), grove_scale("disagg", 3, 7))
     assert response["allowed"] is True
     assert any("has no pods in guardhook's view" in w for w in response["warnings"])
+
+
+def test_drain_plan_lists_a_grove_replica_losing_a_pod_and_places_it_whole_again() -> None:
+    """drain-plan reads gangs through the group model, whichever maker made them: a Grove replica
+    losing its prefill pod on gpu-node-01 is listed under its PodCliqueSet, and its pods (found by
+    resolving them, not by a PodGroup name) are re-placed whole on what is left."""
+    from guardhook.planning.drain import plan_drain
+
+    plan = plan_drain(nodes() + makers.grove_pods(), ["gpu-node-01"], {})
+    assert [g.as_dict() for g in plan.gangs] == [
+        {
+            "namespace": "infer",
+            "kind": "PodCliqueSet",
+            "name": "disagg",
+            "budget": 1,
+            "losing": ["0"],
+            "broken": [],
+            "lost": 1,
+            "rebuildable": 1,
+            "short": "",
+        }
+    ]

@@ -39,7 +39,7 @@ from guardhook.cluster.lws import LWS_KIND
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import ClusterView
-from guardhook.groups import BrokenGroups, SetRef, all_sets, group_size, resolve
+from guardhook.groups import BrokenGroups, SetRef, all_sets, each_gang_set, group_size, resolve
 from guardhook.groups.keys import GroupKey, key_order
 from guardhook.groups.stuck import StuckGroup, stuck_after, stuck_groups
 from guardhook.planning.evictions import PlannedGroup, Refusal, evict_in_turn, planned
@@ -260,7 +260,7 @@ def plan_drain(
     # Only groups with pods are rebuilt (PodlessGroups says why).
     lost = {key: broken[key].with_pods().with_groups(losing.get(key, ()), "loses a pod") for key in broken}
     gangs = _gang_sets(view, order, reader)
-    rebuilds = rebuild_everything(objects, order, lost, _lost_gangs(view, gangs))
+    rebuilds = rebuild_everything(objects, order, lost, _lost_gangs(view, gangs), view)
     rebuilt = rebuilds.lws
     lws = tuple(
         LwsDrain(
@@ -355,21 +355,19 @@ def _with_rebuild(gang: GangDrain, rebuilt: Rebuild | None) -> GangDrain:
 
 
 def _gang_sets(view: ClusterView, nodes: Sequence[str], reader: SetReader) -> tuple[GangDrain, ...]:
-    """Per set other than an LWS (Workload API gangs) with a group losing a pod on `nodes` or one
-    already broken: its budget and those groups, as group-eviction's budget reads them (the view
-    alone: a plan consults no ledger)."""
-    on_nodes = {pod.key for pod in _pods_on(view, nodes)}
+    """Per gang set (any maker's but an LWS: Workload API, Grove, JobSet) with a group losing a
+    pod on `nodes`: its budget, those groups and the groups already broken, as group-eviction's
+    budget reads them (the view alone: a plan consults no ledger)."""
     found: dict[SetRef, tuple[int, set[str], tuple[str, ...]]] = {}
-    for pod in view.all_pods():
-        if pod.terminal or not pod.pod_group:
+    for pod in _pods_on(view, nodes):
+        if pod.terminal:
             continue
         gang = reader.disruption(pod)
         if gang is None or gang.set.kind == LWS_KIND:
             continue
         if gang.set not in found:
             found[gang.set] = (gang.budget, set(), tuple(sorted(gang.broken_in_view)))
-        if pod.key in on_nodes:
-            found[gang.set][1].add(gang.group)
+        found[gang.set][1].add(gang.group)
     return tuple(
         GangDrain(s.namespace, s.kind, s.name, budget, tuple(sorted(losing)), broken)
         for s, (budget, losing, broken) in sorted(
@@ -483,9 +481,9 @@ def _all_broken(
         for key, groups in broken.items()
         if len(groups) > len(found[key])
     }
-    for gang in _gang_sets(view, [], reader):
-        found[_set_key(gang)] = {
-            PlannedGroup(gang.namespace, gang.name, name, gang.kind) for name in gang.broken
+    for gang in each_gang_set(view):
+        found[SetRef(gang.namespace, gang.kind, gang.name)] = {
+            PlannedGroup(gang.namespace, gang.name, name, gang.kind) for name in gang.broken_names
         }
     return found, not_listed
 

@@ -41,7 +41,7 @@ from guardhook.cluster.model import as_dict, metadata
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import PODS as PODS_KIND
 from guardhook.cluster.view.store import ClusterView
-from guardhook.groups import GroupKey, SetRef, recreated_group, resolve_object_alone
+from guardhook.groups import GroupKey, SetRef, recreated_group, resolve_object, resolve_object_alone
 from guardhook.wire import KubeObject
 
 RECREATED_OWNERS = ("ReplicaSet", "StatefulSet", "Job", "ReplicationController")
@@ -58,8 +58,11 @@ class Rebuild:
     short: str
 
 
-LostGangs = Mapping[SetRef, Mapping[str, int]]
-"""Per gang set, its lost PodGroups: name -> the gang's size (guardhook.groups.group_size)."""
+LostGangs = Mapping[SetRef, Mapping[GroupKey, int]]
+"""Per gang set, its lost gangs: group key -> the gang's size (guardhook.groups.group_size)."""
+
+GangPods = Mapping[tuple[SetRef, GroupKey], list[KubeObject]]
+"""(gang set, group key) -> the gang's pods that are not terminal."""
 
 
 @dataclass(frozen=True)
@@ -75,16 +78,20 @@ def rebuild_everything(
     drained: Iterable[str],
     lost: Mapping[SetRef, Collection[GroupKey]],
     lost_gangs: LostGangs,
+    view: ClusterView | None = None,
 ) -> Rebuilds:
     """For each LWS with lost groups (`lost`: group keys per LWS, each collection
     iterating in ascending order, e.g. BrokenGroups; only membership, len() and as many groups as
     fit are read, as there may be 2^31 - 1 of them), how many can be rebuilt on `objects` (the
     cluster's, any kinds) without the `drained` nodes; then the lost gangs (`lost_gangs`) re-placed
     on what the rebuilt groups leave (module docstring): per gang set, how many of its lost gangs
-    that have pods in `objects` fit again, and what the others lack."""
+    that have pods in `objects` fit again, and what the others lack. A gang's pods are found by
+    resolving them (guardhook.groups.resolve) against `view`, the view `objects` came from (built
+    from them when None), whichever maker made the gang."""
     gone = set(drained)
-    gang_pods = _gang_members(objects, lost_gangs)
-    after = view_from_objects(_after_drain(objects, gone, lost, set(gang_pods)), source="after drain")
+    gang_pods = _gang_members(view, objects, lost_gangs)
+    in_gangs = {_pod_id(pod) for pods in gang_pods.values() for pod in pods}
+    after = view_from_objects(_after_drain(objects, gone, lost, in_gangs), source="after drain")
     index = index_for(after)
     answers = _rebuild_lws(after, index, lost)
     gangs = {key: _rebuild_gangs(after, index, key, lost_gangs[key], gang_pods) for key in sorted(lost_gangs)}
@@ -122,15 +129,15 @@ def _rebuild_gangs(
     after: ClusterView,
     index: CapacityIndex,
     key: SetRef,
-    sizes: Mapping[str, int],
-    gang_pods: Mapping[tuple[str, str], list[KubeObject]],
+    sizes: Mapping[GroupKey, int],
+    gang_pods: GangPods,
 ) -> Rebuild:
     """Re-place set `key`'s lost gangs one by one, by name; each that fits waits, pending, for
     the next. Gangs with no pods in the objects are left out."""
     lost = fits = 0
     short: list[str] = []
     for name in sorted(sizes):
-        pods = gang_pods.get((key.namespace, name), [])
+        pods = gang_pods.get((key, name), [])
         if not pods:
             continue
         lost += 1
@@ -172,19 +179,20 @@ def _widest(shapes: Sequence[PodShape]) -> PodShape:
 
 
 def _gang_members(
-    objects: Sequence[KubeObject], lost_gangs: LostGangs
-) -> dict[tuple[str, str], list[KubeObject]]:
-    """(namespace, PodGroup name) -> its pods in `objects` that are not terminal, for every lost
-    gang."""
-    wanted = {(key.namespace, name) for key, sizes in lost_gangs.items() for name in sizes}
-    found: dict[tuple[str, str], list[KubeObject]] = {}
+    view: ClusterView | None, objects: Sequence[KubeObject], lost_gangs: LostGangs
+) -> dict[tuple[SetRef, GroupKey], list[KubeObject]]:
+    """GangPods of every lost gang: the pods of `objects` that `view` (built from `objects` when
+    None) resolves to one of `lost_gangs`."""
+    found: dict[tuple[SetRef, GroupKey], list[KubeObject]] = {}
+    if not lost_gangs:
+        return found
+    read = view if view is not None else view_from_objects(objects, source="before drain")
     for obj in objects:
-        if obj.get("kind") != "Pod" or not wanted:
+        if obj.get("kind") != "Pod" or as_dict(obj.get("status")).get("phase") in ("Succeeded", "Failed"):
             continue
-        group = _gang_of(obj)
-        phase = as_dict(obj.get("status")).get("phase")
-        if group in wanted and phase not in ("Succeeded", "Failed"):
-            found.setdefault(group, []).append(obj)
+        ref = resolve_object(read, obj)
+        if ref is not None and ref.key in lost_gangs.get(ref.set, {}):
+            found.setdefault((ref.set, ref.key), []).append(obj)
     return found
 
 
@@ -200,14 +208,14 @@ def _after_drain(
     objects: Sequence[KubeObject],
     gone: set[str],
     lost: Mapping[SetRef, Collection[GroupKey]],
-    lost_gangs: Collection[tuple[str, str]] = frozenset(),
+    in_gangs: Collection[tuple[str, str]] = frozenset(),
 ) -> list[KubeObject]:
     kept: list[KubeObject] = []
     for obj in objects:
         kind = obj.get("kind")
         if kind == "Node" and metadata(obj).get("name") in gone:
             continue
-        if kind == "Pod" and _in_gang(obj, lost_gangs):
+        if kind == "Pod" and in_gangs and _pod_id(obj) in in_gangs:
             continue  # a lost gang goes whole; rebuild_everything asks for it again
         if kind == "Pod":
             pod = _pod_after_drain(obj, gone, lost)
@@ -218,14 +226,10 @@ def _after_drain(
     return kept
 
 
-def _gang_of(pod: KubeObject) -> tuple[str, str]:
-    """(namespace, `spec.schedulingGroup.podGroupName`) of a pod object ("" for none)."""
-    group = as_dict(as_dict(pod.get("spec")).get("schedulingGroup")).get("podGroupName")
-    return (str(metadata(pod).get("namespace") or ""), str(group or ""))
-
-
-def _in_gang(pod: KubeObject, gangs: Collection[tuple[str, str]]) -> bool:
-    return bool(gangs) and _gang_of(pod) in gangs
+def _pod_id(pod: KubeObject) -> tuple[str, str]:
+    """(namespace, name) of a pod object."""
+    meta = metadata(pod)
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
 def _pod_after_drain(
