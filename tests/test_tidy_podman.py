@@ -7,9 +7,11 @@ packages that .ci/run installs (GUARDHOOK_REQUIRE_IMAGE=1 there: a missing tool 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +19,10 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "e2e" / "realcluster" / "tidy-podman.sh"
+LOCK = Path(tempfile.gettempdir()) / "guardhook-tidy-podman-test.lock"
+"""Held by each test for its whole run: the script removes every build container in podman's store,
+so one test's run beside another's (another xdist worker, another pytest session) would take that
+test's container away."""
 
 
 def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -25,23 +31,26 @@ def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def empty_image() -> Iterator[str]:
-    """A tagged empty image in podman's store (buildah from scratch, committed); removed afterwards."""
+    """A tagged empty image in podman's store (buildah from scratch, committed); removed afterwards.
+    The test runs holding LOCK."""
     missing = [tool for tool in ("podman", "buildah") if shutil.which(tool) is None]
     if missing:
         reason = f"{' and '.join(missing)} not installed (Debian: apt-get install podman buildah)"
         if os.environ.get("GUARDHOOK_REQUIRE_IMAGE") == "1":
             pytest.fail(f"GUARDHOOK_REQUIRE_IMAGE=1 but {reason}")
         pytest.skip(reason)
-    tag = f"localhost/guardhook-tidy-test:{uuid.uuid4().hex[:8]}"
-    scratch = _run("buildah", "from", "scratch").stdout.strip()
-    try:
-        _run("buildah", "commit", "--quiet", scratch, tag)
-    finally:
-        _run("buildah", "rm", scratch, check=False)
-    try:
-        yield tag
-    finally:
-        _run("podman", "rmi", "--force", tag, check=False)
+    with LOCK.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        tag = f"localhost/guardhook-tidy-test:{uuid.uuid4().hex[:8]}"
+        scratch = _run("buildah", "from", "scratch").stdout.strip()
+        try:
+            _run("buildah", "commit", "--quiet", scratch, tag)
+        finally:
+            _run("buildah", "rm", scratch, check=False)
+        try:
+            yield tag
+        finally:
+            _run("podman", "rmi", "--force", tag, check=False)
 
 
 def _build_container_ids() -> set[str]:
