@@ -158,11 +158,10 @@ def test_members_of_a_broken_gang_and_of_single_mode_groups_may_be_deleted() -> 
     assert delete(engine(single), single, "train-0-0")["allowed"] is True
 
 
-def test_a_member_of_a_gang_doomed_by_another_members_disruption_may_be_deleted() -> None:
-    """Fix: a gang with a member marked for removal (DisruptionTarget) is broken (design.md §1),
-    as in its set's snapshot, so deleting another member costs nothing more; it was judged whole."""
-    objects = shapes.gang_objects()
-    shapes.pod(objects, "train-1-1")["status"]["conditions"].append(
+def _preempted(objects: list, name: str) -> None:
+    """Mark pod `name` of `objects` for removal as the scheduler's preemption does
+    (DisruptionTarget=True, reason PreemptionByScheduler)."""
+    shapes.pod(objects, name)["status"]["conditions"].append(
         {
             "type": "DisruptionTarget",
             "status": "True",
@@ -170,6 +169,13 @@ def test_a_member_of_a_gang_doomed_by_another_members_disruption_may_be_deleted(
             "lastTransitionTime": "2026-11-29T17:00:00Z",
         }
     )
+
+
+def test_a_member_of_a_gang_doomed_by_another_members_disruption_may_be_deleted() -> None:
+    """Fix: a gang with a member marked for removal (DisruptionTarget) is broken (design.md §1),
+    as in its set's snapshot, so deleting another member costs nothing more; it was judged whole."""
+    objects = shapes.gang_objects()
+    _preempted(objects, "train-1-1")
     eng = engine(objects)
     assert delete(eng, objects, "train-1-0")["allowed"] is True
     assert delete(eng, objects, "train-0-0")["allowed"] is False  # another, whole gang
@@ -183,14 +189,7 @@ def test_a_gang_pod_whose_pod_group_the_view_does_not_hold_is_judged_as_any_pod(
 
 def test_a_gang_member_marked_for_disruption_may_be_deleted() -> None:
     objects = shapes.gang_objects()
-    shapes.pod(objects, "train-1-0")["status"]["conditions"].append(
-        {
-            "type": "DisruptionTarget",
-            "status": "True",
-            "reason": "PreemptionByScheduler",
-            "lastTransitionTime": "2026-11-29T17:00:00Z",
-        }
-    )
+    _preempted(objects, "train-1-0")
     assert delete(engine(objects), objects, "train-1-0", "system:kube-scheduler")["allowed"] is True
 
 
