@@ -40,6 +40,7 @@ Stopping (SIGTERM to the master, or an old worker after SIGHUP), in this order, 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import re
 import selectors
@@ -99,7 +100,9 @@ CLOSE_DRAIN_SECONDS = 1.0
 and dropped (so the close is no reset) before the socket is closed."""
 
 ROOM_BATCH = 16
-"""Idle connections closed at once when the worker reaches worker_connections (see _make_room)."""
+"""At worker_connections, new connections are accepted while fewer than this many connections are
+closing (making room for earlier ones); past it they wait in the listening socket's backlog until
+one has closed (see accept)."""
 
 DISCARD_FACTOR = 4
 """An oversized body declared up to this many times the cap is read and thrown away in the event
@@ -214,6 +217,11 @@ class ReadAheadWorker(ThreadWorker):
         self.cut_off = 0
         self.made_room = 0
         """Idle kept-alive connections closed to stay under worker_connections."""
+        # gthread answers `Connection: close` once worker_connections - threads connections are
+        # idle, closing the connection that just had its answer (a reconnect and a TLS handshake
+        # for its client, churn at the limit): here idle ones may fill the limit, and a new
+        # connection closes the oldest idle one instead (accept).
+        self.max_keepalived = self.worker_connections
 
     def enqueue_req(self, conn: Any) -> None:
         """Called by gthread for a new connection, a kept-alive one that became readable, and one
@@ -427,7 +435,18 @@ class ReadAheadWorker(ThreadWorker):
             state.events = selectors.EVENT_READ
             self._discard(conn)  # TLS may hold decrypted bytes the selector does not see
             return
-        super().finish_request(conn, fs)
+        if fs.cancelled() or fs.exception() is not None or fs.result():
+            super().finish_request(conn, fs)  # kept alive (or broken: closed at once, no wait)
+            return
+        # Not kept alive (`Connection: close`, an error answer): gthread closes it here with
+        # gunicorn's util.close_graceful, which waits up to 2 s for the client's FIN with this
+        # event loop blocked: no accept, no handshake, no read meanwhile. A client that reads its
+        # answer and closes later (bench/probes.py: 1.7 s for every new connection at the limit)
+        # stalled every other connection. The same graceful close, without the wait: FIN now,
+        # what still comes is read and dropped in this loop.
+        with contextlib.suppress(OSError):  # a socket the thread closed already: _close_idle copes
+            conn.sock.setblocking(False)
+        self._close_idle(conn, time.monotonic())
 
     def _discard(self, conn: Any, _fileobj: Any = None) -> None:
         state = self.discarding.get(conn)
@@ -453,15 +472,17 @@ class ReadAheadWorker(ThreadWorker):
         conn.close()
 
     def set_accept_enabled(self, enabled: bool) -> None:
-        """gthread's switch. At `worker_connections` open connections gthread stops accepting, so a
-        probe's new connection would wait behind idle kept-alive ones: here the oldest idle ones
-        are closed instead (gracefully, as at a stop) and accepting goes on, so /healthz and /readyz
-        answer at the limit. When a stopping worker turns accepting off, it first accepts what is
-        queued in the backlog (each read and answered, with Connection: close), then closes the
-        worker's copy of the listening sockets (see the module docstring, step 1)."""
-        if not enabled and self.alive and self._make_room():
+        """gthread's switch, which it turns off at `worker_connections` open connections: a probe's
+        new connection would then wait behind idle kept-alive ones. Here a running worker goes on
+        accepting while room can be made (an idle kept-alive connection to close, and fewer than
+        ROOM_BATCH closing), and each connection accepted over the limit closes the oldest idle
+        one (accept). When a stopping worker turns accepting off, it first accepts what is queued
+        in the backlog (each read and answered, with Connection: close), then closes the worker's
+        copy of the listening sockets (see the module docstring, step 1)."""
+        if self.alive:
+            super().set_accept_enabled(enabled or self._room_possible())
             return
-        if enabled or self.alive:
+        if enabled:
             super().set_accept_enabled(enabled)
             return
         for listener in self.sockets:
@@ -471,16 +492,50 @@ class ReadAheadWorker(ThreadWorker):
             with contextlib.suppress(OSError):
                 listener.close()
 
+    def wait_for_and_dispatch_events(self, timeout: float) -> None:
+        """gthread's select and dispatch, with accepting switched back on first when room can be
+        made again (gthread itself switches it on only when the count falls under the limit)."""
+        if self.alive:
+            self.set_accept_enabled(self.nr_conns < self.worker_connections)
+        super().wait_for_and_dispatch_events(timeout)
+
+    def accept(self, listener: Any) -> None:
+        """Accept a new connection; one that takes the open connections (closing ones aside) over
+        `worker_connections` closes the oldest idle kept-alive connection (_make_room), so a
+        probe is accepted at once at the limit and the count comes back under it."""
+        before = self.nr_conns
+        super().accept(listener)
+        if self.alive and self.nr_conns > before and self._open() > self.worker_connections:
+            self._make_room()
+
+    def _open(self) -> int:
+        """Open connections that are not closing (a closing one is gone within CLOSE_DRAIN_SECONDS)."""
+        return self.nr_conns - len(self.discarding)
+
+    def _room_possible(self) -> bool:
+        return bool(self.keepalived_conns) and len(self.discarding) < ROOM_BATCH
+
     def _make_room(self) -> bool:
-        """At worker_connections: close the oldest idle kept-alive connections, at most ROOM_BATCH
-        closing at a time; whether accepting may go on (some are idle or closing, so the count
-        comes back under the limit within CLOSE_DRAIN_SECONDS)."""
-        if not self.keepalived_conns and not self.discarding:
-            return False
-        while self.keepalived_conns and len(self.discarding) < ROOM_BATCH:
-            self._close_idle(self.keepalived_conns.popleft(), time.monotonic())
+        """Close the oldest idle kept-alive connection, gracefully (FIN, then what still comes is
+        read and dropped); never one with a request in flight: a connection still being read, or
+        answered, is not in keepalived_conns, and an idle one whose next request has started to
+        arrive (not dispatched yet) is passed over. One whose client has closed it already is
+        closed first (it makes the room). Whether one was closed."""
+        for conn in list(itertools.islice(self.keepalived_conns, ROOM_BATCH)):
+            state = _idle_state(conn.sock)
+            if state == "busy":
+                continue
+            self.keepalived_conns.remove(conn)
             self.made_room += 1
-        return True
+            if state == "closed":  # by its client, not yet seen by the loop: nothing to drain
+                with contextlib.suppress(KeyError, ValueError, OSError):
+                    self.poller.unregister(conn.sock)
+                self.nr_conns -= 1
+                conn.close()
+            else:
+                self._close_idle(conn, time.monotonic())
+            return True
+        return False
 
     def _accept_backlog(self, listener: Any) -> None:
         with contextlib.suppress(OSError):
@@ -602,6 +657,21 @@ class OverBound(Exception):
 
 class PlainHTTP(Exception):
     """A new connection to the TLS port opened with a plain HTTP request line."""
+
+
+def _idle_state(sock: Any) -> str:
+    """What an idle kept-alive connection holds, looked at without taking anything: "closed" when
+    its client has closed it (or it broke), "busy" when bytes have arrived (its next request
+    started; in the socket, or decrypted already in its TLS object), else "idle"."""
+    if isinstance(sock, ssl.SSLSocket) and sock.pending():
+        return "busy"
+    try:  # the TCP socket under the TLS one: any TLS record counts as bytes that arrived
+        first = socket.socket.recv(sock, 1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return "idle"
+    except OSError:
+        return "closed"
+    return "busy" if first else "closed"
 
 
 def _peek(sock: socket.socket) -> bytes | None:
