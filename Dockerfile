@@ -31,7 +31,11 @@ COPY guardhook ./guardhook
 # guardhook.commands.schema.schema_dir_name); numpy's own test suites and C headers (~27 MB). The
 # dependencies run from their bytecode alone (compiled beside where the source was, as Python imports a
 # module with no source; ~60 MB of sources saved), without type stubs, Cython and C sources or static
-# libraries; guardhook keeps its source, for tracebacks.
+# libraries, the packages' own test suites (jsonschema, websocket-client, referencing, ...) and numpy's
+# build tools (numpy.distutils, f2py); guardhook keeps its source, for tracebacks.
+# Each distribution's RECORD then lists only the files still there (kubernetes-validate's listed every
+# schema of the 13 versions: 2.6 MB); no pip reads them in the image, importlib.metadata reads the rest.
+ARG RECORDS="import pathlib, sys; site = pathlib.Path(sys.argv[1]); [r.write_text(''.join(l for l in r.read_text().splitlines(True) if (site / l.rsplit(',', 2)[0]).exists())) for r in site.glob('*.dist-info/RECORD')]"
 RUN /opt/guardhook/bin/pip install --no-deps --no-build-isolation --no-index . \
  && /opt/guardhook/bin/pip check \
  && /opt/guardhook/bin/pip uninstall --quiet --yes setuptools pip \
@@ -46,10 +50,34 @@ RUN /opt/guardhook/bin/pip install --no-deps --no-build-isolation --no-index . \
       -o -name '*.a' \) ! -path "$site/guardhook/*" -delete \
  && find "$site/guardhook" -name '*.pyc' ! -path '*/__pycache__/*' -delete \
  && find "$site" -depth -type d -name __pycache__ ! -path "$site/guardhook/*" -exec rm -rf {} + \
+ && find "$site" -depth -type d -name tests ! -path "$site/guardhook/*" -exec rm -rf {} + \
+ && rm -rf "$site/numpy/distutils" "$site/numpy/f2py" /opt/guardhook/bin/f2py /opt/guardhook/bin/__pycache__ \
+ && /opt/guardhook/bin/python -c "$RECORDS" "$site" \
  && /opt/guardhook/bin/python -m compileall -q "$site/guardhook" \
  && /opt/guardhook/bin/guardhook --version
 
-FROM ${BASE}
+# The run-time root, made in a stage of its own and copied whole into an empty image (one layer): files
+# deleted in a layer on top of the base would still be shipped in the base's layer. Taken out of the base,
+# as nothing runs them: pip and ensurepip's wheels; the standard library's parts for development and the
+# desktop (lib2to3, distutils, the test package, idlelib, turtledemo, tkinter, pydoc's topics); its
+# sources (~12 MB: it runs from bytecode compiled here, as the dependencies do); documentation but the
+# copyright files (the licences). The Debian package database stays, for scanners, and so does perl-base.
+FROM ${BASE} AS runtime
+RUN rm -rf /usr/local/bin/pip* /usr/local/lib/python3*/site-packages/pip \
+      /usr/local/lib/python3*/site-packages/pip-* /usr/local/lib/python3*/ensurepip/_bundled \
+      /usr/lib/python3*/ensurepip/_bundled /usr/share/python-wheels \
+ && stdlib=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])') \
+ && for m in lib2to3 distutils test idlelib turtledemo tkinter pydoc_data ensurepip; do rm -rf "${stdlib:?}/$m"; done \
+ && python3 -m compileall -q -b "$stdlib" \
+ && find "$stdlib" -name '*.py' ! -path '*/site-packages/*' ! -path '*/dist-packages/*' -delete \
+ && find "$stdlib" -depth -type d -name __pycache__ -exec rm -rf {} + \
+ && { [ ! -d /usr/share/doc ] || find /usr/share/doc -type f ! -name copyright -delete; } \
+ && echo 'guardhook:x:10001:' >> /etc/group \
+ && echo 'guardhook:x:10001:10001:guardhook:/nonexistent:/usr/sbin/nologin' >> /etc/passwd \
+ && python3 -c 'import ssl, json, email, http.client, concurrent.futures, asyncio'
+COPY --from=build /opt/guardhook /opt/guardhook
+
+FROM scratch
 ARG VERSION=0.1.0
 ARG SOURCE=https://github.com/guardhook/guardhook
 LABEL org.opencontainers.image.title="guardhook" \
@@ -57,19 +85,14 @@ LABEL org.opencontainers.image.title="guardhook" \
       org.opencontainers.image.source="${SOURCE}" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
-# Bytecode is compiled at build time; at run time Python must not try to write it.
-ENV PATH=/opt/guardhook/bin:$PATH \
+COPY --from=runtime / /
+# Bytecode is compiled at build time; at run time Python must not try to write it. The base's own
+# environment is not inherited by an image made from scratch: PATH and the locale are set here.
+ENV PATH=/opt/guardhook/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    LANG=C.UTF-8 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     HOME=/tmp
-# No pip in the final stage (the base's own, ensurepip's wheels); the user without useradd, which a
-# minimal Debian base lacks.
-RUN rm -rf /usr/local/bin/pip* /usr/local/lib/python3*/site-packages/pip \
-      /usr/local/lib/python3*/site-packages/pip-* /usr/local/lib/python3*/ensurepip/_bundled \
-      /usr/lib/python3*/ensurepip/_bundled /usr/share/python-wheels \
- && echo 'guardhook:x:10001:' >> /etc/group \
- && echo 'guardhook:x:10001:10001:guardhook:/nonexistent:/usr/sbin/nologin' >> /etc/passwd
-COPY --from=build /opt/guardhook /opt/guardhook
 USER 10001:10001
 EXPOSE 8443 8080 8081
 ENTRYPOINT ["guardhook"]

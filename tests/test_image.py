@@ -270,6 +270,25 @@ def test_no_perl_modules_and_no_numpy_test_suites_in_the_image() -> None:
     assert run_in_image("-c", probe, entrypoint="python").stdout.split() == ["[]", "[]"]
 
 
+def test_no_development_parts_of_python_or_the_dependencies_in_the_image() -> None:
+    """What never runs stays out (the Dockerfile's runtime stage): the standard library's tools
+    for development and the desktop and its sources (it runs from bytecode), the dependencies'
+    own test suites, numpy's build tools and the RECORD lines of files no longer there."""
+    probe = (
+        "import glob, importlib.util, sys, sysconfig; "
+        "stdlib = sysconfig.get_paths()['stdlib']; "
+        "gone = ('lib2to3', 'distutils', 'idlelib', 'tkinter', 'pydoc_data', 'ensurepip', 'test', "
+        "'numpy.f2py', 'numpy.distutils'); "
+        "print([m for m in gone if importlib.util.find_spec(m)]); "
+        "print(glob.glob(stdlib + '/**/*.py', recursive=True)[:3]); "
+        "site = glob.glob('/opt/guardhook/lib/python3*/site-packages')[0]; "
+        "print([p for p in glob.glob(site + '/*/**/tests/', recursive=True) if '/guardhook/' not in p][:3]); "
+        "import ssl, json, email, asyncio, concurrent.futures; "
+        "print(sum(1 for l in open(glob.glob(site + '/kubernetes_validate-*.dist-info/RECORD')[0])) < 2000)"
+    )
+    assert run_in_image("-c", probe, entrypoint="python").stdout.split() == ["[]", "[]", "[]", "True"]
+
+
 def installed() -> dict[str, str]:
     """The image's Python environment: canonical distribution name -> version."""
     probe = (

@@ -74,10 +74,14 @@ def stages() -> list[str]:
 def test_the_dockerfile_is_multi_stage_on_a_base_argument_and_non_root() -> None:
     # Fully qualified: podman cannot ask which registry a short name means without a terminal.
     assert re.search(r"^ARG BASE=docker\.io/library/python:3\.11-slim$", DOCKERFILE, re.M)
-    build, final = stages()
-    assert build.startswith("FROM ${BASE} AS build\n") and final.startswith("FROM ${BASE}\n")
+    build, runtime, final = stages()
+    assert build.startswith("FROM ${BASE} AS build\n") and runtime.startswith("FROM ${BASE} AS runtime\n")
     assert "--require-hashes" in build and "requirements.lock" in build
-    assert "pip install" not in final and "COPY --from=build /opt/guardhook /opt/guardhook" in final
+    assert "pip install" not in runtime and "COPY --from=build /opt/guardhook /opt/guardhook" in runtime
+    # The image is the runtime stage's root, whole, in one layer: what it deletes from the base is
+    # not shipped in a base layer underneath.
+    assert final.startswith("FROM scratch\n") and "COPY --from=runtime / /" in final
+    assert "pip install" not in final and "RUN " not in final
     users = re.findall(r"^USER (\S+)$", final, re.M)
     assert users == ["10001:10001"]
     assert not re.search(r"^HEALTHCHECK", DOCKERFILE, re.M | re.I)
