@@ -4,9 +4,10 @@
 #   docker build -t ghcr.io/guardhook/guardhook:0.1.0 .                  # on python:3.11-slim
 #   BASE=localhost/guardhook-base:bookworm image/build.sh               # on a Debian base (image/base.sh)
 # BASE is any image with Python 3.11 as `python3` and the venv module (python:3.11-slim, or Debian's
-# python3 + python3-venv); both stages use it, so the venv's interpreter link is valid in the final one.
+# python3 + python3-venv); the build and runtime stages both use it, so the venv's interpreter link is
+# valid in the image, which is the runtime stage's root copied into an empty image (one layer).
 # Dependencies come only from image/requirements.lock (exact versions, sha256 hashes, wheels only); the
-# final stage has no pip and no compiler. It runs as uid 10001 on a read-only root filesystem: nothing is
+# image has no pip and no compiler. It runs as uid 10001 on a read-only root filesystem: nothing is
 # written at run time except gunicorn's worker heartbeat in /tmp (an emptyDir in manifests/base/).
 # TLS inside the build (an intercepting proxy): pass the CA bundle as the build secret `ca-bundle`
 # (`--secret id=ca-bundle,src=/etc/ssl/certs/ca-certificates.crt`); a secret never lands in a layer.
