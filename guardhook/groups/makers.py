@@ -37,6 +37,16 @@ MAKERS: tuple[GroupMaker, ...] = (
     JOBSET_MAKER,
 )
 
+# Each optional capability's makers, in MAKERS order, sorted out once: an isinstance check against
+# a runtime-checkable Protocol walks the protocol's members each time (a tenth of a request's
+# judging went to them: docs/performance.md, issue 53 request path).
+_STAND_INS: tuple[StandIns, ...] = tuple(m for m in MAKERS if isinstance(m, StandIns))
+_RECREATES: tuple[Recreates, ...] = tuple(m for m in MAKERS if isinstance(m, Recreates))
+_WARMS: tuple[Warms, ...] = tuple(m for m in MAKERS if isinstance(m, Warms))
+_SCALE_UPS: tuple[ScaleUps, ...] = tuple(m for m in MAKERS if isinstance(m, ScaleUps))
+_WAITING: tuple[Waiting, ...] = tuple(m for m in MAKERS if isinstance(m, Waiting))
+_SCALED_REPLICAS: tuple[ScaledReplicas, ...] = tuple(m for m in MAKERS if isinstance(m, ScaledReplicas))
+
 
 def resolve(view: ClusterView, pod: PodRecord) -> GroupRef | None:
     """The group `pod` is in, by the first maker in MAKERS that claims it; None for none."""
@@ -50,11 +60,10 @@ def resolve(view: ClusterView, pod: PodRecord) -> GroupRef | None:
 def stand_in(view: ClusterView, namespace: str, name: str) -> PodRecord | None:
     """A stand-in record for a pod the view has not seen, from the first maker in MAKERS whose rules
     name its group (guardhook.groups.maker.StandIns); None when none does."""
-    for maker in MAKERS:
-        if isinstance(maker, StandIns):
-            found = maker.stand_in(view, namespace, name)
-            if found is not None:
-                return found
+    for maker in _STAND_INS:
+        found = maker.stand_in(view, namespace, name)
+        if found is not None:
+            return found
     return None
 
 
@@ -106,28 +115,25 @@ def recreated_group(view: ClusterView, target: SetRef, key: GroupKey) -> list[Ku
     """The pods group `key` of set `target` comes back as once recreated, as API objects from the
     set's templates (guardhook.groups.maker.Recreates), by the first maker in MAKERS that can say;
     [] when none can."""
-    for maker in MAKERS:
-        if isinstance(maker, Recreates):
-            pods = maker.recreated_objects(view, target, key)
-            if pods:
-                return pods
+    for maker in _RECREATES:
+        pods = maker.recreated_objects(view, target, key)
+        if pods:
+            return pods
     return []
 
 
 def warm(view: ClusterView) -> None:
     """Build every registered maker's indexes of `view` now (guardhook.groups.maker.Warms)."""
-    for maker in MAKERS:
-        if isinstance(maker, Warms):
-            maker.warm(view)
+    for maker in _WARMS:
+        maker.warm(view)
 
 
 def scaled_resources() -> tuple[tuple[str, str, str], ...]:
     """Every (API group, plural, subresource) a registered maker reads scale-ups of
     (guardhook.groups.maker.ScaleUps), in registry order."""
     found: list[tuple[str, str, str]] = []
-    for maker in MAKERS:
-        if isinstance(maker, ScaleUps):
-            found.extend(r for r in maker.scale_resources if r not in found)
+    for maker in _SCALE_UPS:
+        found.extend(r for r in maker.scale_resources if r not in found)
     return tuple(found)
 
 
@@ -136,8 +142,8 @@ def new_gangs(view: ClusterView, request: ScaleRequest) -> NewGangs | str | None
     `scale_resources` hold the request's resource (guardhook.groups.maker.ScaleUps: a string when
     it cannot be read); None when no maker reads it."""
     resource = (request.group, request.resource, request.subresource)
-    for maker in MAKERS:
-        if isinstance(maker, ScaleUps) and resource in maker.scale_resources:
+    for maker in _SCALE_UPS:
+        if resource in maker.scale_resources:
             return maker.new_gangs(view, request)
     return None
 
@@ -145,7 +151,7 @@ def new_gangs(view: ClusterView, request: ScaleRequest) -> NewGangs | str | None
 def waiting_groups(view: ClusterView, target: SetRef) -> int:
     """How many groups of set `target` wait behind a scheduling gate to be placed, as the
     registered makers count them (guardhook.groups.maker.Waiting)."""
-    return sum(maker.waiting_groups(view, target) for maker in MAKERS if isinstance(maker, Waiting))
+    return sum(maker.waiting_groups(view, target) for maker in _WAITING)
 
 
 def scaled_target(
@@ -153,9 +159,8 @@ def scaled_target(
 ) -> ScaledTarget | None:
     """What the `/scale` of `kind` `namespace/name` counts, as the first registered maker that
     knows it reads it (guardhook.groups.maker.ScaledReplicas); None when none does."""
-    for maker in MAKERS:
-        if isinstance(maker, ScaledReplicas):
-            found = maker.scaled_target(view, namespace, api_version, kind, name)
-            if found is not None:
-                return found
+    for maker in _SCALED_REPLICAS:
+        found = maker.scaled_target(view, namespace, api_version, kind, name)
+        if found is not None:
+            return found
     return None
