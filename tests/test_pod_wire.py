@@ -77,12 +77,15 @@ def test_a_page_the_typed_decoder_refuses_is_read_as_dicts_and_loses_no_pod() ->
 
 
 def test_an_integer_beyond_64_bits_and_null_items_do_not_fail_the_page() -> None:
+    # Tolerations and container resources are read from their JSON text (as from_object reads
+    # them): an integer past 64 bits in them keeps the typed path and reads as the dict path does.
     pod = copy.deepcopy(_captured_pods()[0])
     pod["spec"]["tolerations"] = [{"key": "k", "operator": "Exists", "tolerationSeconds": 2**70 + 1}]
     pod["spec"]["containers"][0]["resources"] = {"requests": {"nvidia.com/gpu": 2**64 + 3}}
-    assert type(decode_pod_page(_page([pod]))["items"][0]) is dict
+    assert type(decode_pod_page(_page([pod]))["items"][0]) is PodWire
     typed, plain = _both_ways(_page([pod]))
     assert typed == plain
+    assert typed[0].tolerations[0].seconds == plain[0].tolerations[0].seconds
     assert decode_pod_page(b'{"kind": "PodList", "metadata": {}, "items": null}')["items"] == []
 
 

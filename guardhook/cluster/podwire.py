@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 
@@ -29,14 +29,15 @@ from guardhook.cluster.model import (
     DISRUPTION_CONDITIONS,
     NO_CONDITIONS,
     ConditionRecord,
+    OwnerRef,
+    PodExtras,
     PodRecord,
+    Toleration,
     as_dict,
     pod_claim_names,
     pod_extras,
     readiness_gates,
     scheduling_gates,
-    shared_owners,
-    shared_tolerations,
     timestamp_seconds,
 )
 from guardhook.cluster.paging import Page, decode
@@ -45,36 +46,28 @@ from guardhook.wire import KubeObject
 
 _intern = sys.intern
 
-Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
-"""An integer as Kubernetes types it (int64). A larger one is refused, so its page is read by
-`paging.decode`, whose orjson reads an integer past 64 bits as a float, as before."""
-
-
-class OwnerWire(msgspec.Struct, frozen=True, gc=False):
-    """metadata.ownerReferences[] (meta/v1 OwnerReference)."""
-
-    kind: str = ""
-    name: str = ""
-    uid: str = ""
-    apiVersion: str = ""  # noqa: N815 - the API's field name
-    controller: bool | None = None
+_NULL = msgspec.Raw(b"null")
+"""A field the page does not carry, as `msgspec.Raw` (the JSON text `null`)."""
 
 
 class MetaWire(msgspec.Struct, frozen=True, gc=False):
-    """The pod's metadata fields a record reads (meta/v1 ObjectMeta)."""
+    """The pod's metadata fields a record reads (meta/v1 ObjectMeta). The annotations and owner
+    references stay JSON text (`msgspec.Raw`, a view of the page): the pods of one group or
+    controller carry the same text, so their parts are looked up by it (`_parts_of_text`) and
+    built only for the first of them."""
 
     namespace: str = ""
     name: str = ""
     uid: str = ""
     resourceVersion: str = ""  # noqa: N815
     labels: dict[str, str] = {}
-    annotations: dict[str, str] = {}
+    annotations: msgspec.Raw = _NULL
     deletionTimestamp: str | None = None  # noqa: N815
     creationTimestamp: str | None = None  # noqa: N815
-    ownerReferences: list[OwnerWire] = []  # noqa: N815
+    ownerReferences: msgspec.Raw = _NULL  # noqa: N815
 
 
-_NO_RESOURCES = msgspec.Raw(b"null")
+_NO_RESOURCES = _NULL
 
 
 class ContainerWire(msgspec.Struct, frozen=True, gc=False):
@@ -83,14 +76,6 @@ class ContainerWire(msgspec.Struct, frozen=True, gc=False):
     it (`_requests_of_text`) and the text is decoded only for the first of them."""
 
     resources: msgspec.Raw = _NO_RESOURCES
-
-
-class TolerationWire(msgspec.Struct, frozen=True, gc=False):
-    key: str | None = None
-    operator: str | None = None
-    value: str | None = None
-    effect: str | None = None
-    tolerationSeconds: Int64 | None = None  # noqa: N815
 
 
 class SpecWire(msgspec.Struct, frozen=True, gc=False):
@@ -102,7 +87,7 @@ class SpecWire(msgspec.Struct, frozen=True, gc=False):
     initContainers: Any = None  # noqa: N815
     overhead: Any = None
     resources: Any = None
-    tolerations: list[TolerationWire] = []
+    tolerations: msgspec.Raw = _NULL  # every pod of a fleet: the API server's defaults, as text
     schedulingGates: Any = None  # noqa: N815
     resourceClaims: Any = None  # noqa: N815
     readinessGates: Any = None  # noqa: N815
@@ -175,36 +160,84 @@ def item_version(obj: KubeObject | PodWire) -> str:
 def _record(pod: PodWire) -> PodRecord:
     meta, spec, status = pod.metadata, pod.spec, pod.status
     found = _conditions(status.conditions) if status.conditions else _NONE_FOUND
-    gates = readiness_gates({"readinessGates": spec.readinessGates}) if spec.readinessGates else ()
-    claimed = spec.resourceClaims or status.resourceClaimStatuses or status.extendedResourceClaimStatus
+    owners, notes = bytes(meta.ownerReferences), bytes(meta.annotations)
     # Positional, in PodRecord's field order: msgspec matches keyword arguments by name (~0.3 us a pod).
     return PodRecord(
         _intern(meta.namespace),
         meta.name,  # unique per pod: not interned (guardhook.cluster.interning)
         meta.uid,
         interning.typed_str_map(meta.labels),
-        interning.shared_typed_str_map(meta.annotations),
+        _shared_annotations(notes) if len(notes) <= SHARED_TEXT else _read_annotations(notes),
         _intern(spec.nodeName),
         _intern(status.phase),
         _true(found, "Ready"),
         bool(meta.deletionTimestamp),
-        _owners(meta.ownerReferences) if meta.ownerReferences else (),
+        _shared_owners(owners) if len(owners) <= SHARED_TEXT else _read_owners(owners),
         _requests(spec)
         if not (spec.resources and (status.allocatedResources or status.resources))
         else _resized_requests(spec, status),
         _true(found, "ContainersReady"),
         _seconds(meta.creationTimestamp) if meta.creationTimestamp else 0.0,
-        pod_extras(
-            _disruption(found) if found else "",
-            _tolerations(spec.tolerations) if spec.tolerations else (),
-            scheduling_gates({"schedulingGates": spec.schedulingGates}) if spec.schedulingGates else (),
-            _claims(spec, status) if claimed else (),
-            gates,
-            _gate_conditions(found, gates) if gates else NO_CONDITIONS,
-            _intern(str(as_dict(spec.schedulingGroup).get("podGroupName") or ""))
-            if spec.schedulingGroup
-            else "",
-        ),
+        _extras(spec, status, found)
+        if spec.readinessGates
+        or spec.schedulingGates
+        or spec.resourceClaims
+        or spec.schedulingGroup
+        or status.resourceClaimStatuses
+        or status.extendedResourceClaimStatus
+        or "DisruptionTarget" in found
+        or "TerminationTarget" in found
+        else _tolerations_only(bytes(spec.tolerations)),
+    )
+
+
+SHARED_TEXT = 1024
+"""The longest JSON text (bytes) of a pod's annotations, owner references or tolerations whose
+parts are remembered by that text (`_shared_annotations`, ...): the pods of one group, controller
+or fleet carry the same text, and a longer one (a tenant's large annotation) would make each cache
+entry as large (at most `interning.CACHE_SIZE` entries each)."""
+
+
+def _read_annotations(text: bytes) -> dict[str, str]:
+    # As from_object: the text decoded as the dict path decodes a page, then read by its reader.
+    return interning.shared_str_map(decode(text))
+
+
+def _read_owners(text: bytes) -> tuple[OwnerRef, ...]:
+    return OwnerRef.parse_all_shared({"ownerReferences": decode(text)})
+
+
+def _read_tolerations(text: bytes) -> tuple[Toleration, ...]:
+    return Toleration.parse_all_shared({"tolerations": decode(text)})
+
+
+def _read_tolerations_only(text: bytes) -> PodExtras:
+    # The extras of a pod without gates, claims, a PodGroup or a disruption condition (most pods):
+    # its tolerations alone, so the extras are looked up by their text.
+    return pod_extras("", _read_tolerations(text), (), (), (), NO_CONDITIONS, "")
+
+
+_shared_annotations = functools.lru_cache(maxsize=interning.CACHE_SIZE)(_read_annotations)
+_shared_owners = functools.lru_cache(maxsize=interning.CACHE_SIZE)(_read_owners)
+_shared_tolerations_only = functools.lru_cache(maxsize=interning.CACHE_SIZE)(_read_tolerations_only)
+
+
+def _tolerations_only(text: bytes) -> PodExtras:
+    return _shared_tolerations_only(text) if len(text) <= SHARED_TEXT else _read_tolerations_only(text)
+
+
+def _extras(spec: SpecWire, status: StatusWire, found: dict[str, ConditionWire]) -> PodExtras:
+    """The PodExtras of a pod with gates, claims, a PodGroup or a disruption condition."""
+    gates = readiness_gates({"readinessGates": spec.readinessGates}) if spec.readinessGates else ()
+    claimed = spec.resourceClaims or status.resourceClaimStatuses or status.extendedResourceClaimStatus
+    return pod_extras(
+        _disruption(found) if found else "",
+        _read_tolerations(bytes(spec.tolerations)),
+        scheduling_gates({"schedulingGates": spec.schedulingGates}) if spec.schedulingGates else (),
+        _claims(spec, status) if claimed else (),
+        gates,
+        _gate_conditions(found, gates) if gates else NO_CONDITIONS,
+        _intern(str(as_dict(spec.schedulingGroup).get("podGroupName") or "")) if spec.schedulingGroup else "",
     )
 
 
@@ -250,21 +283,6 @@ def _gate_conditions(found: dict[str, ConditionWire], gates: tuple[str, ...]) ->
         for gate in gates
         if (entry := found.get(gate)) is not None
     }
-
-
-def _owners(refs: list[OwnerWire]) -> tuple[Any, ...]:
-    return shared_owners(
-        tuple((ref.kind, ref.name, ref.uid, ref.apiVersion, ref.controller is True) for ref in refs)
-    )
-
-
-def _tolerations(entries: list[TolerationWire]) -> tuple[Any, ...]:
-    return shared_tolerations(
-        tuple(
-            (t.key or "", t.operator or "Equal", t.value or "", t.effect or "", t.tolerationSeconds)
-            for t in entries
-        )
-    )
 
 
 def _requests(spec: SpecWire) -> Resources:
