@@ -53,17 +53,21 @@ _NULL = msgspec.Raw(b"null")
 class MetaWire(msgspec.Struct, frozen=True, gc=False):
     """The pod's metadata fields a record reads (meta/v1 ObjectMeta). The annotations and owner
     references stay JSON text (`msgspec.Raw`, a view of the page): the pods of one group or
-    controller carry the same text, so their parts are looked up by it (`_parts_of_text`) and
-    built only for the first of them."""
+    controller carry the same text, so their parts are looked up by it (`_shared_annotations`,
+    `_shared_owners`) and built only for the first of them.
 
-    namespace: str = ""
+    The fields of these structs are declared in the order the API server writes them (k8s.io/api's
+    field order): msgspec looks a key up among a struct's fields from the one after the last it
+    found, so each is found at the first guess."""
+
     name: str = ""
+    namespace: str = ""
     uid: str = ""
     resourceVersion: str = ""  # noqa: N815
+    creationTimestamp: str | None = None  # noqa: N815
+    deletionTimestamp: str | None = None  # noqa: N815
     labels: dict[str, str] = {}
     annotations: msgspec.Raw = _NULL
-    deletionTimestamp: str | None = None  # noqa: N815
-    creationTimestamp: str | None = None  # noqa: N815
     ownerReferences: msgspec.Raw = _NULL  # noqa: N815
 
 
@@ -82,15 +86,15 @@ class SpecWire(msgspec.Struct, frozen=True, gc=False):
     """The pod spec fields a record reads. The rare ones (init containers, overhead, claims and
     gates) stay as decoded JSON and go through the same readers as `from_object`'s."""
 
-    nodeName: str = ""  # noqa: N815
-    containers: list[ContainerWire] = []
     initContainers: Any = None  # noqa: N815
-    overhead: Any = None
-    resources: Any = None
+    containers: list[ContainerWire] = []
+    nodeName: str = ""  # noqa: N815
     tolerations: msgspec.Raw = _NULL  # every pod of a fleet: the API server's defaults, as text
+    readinessGates: Any = None  # noqa: N815
+    overhead: Any = None
     schedulingGates: Any = None  # noqa: N815
     resourceClaims: Any = None  # noqa: N815
-    readinessGates: Any = None  # noqa: N815
+    resources: Any = None
     schedulingGroup: Any = None  # noqa: N815
 
 
