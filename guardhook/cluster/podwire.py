@@ -39,6 +39,7 @@ from guardhook.cluster.model import (
     pod_extras,
     readiness_gates,
     scheduling_gates,
+    shared_owners,
     timestamp_seconds,
 )
 from guardhook.cluster.paging import Page, decode
@@ -102,9 +103,9 @@ class SpecWire(msgspec.Struct, frozen=True, gc=False):
 class ConditionWire(msgspec.Struct, frozen=True, gc=False):
     type: str | None = None
     status: str | None = None
+    lastTransitionTime: str | None = None  # noqa: N815
     reason: str | None = None
     message: str | None = None
-    lastTransitionTime: str | None = None  # noqa: N815
 
 
 class StatusWire(msgspec.Struct, frozen=True, gc=False):
@@ -224,13 +225,40 @@ or fleet carry the same text, and a longer one (a tenant's large annotation) wou
 entry as large (at most `interning.CACHE_SIZE` entries each)."""
 
 
+class OwnerWire(msgspec.Struct, frozen=True, gc=False):
+    """metadata.ownerReferences[] (meta/v1 OwnerReference), as `_read_owners` decodes them."""
+
+    apiVersion: str = ""  # noqa: N815
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool | None = None
+
+
+_annotations_decoder = msgspec.json.Decoder(dict[str, str] | None)
+_owners_decoder = msgspec.json.Decoder(list[OwnerWire] | None)
+
+
 def _read_annotations(text: bytes) -> dict[str, str]:
-    # As from_object: the text decoded as the dict path decodes a page, then read by its reader.
-    return interning.shared_str_map(decode(text))
+    # A text not of the API's types (a value that is no string) reads as from_object reads it:
+    # decoded as the dict path decodes a page, then read by its reader.
+    try:
+        notes = _annotations_decoder.decode(text)
+    except msgspec.DecodeError:
+        return interning.shared_str_map(decode(text))
+    return interning.typed_str_map(notes) if notes else interning.EMPTY
 
 
 def _read_owners(text: bytes) -> tuple[OwnerRef, ...]:
-    return OwnerRef.parse_all_shared({"ownerReferences": decode(text)})
+    # As _read_annotations: typed (the pods of each LWS group have an owner of their own, so a
+    # relist reads many of these), else as from_object reads them.
+    try:
+        refs = _owners_decoder.decode(text)
+    except msgspec.DecodeError:
+        return OwnerRef.parse_all_shared({"ownerReferences": decode(text)})
+    if not refs:
+        return ()
+    return shared_owners(tuple((r.kind, r.name, r.uid, r.apiVersion, r.controller is True) for r in refs))
 
 
 def _read_tolerations(text: bytes) -> tuple[Toleration, ...]:
