@@ -307,8 +307,9 @@ def _conditions(entries: list[ConditionWire]) -> dict[str, ConditionWire]:
     # As model.conditions: by type, in the order sent, the first entry of a type wins.
     found: dict[str, ConditionWire] = {}
     for entry in entries:
-        if entry.type is not None and entry.type not in found:
-            found[entry.type] = entry
+        kind = entry.type
+        if kind not in found and kind is not None:
+            found[kind] = entry
     return found
 
 
