@@ -7,13 +7,14 @@ manifest, a dump or a review may hold. A pod list page from the API server is ty
 server serializes `k8s.io/api/core/v1.Pod`), so it is decoded here with msgspec into structs of
 only the fields a record reads: the decoder checks each type in C, skips every other field
 (managedFields, env, volumes, ...) without building it, and the record is then put together
-from attributes.
+from attributes. The parts many pods share (a container's resources, the annotations, owner
+references and tolerations) are kept as their JSON text (`msgspec.Raw`) and read once per text.
 
 The semantics are `PodRecord.from_object`'s, field for field (tests/test_pod_wire.py checks
-both paths give equal records). A page msgspec refuses (a field of another type than the API
-defines, JSON that is not an object, an integer beyond 64 bits) is decoded as before
-(`paging.decode`) into dicts, which `pod_record` hands to `from_object`: a page is never lost
-to the fast path.
+both paths give equal records); a part kept as text that is not of the API's types is read by
+`from_object`'s own readers. A page msgspec refuses (another field of another type than the API
+defines, JSON that is not an object) is decoded as before (`paging.decode`) into dicts, which
+`pod_record` hands to `from_object`: a page is never lost to the fast path.
 """
 
 from __future__ import annotations
