@@ -5,8 +5,9 @@ which most belong to LWS groups) is fed through the reflectors' list path (`Refl
 one ClusterView: pages of 500 objects arrive as JSON bytes, as from the API server, and are decoded
 by the live view's own decoders (guardhook.cluster.view.live.page_decoder: pods into typed
 structs, guardhook.cluster.podwire; other kinds with orjson). Printed: time to decode and apply
-the initial list per kind and in total (target: at most 5 s) with the decode share, process RSS
-after it (target: at most 300 MB), and p50/p99 of the lookups a decision makes: pod by name, the
+the initial list per kind and in total (issue 26's target: at most 5 s; issue 53's goal for
+--captured-pods: at most 3 s) with the decode share, process RSS after it (issue 26's target: at
+most 300 MB; issue 53's: at most 200 MB), and p50/p99 of the lookups a decision makes: pod by name, the
 pods of a group, the LWS, a node's summed requests. Generating and encoding the synthetic pages is
 timed apart and left out of the totals.
 
@@ -174,6 +175,11 @@ def _pod(
     }
 
 
+ISSUE53_SECONDS = 3.0
+"""Issue 53's goal for the initial list of 150,000 real-sized pods (--captured-pods), seconds."""
+ISSUE53_MB = 200
+"""Issue 53's goal for the process RSS after that list, MB."""
+
 CAPTURED_POD = FIXTURES / "reviews" / "s01-worker-delete.validating.json"
 """A worker pod as a real kube-apiserver sent it (its oldObject), for --captured-pods."""
 
@@ -308,9 +314,14 @@ def main() -> None:
     gc.collect()
     current, peak = rss_mb()
     share = decoding / total if total else 0.0
+    if args.captured_pods:
+        goal = f"issue 53's goal <= {ISSUE53_SECONDS:g} s: {'met' if total <= ISSUE53_SECONDS else 'NOT met'}"
+    else:
+        goal = "issue 53's goal is set for --captured-pods"
     print(
-        f"initial list applied: total {total:.2f} s (target <= 5 s), of which JSON decoding {decoding:.2f} s"
-        f" ({share:.0%}); generating and encoding the synthetic pages ({transport.making:.2f} s) not counted"
+        f"initial list applied: total {total:.2f} s (issue 26's target <= 5 s; {goal}), of which JSON"
+        f" decoding {decoding:.2f} s ({share:.0%}); generating and encoding the synthetic pages"
+        f" ({transport.making:.2f} s) not counted"
     )
     print(
         f"initial list applied: CPU {cpu:.2f} s of this process (decode {transport.decoding_cpu:.2f} s;"
@@ -318,7 +329,8 @@ def main() -> None:
         f" {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
     print(
-        f"process RSS: {current:.0f} MB after apply (target <= 300 MB;"
+        f"process RSS: {current:.0f} MB after apply (issue 26's target <= 300 MB; issue 53's goal"
+        f" <= {ISSUE53_MB} MB: {'met' if current <= ISSUE53_MB else 'NOT met'};"
         f" peak {peak:.0f} MB; {before:.0f} MB before)"
     )
 

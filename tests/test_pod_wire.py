@@ -11,6 +11,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from guardhook.cluster import podwire
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.paging import decode
 from guardhook.cluster.podwire import PodWire, decode_pod_page, item_version, pod_record
@@ -77,12 +78,15 @@ def test_a_page_the_typed_decoder_refuses_is_read_as_dicts_and_loses_no_pod() ->
 
 
 def test_an_integer_beyond_64_bits_and_null_items_do_not_fail_the_page() -> None:
+    # Tolerations and container resources are read from their JSON text (as from_object reads
+    # them): an integer past 64 bits in them keeps the typed path and reads as the dict path does.
     pod = copy.deepcopy(_captured_pods()[0])
     pod["spec"]["tolerations"] = [{"key": "k", "operator": "Exists", "tolerationSeconds": 2**70 + 1}]
     pod["spec"]["containers"][0]["resources"] = {"requests": {"nvidia.com/gpu": 2**64 + 3}}
-    assert type(decode_pod_page(_page([pod]))["items"][0]) is dict
+    assert type(decode_pod_page(_page([pod]))["items"][0]) is PodWire
     typed, plain = _both_ways(_page([pod]))
     assert typed == plain
+    assert typed[0].tolerations[0].seconds == plain[0].tolerations[0].seconds
     assert decode_pod_page(b'{"kind": "PodList", "metadata": {}, "items": null}')["items"] == []
 
 
@@ -99,6 +103,29 @@ def test_container_resources_of_any_shape_keep_the_typed_path_and_read_as_from_o
     typed, plain = _both_ways(_page(pods))
     assert typed == plain
     assert typed[0].requests["nvidia.com/gpu"] == 2**63 - 1 and typed[3].requests["cpu"] == 1000  # clamped
+
+
+def test_annotations_owners_of_any_shape_keep_the_typed_path_and_read_as_from_object() -> None:
+    # Annotations, owner references and tolerations are read from their JSON text: a value of
+    # another type than the API's there reads as from_object reads it, and the page stays typed.
+    pods = copy.deepcopy(_captured_pods()[:3])
+    pods[0]["metadata"]["annotations"] = {"a": "x", "n": 3, "m": None}
+    pods[1]["metadata"]["ownerReferences"] = [{"kind": None, "name": "o", "controller": "yes"}]
+    pods[2]["spec"]["tolerations"] = [{"key": 1, "operator": None, "tolerationSeconds": 1.5}]
+    page = decode_pod_page(_page(pods))
+    assert {type(item) for item in page["items"]} == {PodWire}
+    typed, plain = _both_ways(_page(pods))
+    assert typed == plain
+    assert typed[0].annotations == {"a": "x"} and typed[1].owners[0].kind == "None"
+
+
+def test_a_large_annotation_text_reads_the_same_and_is_not_kept_by_its_text() -> None:
+    pod = copy.deepcopy(_captured_pods()[0])
+    pod["metadata"]["annotations"] = {"big": "x" * (podwire.SHARED_TEXT + 1)}
+    held = podwire._shared_annotations.cache_info().currsize
+    typed, plain = _both_ways(_page([pod]))
+    assert typed == plain and typed[0].annotations["big"] == "x" * (podwire.SHARED_TEXT + 1)
+    assert podwire._shared_annotations.cache_info().currsize == held
 
 
 def test_pods_of_one_page_share_strings_and_parts_on_the_typed_path() -> None:

@@ -57,21 +57,12 @@ def str_map(value: Any) -> dict[str, str]:
 
 def typed_str_map(value: dict[str, str]) -> dict[str, str]:
     """A copy of `value`, a map already known to hold only strings (a typed decoder checked it),
-    with its keys and values interned: msgspec, unlike orjson, does not share the strings of
-    repeated keys. `EMPTY` when `value` is empty."""
+    with its keys and values interned: msgspec, unlike orjson, shares the strings of repeated
+    keys only up to 32 bytes (most of an LWS pod's label keys are longer). `EMPTY` when `value` is
+    empty."""
     if not value:
         return EMPTY
     return {_intern(key): _intern(item) for key, item in value.items()}
-
-
-def shared_typed_str_map(value: dict[str, str]) -> dict[str, str]:
-    """`typed_str_map(value)`, shared with an equal map read recently when it is small (a group's
-    annotations), as `shared_str_map`. The result must not be mutated."""
-    if not value:
-        return EMPTY
-    if len(value) <= 4:
-        return _shared_map(tuple(value.items()))
-    return typed_str_map(value)
 
 
 def shared_str_map(value: Any) -> dict[str, str]:

@@ -7,20 +7,22 @@ manifest, a dump or a review may hold. A pod list page from the API server is ty
 server serializes `k8s.io/api/core/v1.Pod`), so it is decoded here with msgspec into structs of
 only the fields a record reads: the decoder checks each type in C, skips every other field
 (managedFields, env, volumes, ...) without building it, and the record is then put together
-from attributes.
+from attributes. The parts many pods share (a container's resources, the annotations, owner
+references and tolerations) are kept as their JSON text (`msgspec.Raw`) and read once per text.
 
 The semantics are `PodRecord.from_object`'s, field for field (tests/test_pod_wire.py checks
-both paths give equal records). A page msgspec refuses (a field of another type than the API
-defines, JSON that is not an object, an integer beyond 64 bits) is decoded as before
-(`paging.decode`) into dicts, which `pod_record` hands to `from_object`: a page is never lost
-to the fast path.
+both paths give equal records); a part kept as text that is not of the API's types is read by
+`from_object`'s own readers. A page msgspec refuses (another field of another type than the API
+defines, JSON that is not an object) is decoded as before (`paging.decode`) into dicts, which
+`pod_record` hands to `from_object`: a page is never lost to the fast path.
 """
 
 from __future__ import annotations
 
 import functools
 import sys
-from typing import Annotated, Any
+from collections.abc import Iterable
+from typing import Any
 
 import msgspec
 
@@ -29,14 +31,16 @@ from guardhook.cluster.model import (
     DISRUPTION_CONDITIONS,
     NO_CONDITIONS,
     ConditionRecord,
+    OwnerRef,
+    PodExtras,
     PodRecord,
+    Toleration,
     as_dict,
     pod_claim_names,
     pod_extras,
     readiness_gates,
     scheduling_gates,
     shared_owners,
-    shared_tolerations,
     timestamp_seconds,
 )
 from guardhook.cluster.paging import Page, decode
@@ -45,36 +49,32 @@ from guardhook.wire import KubeObject
 
 _intern = sys.intern
 
-Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
-"""An integer as Kubernetes types it (int64). A larger one is refused, so its page is read by
-`paging.decode`, whose orjson reads an integer past 64 bits as a float, as before."""
-
-
-class OwnerWire(msgspec.Struct, frozen=True, gc=False):
-    """metadata.ownerReferences[] (meta/v1 OwnerReference)."""
-
-    kind: str = ""
-    name: str = ""
-    uid: str = ""
-    apiVersion: str = ""  # noqa: N815 - the API's field name
-    controller: bool | None = None
+_NULL = msgspec.Raw(b"null")
+"""A field the page does not carry, as `msgspec.Raw` (the JSON text `null`)."""
 
 
 class MetaWire(msgspec.Struct, frozen=True, gc=False):
-    """The pod's metadata fields a record reads (meta/v1 ObjectMeta)."""
+    """The pod's metadata fields a record reads (meta/v1 ObjectMeta). The annotations and owner
+    references stay JSON text (`msgspec.Raw`, a view of the page): the pods of one group or
+    controller carry the same text, so their parts are looked up by it (`_shared_annotations`,
+    `_shared_owners`) and built only for the first of them.
 
-    namespace: str = ""
+    The fields of these structs are declared in the order the API server writes them (k8s.io/api's
+    field order): msgspec looks a key up among a struct's fields from the one after the last it
+    found, so each is found at the first guess."""
+
     name: str = ""
+    namespace: str = ""
     uid: str = ""
     resourceVersion: str = ""  # noqa: N815
-    labels: dict[str, str] = {}
-    annotations: dict[str, str] = {}
-    deletionTimestamp: str | None = None  # noqa: N815
     creationTimestamp: str | None = None  # noqa: N815
-    ownerReferences: list[OwnerWire] = []  # noqa: N815
+    deletionTimestamp: str | None = None  # noqa: N815
+    labels: dict[str, str] = {}
+    annotations: msgspec.Raw = _NULL
+    ownerReferences: msgspec.Raw = _NULL  # noqa: N815
 
 
-_NO_RESOURCES = msgspec.Raw(b"null")
+_NO_RESOURCES = _NULL
 
 
 class ContainerWire(msgspec.Struct, frozen=True, gc=False):
@@ -85,36 +85,28 @@ class ContainerWire(msgspec.Struct, frozen=True, gc=False):
     resources: msgspec.Raw = _NO_RESOURCES
 
 
-class TolerationWire(msgspec.Struct, frozen=True, gc=False):
-    key: str | None = None
-    operator: str | None = None
-    value: str | None = None
-    effect: str | None = None
-    tolerationSeconds: Int64 | None = None  # noqa: N815
-
-
 class SpecWire(msgspec.Struct, frozen=True, gc=False):
     """The pod spec fields a record reads. The rare ones (init containers, overhead, claims and
     gates) stay as decoded JSON and go through the same readers as `from_object`'s."""
 
-    nodeName: str = ""  # noqa: N815
-    containers: list[ContainerWire] = []
     initContainers: Any = None  # noqa: N815
+    containers: list[ContainerWire] = []
+    nodeName: str = ""  # noqa: N815
+    tolerations: msgspec.Raw = _NULL  # every pod of a fleet: the API server's defaults, as text
+    readinessGates: Any = None  # noqa: N815
     overhead: Any = None
-    resources: Any = None
-    tolerations: list[TolerationWire] = []
     schedulingGates: Any = None  # noqa: N815
     resourceClaims: Any = None  # noqa: N815
-    readinessGates: Any = None  # noqa: N815
+    resources: Any = None
     schedulingGroup: Any = None  # noqa: N815
 
 
 class ConditionWire(msgspec.Struct, frozen=True, gc=False):
     type: str | None = None
     status: str | None = None
+    lastTransitionTime: str | None = None  # noqa: N815
     reason: str | None = None
     message: str | None = None
-    lastTransitionTime: str | None = None  # noqa: N815
 
 
 class StatusWire(msgspec.Struct, frozen=True, gc=False):
@@ -164,6 +156,11 @@ def pod_record(obj: KubeObject | PodWire) -> PodRecord:
     return PodRecord.from_object(obj)  # type: ignore[arg-type]
 
 
+def pod_records(objects: Iterable[KubeObject | PodWire]) -> list[PodRecord]:
+    """`[pod_record(obj) for obj in objects]` (a slice of a list page), one call fewer a pod."""
+    return [_record(obj) if type(obj) is PodWire else PodRecord.from_object(obj) for obj in objects]  # type: ignore[arg-type]
+
+
 def item_version(obj: KubeObject | PodWire) -> str:
     """metadata.resourceVersion of a list page's item, decoded JSON or PodWire ("" when absent)."""
     if type(obj) is PodWire:
@@ -172,39 +169,130 @@ def item_version(obj: KubeObject | PodWire) -> str:
     return str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
 
 
+def item_versions(objects: Iterable[KubeObject | PodWire]) -> list[str]:
+    """`[item_version(obj) for obj in objects]`, a PodWire's read without a call."""
+    return [obj.metadata.resourceVersion if type(obj) is PodWire else item_version(obj) for obj in objects]
+
+
 def _record(pod: PodWire) -> PodRecord:
     meta, spec, status = pod.metadata, pod.spec, pod.status
     found = _conditions(status.conditions) if status.conditions else _NONE_FOUND
-    gates = readiness_gates({"readinessGates": spec.readinessGates}) if spec.readinessGates else ()
-    claimed = spec.resourceClaims or status.resourceClaimStatuses or status.extendedResourceClaimStatus
+    owners, notes, labels, containers = (
+        bytes(meta.ownerReferences),
+        bytes(meta.annotations),
+        meta.labels,
+        spec.containers,
+    )
+    ready, containers_ready = found.get("Ready"), found.get("ContainersReady")
+    if len(containers) == 1 and not (spec.initContainers or spec.overhead or spec.resources):
+        requests = _requests_of_text(bytes(containers[0].resources))  # most pods: as `_requests`, inline
+    elif not (spec.resources and (status.allocatedResources or status.resources)):
+        requests = _requests(spec)
+    else:
+        requests = _resized_requests(spec, status)
     # Positional, in PodRecord's field order: msgspec matches keyword arguments by name (~0.3 us a pod).
     return PodRecord(
         _intern(meta.namespace),
         meta.name,  # unique per pod: not interned (guardhook.cluster.interning)
         meta.uid,
-        interning.typed_str_map(meta.labels),
-        interning.shared_typed_str_map(meta.annotations),
+        # interning.typed_str_map, inline (a call fewer a pod)
+        {_intern(key): _intern(value) for key, value in labels.items()} if labels else interning.EMPTY,
+        _shared_annotations(notes) if len(notes) <= SHARED_TEXT else _read_annotations(notes),
         _intern(spec.nodeName),
         _intern(status.phase),
-        _true(found, "Ready"),
+        ready is not None and ready.status == "True",
         bool(meta.deletionTimestamp),
-        _owners(meta.ownerReferences) if meta.ownerReferences else (),
-        _requests(spec)
-        if not (spec.resources and (status.allocatedResources or status.resources))
-        else _resized_requests(spec, status),
-        _true(found, "ContainersReady"),
+        _shared_owners(owners) if len(owners) <= SHARED_TEXT else _read_owners(owners),
+        requests,
+        containers_ready is not None and containers_ready.status == "True",
         _seconds(meta.creationTimestamp) if meta.creationTimestamp else 0.0,
-        pod_extras(
-            _disruption(found) if found else "",
-            _tolerations(spec.tolerations) if spec.tolerations else (),
-            scheduling_gates({"schedulingGates": spec.schedulingGates}) if spec.schedulingGates else (),
-            _claims(spec, status) if claimed else (),
-            gates,
-            _gate_conditions(found, gates) if gates else NO_CONDITIONS,
-            _intern(str(as_dict(spec.schedulingGroup).get("podGroupName") or ""))
-            if spec.schedulingGroup
-            else "",
-        ),
+        _extras(spec, status, found)
+        if spec.readinessGates
+        or spec.schedulingGates
+        or spec.resourceClaims
+        or spec.schedulingGroup
+        or status.resourceClaimStatuses
+        or status.extendedResourceClaimStatus
+        or "DisruptionTarget" in found
+        or "TerminationTarget" in found
+        else _tolerations_only(bytes(spec.tolerations)),
+    )
+
+
+SHARED_TEXT = 1024
+"""The longest JSON text (bytes) of a pod's annotations, owner references or tolerations whose
+parts are remembered by that text (`_shared_annotations`, ...): the pods of one group, controller
+or fleet carry the same text, and a longer one (a tenant's large annotation) would make each cache
+entry as large (at most `interning.CACHE_SIZE` entries each)."""
+
+
+class OwnerWire(msgspec.Struct, frozen=True, gc=False):
+    """metadata.ownerReferences[] (meta/v1 OwnerReference), as `_read_owners` decodes them."""
+
+    apiVersion: str = ""  # noqa: N815
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool | None = None
+
+
+_annotations_decoder = msgspec.json.Decoder(dict[str, str] | None)
+_owners_decoder = msgspec.json.Decoder(list[OwnerWire] | None)
+
+
+def _read_annotations(text: bytes) -> dict[str, str]:
+    # A text not of the API's types (a value that is no string) reads as from_object reads it:
+    # decoded as the dict path decodes a page, then read by its reader.
+    try:
+        notes = _annotations_decoder.decode(text)
+    except msgspec.DecodeError:
+        return interning.shared_str_map(decode(text))
+    return interning.typed_str_map(notes) if notes else interning.EMPTY
+
+
+def _read_owners(text: bytes) -> tuple[OwnerRef, ...]:
+    # As _read_annotations: typed (the pods of each LWS group have an owner of their own, so a
+    # relist reads many of these), else as from_object reads them.
+    try:
+        refs = _owners_decoder.decode(text)
+    except msgspec.DecodeError:
+        return OwnerRef.parse_all_shared({"ownerReferences": decode(text)})
+    if not refs:
+        return ()
+    return shared_owners(tuple((r.kind, r.name, r.uid, r.apiVersion, r.controller is True) for r in refs))
+
+
+def _read_tolerations(text: bytes) -> tuple[Toleration, ...]:
+    return Toleration.parse_all_shared({"tolerations": decode(text)})
+
+
+def _read_tolerations_only(text: bytes) -> PodExtras:
+    # The extras of a pod without gates, claims, a PodGroup or a disruption condition (most pods):
+    # its tolerations alone, so the extras are looked up by their text.
+    return pod_extras("", _read_tolerations(text), (), (), (), NO_CONDITIONS, "")
+
+
+_shared_annotations = functools.lru_cache(maxsize=interning.CACHE_SIZE)(_read_annotations)
+_shared_owners = functools.lru_cache(maxsize=interning.CACHE_SIZE)(_read_owners)
+_shared_tolerations_only = functools.lru_cache(maxsize=interning.CACHE_SIZE)(_read_tolerations_only)
+
+
+def _tolerations_only(text: bytes) -> PodExtras:
+    return _shared_tolerations_only(text) if len(text) <= SHARED_TEXT else _read_tolerations_only(text)
+
+
+def _extras(spec: SpecWire, status: StatusWire, found: dict[str, ConditionWire]) -> PodExtras:
+    """The PodExtras of a pod with gates, claims, a PodGroup or a disruption condition."""
+    gates = readiness_gates({"readinessGates": spec.readinessGates}) if spec.readinessGates else ()
+    claimed = spec.resourceClaims or status.resourceClaimStatuses or status.extendedResourceClaimStatus
+    return pod_extras(
+        _disruption(found) if found else "",
+        _read_tolerations(bytes(spec.tolerations)),
+        scheduling_gates({"schedulingGates": spec.schedulingGates}) if spec.schedulingGates else (),
+        _claims(spec, status) if claimed else (),
+        gates,
+        _gate_conditions(found, gates) if gates else NO_CONDITIONS,
+        _intern(str(as_dict(spec.schedulingGroup).get("podGroupName") or "")) if spec.schedulingGroup else "",
     )
 
 
@@ -220,14 +308,10 @@ def _conditions(entries: list[ConditionWire]) -> dict[str, ConditionWire]:
     # As model.conditions: by type, in the order sent, the first entry of a type wins.
     found: dict[str, ConditionWire] = {}
     for entry in entries:
-        if entry.type is not None and entry.type not in found:
-            found[entry.type] = entry
+        kind = entry.type
+        if kind not in found and kind is not None:
+            found[kind] = entry
     return found
-
-
-def _true(found: dict[str, ConditionWire], condition_type: str) -> bool:
-    entry = found.get(condition_type)
-    return entry is not None and entry.status == "True"
 
 
 def _disruption(found: dict[str, ConditionWire]) -> str:
@@ -250,21 +334,6 @@ def _gate_conditions(found: dict[str, ConditionWire], gates: tuple[str, ...]) ->
         for gate in gates
         if (entry := found.get(gate)) is not None
     }
-
-
-def _owners(refs: list[OwnerWire]) -> tuple[Any, ...]:
-    return shared_owners(
-        tuple((ref.kind, ref.name, ref.uid, ref.apiVersion, ref.controller is True) for ref in refs)
-    )
-
-
-def _tolerations(entries: list[TolerationWire]) -> tuple[Any, ...]:
-    return shared_tolerations(
-        tuple(
-            (t.key or "", t.operator or "Equal", t.value or "", t.effect or "", t.tolerationSeconds)
-            for t in entries
-        )
-    )
 
 
 def _requests(spec: SpecWire) -> Resources:

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from guardhook.cluster.giveway import chunks, giving_way
 from guardhook.cluster.model import as_dict, digits, metadata
 from guardhook.cluster.paging import Page, decode, pages
-from guardhook.cluster.podwire import PodWire, decode_pod_page, item_version
+from guardhook.cluster.podwire import PodWire, decode_pod_page, item_versions
 from guardhook.cluster.view.gcpause import collector_paused
 from guardhook.cluster.view.store import (
     COVERAGE_KINDS,
@@ -361,7 +361,7 @@ class Reflector:
                     held  # type: ignore[arg-type]
                     if self.kind == PODS
                     else [key or _interned(object_key(obj)) for key, obj in zip(held, chunk, strict=True)],
-                    map(item_version, chunk),
+                    item_versions(chunk),
                 )
             version = str(metadata(page).get("resourceVersion") or "")
         return versions, version

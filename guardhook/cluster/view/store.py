@@ -30,7 +30,7 @@ from guardhook.cluster.lws import LeaderWorkerSet
 from guardhook.cluster.model import TERMINAL_PHASES, NodeRecord, PodRecord, StatefulSetRecord, metadata
 from guardhook.cluster.nodepools import NodePoolRecord
 from guardhook.cluster.podgroups import PodGroupRecord, WorkloadRecord
-from guardhook.cluster.podwire import PodWire, pod_record
+from guardhook.cluster.podwire import PodWire, pod_record, pod_records
 from guardhook.cluster.resources import Resources
 from guardhook.cluster.webhooks import AdmissionPolicyRecord, NamespaceRecord, WebhookConfigurationRecord
 from guardhook.wire import KubeObject
@@ -312,7 +312,7 @@ class ClusterView:
             # The bulk of a relist (2 million pods in issue 53's cluster): one loop, no per-object
             # dispatch.
             upsert, notify = self._upsert_pod, bool(self._listeners)
-            keys: list[Key | None] = [upsert(pod_record(obj), notify) for obj in objects]
+            keys: list[Key | None] = [upsert(record, notify) for record in pod_records(objects)]
             self._generations[PODS] += len(keys)  # one a pod, as upsert counts
             return keys
 
