@@ -81,7 +81,7 @@ def worker_losses(cap: Capacity, k: int) -> tuple[np.ndarray, list[np.ndarray]]:
     y0 = np.where(cap.worker_ok, cap.caps(cap.worker), 0)
     losses: list[np.ndarray] = []
     for j in range(1, k + 1):
-        rows = np.flatnonzero(cap.leader_ok & (cap.free >= j * cap.leader).all(axis=1))
+        rows = np.flatnonzero(cap.leader_ok & _holds_leaders(cap, j))
         if not len(rows):
             break
         # Only the rows where j leaders fit (often few) are divided again.
@@ -90,6 +90,16 @@ def worker_losses(cap: Capacity, k: int) -> tuple[np.ndarray, list[np.ndarray]]:
         loss[rows] = y0[rows] - yj
         losses.append(loss)
     return y0, losses
+
+
+def _holds_leaders(cap: Capacity, j: int) -> np.ndarray:
+    """Bool per row: `free >= j * leader` in every column. Where the leader asks for some of a
+    column, that is `j` leaders fitting by `caps` (kept per changed row); the columns it asks
+    nothing of are compared as they are."""
+    holds = cap.caps(cap.leader) >= j
+    for column in np.flatnonzero(cap.leader <= 0).tolist():
+        holds &= cap.free[:, column] >= j * int(cap.leader[column])
+    return holds
 
 
 def least_losses(losses: list[np.ndarray], k: int) -> np.ndarray:
@@ -169,7 +179,8 @@ def domains_that_fit(cap: Capacity, size: int, domain: np.ndarray, domain_count:
     workers = np.bincount(domain[inside], weights=y0[inside], minlength=domain_count)
     least = np.full(domain_count, INF)
     if losses:
-        np.minimum.at(least, domain[inside], losses[0][inside])
+        finite = np.flatnonzero(inside & np.isfinite(losses[0]))  # inf lowers no minimum
+        np.minimum.at(least, domain[finite], losses[0][finite])
     return np.isfinite(least) & (workers - least >= size - 1)
 
 
