@@ -437,7 +437,8 @@ class CapacityIndex:
         now = self.mark()
         if now[:3] != mark[:3] or now[3] < mark[3]:
             return now, None
-        return now, np.unique(np.array(self._changed[mark[3] :], dtype=np.intp))
+        # sorted(set()) rather than np.unique: a few rows, and np.unique imports numpy.ma on first use
+        return now, np.array(sorted(set(self._changed[mark[3] :])), dtype=np.intp)
 
     def kept(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
         """An object made once per `key` and kept across changes (unlike `remembered`): for
