@@ -23,7 +23,9 @@ of those kinds changed in the view.
 Between changes a decision's derived arrays (free capacity after pending pods, eligibility masks)
 are kept per `state()`: a `version` bumped by every change a decision can see — a pod update that
 moves no requests, node or phase class (a status report) is not one — and the view's DeviceClass
-and DeviceTaintRule generations.
+and DeviceTaintRule generations. Arrays spanning every row that a change moves only in a few
+rows (free capacity after the pending pods, guardhook.capacity.derived) are instead kept across
+changes and brought up to date from the rows `changed_since` names.
 
 Reads must hold `lock` (the view's lock), since the view calls the listener under it.
 """

@@ -4,6 +4,7 @@ guardhook.groups.maker.GroupMaker and one line in MAKERS."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 from guardhook.cluster.going import Going
@@ -145,7 +146,14 @@ def new_gangs(view: ClusterView, request: ScaleRequest) -> NewGangs | str | None
 def waiting_groups(view: ClusterView, target: SetRef) -> int:
     """How many groups of set `target` wait behind a scheduling gate to be placed, as the
     registered makers count them (guardhook.groups.maker.Waiting)."""
-    return sum(maker.waiting_groups(view, target) for maker in MAKERS if isinstance(maker, Waiting))
+    return sum(maker.waiting_groups(view, target) for maker in _waiting_makers(MAKERS))
+
+
+@functools.cache
+def _waiting_makers(makers: tuple[GroupMaker, ...]) -> tuple[Waiting, ...]:
+    """The makers of `makers` that count gated groups, judged once per tuple: an isinstance against
+    a runtime-checkable Protocol costs ~0.1 ms, and every capacity decision asks."""
+    return tuple(maker for maker in makers if isinstance(maker, Waiting))
 
 
 def scaled_target(
