@@ -4,7 +4,6 @@ guardhook.groups.maker.GroupMaker and one line in MAKERS."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 
 from guardhook.cluster.going import Going
@@ -149,11 +148,18 @@ def waiting_groups(view: ClusterView, target: SetRef) -> int:
     return sum(maker.waiting_groups(view, target) for maker in _waiting_makers(MAKERS))
 
 
-@functools.cache
+_WAITING: list[tuple[tuple[GroupMaker, ...], tuple[Waiting, ...]]] = []
+"""`_waiting_makers`' last answer, with the tuple it was for (makers are not hashable)."""
+
+
 def _waiting_makers(makers: tuple[GroupMaker, ...]) -> tuple[Waiting, ...]:
     """The makers of `makers` that count gated groups, judged once per tuple: an isinstance against
     a runtime-checkable Protocol costs ~0.1 ms, and every capacity decision asks."""
-    return tuple(maker for maker in makers if isinstance(maker, Waiting))
+    if _WAITING and _WAITING[0][0] is makers:
+        return _WAITING[0][1]
+    found = tuple(maker for maker in makers if isinstance(maker, Waiting))
+    _WAITING[:] = [(makers, found)]
+    return found
 
 
 def scaled_target(
