@@ -34,8 +34,9 @@ RESERVE = 64
 """Rows kept in order past the ones a pending class fills, so that a filled row that loosens
 is replaced from them rather than by placing the class again over every row."""
 
-CAPS_KEPT = 16
-"""Pod-count arrays (`PendingPlan.caps`) kept per plan before it forgets them all."""
+CAPS_KEPT = 8
+"""Pod-count arrays (`PendingPlan.caps`) kept per plan before it forgets them all (at 65,000 rows
+each is 0.5 MB; a plan's free matrix ~2 MB, and the index keeps at most KEPT_KEPT plans)."""
 
 
 class _Placed:

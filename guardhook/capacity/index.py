@@ -97,7 +97,7 @@ CHANGED_KEPT = 8192
 """Rows `changed_since` remembers; past this many changes between two reads, everything is taken
 as changed (a read then rebuilds its arrays, as it would after a node change)."""
 
-KEPT_KEPT = 16
+KEPT_KEPT = 8
 """Incrementally maintained objects (`kept`) the index holds before it forgets them all."""
 
 
