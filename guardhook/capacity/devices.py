@@ -427,6 +427,17 @@ class DeviceCounts:
 
     # ---- claims ------------------------------------------------------------------------------
 
+    def rows_taking(self, device: DeviceId) -> list[int]:
+        """The rows whose `free` counts a `take` of `device` may move: its own, every row of its
+        pool when the pool is partitioned (counters or shared capacity), none when not counted."""
+        placed = self.placed.get(device)
+        if placed is None:
+            return []
+        pool = self._pool_of.get(device)
+        if pool is not None:
+            return [self.placed[member.id][0] for member in self._pool_devices.get(pool, ())]
+        return [placed[0]]
+
     def take(self, device: DeviceId, sign: int) -> None:
         """A device became allocated (`sign` +1) or free (-1): move it out of / into `free`
         (devices not counted here, or tainted, change nothing)."""

@@ -23,7 +23,9 @@ of those kinds changed in the view.
 Between changes a decision's derived arrays (free capacity after pending pods, eligibility masks)
 are kept per `state()`: a `version` bumped by every change a decision can see — a pod update that
 moves no requests, node or phase class (a status report) is not one — and the view's DeviceClass
-and DeviceTaintRule generations.
+and DeviceTaintRule generations. Arrays spanning every row that a change moves only in a few
+rows (free capacity after the pending pods, guardhook.capacity.derived) are instead kept across
+changes and brought up to date from the rows `changed_since` names.
 
 Reads must hold `lock` (the view's lock), since the view calls the listener under it.
 """
@@ -91,6 +93,13 @@ pods whose maps are not shared would otherwise make them grow with every pod).""
 REMEMBERED_KEPT = 64
 """Derived arrays (`remembered`) kept for one state of the index: a few per template and namespace."""
 
+CHANGED_KEPT = 8192
+"""Rows `changed_since` remembers; past this many changes between two reads, everything is taken
+as changed (a read then rebuilds its arrays, as it would after a node change)."""
+
+KEPT_KEPT = 8
+"""Incrementally maintained objects (`kept`) the index holds before it forgets them all."""
+
 
 class CapacityIndex:
     """Per-node capacity as arrays, fed by ClusterView change notifications.
@@ -142,6 +151,15 @@ class CapacityIndex:
         """Bumped by every change a decision can see (a pod update that moves no requests is none)."""
         self._remembered: dict[tuple[Any, ...], Any] = {}
         self._remembered_state: tuple[int, int, int] = (-1, 0, 0)
+        # Which rows' free amounts moved, for arrays kept per changed row (`changed_since`): a pod
+        # change touches one row. `_epoch` moves when more than rows moved (a node, a column, the
+        # rows grown, a ResourceSlice, the DRA counts rebuilt): a reader then rebuilds everything.
+        self._changed: list[int] = []
+        self._epoch = 0
+        self.pending_version = 0
+        """Bumped by every change of the pending pods (`pending`)."""
+        self._kept: dict[tuple[Any, ...], Any] = {}
+        self._devices_built = 0
 
     def _view(self) -> ClusterView | None:
         """The view this index follows; None for an index without one or whose view is gone."""
@@ -180,12 +198,16 @@ class CapacityIndex:
         if kind == RESOURCECLAIMS:
             moved = self._allocation.change(old, new)
             if self._devices is not None:
+                counts = self._devices[1]
                 for device, sign in moved:
-                    self._devices[1].take(device, sign)
+                    self._rows_changed(counts.rows_taking(device))
+                    counts.take(device, sign)
         elif kind == RESOURCESLICES:
             if self._devices is not None:
                 self._devices[1].set_slice(old, new, self._row_of)
+                self._everything_changed()
         elif kind == NODES:
+            self._everything_changed()
             if new is not None:
                 self._set_node(new)
             elif old is not None:
@@ -200,6 +222,7 @@ class CapacityIndex:
                 self.gated += sign
             else:
                 self._count_pending(pod, sign)
+                self.pending_version += 1
             return
         row = self._row_of.get(node)
         if row is None:
@@ -246,6 +269,11 @@ class CapacityIndex:
             signed = amounts[inverse] * np.array(signs, dtype=np.int64)[:, None]
             np.add.at(self._used, np.array(rows, dtype=np.intp), signed)
             self._buffer = ([], [], [])
+            # The buffered rows are the rows whose free amounts moved (`changed_since`).
+            if len(self._changed) + len(rows) > CHANGED_KEPT:
+                self._everything_changed()
+            else:
+                self._changed.extend(rows)
         if len(self._shapes) > SHAPES_KEPT:  # maps no record may share any more: let them go
             self._shapes.clear()
             self._shape_of.clear()
@@ -315,7 +343,17 @@ class CapacityIndex:
         self.rows += 1
         return row
 
+    def _rows_changed(self, rows: Iterable[int]) -> None:
+        self._changed.extend(rows)
+        if len(self._changed) > CHANGED_KEPT:
+            self._everything_changed()
+
+    def _everything_changed(self) -> None:
+        self._changed.clear()
+        self._epoch += 1
+
     def _grow_rows(self) -> None:
+        self._everything_changed()
         extra = len(self._alive)
         self._alloc = np.asfortranarray(np.vstack([self._alloc, np.zeros_like(self._alloc[:extra])]))
         self._used = np.asfortranarray(np.vstack([self._used, np.zeros_like(self._used[:extra])]))
@@ -334,6 +372,7 @@ class CapacityIndex:
         column = self._columns.get(resource)
         if column is not None:
             return column
+        self._everything_changed()
         column = len(self._columns)
         self._columns[resource] = column
         pad = np.zeros((len(self._alive), 1), dtype=np.int64)
@@ -359,24 +398,59 @@ class CapacityIndex:
         no node offers is 0 everywhere. Dead rows are 0 allocatable (so never fit). A resource a
         DeviceClass maps is, on the rows whose allocatable does not list it, the count of free DRA
         devices of that class (see `devices`)."""
-        n = self.rows
         self._flush()
+        return self._free_of(resources, slice(0, self.rows), self.rows)
+
+    def free_rows(self, resources: Sequence[str], rows: np.ndarray) -> np.ndarray:
+        """`free(resources)[rows]`, reading only `rows` (int row numbers)."""
+        self._flush()
+        return self._free_of(resources, rows, len(rows))
+
+    def _free_of(self, resources: Sequence[str], rows: slice | np.ndarray, n: int) -> np.ndarray:
         columns = [self._columns.get(name) for name in resources]
         out = np.zeros((n, len(resources)), dtype=np.int64, order="F")  # column reads are the hot path
         for i, column in enumerate(columns):
             if column is not None:
-                out[:, i] = self._alloc[:n, column] - self._used[:n, column]
+                out[:, i] = self._alloc[rows, column] - self._used[rows, column]
         devices = self.devices() if self._view() is not None else None
         if devices is None or not devices.names:
             return out
         for i, (name, column) in enumerate(zip(resources, columns, strict=True)):
             device_column = devices.column_of(name)
             if device_column is not None:
-                by_dra = (
-                    self._alive[:n] if column is None else self._alive[:n] & (self._alloc[:n, column] == 0)
-                )
-                out[by_dra, i] = devices.free[device_column][:n][by_dra]
+                alive = self._alive[rows]
+                by_dra = alive if column is None else alive & (self._alloc[rows, column] == 0)
+                out[by_dra, i] = devices.free[device_column][rows][by_dra]
         return out
+
+    def mark(self) -> tuple[int, ...]:
+        """Where the index stands for `changed_since`. Hold `lock`."""
+        self._flush()
+        if self._view() is not None:
+            self.devices()  # counts rebuilt now, so the mark says so
+        return (self._epoch, self.rows, self._devices_built, len(self._changed))
+
+    def changed_since(self, mark: tuple[int, ...]) -> tuple[tuple[int, ...], np.ndarray | None]:
+        """The index's `mark` now, and the rows whose `free` amounts may have moved since `mark`
+        (sorted, distinct), or None when more than rows moved (every array derived from `free`
+        must be made again: a node changed, the rows grew, a resource or ResourceSlice came, the
+        DRA counts were rebuilt, or too many rows changed). The rows the nodes' flags, labels and
+        taints give (`usable`, `eligible`) only move in the None case. Hold `lock`."""
+        now = self.mark()
+        if now[:3] != mark[:3] or now[3] < mark[3]:
+            return now, None
+        # sorted(set()) rather than np.unique: a few rows, and np.unique imports numpy.ma on first use
+        return now, np.array(sorted(set(self._changed[mark[3] :])), dtype=np.intp)
+
+    def kept(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        """An object made once per `key` and kept across changes (unlike `remembered`): for
+        arrays a reader keeps current per changed row itself (`changed_since`). Hold `lock`."""
+        found = self._kept.get(key)
+        if found is None:
+            if len(self._kept) >= KEPT_KEPT:
+                self._kept.clear()
+            found = self._kept[key] = make()
+        return found
 
     def devices(self) -> DeviceCounts:
         """Free DRA devices per DeviceClass column and row (guardhook.capacity.devices): built on
@@ -399,6 +473,7 @@ class CapacityIndex:
                 self._allocation.consumed,
             )
             self._devices = (key, counts)
+            self._devices_built += 1
         elif self._devices[1].rows < self.rows:
             self._devices[1].grow(self.rows, self._row_of)
         return self._devices[1]

@@ -32,11 +32,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from guardhook.capacity.derived import PendingPlan, plan_for
 from guardhook.capacity.index import ABSENT, CapacityIndex, PendingClass
+from guardhook.capacity.placing import place_pending, pod_caps, size_key, vector
 from guardhook.capacity.shapes import PODS, PodShape
 
 INF = float("inf")
@@ -51,40 +53,35 @@ class Capacity:
 
     `free`: rows × resources int64 free amounts; `leader` / `worker`: request vectors over the
     columns (pods slot included, so > 0 there); `leader_ok` / `worker_ok`: bool per row, the node
-    masks of each template."""
+    masks of each template; `plan`: the index's kept arrays `free` comes from, when it does (its
+    pod counts are kept per changed row: `caps`)."""
 
     free: np.ndarray
     leader: np.ndarray
     worker: np.ndarray
     leader_ok: np.ndarray
     worker_ok: np.ndarray
+    plan: PendingPlan | None = field(default=None, compare=False, repr=False)
 
     def restricted(self, rows: np.ndarray) -> Capacity:
         """The same problem with both masks narrowed to `rows` (bool per row)."""
         return replace(self, leader_ok=self.leader_ok & rows, worker_ok=self.worker_ok & rows)
 
-
-def pod_caps(free: np.ndarray, request: np.ndarray) -> np.ndarray:
-    """How many pods of `request` (vector over free's columns, pods slot > 0) each row holds."""
-    caps: np.ndarray | None = None
-    # Column by column (contiguous in an F-order matrix); the request is a handful of numbers, read
-    # as Python ints rather than through numpy's per-call overhead.
-    for column, amount in enumerate(request.tolist()):
-        if amount <= 0:
-            continue
-        quotients = free[:, column] // amount
-        caps = quotients if caps is None else np.minimum(caps, quotients, out=caps)
-    assert caps is not None, "every request holds a pods slot"
-    return np.maximum(caps, 0, out=caps)
+    def caps(self, request: np.ndarray, minus: np.ndarray | None = None) -> np.ndarray:
+        """`pod_caps(free, request)` (of `max(free - minus, 0)` when `minus` is given), read from
+        the plan's kept counts when `free` is the plan's; do not change the answer."""
+        if self.plan is not None and self.plan.holds(self.free):
+            return self.plan.caps(request, minus)
+        return pod_caps(self.free if minus is None else np.maximum(self.free - minus, 0), request)
 
 
 def worker_losses(cap: Capacity, k: int) -> tuple[np.ndarray, list[np.ndarray]]:
     """y(0) per row (workers a row holds with no leader) and, for j = 1..k, the workers lost by
     putting j leaders on the row (inf where j leaders do not fit or leaders are not eligible)."""
-    y0 = np.where(cap.worker_ok, pod_caps(cap.free, cap.worker), 0)
+    y0 = np.where(cap.worker_ok, cap.caps(cap.worker), 0)
     losses: list[np.ndarray] = []
     for j in range(1, k + 1):
-        rows = np.flatnonzero(cap.leader_ok & (cap.free >= j * cap.leader).all(axis=1))
+        rows = np.flatnonzero(cap.leader_ok & _holds_leaders(cap, j))
         if not len(rows):
             break
         # Only the rows where j leaders fit (often few) are divided again.
@@ -93,6 +90,16 @@ def worker_losses(cap: Capacity, k: int) -> tuple[np.ndarray, list[np.ndarray]]:
         loss[rows] = y0[rows] - yj
         losses.append(loss)
     return y0, losses
+
+
+def _holds_leaders(cap: Capacity, j: int) -> np.ndarray:
+    """Bool per row: `free >= j * leader` in every column. Where the leader asks for some of a
+    column, that is `j` leaders fitting by `caps` (kept per changed row); the columns it asks
+    nothing of are compared as they are."""
+    holds = cap.caps(cap.leader) >= j
+    for column in np.flatnonzero(cap.leader <= 0).tolist():
+        holds &= cap.free[:, column] >= j * int(cap.leader[column])
+    return holds
 
 
 def least_losses(losses: list[np.ndarray], k: int) -> np.ndarray:
@@ -128,7 +135,7 @@ def max_groups(cap: Capacity, size: int, wanted: int, same_shape: bool = False) 
         return 0
     if size == 1 or same_shape:
         shape, ok = (cap.leader, cap.leader_ok) if size == 1 else (cap.worker, cap.worker_ok)
-        total = int(pod_caps(cap.free, shape)[ok].sum())
+        total = int(cap.caps(shape)[ok].sum())
         return min(wanted, total // size)
     lower, upper = group_bounds(cap, size, wanted)
     if lower >= upper:
@@ -147,14 +154,18 @@ def group_bounds(cap: Capacity, size: int, wanted: int) -> tuple[int, int]:
 
     Lower: a real placement — at most one leader per row, on the rows that lose the fewest
     workers. Upper: leaders and workers counted apart (each must fit on its own)."""
-    y0 = np.where(cap.worker_ok, pod_caps(cap.free, cap.worker), 0)
+    y0 = np.where(cap.worker_ok, cap.caps(cap.worker), 0)
     total_workers = int(y0.sum())
-    leader_rows = cap.leader_ok & (pod_caps(cap.free, cap.leader) >= 1)
-    upper = min(wanted, int(pod_caps(cap.free, cap.leader)[cap.leader_ok].sum()), total_workers // (size - 1))
+    leaders = cap.caps(cap.leader)
+    leader_rows = cap.leader_ok & (leaders >= 1)
+    upper = min(wanted, int(leaders[cap.leader_ok].sum()), total_workers // (size - 1))
     if upper <= 0:
         return 0, 0
-    y1 = np.where(cap.worker_ok, pod_caps(np.maximum(cap.free - cap.leader, 0), cap.worker), 0)
-    cheapest = np.sort((y0 - y1)[leader_rows])[:upper]
+    y1 = np.where(cap.worker_ok, cap.caps(cap.worker, cap.leader), 0)
+    losses = (y0 - y1)[leader_rows]
+    if len(losses) > upper:  # only the `upper` smallest are read: select them, then sort those
+        losses = np.partition(losses, upper - 1)[:upper]
+    cheapest = np.sort(losses)[:upper]
     counts = np.arange(1, len(cheapest) + 1)
     lower = int((total_workers - np.cumsum(cheapest) >= counts * (size - 1)).sum())
     return min(lower, upper), upper
@@ -168,7 +179,8 @@ def domains_that_fit(cap: Capacity, size: int, domain: np.ndarray, domain_count:
     workers = np.bincount(domain[inside], weights=y0[inside], minlength=domain_count)
     least = np.full(domain_count, INF)
     if losses:
-        np.minimum.at(least, domain[inside], losses[0][inside])
+        finite = np.flatnonzero(inside & np.isfinite(losses[0]))  # inf lowers no minimum
+        np.minimum.at(least, domain[finite], losses[0][finite])
     return np.isfinite(least) & (workers - least >= size - 1)
 
 
@@ -244,7 +256,7 @@ class Problem:
     @functools.cached_property
     def worker_slots(self) -> int:
         """Pods of the worker shape the eligible rows hold."""
-        return int(pod_caps(self.cap.free, self.cap.worker)[self.cap.worker_ok].sum())
+        return int(self.cap.caps(self.cap.worker)[self.cap.worker_ok].sum())
 
     @functools.cached_property
     def limiting(self) -> str:
@@ -265,28 +277,42 @@ def prepare(index: CapacityIndex, demand: GroupDemand) -> Problem:
 def _prepare(index: CapacityIndex, demand: GroupDemand) -> Problem:
     pending = index.pending()
     resources = _resource_names([demand.leader, demand.worker], pending)
-    free, taken_rows = index.remembered(
+    free, taken_rows, plan = index.remembered(
         ("free after pending", tuple(resources), demand.namespace),
-        lambda: _free_after_pending(index, resources, pending, demand.namespace),
+        lambda: _free_after_pending(index, resources, demand.namespace),
     )
-    leader = _vector(demand.leader.request_map, resources)
-    worker = _vector(demand.worker.request_map, resources)
+    leader = vector(demand.leader.request_map, resources)
+    worker = vector(demand.worker.request_map, resources)
     leader.flags.writeable = worker.flags.writeable = False
     leader_ok = index.eligible(demand.leader)
     same_constraints = demand.leader.constraints == demand.worker.constraints
     worker_ok = leader_ok if same_constraints else index.eligible(demand.worker)
     flagged = index.cordoned() | index.not_ready() | index.maintenance()
     flagged.flags.writeable = False
-    return Problem(resources, Capacity(free, leader, worker, leader_ok, worker_ok), taken_rows, flagged)
+    cap = Capacity(free, leader, worker, leader_ok, worker_ok, plan)
+    return Problem(resources, cap, taken_rows, flagged)
 
 
 def _free_after_pending(
-    index: CapacityIndex, resources: list[str], pending: list[PendingClass], namespace: str
+    index: CapacityIndex, resources: list[str], namespace: str
+) -> tuple[np.ndarray, np.ndarray, PendingPlan]:
+    """Free capacity over `resources` once pending pods are placed (read-only, kept per changed
+    row by the index's `PendingPlan`), the rows holding a group of `namespace` (bound pods, and
+    pending ones where they will land), and the plan."""
+    plan = plan_for(index, tuple(resources))
+    taken_rows = index.holding_groups(namespace) | plan.group_rows(namespace)
+    return plan.free(), taken_rows, plan
+
+
+def free_after_pending_rebuilt(
+    index: CapacityIndex, resources: list[str], namespace: str
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Free capacity over `resources` once pending pods are placed, and the rows holding a group
-    of `namespace` (bound pods, and pending ones where they will land)."""
+    """`_free_after_pending`'s arrays made from nothing (`CapacityIndex.free` and `place_pending`
+    over every row): what the kept plan must equal (tests compare the two)."""
     free = index.free(resources)
-    taken_rows = index.holding_groups(namespace) | _place_pending(index, free, resources, pending, namespace)
+    taken_rows = index.holding_groups(namespace) | _place_pending(
+        index, free, resources, index.pending(), namespace
+    )
     return free, taken_rows
 
 
@@ -396,47 +422,11 @@ def _place_pending(
     taken = np.zeros(len(free), dtype=bool)
     if not pending:
         return taken
-    requests = [_vector(entry.requests, resources) for entry in pending]
+    requests = [vector(entry.requests, resources) for entry in pending]
     placed = place_pending(free, index.usable(), requests, [entry.count for entry in pending])
     for entry, rows in zip(pending, placed, strict=True):
         taken[rows[: entry.group_pods.get(namespace, 0)]] = True
     return taken
-
-
-def place_pending(
-    free: np.ndarray, usable: np.ndarray, requests: list[np.ndarray], counts: list[int]
-) -> list[np.ndarray]:
-    """Place `counts[i]` pods of `requests[i]` (distinct vectors) one at a time, largest first, each
-    on the usable row where it fits most tightly (fewest such pods left; lowest row on ties),
-    subtracting from `free` in place. Returns, per request, the rows of its pods in placement order
-    (shorter when some fit nowhere: those claim nothing).
-
-    One vector pass per request, not per pod: placing a pod lowers its row's count by exactly one,
-    so the tightest row stays tightest until full, and one-at-a-time placement is the same as
-    filling rows in (count, row) order."""
-    placed: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(requests)
-    order = sorted(range(len(requests)), key=lambda i: _size_key(requests[i]), reverse=True)
-    for i in order:
-        request = requests[i]
-        caps = np.where(usable, pod_caps(free, request), 0)
-        rows = np.flatnonzero(caps >= 1)
-        order_key = caps[rows] * len(free) + rows  # (count, row) as one sortable number
-        if len(rows) > counts[i] > 0:  # every row holds at least one: the tightest counts[i] suffice
-            keep = np.argpartition(order_key, counts[i] - 1)[: counts[i]]
-            rows, order_key = rows[keep], order_key[keep]
-        fill = rows[np.argsort(order_key)]
-        before = np.concatenate(([0], np.cumsum(caps[fill])[:-1]))
-        per_row = np.minimum(caps[fill], np.maximum(counts[i] - before, 0))
-        used = per_row > 0
-        fill, per_row = fill[used], per_row[used]
-        free[fill] -= per_row[:, None] * request
-        placed[i] = np.repeat(fill, per_row)
-    return placed
-
-
-def _size_key(request: np.ndarray) -> tuple[list[int], list[int]]:
-    values = request.tolist()
-    return sorted(values, reverse=True), values
 
 
 def _limiting(free: np.ndarray, request: np.ndarray, ok: np.ndarray, resources: list[str]) -> str:
@@ -459,10 +449,6 @@ def _resource_names(shapes: Iterable[PodShape], pending: Iterable[PendingClass])
     for entry in pending:
         names.update(entry.requests)
     return sorted(names)
-
-
-def _vector(requests: dict[str, int], resources: list[str]) -> np.ndarray:
-    return np.array([requests.get(name, 0) for name in resources], dtype=np.int64)
 
 
 # ---- gangs of several pod shapes -----------------------------------------------------------
@@ -530,13 +516,13 @@ def fit_gangs(index: CapacityIndex, demand: GangDemand) -> GangFit:
     with index.lock:
         pending = index.pending()
         resources = _resource_names([shape for shape, _ in members], pending)
-        free, _ = index.remembered(
+        free, _, _ = index.remembered(
             ("free after pending", tuple(resources), demand.namespace),
-            lambda: _free_after_pending(index, resources, pending, demand.namespace),
+            lambda: _free_after_pending(index, resources, demand.namespace),
         )
-        vectors = [_vector(shape.request_map, resources) for shape, _ in members]
+        vectors = [vector(shape.request_map, resources) for shape, _ in members]
         masks = [index.eligible(shape) for shape, _ in members]
-        order = sorted(range(len(members)), key=lambda i: _size_key(vectors[i]), reverse=True)
+        order = sorted(range(len(members)), key=lambda i: size_key(vectors[i]), reverse=True)
 
         def short_at(k: int) -> int:
             """The first member whose pods of k gangs do not all place, else -1."""
