@@ -7,10 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from guardhook.capacity import index as capacity_index
 from guardhook.capacity import index_for
 from guardhook.cluster.dra import ClassMatcher
 from guardhook.cluster.view.static import view_from_objects
-from guardhook.cluster.view.store import ClusterView
+from guardhook.cluster.view.store import NODES, ClusterView
+from guardhook.cluster.view.store import PODS as POD_KIND
+from guardhook.groups.index import group_index
 
 from gpu_cluster import GPU, allocated_claim, device_class, node, resource_slice, taint_rule
 
@@ -80,3 +87,136 @@ def test_slices_listed_before_their_device_class_are_counted_when_it_arrives() -
     )
     assert _counts(view) == _counts(fresh)
     assert _counts(view)["free"][GPU] == {"n0": 8, "n1": 6, "n2": 8, "n3": 0}
+
+
+# ---- the view's pod changes a slice at a time ----------------------------------------------------
+
+
+def test_a_slice_of_pods_is_told_once_to_a_batch_listener_and_one_by_one_to_the_others() -> None:
+    view = ClusterView("test")
+    one_by_one: list[tuple[str, str | None, str | None]] = []
+    batches: list[list[tuple[str | None, str | None]]] = []
+    view.subscribe(lambda kind, old, new: one_by_one.append((kind, old and old.phase, new and new.phase)))
+    view.subscribe(
+        lambda kind, old, new: pytest.fail("a batch listener's one-by-one call for a slice"),
+        (POD_KIND,),
+        batch=lambda kind, changes: batches.append([(o and o.phase, n and n.phase) for o, n in changes]),
+    )
+    view.upsert_all(
+        POD_KIND, [_pod("p", phase="Pending"), _pod("q", phase="Pending"), _pod("p", "a", phase="Running")]
+    )
+    assert batches == [[(None, "Pending"), (None, "Pending"), ("Pending", "Running")]]
+    assert one_by_one == [
+        ("pods", None, "Pending"),
+        ("pods", None, "Pending"),
+        ("pods", "Pending", "Running"),
+    ]
+    told: list[tuple[str | None, str | None]] = []
+    other = ClusterView("test")
+    other.subscribe(lambda kind, old, new: told.append((old and old.phase, new and new.phase)), (POD_KIND,))
+    other.upsert(POD_KIND, _pod("p", phase="Pending"))  # one pod upserted: the listener, as before
+    assert told == [(None, "Pending")]
+
+
+def _pod(
+    name: str,
+    node_name: str = "",
+    phase: str = "Running",
+    cpu: str = "1",
+    group: int | None = None,
+    gated: bool = False,
+    namespace: str = "default",
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    if gated:
+        spec["schedulingGates"] = [{"name": "example.com/wait"}]
+    labels = {}
+    if group is not None:
+        labels = {
+            "leaderworkerset.sigs.k8s.io/name": "lws",
+            "leaderworkerset.sigs.k8s.io/group-index": str(group),
+            "leaderworkerset.sigs.k8s.io/worker-index": name[-1] if name[-1].isdigit() else "0",
+            "leaderworkerset.sigs.k8s.io/group-key": f"key-{group}",
+        }
+    return {
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+POD_CHANGES = st.lists(
+    st.tuples(
+        st.integers(0, 7),  # which pod
+        st.sampled_from(["", "n0", "n1", "n2", "late"]),  # its node ("late": not in the view yet)
+        st.sampled_from(["Running", "Pending", "Succeeded"]),
+        st.sampled_from(["1", "2", "500m"]),
+        st.one_of(st.none(), st.integers(0, 2)),  # its LWS group
+        st.booleans(),  # gated
+        st.sampled_from(["default", "other"]),
+    ),
+    max_size=40,
+)
+
+
+def _state(view: ClusterView) -> dict[str, Any]:
+    capacity, groups = index_for(view), group_index(view)
+    with view.lock:
+        names = ["cpu", "pods"]
+        return {
+            "free": capacity.free(names).tolist(),
+            "rows": capacity.names(range(capacity.rows)),
+            "pending": sorted(
+                (
+                    tuple(sorted(c.requests.items())),
+                    c.count,
+                    sorted((ns, n) for ns, n in c.group_pods.items() if n),
+                )
+                for c in capacity.pending()
+            ),
+            "gated": capacity.gated,
+            "holding": {ns: capacity.holding_groups(ns).tolist() for ns in ("default", "other")},
+            "groups": {
+                ns: {key: sorted(p.name for p in pods) for key, pods in groups.lws_pods(ns, "lws").items()}
+                for ns in ("default", "other")
+            },
+        }
+
+
+@settings(max_examples=150, deadline=None)
+@given(POD_CHANGES, st.integers(1, 6))
+def test_indexes_fed_a_slice_at_a_time_count_what_they_count_one_pod_at_a_time(
+    changes: list[tuple[Any, ...]], size: int
+) -> None:
+    """A relist's slices (replacements of a pod within one slice, unbound, gated and terminal pods,
+    a node the index has not seen, flushes of the buffered requests midway) leave the capacity and
+    group indexes as the same changes applied one pod at a time, and as indexes built afresh."""
+    pods = [
+        _pod(f"p{i}", node, phase, cpu, group, gated, ns) for i, node, phase, cpu, group, gated, ns in changes
+    ]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(capacity_index, "FLUSH_AT", 3)
+        sliced, single = ClusterView("test"), ClusterView("test")
+        for view in (sliced, single):
+            index_for(view), group_index(view)  # subscribed first, as guardhook serve's are
+            for n in ("n0", "n1", "n2"):
+                view.upsert(NODES, node(n))
+        for at in range(0, len(pods), size):
+            sliced.upsert_all(POD_KIND, pods[at : at + size])
+        for obj in pods:
+            single.upsert(POD_KIND, obj)
+        assert index_for(sliced).version == index_for(single).version
+        assert _state(sliced) == _state(single)
+        fresh = view_from_objects([node(n) for n in ("n0", "n1", "n2")] + pods)
+        # Built afresh: the same counts on the nodes (a pod that left "late" leaves its row, dead).
+        now, then = _state(sliced), _state(fresh)
+        assert {k: now[k] for k in ("groups", "pending", "gated")} == {
+            k: then[k] for k in ("groups", "pending", "gated")
+        }
+        assert now["free"][:3] == then["free"][:3]
+        assert {ns: rows[:3] for ns, rows in now["holding"].items()} == {
+            ns: rows[:3] for ns, rows in then["holding"].items()
+        }

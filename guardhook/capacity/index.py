@@ -162,7 +162,7 @@ class CapacityIndex:
                 index.on_change(POD_KIND, None, pod)
             for claim in view.resource_claims():
                 index.on_change(RESOURCECLAIMS, None, claim)
-            view.subscribe(index.on_change)
+            view.subscribe(index.on_change, batch=index.on_changes)
             index.devices()  # count DRA devices now, not on the first decision
             return index
 
@@ -191,6 +191,44 @@ class CapacityIndex:
                 self._set_node(new)
             elif old is not None:
                 self._drop_node(old.name)
+
+    def on_changes(self, kind: str, changes: list[tuple[Any, Any]]) -> None:
+        """ClusterView batch listener (guardhook.cluster.view.store.BatchListener): the pods of one
+        slice of a relist, in order, counted as `on_change` counts them one by one. A new bound
+        pod (the bulk of an initial list) is buffered here without a call of its own."""
+        if kind != POD_KIND:
+            for old, new in changes:
+                self.on_change(kind, old, new)
+            return
+        rows, shapes, signs = self._buffer
+        row_of, shape_of, group_pods = self._row_of, self._shape_of, self._group_pods
+        on_change = self.on_change
+        moved = 0
+        for old, new in changes:
+            node = new.node_name if new is not None else ""
+            if old is not None or not node or new.phase in TERMINAL_PHASES:
+                on_change(kind, old, new)  # a replacement, an unbound or a terminal pod
+                rows, shapes, signs = self._buffer  # it may have flushed (a new buffer)
+                continue
+            moved += 1
+            row = row_of.get(node)
+            if row is None:
+                row = self._row(node)
+            requests = new.requests
+            shape = shape_of.get(id(requests))
+            if shape is None:
+                shape = self._shape(requests)
+            rows.append(row)
+            shapes.append(shape)
+            signs.append(1)
+            if GROUP_KEY_LABEL in new.labels:
+                counts = group_pods.get(new.namespace)
+                if counts is None:
+                    counts = group_pods[new.namespace] = np.zeros(len(self._alive), dtype=np.int32)
+                counts[row] += 1
+        self.version += moved
+        if len(rows) >= FLUSH_AT:
+            self._flush()
 
     def _apply_pod(self, pod: PodRecord, sign: int) -> None:
         if pod.phase in TERMINAL_PHASES:  # PodRecord.terminal, without the property's call
