@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from guardhook.capacity import index as capacity_index
 from guardhook.capacity import index_for
-from guardhook.cluster.dra import ClassMatcher
+from guardhook.cluster.dra import ClassMatcher, ResourceClaimRecord, claim_spec_requests
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import NODES, ClusterView
 from guardhook.cluster.view.store import PODS as POD_KIND
@@ -220,3 +220,14 @@ def test_indexes_fed_a_slice_at_a_time_count_what_they_count_one_pod_at_a_time(
         assert {ns: rows[:3] for ns, rows in now["holding"].items()} == {
             ns: rows[:3] for ns, rows in then["holding"].items()
         }
+
+
+def test_claims_of_one_spec_share_their_requests_and_another_spec_reads_its_own() -> None:
+    first, second = allocated_claim("a", "n0", range(8)), allocated_claim("b", "n1", range(8))
+    other = allocated_claim("c", "n2", range(2))  # count 2
+    records = [ResourceClaimRecord.from_object(c) for c in (first, second, other, first)]
+    assert records[0].requests is records[1].requests  # equal specs, one after the other
+    assert [r.requests[0].count for r in records] == [8, 8, 2, 8]
+    assert records[0].requests == claim_spec_requests(first["spec"])
+    assert records[2].requests == claim_spec_requests(other["spec"])
+    assert [d.id.device for d in records[2].allocated] == ["gpu-0", "gpu-1"]
