@@ -204,20 +204,30 @@ class CapacityIndex:
         row_of, shape_of, group_pods = self._row_of, self._shape_of, self._group_pods
         on_change = self.on_change
         moved = 0
+        # A list returns a node's pods, and a template's, one after another: the row and shape of
+        # the pod before are taken again when its node name and requests map are the very same.
+        last_node, last_row, last_requests, last_shape = None, 0, None, 0
         for old, new in changes:
             node = new.node_name if new is not None else ""
             if old is not None or not node or new.phase in TERMINAL_PHASES:
                 on_change(kind, old, new)  # a replacement, an unbound or a terminal pod
-                rows, shapes, signs = self._buffer  # it may have flushed (a new buffer)
+                rows, shapes, signs = self._buffer  # it may have flushed (a new buffer) ...
+                last_requests = None  # ... and forgotten the shapes
                 continue
             moved += 1
-            row = row_of.get(node)
-            if row is None:
-                row = self._row(node)
+            if node is last_node:
+                row = last_row
+            else:
+                found = row_of.get(node)
+                row = self._row(node) if found is None else found
+                last_node, last_row = node, row
             requests = new.requests
-            shape = shape_of.get(id(requests))
-            if shape is None:
-                shape = self._shape(requests)
+            if requests is last_requests:
+                shape = last_shape
+            else:
+                known = shape_of.get(id(requests))
+                shape = self._shape(requests) if known is None else known
+                last_requests, last_shape = requests, shape
             rows.append(row)
             shapes.append(shape)
             signs.append(1)
