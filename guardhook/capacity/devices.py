@@ -37,6 +37,7 @@ rebuilds it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -59,6 +60,9 @@ PoolKey = tuple[str, str]
 MAX_SHARES = 1024
 """The most allocations one shared device is counted for (a device whose capacities set no limit
 would otherwise count without end)."""
+
+COLUMNS_KEPT = 4096
+"""Distinct device maps whose matching columns a table remembers before it forgets them all."""
 
 Counters = dict[str, dict[str, int]]
 """Counter set name -> counter name -> amount."""
@@ -289,6 +293,13 @@ class DeviceCounts:
         self._slices: dict[PoolKey, dict[str, ResourceSliceRecord]] = {}
         self._counted: dict[PoolKey, list[DeviceId]] = {}
         self._waiting: set[PoolKey] = set()
+        # The columns of a device's driver, attribute and capacity maps, by the maps' identity (a
+        # fleet's devices share them, guardhook.cluster.dra): the classes' CEL is judged once per
+        # distinct device, not looked up by sorted items for each of 260,000 devices. The maps
+        # are held in the value, so the ids stay theirs.
+        self._columns_of: dict[
+            tuple[str, int, int], tuple[Mapping[str, Any], Mapping[str, int], tuple[str, ...]]
+        ] = {}
         for device_class in self._class_list:
             column = device_class.column
             self.classes[column] = device_class.name
@@ -341,6 +352,10 @@ class DeviceCounts:
         if not slices:
             self._slices.pop(pool, None)
             return
+        if not self._class_list:
+            # No DeviceClass: no device counts for any column (a view whose slices are listed
+            # before its classes; the classes' arrival rebuilds the table).
+            return
         newest = max(piece.generation for piece in slices.values())  # only the newest generation counts
         current = [piece for piece in slices.values() if piece.generation == newest]
         partitioned = any(piece.partitioned for piece in current)
@@ -357,8 +372,7 @@ class DeviceCounts:
                 if not columns:
                     continue
                 self.placed[device.id] = (row, columns)
-                rules = [r for r in self._rules if _rule_applies(r, device, self._by_name, self._matcher)]
-                if any(t.effect in FILTERING_DEVICE_EFFECTS for t in effective_taints(device, rules)):
+                if self._tainted(device):
                     self.blocked.add(device.id)
                 if partitioned:
                     self._pool_of[device.id] = pool
@@ -415,7 +429,30 @@ class DeviceCounts:
             self.blocked.discard(device)
             self._pool_of.pop(device, None)
 
+    def _tainted(self, device: DraDevice) -> bool:
+        """Whether a NoSchedule / NoExecute taint (the device's own or a DeviceTaintRule's) keeps
+        `device` from being allocated."""
+        if not device.taints and not self._rules:
+            return False
+        rules = [
+            r
+            for r in self._rules
+            if r.matches_id(device.id) and _rule_applies(r, device, self._by_name, self._matcher)
+        ]
+        return any(t.effect in FILTERING_DEVICE_EFFECTS for t in effective_taints(device, rules))
+
     def _matching_columns(self, device: DraDevice) -> tuple[str, ...]:
+        key = (device.id.driver, id(device.attributes), id(device.capacity))
+        known = self._columns_of.get(key)
+        if known is not None:
+            return known[2]
+        columns = self._judge_columns(device)
+        if len(self._columns_of) >= COLUMNS_KEPT:  # devices whose maps are not shared
+            self._columns_of.clear()
+        self._columns_of[key] = (device.attributes, device.capacity, columns)
+        return columns
+
+    def _judge_columns(self, device: DraDevice) -> tuple[str, ...]:
         matched = []
         for device_class in self._class_list:
             verdict = self._matcher.matches(device_class, device)

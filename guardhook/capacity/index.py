@@ -48,6 +48,7 @@ from guardhook.cluster.going import DRAIN_CONDITIONS
 from guardhook.cluster.lws import GROUP_KEY_LABEL
 from guardhook.cluster.model import TERMINAL_PHASES, NodeRecord, PodRecord, Taint, digits
 from guardhook.cluster.resources import Resources
+from guardhook.cluster.view.gcpause import collector_paused
 from guardhook.cluster.view.store import (
     DEVICECLASSES,
     DEVICETAINTRULES,
@@ -179,7 +180,7 @@ class CapacityIndex:
                 index.on_change(POD_KIND, None, pod)
             for claim in view.resource_claims():
                 index.on_change(RESOURCECLAIMS, None, claim)
-            view.subscribe(index.on_change)
+            view.subscribe(index.on_change, batch=index.on_changes)
             index.devices()  # count DRA devices now, not on the first decision
             return index
 
@@ -212,6 +213,54 @@ class CapacityIndex:
                 self._set_node(new)
             elif old is not None:
                 self._drop_node(old.name)
+
+    def on_changes(self, kind: str, changes: list[tuple[Any, Any]]) -> None:
+        """ClusterView batch listener (guardhook.cluster.view.store.BatchListener): the pods of one
+        slice of a relist, in order, counted as `on_change` counts them one by one. A new bound
+        pod (the bulk of an initial list) is buffered here without a call of its own."""
+        if kind != POD_KIND:
+            for old, new in changes:
+                self.on_change(kind, old, new)
+            return
+        rows, shapes, signs = self._buffer
+        row_of, shape_of, group_pods = self._row_of, self._shape_of, self._group_pods
+        on_change = self.on_change
+        moved = 0
+        # A list returns a node's pods, and a template's, one after another: the row and shape of
+        # the pod before are taken again when its node name and requests map are the very same.
+        last_node, last_row, last_requests, last_shape = None, 0, None, 0
+        for old, new in changes:
+            node = new.node_name if new is not None else ""
+            if old is not None or not node or new.phase in TERMINAL_PHASES:
+                on_change(kind, old, new)  # a replacement, an unbound or a terminal pod
+                rows, shapes, signs = self._buffer  # it may have flushed (a new buffer) ...
+                last_requests = None  # ... and forgotten the shapes
+                continue
+            moved += 1
+            if node is last_node:
+                row = last_row
+            else:
+                found = row_of.get(node)
+                row = self._row(node) if found is None else found
+                last_node, last_row = node, row
+            requests = new.requests
+            if requests is last_requests:
+                shape = last_shape
+            else:
+                known = shape_of.get(id(requests))
+                shape = self._shape(requests) if known is None else known
+                last_requests, last_shape = requests, shape
+            rows.append(row)
+            shapes.append(shape)
+            signs.append(1)
+            if GROUP_KEY_LABEL in new.labels:
+                counts = group_pods.get(new.namespace)
+                if counts is None:
+                    counts = group_pods[new.namespace] = np.zeros(len(self._alive), dtype=np.int32)
+                counts[row] += 1
+        self.version += moved
+        if len(rows) >= FLUSH_AT:
+            self._flush()
 
     def _apply_pod(self, pod: PodRecord, sign: int) -> None:
         if pod.phase in TERMINAL_PHASES:  # PodRecord.terminal, without the property's call
@@ -462,16 +511,19 @@ class CapacityIndex:
             return DeviceCounts(self.rows)
         key = _device_generations(view)
         if self._devices is None or self._devices[0] != key:
-            counts = build_counts(
-                self.rows,
-                view.device_classes(),
-                view.resource_slices(),
-                view.device_taint_rules(),
-                self._row_of,
-                self._matcher,
-                self._allocation.refs,
-                self._allocation.consumed,
-            )
+            # Every device placed anew (260,000 at 65,000 nodes): collections over the view's
+            # heap would find nothing to free (guardhook.cluster.view.gcpause).
+            with collector_paused():
+                counts = build_counts(
+                    self.rows,
+                    view.device_classes(),
+                    view.resource_slices(),
+                    view.device_taint_rules(),
+                    self._row_of,
+                    self._matcher,
+                    self._allocation.refs,
+                    self._allocation.consumed,
+                )
             self._devices = (key, counts)
             self._devices_built += 1
         elif self._devices[1].rows < self.rows:

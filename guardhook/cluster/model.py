@@ -495,9 +495,9 @@ class Taint:
     effect: str
 
 
-@dataclass(frozen=True, slots=True)
-class NodeRecord:
-    """A node: labels, allocatable (guardhook.cluster.resources units), taints, schedulability."""
+class NodeRecord(msgspec.Struct, frozen=True, gc=False):
+    """A node: labels, allocatable (guardhook.cluster.resources units), taints, schedulability.
+    A frozen msgspec Struct, as `PodRecord` (made in C: 65,000 of them in issue 53's fleet)."""
 
     name: str
     labels: dict[str, str]
@@ -520,14 +520,14 @@ class NodeRecord:
         found = conditions(status)
         true = [t for t in found if t != "Ready" and condition_true(status, t, found)]
         return NodeRecord(
-            name=str(meta.get("name") or ""),
-            labels=str_map(meta.get("labels")),
-            allocatable=parse_resource_list(as_dict(status.get("allocatable"))),
-            taints=node_taints(obj),
-            unschedulable=spec.get("unschedulable") is True,
-            ready=condition_true(status, "Ready", found),
-            conditions=tuple(true),
-            since=tuple(timestamp_seconds(found[t].get("lastTransitionTime")) for t in true),
+            str(meta.get("name") or ""),
+            str_map(meta.get("labels")),
+            parse_resource_list(as_dict(status.get("allocatable"))),
+            node_taints(obj),
+            spec.get("unschedulable") is True,
+            condition_true(status, "Ready", found),
+            tuple(true),
+            tuple([timestamp_seconds(found[t].get("lastTransitionTime")) for t in true]) if true else (),
         )
 
 

@@ -45,7 +45,7 @@ class GroupIndex:
         holding the lock can make one) is heard and then read again, never missed."""
         with view.lock:
             index = cls(view)
-            view.subscribe(index.on_change, (PODS,))
+            view.subscribe(index.on_change, (PODS,), batch=index.on_changes)
             for pod in view.all_pods():
                 index._add(pod)
             return index
@@ -56,6 +56,16 @@ class GroupIndex:
             self._remove(old)
         if new is not None:
             self._add(new)
+
+    def on_changes(self, kind: str, changes: list[tuple[Any, Any]]) -> None:
+        """ClusterView batch listener (guardhook.cluster.view.store.BatchListener): refile the
+        pods of one slice of a relist, in order, as `on_change` one by one."""
+        add, remove = self._add, self._remove
+        for old, new in changes:
+            if old is not None:
+                remove(old)
+            if new is not None:
+                add(new)
 
     def _add(self, pod: PodRecord) -> None:
         placed = group_of_pod(pod)

@@ -221,11 +221,13 @@ def _placed(
     names say the LWS (`_owner_reading`, issue 48): a label a tenant may remove or change does not
     take a worker out of its group."""
     lws_name = labels.get(NAME_LABEL, "")
+    if not lws_name and not _carries_lws_labels(labels):
+        return None  # no LWS label at all (most pods of a cluster): nothing below can place it
     labelled = _labelled_position(labels)
     key = labelled[0] if labelled is not None else _hash_key_label(labels)
     owned = _owned(lws_name, key, owners, pod_name) if lws_name else None
     said_name = ""
-    if owned is None and (lws_name or _carries_lws_labels(labels)):
+    if owned is None:  # (a name label, or another LWS label: the gate above)
         read = _owner_reading(labelled, key, owners, pod_name)
         if read is not None and read[0] != lws_name:
             said_name = f"name label {lws_name!r}" if lws_name else "no name label"
@@ -301,7 +303,10 @@ def _hash_owner_reading(key: str, controller: OwnerRef, pod_name: str) -> tuple[
 def group_of_pod(pod: PodRecord) -> tuple[str, GroupKey] | None:
     """(LWS name, group index) of a pod record by `group_member`'s rule, without building a
     GroupMember: the view indexes every pod it applies by it."""
-    found = _placed(pod.labels, pod.owners, pod.name)
+    labels = pod.labels
+    if not labels:  # `_placed` places no pod without an LWS label
+        return None
+    found = _placed(labels, pod.owners, pod.name)
     return None if found is None else (found[0], found[1][0])
 
 

@@ -139,6 +139,11 @@ Listener = Callable[[str, Any, Any], None]
 ResourceClaim changes in the view (old None on insert, new None on removal); records are
 PodRecord / NodeRecord / ResourceSliceRecord / ResourceClaimRecord. A listener subscribed for
 LeaderWorkerSets or Services also hears those (LeaderWorkerSet / Service dict)."""
+BatchListener = Callable[[str, list[tuple[Any, Any]]], None]
+"""Called as `batch(kind, changes)` with the (old, new) pairs of the pods one `upsert_all` applied,
+in order, once they all are (a relist hands a page over in slices): what its `Listener` would
+have heard one call each, in one call (the per-pod call cost ~0.2 us a listener, 0.8 s over issue
+53's 1.95 million pods with two indexes subscribed)."""
 DEFAULT_NOTIFIED_KINDS = frozenset({PODS, NODES, *NOTIFIED_RECORD_KINDS})
 """What a listener hears unless it asks for other kinds."""
 OBJECT_NOTIFIED_KINDS = frozenset({NODES, LEADERWORKERSETS, SERVICES})
@@ -193,16 +198,37 @@ class ClusterView:
         self._pods_by_claim: dict[Key, set[str]] = defaultdict(set)
         self._generations: dict[str, int] = defaultdict(int)
         self._listeners: list[tuple[Listener, frozenset[str]]] = []
+        self._batches: dict[int, BatchListener] = {}  # by the listener's place in `_listeners`
 
     # ---- change notification ---------------------------------------------------------------
 
-    def subscribe(self, listener: Listener, kinds: Iterable[str] = DEFAULT_NOTIFIED_KINDS) -> None:
+    def subscribe(
+        self,
+        listener: Listener,
+        kinds: Iterable[str] = DEFAULT_NOTIFIED_KINDS,
+        batch: BatchListener | None = None,
+    ) -> None:
         """Call `listener` after every change of one of `kinds` (default: pods, nodes,
         ResourceSlices, ResourceClaims; LeaderWorkerSets and Services on request), under the
         view's lock (so derived indexes such as guardhook.capacity stay in step). It must be quick
-        and must not raise."""
+        and must not raise. The pods of one `upsert_all` (a relist's slice) are told after the
+        whole slice is applied, still under the same hold of the lock: to `batch` in one call when
+        given, else to `listener` one by one."""
         with self.lock:
             self._listeners.append((listener, frozenset(kinds)))
+            if batch is not None:
+                self._batches[len(self._listeners) - 1] = batch
+
+    def _notify_all(self, kind: str, changes: list[tuple[Any, Any]]) -> None:
+        """Tell every listener of `kind` the (old, new) `changes`, in order (see `subscribe`)."""
+        for at, (listener, kinds) in enumerate(self._listeners):
+            if kind in kinds:
+                batch = self._batches.get(at)
+                if batch is not None:
+                    batch(kind, changes)
+                    continue
+                for old, new in changes:
+                    listener(kind, old, new)
 
     def _record(self, kind: str, key: Key) -> Any:
         if kind == PODS:
@@ -311,8 +337,13 @@ class ClusterView:
                 return [self.upsert(kind, obj) for obj in objects]
             # The bulk of a relist (2 million pods in issue 53's cluster): one loop, no per-object
             # dispatch.
-            upsert, notify = self._upsert_pod, bool(self._listeners)
-            keys: list[Key | None] = [upsert(record, notify) for record in pod_records(objects)]
+            upsert = self._upsert_pod
+            if not self._listeners:
+                keys: list[Key | None] = [upsert(record, False) for record in pod_records(objects)]
+            else:
+                changes: list[tuple[Any, Any]] = []
+                keys = [upsert(record, False, changes) for record in pod_records(objects)]
+                self._notify_all(PODS, changes)
             self._generations[PODS] += len(keys)  # one a pod, as upsert counts
             return keys
 
@@ -425,7 +456,7 @@ class ClusterView:
             return 0.0
         return max(0.0, (time.monotonic() if now is None else now) - since)
 
-    def _upsert_pod(self, pod: PodRecord, notify: bool) -> Key:
+    def _upsert_pod(self, pod: PodRecord, notify: bool, changes: list[tuple[Any, Any]] | None = None) -> Key:
         namespace, name = pod.namespace, pod.name
         key = (namespace, name)  # one tuple for every index that keys by it
         in_namespace = self._pods_by_namespace[namespace]
@@ -441,7 +472,9 @@ class ClusterView:
                 self._pods_by_claim[(namespace, claim)].add(name)
         if pod.node_name and pod.phase not in TERMINAL_PHASES:
             self._pods_by_node[pod.node_name].append(pod)
-        if notify:
+        if changes is not None:  # told by the caller once its slice is applied
+            changes.append((old, pod))
+        elif notify:
             for listener, kinds in self._listeners:
                 if PODS in kinds:
                     listener(PODS, old, pod)
