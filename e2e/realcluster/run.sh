@@ -76,7 +76,8 @@ finish() {
   exit "$failed"
 }
 trap finish EXIT
-trap 'exit 130' INT TERM
+# a run stopped by a signal fails (finish exits with $failed)
+trap 'summary+=("realcluster: interrupted by a signal"); failed=1; exit 130' INT TERM
 
 eval "$("$RC/env.sh")"   # KUBECONFIG, KUBEBUILDER_ASSETS, PATH with the cluster's kubectl first
 step deps 900 "$RC/install-deps.sh"
