@@ -197,8 +197,7 @@ class ClusterView:
         self._dra: dict[str, dict[Key, Any]] = {kind: {} for kind in RECORD_KINDS}
         self._pods_by_claim: dict[Key, set[str]] = defaultdict(set)
         self._generations: dict[str, int] = defaultdict(int)
-        self._listeners: list[tuple[Listener, frozenset[str]]] = []
-        self._batches: dict[int, BatchListener] = {}  # by the listener's place in `_listeners`
+        self._listeners: list[tuple[Listener, frozenset[str], BatchListener | None]] = []
 
     # ---- change notification ---------------------------------------------------------------
 
@@ -215,15 +214,12 @@ class ClusterView:
         whole slice is applied, still under the same hold of the lock: to `batch` in one call when
         given, else to `listener` one by one."""
         with self.lock:
-            self._listeners.append((listener, frozenset(kinds)))
-            if batch is not None:
-                self._batches[len(self._listeners) - 1] = batch
+            self._listeners.append((listener, frozenset(kinds), batch))
 
     def _notify_all(self, kind: str, changes: list[tuple[Any, Any]]) -> None:
         """Tell every listener of `kind` the (old, new) `changes`, in order (see `subscribe`)."""
-        for at, (listener, kinds) in enumerate(self._listeners):
+        for listener, kinds, batch in self._listeners:
             if kind in kinds:
-                batch = self._batches.get(at)
                 if batch is not None:
                     batch(kind, changes)
                     continue
@@ -244,7 +240,7 @@ class ClusterView:
     def _notify(self, kind: str, old: Any, new: Any) -> None:
         if old is None and new is None:
             return
-        for listener, kinds in self._listeners:
+        for listener, kinds, _ in self._listeners:
             if kind in kinds:
                 listener(kind, old, new)
 
@@ -475,7 +471,7 @@ class ClusterView:
         if changes is not None:  # told by the caller once its slice is applied
             changes.append((old, pod))
         elif notify:
-            for listener, kinds in self._listeners:
+            for listener, kinds, _ in self._listeners:
                 if PODS in kinds:
                     listener(PODS, old, pod)
         return key
