@@ -213,8 +213,7 @@ def _record(pod: PodWire) -> PodRecord:
         or spec.schedulingGroup
         or status.resourceClaimStatuses
         or status.extendedResourceClaimStatus
-        or "DisruptionTarget" in found
-        or "TerminationTarget" in found
+        or not found.keys().isdisjoint(DISRUPTION_CONDITIONS)
         else _tolerations_only(bytes(spec.tolerations)),
     )
 
