@@ -318,11 +318,7 @@ class CapacityIndex:
             signed = amounts[inverse] * np.array(signs, dtype=np.int64)[:, None]
             np.add.at(self._used, np.array(rows, dtype=np.intp), signed)
             self._buffer = ([], [], [])
-            # The buffered rows are the rows whose free amounts moved (`changed_since`).
-            if len(self._changed) + len(rows) > CHANGED_KEPT:
-                self._everything_changed()
-            else:
-                self._changed.extend(rows)
+            self._rows_changed(rows)  # the rows whose free amounts moved (`changed_since`)
         if len(self._shapes) > SHAPES_KEPT:  # maps no record may share any more: let them go
             self._shapes.clear()
             self._shape_of.clear()
