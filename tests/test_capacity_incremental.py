@@ -14,7 +14,6 @@ from guardhook.capacity import GroupDemand, derived, fit_groups, index_for, shap
 from guardhook.capacity.derived import plan_for
 from guardhook.capacity.index import PendingClass
 from guardhook.capacity.placing import place_pending, pod_caps, vector
-from guardhook.capacity.solver import free_after_pending_rebuilt
 from guardhook.cluster.lws import GROUP_KEY_LABEL
 from guardhook.cluster.view.static import view_from_objects
 from guardhook.cluster.view.store import NODES, PODS, RESOURCECLAIMS, RESOURCESLICES, ClusterView
@@ -23,6 +22,24 @@ from gpu_cluster import GPU, allocated_claim, device_class, node, resource_slice
 
 RESOURCES = ["cpu", "memory", GPU, "pods"]
 NAMESPACE = "default"
+
+
+def free_after_pending_rebuilt(
+    index: Any, resources: list[str], namespace: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """The reference the kept plan must equal: free capacity over `resources` made from nothing
+    (`CapacityIndex.free`), the pending classes placed on it over every row (`place_pending`),
+    and the rows holding a group of `namespace` (bound pods, and the rows the pending group pods
+    land on: within a class, the group pods are placed first)."""
+    free = index.free(resources)
+    taken = np.zeros(len(free), dtype=bool)
+    pending: list[PendingClass] = index.pending()
+    if pending:
+        requests = [vector(entry.requests, resources) for entry in pending]
+        placed = place_pending(free, index.usable(), requests, [entry.count for entry in pending])
+        for entry, rows in zip(pending, placed, strict=True):
+            taken[rows[: entry.group_pods.get(namespace, 0)]] = True
+    return free, index.holding_groups(namespace) | taken
 
 
 def bound_pod(name: str, node_name: str, cpu: int, gpu: int = 0, group: bool = False) -> dict[str, Any]:

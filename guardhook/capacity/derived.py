@@ -233,7 +233,7 @@ class PendingPlan:
 
     def group_rows(self, namespace: str) -> np.ndarray:
         """Bool per row: receives a pending pod of an LWS group in `namespace` (within a class,
-        the group pods are taken to be placed first, as `solver._place_pending` takes them)."""
+        the group pods are taken to be placed first)."""
         taken = np.zeros(self._n, dtype=bool)
         for placed in self._classes:
             group = placed.group_pods.get(namespace, 0)

@@ -304,18 +304,6 @@ def _free_after_pending(
     return plan.free(), taken_rows, plan
 
 
-def free_after_pending_rebuilt(
-    index: CapacityIndex, resources: list[str], namespace: str
-) -> tuple[np.ndarray, np.ndarray]:
-    """`_free_after_pending`'s arrays made from nothing (`CapacityIndex.free` and `place_pending`
-    over every row): what the kept plan must equal (tests compare the two)."""
-    free = index.free(resources)
-    taken_rows = index.holding_groups(namespace) | _place_pending(
-        index, free, resources, index.pending(), namespace
-    )
-    return free, taken_rows
-
-
 def fit_groups(index: CapacityIndex, demand: GroupDemand) -> Fit:
     """Decide how many of `demand.count` groups fit on the index's current free capacity, after
     placing pending pods. Takes the index's lock; reads only."""
@@ -411,22 +399,6 @@ def _fit_exclusive(
 def free_domains_that_fit(cap: Capacity, size: int, domain: np.ndarray, count: int, taken: np.ndarray) -> int:
     """How many domains not `taken` (bool per domain id) can each host one whole group."""
     return int((domains_that_fit(cap, size, domain, count) & ~taken).sum())
-
-
-def _place_pending(
-    index: CapacityIndex, free: np.ndarray, resources: list[str], pending: list[PendingClass], namespace: str
-) -> np.ndarray:
-    """Place pending pods on `free` in place (see place_pending); return a bool per row: received
-    a pod of an LWS group in `namespace` (it takes its exclusive-topology domain). Within pods of
-    equal requests, the group pods are taken to be placed first."""
-    taken = np.zeros(len(free), dtype=bool)
-    if not pending:
-        return taken
-    requests = [vector(entry.requests, resources) for entry in pending]
-    placed = place_pending(free, index.usable(), requests, [entry.count for entry in pending])
-    for entry, rows in zip(pending, placed, strict=True):
-        taken[rows[: entry.group_pods.get(namespace, 0)]] = True
-    return taken
 
 
 def _limiting(free: np.ndarray, request: np.ndarray, ok: np.ndarray, resources: list[str]) -> str:
