@@ -254,7 +254,14 @@ class Going:
         on its node or one of its allocated devices; "" when none."""
         if pod.disruption:
             return f"marked {pod.disruption}"
-        return self.node_doom(pod) or self.device_doom(pod)
+        # Most pods: on a node with no condition and no taint, holding no claim. Said here without
+        # the two calls below: a group's health asks this of every pod of a set (issue 53).
+        node = self.view.node(pod.node_name) if pod.node_name else None
+        if node is not None and (node.conditions or node.taints):
+            found = self.node_doom(pod)
+            if found:
+                return found
+        return self.device_doom(pod) if pod.claims else ""
 
     def node_doom(self, pod: PodRecord) -> str:
         """The lifecycle condition of the pod's node under which its pods are leaving, or the

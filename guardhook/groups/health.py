@@ -33,9 +33,12 @@ def group_health(
     guardhook.cluster.going): a marked or NoExecute-tainted pod breaks its group as a terminating
     one does."""
     present = [p for p in pods if not p.terminal]
-    whole = len(present) >= size and all(p.ready and not p.terminating for p in present)
-    if whole and (doomed is None or not any(doomed(p) for p in present)):  # the common case
-        return GroupHealth(group_index, size, len(present), True, ())
+    if len(present) >= size:  # the common case, whole, told in one pass without generators
+        for p in present:
+            if not p.ready or p.terminating or (doomed is not None and doomed(p)):
+                break
+        else:
+            return GroupHealth(group_index, size, len(present), True, ())
     problems: list[str] = []
     if len(present) < size:
         problems.append(f"{len(present)} of {size} pods exist")

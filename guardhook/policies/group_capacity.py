@@ -36,7 +36,9 @@ not fit leaves pods Pending, which the scheduler reports; it breaks nothing that
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from guardhook.cluster.annotations import SPARE_GROUPS_ANNOTATION
@@ -169,12 +171,8 @@ class GroupCapacity(Policy):
             )
         if ctx.view.is_stale():
             return stale_judgement(self, ctx.view)
-        # numpy comes with the index: imported on the first capacity decision, not with the policy
-        # registry, so commands that never judge capacity (`review` of a delete) start faster.
-        from guardhook.capacity import GroupDemand, fit_groups, index_for
-        from guardhook.capacity.provision import describe, pools_of, provision
-
-        index = index_for(ctx.view)
+        capacity = _capacity()
+        index = capacity.index_for(ctx.view)
         if index.node_count == 0:
             return Judgement(advisories=("the cluster view holds no nodes; group capacity was not checked",))
         lws = change.lws
@@ -188,7 +186,7 @@ class GroupCapacity(Policy):
                 f"{waiting} scheduling-gated Hash leader{'s' if waiting > 1 else ''} counted as "
                 "groups to place",
             )
-        demand = GroupDemand(
+        demand: GroupDemand = capacity.GroupDemand(
             leader=leader,
             worker=worker,
             size=max(1, change.new_size),
@@ -196,7 +194,7 @@ class GroupCapacity(Policy):
             namespace=namespace,
             exclusive_key=lws.exclusive_topology,
         )
-        fit = fit_groups(index, demand)
+        fit: Fit = capacity.fit_groups(index, demand)
         model = describe_model(fit, notes)
         audit = ((MODEL_KEY, model),)
         name = lws.name or ctx.name
@@ -210,13 +208,15 @@ class GroupCapacity(Policy):
                 )
             return Judgement(advisories=advisories, audit_annotations=audit)
         shortfall = shortfall_message(fit, name, new_groups)
-        pools = pools_of(ctx.view, ctx.params["autoscaledPools"])
-        answers = provision(index, ctx.view, demand, pools) if pools else []
+        pools = capacity.provision.pools_of(ctx.view, ctx.params["autoscaledPools"])
+        answers = capacity.provision.provision(index, ctx.view, demand, pools) if pools else []
         grown = autoscaled(answers, shortfall, model) if answers else None
         if grown is not None:
             return Judgement(advisories=(grown,), audit_annotations=audit)
         if answers:
-            shortfall += "; node autoscaling does not help: " + "; ".join(describe(a) for a in answers)
+            shortfall += "; node autoscaling does not help: " + "; ".join(
+                capacity.provision.describe(a) for a in answers
+            )
         message = f"{shortfall}. Model: {model}"
         placement = placed_by(lws)
         if placement is not None and ctx.params[placement[0]] == "Warn":
@@ -239,14 +239,14 @@ class GroupCapacity(Policy):
             return ALLOW
         if ctx.view.is_stale():
             return stale_judgement(self, ctx.view)
-        from guardhook.capacity import GangDemand, fit_gangs, index_for
-
-        index = index_for(ctx.view)
+        capacity = _capacity()
+        index = capacity.index_for(ctx.view)
         if index.node_count == 0:
             return Judgement(advisories=("the cluster view holds no nodes; group capacity was not checked",))
         spare = int(ctx.params["spareGroups"])
         members = gang_members(change)
-        fit = fit_gangs(index, GangDemand(members, change.count + spare, change.set.namespace))
+        demand = capacity.GangDemand(members, change.count + spare, change.set.namespace)
+        fit: GangFit = capacity.fit_gangs(index, demand)
         model = "; ".join((BASE_MODEL, *fit.model, f"pods read from {change.read_from}"))
         audit = ((MODEL_KEY, model),)
         if fit.fits >= fit.demand.count:
@@ -277,17 +277,20 @@ def scale_request(ctx: PolicyContext) -> ScaleRequest:
 def gang_members(change: NewGangs) -> tuple[tuple[PodShape, int], ...]:
     """(pod shape, pods per gang) of each role of `change`: from its pod template, else from the
     view's pod it is like (its requests and tolerations)."""
-    from guardhook.capacity import PodShape, shape_of_template
-    from guardhook.capacity.shapes import PODS
-
+    capacity = _capacity()
+    shape_of_template, pod_shape, pods_resource = (
+        capacity.shape_of_template,
+        capacity.PodShape,
+        capacity.shapes.PODS,
+    )
     members = []
     for pods in change.pods:
         if pods.template is not None:
             shape = shape_of_template(pods.template)
         elif pods.like is not None:
             requests = {name: amount for name, amount in pods.like.requests.items() if amount > 0}
-            requests[PODS] = 1
-            shape = PodShape(tuple(sorted(requests.items())), tolerations=pods.like.tolerations)
+            requests[pods_resource] = 1
+            shape = pod_shape(tuple(sorted(requests.items())), tolerations=pods.like.tolerations)
         else:
             continue
         members.append((shape, pods.count))
@@ -324,9 +327,8 @@ def template_shapes(
 ) -> tuple[PodShape, PodShape, tuple[str, ...]]:
     """The (leader, worker) pod shapes of `lws`'s templates with their DRA devices counted, and
     the notes on what was not counted (each once)."""
-    from guardhook.capacity.claims import with_devices
-    from guardhook.capacity.shapes import pod_level_note
-
+    capacity = _capacity()
+    with_devices, pod_level_note = capacity.claims.with_devices, capacity.shapes.pod_level_note
     leader_shape, worker_shape = _template_shapes(_same_templates_in_view(lws, namespace, view))
     with view.lock:
         devices = index.devices()
@@ -353,10 +355,9 @@ def _template_shapes(lws: LeaderWorkerSet) -> tuple[PodShape, PodShape]:
     """(leader, worker) PodShapes of `lws`'s templates, read once per LeaderWorkerSet object (kept
     in its `derived`). An LWS without a leader template runs its leaders from the worker template
     (LWS API), so that shape is read once for both."""
-    from guardhook.capacity import shape_of_template
-
     shapes = lws.derived.get("pod shapes")
     if shapes is None:
+        shape_of_template = _capacity().shape_of_template
         worker = shape_of_template(lws.worker_template)
         leader = (
             worker if lws.leader_template is lws.worker_template else shape_of_template(lws.leader_template)
@@ -368,8 +369,7 @@ def _template_shapes(lws: LeaderWorkerSet) -> tuple[PodShape, PodShape]:
 def autoscaled(answers: list[Provision], shortfall: str, model: str) -> str | None:
     """The warning for a shortfall an autoscaled pool could provision (the pool needing the fewest
     new nodes), or for one a pool of unknown shape might; None when no pool helps."""
-    from guardhook.capacity.provision import describe
-
+    describe = _capacity().provision.describe
     helping = sorted((a for a in answers if a.helps), key=lambda a: a.nodes_needed or 0)
     if helping:
         return (
@@ -534,6 +534,19 @@ def warm_capacity_index(view: ClusterView) -> None:
     from guardhook.capacity import index_for
 
     index_for(view)
+
+
+@functools.cache
+def _capacity() -> ModuleType:
+    """guardhook.capacity with its claims, provision and shapes modules: imported on the first
+    capacity decision, not with the policy registry (numpy comes with the index, so commands that
+    never judge capacity, `review` of a delete, start faster), and then kept: an import statement
+    run on every decision cost 2-3 µs each, five a decision (issue 53)."""
+    import guardhook.capacity.claims
+    import guardhook.capacity.provision
+    import guardhook.capacity.shapes
+
+    return guardhook.capacity
 
 
 POLICY = GroupCapacity()

@@ -177,8 +177,6 @@ def group_cost(lws: LeaderWorkerSet) -> str:
 
 def _pod_level_below_containers(lws: LeaderWorkerSet) -> list[str]:
     """Findings for pod-level requests below the containers' aggregate (see the module docstring)."""
-    from guardhook.capacity.shapes import format_amount
-
     templates = [("worker", lws.worker_template)]
     if lws.leader_template is not lws.worker_template:
         templates.insert(0, ("leader", lws.leader_template))
@@ -188,6 +186,10 @@ def _pod_level_below_containers(lws: LeaderWorkerSet) -> list[str]:
         requested = parse_resource_list(as_dict(as_dict(spec.get("resources")).get("requests")))
         if not requested:
             continue
+        # Here, not at the top: most templates set no pod-level requests, and the import statement
+        # (numpy comes with guardhook.capacity) cost 2-3 µs on every call (issue 53).
+        from guardhook.capacity.shapes import format_amount
+
         containers = container_total(spec)
         for name, amount in sorted(requested.items()):
             if pod_level_supported(name) and containers.get(name, 0) > amount:
