@@ -129,14 +129,17 @@ class Engine:
         if exemptions.exempts({}, namespace):
             return verdict
         exempt_user = exemptions.exempts(user, "")
+        may_record: bool | None = None  # read once, at the first policy that runs
         for route in self._dispatch(setup, request, endpoint):
             policy = route.policy
             if exempt_user and policy.honours_user_exemptions:
                 continue
             if route.exemptions is not None and route.exemptions.exempts(user, namespace):
                 continue  # exempt from this policy only (policies.<id>.exemptions)
+            if may_record is None:
+                may_record = self.record and not is_dry_run(request)
             policy_started = time.perf_counter()
-            judgement, errored = self._run(route, request)
+            judgement, errored = self._run(route, request, may_record)
             verdict.timings[policy.id] = time.perf_counter() - policy_started
             self._apply(verdict, route, judgement, errored)
         verdict.seconds = time.perf_counter() - started
@@ -165,14 +168,10 @@ class Engine:
             setup.routes[key] = found
         return found
 
-    def _run(self, route: Route, request: AdmissionRequest) -> tuple[Judgement, bool]:
+    def _run(self, route: Route, request: AdmissionRequest, may_record: bool) -> tuple[Judgement, bool]:
         policy = route.policy
         ctx = PolicyContext(
-            request=request,
-            view=self.view,
-            params=route.params,
-            ledger=self.ledger,
-            may_record=self.record and not is_dry_run(request),
+            request=request, view=self.view, params=route.params, ledger=self.ledger, may_record=may_record
         )
         try:
             return policy.judge(ctx), False

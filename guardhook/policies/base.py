@@ -96,7 +96,7 @@ def target(group: str, resource: str, subresource: str = "", *operations: str) -
     return Target(group, resource, subresource, frozenset(operations or ("CREATE", "UPDATE")))
 
 
-@dataclass
+@dataclass(slots=True)
 class PolicyContext:
     """Everything a policy may read for one decision.
 
