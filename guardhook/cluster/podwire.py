@@ -190,12 +190,7 @@ def _record(pod: PodWire) -> PodRecord:
         disrupted = _DISRUPTED in types or _TERMINATING in types
     else:
         ready = containers_ready = disrupted = False
-    owners, notes, labels, containers = (
-        bytes(meta.ownerReferences),
-        bytes(meta.annotations),
-        meta.labels,
-        spec.containers,
-    )
+    containers = spec.containers
     plain = not (
         spec.readinessGates
         or spec.schedulingGates
@@ -207,22 +202,24 @@ def _record(pod: PodWire) -> PodRecord:
     )
     if plain and len(containers) == 1 and not (spec.initContainers or spec.overhead or spec.resources):
         # Most pods. Their owners, annotations, tolerations and requests are looked up by their
-        # texts together, first in the one-entry memo of the pod before (a list returns the pods of
-        # one group or template together: the next pod usually carries the very same texts, so
-        # they are compared, not hashed), then each in its own cache.
-        texts = (owners, notes, bytes(spec.tolerations), bytes(containers[0].resources))
+        # texts together, first in the one-entry memo of the pod before: a list returns the pods
+        # of one group or template together, so the next pod usually carries the very same texts,
+        # compared as they lie in the page (`msgspec.Raw` compares by content), neither copied nor
+        # hashed. Else each in its own cache, by a copy of its text.
+        texts = (meta.ownerReferences, meta.annotations, spec.tolerations, containers[0].resources)
         last = _last_shared
         if texts == last[0]:
-            shared_owners_, annotations, requests, extras = last[1]
+            owners, annotations, requests, extras = last[1]
         else:
-            shared_owners_ = _owners_of(owners)
-            annotations = _annotations_of(notes)
-            requests = _requests_of_text(texts[3])
-            extras = _tolerations_only(texts[2])
-            _last_shared = (texts, (shared_owners_, annotations, requests, extras))
+            owners = _owners_of(bytes(texts[0]))
+            annotations = _annotations_of(bytes(texts[1]))
+            extras = _tolerations_only(bytes(texts[2]))
+            requests = _requests_of_text(bytes(texts[3]))
+            # Copies (`Raw.copy`): the memo must not hold the page the texts lie in.
+            _last_shared = (tuple(text.copy() for text in texts), (owners, annotations, requests, extras))
     else:
-        shared_owners_ = _owners_of(owners)
-        annotations = _annotations_of(notes)
+        owners = _owners_of(bytes(meta.ownerReferences))
+        annotations = _annotations_of(bytes(meta.annotations))
         if len(containers) == 1 and not (spec.initContainers or spec.overhead or spec.resources):
             requests = _requests_of_text(bytes(containers[0].resources))
         elif not (spec.resources and (status.allocatedResources or status.resources)):
@@ -234,6 +231,7 @@ def _record(pod: PodWire) -> PodRecord:
             if plain
             else _extras(spec, status, _conditions(conditions) if conditions else _NONE_FOUND)
         )
+    labels = meta.labels
     # Positional, in PodRecord's field order: msgspec matches keyword arguments by name (~0.3 us a pod).
     return PodRecord(
         _intern(meta.namespace),
@@ -246,7 +244,7 @@ def _record(pod: PodWire) -> PodRecord:
         _intern(status.phase),
         ready,
         bool(meta.deletionTimestamp),
-        shared_owners_,
+        owners,
         requests,
         containers_ready,
         _seconds(meta.creationTimestamp) if meta.creationTimestamp else 0.0,
@@ -257,7 +255,7 @@ def _record(pod: PodWire) -> PodRecord:
 _type_of = operator.attrgetter("type")
 _DISRUPTED, _TERMINATING = DISRUPTION_CONDITIONS
 
-_last_shared: tuple[tuple[bytes, ...], tuple[Any, ...]] = ((), ())
+_last_shared: tuple[tuple[msgspec.Raw, ...], tuple[Any, ...]] = ((), ())
 """The texts (owner references, annotations, tolerations, a single container's resources) of
 the last plain pod `_record` read and what was made of them: (texts, (owners, annotations,
 requests, extras)). Replaced whole, never mutated, so a reader on another thread sees one pair or
