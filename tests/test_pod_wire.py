@@ -4,7 +4,9 @@ path (`PodRecord.from_object`) gives, and a page the typed decoder refuses is re
 from __future__ import annotations
 
 import copy
+import gc
 import json
+import sys
 from typing import Any
 
 import orjson
@@ -141,6 +143,35 @@ def test_pods_of_one_page_share_strings_and_parts_on_the_typed_path() -> None:
     assert all(label_keys[k] is k for k in second.labels if k in label_keys)  # interned keys
     assert first.requests is second.requests
     assert first.owners[0].kind == "StatefulSet" and first.namespace is second.namespace
+
+
+def test_a_pod_like_the_one_before_takes_its_parts_from_the_memo_which_holds_no_page() -> None:
+    # Two pods with the same owner, annotation, toleration and resources texts: the second takes
+    # the first's parts from the one-entry memo; a third with other texts reads its own. The memo
+    # keeps copies of the texts, never the page they were decoded from.
+    pod = _captured_pods()[0]
+    other = copy.deepcopy(pod)
+    other["metadata"]["annotations"] = {"note": "another text"}
+    data = _page([pod, copy.deepcopy(pod), other])
+    held = sys.getrefcount(data)
+    items = decode_pod_page(data)["items"]
+
+    def asked() -> int:  # calls of the annotation texts' cache
+        info = podwire._shared_annotations.cache_info()
+        return info.hits + info.misses
+
+    first = pod_record(items[0])
+    before = asked()
+    second = pod_record(items[1])
+    assert asked() == before  # from the memo
+    third = pod_record(items[2])
+    assert asked() == before + 1
+    del items
+    assert second.annotations is first.annotations and second.more is first.more
+    assert third.annotations == {"note": "another text"} and third.requests is first.requests
+    assert (first, second, third) == tuple(PodRecord.from_object(p) for p in (pod, pod, other))
+    gc.collect()
+    assert sys.getrefcount(data) == held  # no Raw view into the page is left behind
 
 
 def test_the_reflector_lists_typed_pod_pages_into_the_view_and_tells_listeners() -> None:

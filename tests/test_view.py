@@ -222,3 +222,38 @@ def test_a_nodes_pods_keep_their_order_through_updates_moves_and_removals() -> N
     assert [p.name for p in view.pods_on_node("n2")] == ["p1"]
     view.remove(PODS, ("a", "p0"))
     assert view.pods_on_node("n1") == [] and view.node_requested("n1") == {}
+
+
+def test_a_slice_with_pods_already_held_files_them_as_upsert_does() -> None:
+    # upsert_all files a pod the view does not hold inline and hands a held one (or one with
+    # claims) to upsert's own path: a slice mixing them ends as one pod at a time does.
+    pods = [obj for obj in embedded_fleet_objects() if obj.get("kind") == "Pod"]
+    moved = copy.deepcopy(pods[0])
+    moved["spec"]["nodeName"] = "gpu-node-16"
+    done = copy.deepcopy(pods[1])
+    done["status"]["phase"] = "Succeeded"
+    claimed = copy.deepcopy(pods[2])
+    claimed["metadata"]["name"] = "with-a-claim"
+    claimed["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "claim-a"}]
+    batch = [*pods[:5], moved, done, claimed, pods[0]]
+    one_by_one, sliced = ClusterView("a"), ClusterView("b")
+    heard: list[tuple[str | None, str]] = []
+    sliced.subscribe(lambda kind, old, new: heard.append((old and old.node_name, new.node_name)))
+    for pod in batch:
+        one_by_one.upsert(PODS, pod)
+    assert sliced.upsert_all(PODS, batch) == [
+        (p["metadata"]["namespace"], p["metadata"]["name"]) for p in batch
+    ]
+    assert sliced.count(PODS) == one_by_one.count(PODS) == 6
+    assert sliced.all_pods() == one_by_one.all_pods()
+    for node in {p["spec"].get("nodeName") or "" for p in batch} | {"gpu-node-16"}:
+        assert sliced.pods_on_node(node) == one_by_one.pods_on_node(node)
+    namespace = claimed["metadata"]["namespace"]
+    assert [p.name for p in sliced.pods_using_claim(namespace, "claim-a")] == ["with-a-claim"]
+    assert sliced.generation(PODS) == one_by_one.generation(PODS) == len(batch)
+    assert [old for old, _ in heard] == [None] * 5 + [
+        pods[0]["spec"].get("nodeName"),
+        pods[1]["spec"].get("nodeName"),
+        None,
+        "gpu-node-16",
+    ]

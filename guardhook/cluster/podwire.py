@@ -20,6 +20,7 @@ defines, JSON that is not an object) is decoded as before (`paging.decode`) into
 from __future__ import annotations
 
 import functools
+import operator
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -175,21 +176,62 @@ def item_versions(objects: Iterable[KubeObject | PodWire]) -> list[str]:
 
 
 def _record(pod: PodWire) -> PodRecord:
+    global _last_shared  # noqa: PLW0603 (a one-entry memo, replaced whole: see `_last_shared`)
     meta, spec, status = pod.metadata, pod.spec, pod.status
-    found = _conditions(status.conditions) if status.conditions else _NONE_FOUND
-    owners, notes, labels, containers = (
-        bytes(meta.ownerReferences),
-        bytes(meta.annotations),
-        meta.labels,
-        spec.containers,
-    )
-    ready, containers_ready = found.get("Ready"), found.get("ContainersReady")
-    if len(containers) == 1 and not (spec.initContainers or spec.overhead or spec.resources):
-        requests = _requests_of_text(bytes(containers[0].resources))  # most pods: as `_requests`, inline
-    elif not (spec.resources and (status.allocatedResources or status.resources)):
-        requests = _requests(spec)
+    conditions = status.conditions
+    if conditions:
+        # As `_conditions` (the first entry of a type wins), read without building the map: the
+        # types in one C-level pass, then C-level searches of that list.
+        types = list(map(_type_of, conditions))
+        ready = "Ready" in types and conditions[types.index("Ready")].status == "True"
+        containers_ready = (
+            "ContainersReady" in types and conditions[types.index("ContainersReady")].status == "True"
+        )
+        disrupted = _DISRUPTED in types or _TERMINATING in types
     else:
-        requests = _resized_requests(spec, status)
+        ready = containers_ready = disrupted = False
+    containers = spec.containers
+    plain = not (
+        spec.readinessGates
+        or spec.schedulingGates
+        or spec.resourceClaims
+        or spec.schedulingGroup
+        or status.resourceClaimStatuses
+        or status.extendedResourceClaimStatus
+        or disrupted
+    )
+    if plain and len(containers) == 1 and not (spec.initContainers or spec.overhead or spec.resources):
+        # Most pods. Their owners, annotations, tolerations and requests are looked up by their
+        # texts together, first in the one-entry memo of the pod before: a list returns the pods
+        # of one group or template together, so the next pod usually carries the very same texts,
+        # compared as they lie in the page (`msgspec.Raw` compares by content), neither copied nor
+        # hashed. Else each in its own cache, by a copy of its text.
+        texts = (meta.ownerReferences, meta.annotations, spec.tolerations, containers[0].resources)
+        last = _last_shared
+        if texts == last[0]:
+            owners, annotations, requests, extras = last[1]
+        else:
+            owners = _owners_of(bytes(texts[0]))
+            annotations = _annotations_of(bytes(texts[1]))
+            extras = _tolerations_only(bytes(texts[2]))
+            requests = _requests_of_text(bytes(texts[3]))
+            # Copies (`Raw.copy`): the memo must not hold the page the texts lie in.
+            _last_shared = (tuple(text.copy() for text in texts), (owners, annotations, requests, extras))
+    else:
+        owners = _owners_of(bytes(meta.ownerReferences))
+        annotations = _annotations_of(bytes(meta.annotations))
+        if len(containers) == 1 and not (spec.initContainers or spec.overhead or spec.resources):
+            requests = _requests_of_text(bytes(containers[0].resources))
+        elif not (spec.resources and (status.allocatedResources or status.resources)):
+            requests = _requests(spec)
+        else:
+            requests = _resized_requests(spec, status)
+        extras = (
+            _tolerations_only(bytes(spec.tolerations))
+            if plain
+            else _extras(spec, status, _conditions(conditions) if conditions else _NONE_FOUND)
+        )
+    labels = meta.labels
     # Positional, in PodRecord's field order: msgspec matches keyword arguments by name (~0.3 us a pod).
     return PodRecord(
         _intern(meta.namespace),
@@ -197,25 +239,27 @@ def _record(pod: PodWire) -> PodRecord:
         meta.uid,
         # interning.typed_str_map, inline (a call fewer a pod)
         {_intern(key): _intern(value) for key, value in labels.items()} if labels else interning.EMPTY,
-        _shared_annotations(notes) if len(notes) <= SHARED_TEXT else _read_annotations(notes),
+        annotations,
         _intern(spec.nodeName),
         _intern(status.phase),
-        ready is not None and ready.status == "True",
+        ready,
         bool(meta.deletionTimestamp),
-        _shared_owners(owners) if len(owners) <= SHARED_TEXT else _read_owners(owners),
+        owners,
         requests,
-        containers_ready is not None and containers_ready.status == "True",
+        containers_ready,
         _seconds(meta.creationTimestamp) if meta.creationTimestamp else 0.0,
-        _extras(spec, status, found)
-        if spec.readinessGates
-        or spec.schedulingGates
-        or spec.resourceClaims
-        or spec.schedulingGroup
-        or status.resourceClaimStatuses
-        or status.extendedResourceClaimStatus
-        or not found.keys().isdisjoint(DISRUPTION_CONDITIONS)
-        else _tolerations_only(bytes(spec.tolerations)),
+        extras,
     )
+
+
+_type_of = operator.attrgetter("type")
+_DISRUPTED, _TERMINATING = DISRUPTION_CONDITIONS
+
+_last_shared: tuple[tuple[msgspec.Raw, ...], tuple[Any, ...]] = ((), ())
+"""The texts (owner references, annotations, tolerations, a single container's resources) of
+the last plain pod `_record` read and what was made of them: (texts, (owners, annotations,
+requests, extras)). Replaced whole, never mutated, so a reader on another thread sees one pair or
+the other, never a mix; what it holds is what the caches would answer for those texts."""
 
 
 SHARED_TEXT = 1024
@@ -274,6 +318,14 @@ def _read_tolerations_only(text: bytes) -> PodExtras:
 _shared_annotations = functools.lru_cache(maxsize=interning.CACHE_SIZE)(_read_annotations)
 _shared_owners = functools.lru_cache(maxsize=interning.CACHE_SIZE)(_read_owners)
 _shared_tolerations_only = functools.lru_cache(maxsize=interning.CACHE_SIZE)(_read_tolerations_only)
+
+
+def _owners_of(text: bytes) -> tuple[OwnerRef, ...]:
+    return _shared_owners(text) if len(text) <= SHARED_TEXT else _read_owners(text)
+
+
+def _annotations_of(text: bytes) -> dict[str, str]:
+    return _shared_annotations(text) if len(text) <= SHARED_TEXT else _read_annotations(text)
 
 
 def _tolerations_only(text: bytes) -> PodExtras:

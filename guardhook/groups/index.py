@@ -60,12 +60,16 @@ class GroupIndex:
     def on_changes(self, kind: str, changes: list[tuple[Any, Any]]) -> None:
         """ClusterView batch listener (guardhook.cluster.view.store.BatchListener): refile the
         pods of one slice of a relist, in order, as `on_change` one by one."""
-        add, remove = self._add, self._remove
+        by_group, by_lws, remove = self._pods_by_group, self._groups_by_lws, self._remove
         for old, new in changes:
             if old is not None:
                 remove(old)
-            if new is not None:
-                add(new)
+            if new is not None:  # `_add`, inline (a relist files millions of pods through here)
+                placed = group_of_pod(new)
+                if placed is not None:
+                    lws_name, key = placed
+                    by_group[(new.namespace, lws_name, key)][new.name] = new
+                    by_lws[(new.namespace, lws_name)].add(key)
 
     def _add(self, pod: PodRecord) -> None:
         placed = group_of_pod(pod)

@@ -332,13 +332,26 @@ class ClusterView:
             if kind != PODS:
                 return [self.upsert(kind, obj) for obj in objects]
             # The bulk of a relist (2 million pods in issue 53's cluster): one loop, no per-object
-            # dispatch.
-            upsert = self._upsert_pod
-            if not self._listeners:
-                keys: list[Key | None] = [upsert(record, False) for record in pod_records(objects)]
-            else:
-                changes: list[tuple[Any, Any]] = []
-                keys = [upsert(record, False, changes) for record in pod_records(objects)]
+            # dispatch, and a pod the view does not hold yet (every pod of an initial list) filed
+            # inline, as `_upsert_pod` files it; one it holds goes through `_upsert_pod`.
+            upsert, by_namespace, by_node = self._upsert_pod, self._pods_by_namespace, self._pods_by_node
+            keys: list[Key | None] = []
+            changes: list[tuple[Any, Any]] = []
+            added = 0
+            for pod in pod_records(objects):
+                namespace, name = pod.namespace, pod.name
+                in_namespace = by_namespace[namespace]
+                if name in in_namespace or pod.more.claims:
+                    keys.append(upsert(pod, False, changes))
+                    continue
+                in_namespace[name] = pod
+                added += 1
+                if pod.node_name and pod.phase not in TERMINAL_PHASES:
+                    by_node[pod.node_name].append(pod)
+                changes.append((None, pod))
+                keys.append((namespace, name))
+            self._pod_count += added
+            if self._listeners:
                 self._notify_all(PODS, changes)
             self._generations[PODS] += len(keys)  # one a pod, as upsert counts
             return keys
