@@ -18,6 +18,10 @@ framework: issue 53's bar, >= 0.95x throughput and <= 1.10x p99); `bare`, the fl
 - a new TLS connection per request (no keep-alive), one client, against keep-alive, one client:
   the cost of a handshake per request.
 
+For the paced phase it also prints what each server's slowest 1% were: the reviews most often among
+them (each review is an even share of the mix) and the share due among a slice's first requests
+(the server had been idle while the other one ran): issue 53's p99 is a tail, not a mean.
+
 Phases alternate between the two servers (and the order flips each round; rounds are pooled) so
 drift on a shared machine hits both alike.
 
