@@ -18,6 +18,10 @@ framework: issue 53's bar, >= 0.95x throughput and <= 1.10x p99); `bare`, the fl
 - a new TLS connection per request (no keep-alive), one client, against keep-alive, one client:
   the cost of a handshake per request.
 
+For the paced phase it also prints what each server's slowest 1% were: the reviews most often among
+them (each review is an even share of the mix) and the share due among a slice's first requests
+(the server had been idle while the other one ran): issue 53's p99 is a tail, not a mean.
+
 Phases alternate between the two servers (and the order flips each round; rounds are pooled) so
 drift on a shared machine hits both alike.
 
@@ -57,7 +61,7 @@ import ssl
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from servers import FIXTURES, Running, serve, served_code
 
@@ -81,10 +85,17 @@ QUEUEING_NOTE = (
 
 def review_mix() -> list[tuple[str, bytes]]:
     """(path, body) for every captured review: *.mutating.json to /mutate, the rest to /validate."""
+    return [(endpoint, body) for _, endpoint, body in named_review_mix()]
+
+
+def named_review_mix() -> list[tuple[str, str, bytes]]:
+    """(fixture name, path, body) for every captured review, as `review_mix` sends them."""
     mix = []
     for path in sorted((FIXTURES / "reviews").glob("*.json")):
         endpoint = "/mutate" if path.name.endswith(".mutating.json") else "/validate"
-        mix.append((endpoint, json.dumps(json.loads(path.read_text())).encode()))
+        mix.append(
+            (path.name.removesuffix(".json"), endpoint, json.dumps(json.loads(path.read_text())).encode())
+        )
     return mix
 
 
@@ -114,17 +125,21 @@ class ClientSpec:
 
 @dataclass
 class ClientResult:
-    """Latencies (seconds) and errors, one list and one count per target."""
+    """Latencies (seconds) and errors, one list and one count per target; for each latency, the
+    review sent (its fixture's name) and when it was due (seconds from the client's start)."""
 
     latencies: list[list[float]]
     errors: list[int]
+    reviews: list[list[str]] = field(default_factory=list)
+    due: list[list[float]] = field(default_factory=list)
 
 
-def _requests(spec: ClientSpec) -> Iterator[tuple[str, bytes]]:
-    """The client's shuffled mix, repeated forever. The fixtures are read here, at the call (before
-    the timed period), not at the first `next`: read at the first request, as before, every client
-    read and re-encoded 47 files at the start at once, which delayed the requests scheduled then."""
-    mix = review_mix()
+def _requests(spec: ClientSpec) -> Iterator[tuple[str, str, bytes]]:
+    """The client's shuffled mix, (name, path, body), repeated forever. The fixtures are read here,
+    at the call (before the timed period), not at the first `next`: read at the first request, as
+    before, every client read and re-encoded 47 files at the start at once, which delayed the
+    requests scheduled then."""
+    mix = named_review_mix()
     random.Random(spec.seed).shuffle(mix)
     return itertools.cycle(mix)
 
@@ -150,19 +165,24 @@ def run_client(spec: ClientSpec) -> ClientResult:
     """Send requests until spec.seconds after spec.start_at; return latencies (s) and error counts
     per target. A paced request goes to the target whose slice its scheduled time falls in."""
     contexts = [ssl.create_default_context(cafile=target.ca) for target in spec.targets]
-    result = ClientResult([[] for _ in spec.targets], [0 for _ in spec.targets])
+    result = ClientResult(
+        [[] for _ in spec.targets],
+        [0 for _ in spec.targets],
+        [[] for _ in spec.targets],
+        [[] for _ in spec.targets],
+    )
     requests = _requests(spec)
     connections: list[http.client.HTTPSConnection | None] = [None for _ in spec.targets]
     if spec.mode != "newconn":  # kept-alive: open before the timed period, as the API server keeps it open
         connections = [
-            _warmed_connection(target, context, next(requests))
+            _warmed_connection(target, context, next(requests)[1:])
             for target, context in zip(spec.targets, contexts, strict=True)
         ]
     while time.time() < spec.start_at:
         time.sleep(0.001)
     begin = time.perf_counter()
     end = begin + spec.seconds
-    for sent, (path, body) in enumerate(requests):
+    for sent, (name, path, body) in enumerate(requests):
         scheduled = begin + spec.offset + sent / spec.rate if spec.mode == "paced" else time.perf_counter()
         if scheduled >= end:
             break
@@ -187,6 +207,8 @@ def run_client(spec: ClientSpec) -> ClientResult:
             connections[which] = None
             continue
         result.latencies[which].append(time.perf_counter() - scheduled)
+        result.reviews[which].append(name)
+        result.due[which].append(scheduled - begin)
         if spec.mode == "newconn":
             connection.close()
         else:
@@ -205,6 +227,10 @@ class PhaseResult:
     latencies: list[float]
     errors: int
     cpu_seconds: float = 0.0  # the server's processes (master and worker), user + system
+    reviews: list[str] = field(default_factory=list)  # each latency's review (fixture name)
+    positions: list[int] = field(
+        default_factory=list
+    )  # each latency's order in its slice (paced, alternating)
 
     @property
     def rate(self) -> float:
@@ -220,10 +246,37 @@ class PhaseResult:
         self.latencies += other.latencies
         self.errors += other.errors
         self.cpu_seconds += other.cpu_seconds
+        self.reviews += other.reviews
+        self.positions += other.positions
 
     def percentile(self, q: float) -> float:
         ordered = sorted(self.latencies)
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+    def tail(self, q: float = 0.99, first: int = 8, top: int = 5) -> str:
+        """What the slowest (1 - q) of the requests were: the reviews most often among them (count,
+        and their share of the tail, against each review's even share of the mix), and the share
+        due among the `first` requests of a slice (the server had been idle for a slice while the
+        other one ran), against those requests' share of all."""
+        cut = self.percentile(q) / 1000
+        slow = [n for n, latency in enumerate(self.latencies) if latency >= cut]
+        if not slow or len(self.reviews) != len(self.latencies):
+            return "no per-request record"
+        counts: dict[str, int] = {}
+        for n in slow:
+            counts[self.reviews[n]] = counts.get(self.reviews[n], 0) + 1
+        kinds = len(set(self.reviews))
+        ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:top]
+        text = f"{len(slow)} requests; by review: " + ", ".join(
+            f"{name} {count} ({count / len(slow):.0%})" for name, count in ranked
+        )
+        text += f" (each review {1 / kinds:.1%} of the mix)"
+        if len(self.positions) == len(self.latencies) and self.positions:
+            early = sum(1 for n in slow if 0 <= self.positions[n] < first)
+            overall = sum(1 for p in self.positions if 0 <= p < first) / len(self.positions)
+            text += f"; due among a slice's first {first}: {early / len(slow):.0%}"
+            text += f" (of all requests {overall:.1%})"
+        return text
 
     def row(self) -> str:
         return (
@@ -290,6 +343,8 @@ def run_phase(
         ]
     )
     share = 1 / len(servers) if alternate_every else 1.0
+    # A request's order in its slice: slices start every `alternate_every` s, requests are due
+    # every 1 / rate s across the clients.
     return [
         PhaseResult(
             server.name,
@@ -298,6 +353,12 @@ def run_phase(
             [latency for result, which in mine[n] for latency in result.latencies[which]],
             sum(result.errors[which] for result, which in mine[n]),
             cpu_used[n],
+            [review for result, which in mine[n] for review in result.reviews[which]],
+            [
+                int((due % alternate_every) * rate) if alternate_every and rate else -1
+                for result, which in mine[n]
+                for due in result.due[which]
+            ],
         )
         for n, server in enumerate(servers)
     ]
@@ -415,6 +476,8 @@ def main() -> None:
     )
     for name, p99s in round_p99s.items():
         print(f"  paced p99 of each round, {name}: {' '.join(f'{x:.2f}' for x in p99s)} ms")
+    for name in names:  # which requests make each server's p99 (issue 53: the tail, not the mean)
+        print(f"  paced slowest 1%, {name}: {results[(name, paced)].tail(first=2 * args.clients)}")
     cpu = {
         name: results[(name, saturated)].cpu_seconds / len(results[(name, saturated)].latencies) * 1e6
         for name in names
