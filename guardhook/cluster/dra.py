@@ -181,7 +181,8 @@ class ResourceSliceRecord(msgspec.Struct, frozen=True, gc=False):
     def partitioned(self) -> bool:
         """Whether the slice publishes counter sets or a device that consumes counters or allows
         multiple allocations (its pool is then counted as a whole)."""
-        return bool(self.shared_counters) or any(d.partitioned for d in self.devices)
+        # Device.partitioned read inline: asked of every device of every pool a rebuild counts
+        return bool(self.shared_counters) or any(d.consumes or d.multiple for d in self.devices)
 
     @staticmethod
     def from_object(obj: KubeObject) -> ResourceSliceRecord:
