@@ -617,8 +617,9 @@ class Allocation:
             self.refs[entry] = count
             if count == 1:
                 moved.append((entry, +1))
-        done = {device for device, _ in moved}
-        moved.extend((device, 0) for device in sorted(shared - done))
+        if shared:  # a shared device's consumed capacity (KEP-5075): most claims take none
+            done = {device for device, _ in moved}
+            moved.extend((device, 0) for device in sorted(shared - done))
         return moved
 
     def _consume(self, claim: ResourceClaimRecord | None, sign: int) -> set[DeviceId]:

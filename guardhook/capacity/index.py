@@ -198,21 +198,31 @@ class CapacityIndex:
         self.version += 1
         if kind == RESOURCECLAIMS:
             moved = self._allocation.change(old, new)
-            if self._devices is not None:
-                counts = self._devices[1]
+            if self._devices_current():
+                counts = self._devices[1]  # type: ignore[index]
                 for device, sign in moved:
                     self._rows_changed(counts.rows_taking(device))
                     counts.take(device, sign)
         elif kind == RESOURCESLICES:
-            if self._devices is not None:
-                self._devices[1].set_slice(old, new, self._row_of)
-                self._everything_changed()
+            if self._devices_current():
+                self._devices[1].set_slice(old, new, self._row_of)  # type: ignore[index]
+            self._everything_changed()
         elif kind == NODES:
             self._everything_changed()
             if new is not None:
                 self._set_node(new)
             elif old is not None:
                 self._drop_node(old.name)
+
+    def _devices_current(self) -> bool:
+        """Whether the DRA device counts are built and follow the view's DeviceClasses and
+        DeviceTaintRules. Counts a class or rule change left behind are not kept up to date: the
+        next read rebuilds them from the slices and the claims' allocation (an initial list
+        brings every claim after the class, ~31,000 at 65,000 nodes)."""
+        if self._devices is None:
+            return False
+        view = self._view()
+        return view is not None and self._devices[0] == _device_generations(view)
 
     def on_changes(self, kind: str, changes: list[tuple[Any, Any]]) -> None:
         """ClusterView batch listener (guardhook.cluster.view.store.BatchListener): the pods of one
