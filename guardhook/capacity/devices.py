@@ -369,13 +369,14 @@ class DeviceCounts:
             if r.has_selector and (not r.driver or r.driver == pool[0]) and (not r.pool or r.pool == pool[1])
         ]
         placed, columns_of = self.placed, self._matching_columns
-        counted = []
+        counted: list[DeviceId] = []
         # A slice's devices are one node's, and share their maps: the row and the columns of the
         # device before are taken again when its node name and maps are the very same objects.
         last_node, last_row = None, None
         last_attributes: Any = None
         last_capacity: Any = None
-        last_driver, last_columns = "", ()
+        last_driver = ""
+        last_columns: tuple[str, ...] = ()
         for piece in current:
             for device in piece.devices:
                 node = device.node_name
