@@ -196,9 +196,7 @@ class ResourceSliceRecord(msgspec.Struct, frozen=True, gc=False):
         pool_name = interning.text(pool.get("name"))
         node_name = interning.text(spec.get("nodeName"))
         generation = pool.get("generation")
-        devices = tuple(
-            _device(as_dict(raw), driver, pool_name, node_name) for raw in as_list(spec.get("devices"))
-        )
+        devices = _devices(as_list(spec.get("devices")), driver, pool_name, node_name)
         return ResourceSliceRecord(
             name=str(metadata(obj).get("name") or ""),
             driver=driver,
@@ -213,6 +211,35 @@ class ResourceSliceRecord(msgspec.Struct, frozen=True, gc=False):
                 _counter_set(as_dict(raw), "name") for raw in as_list(spec.get("sharedCounters"))
             ),
         )
+
+
+_PLAIN_DEVICE = frozenset({"name", "attributes", "capacity"})
+"""The fields of a device that has nothing but its name, attributes and capacity (v1 / v1beta2:
+most devices a fleet publishes)."""
+
+
+def _devices(raws: list[Any], driver: str, pool: str, slice_node: str) -> tuple[Device, ...]:
+    """`_device` of each of a slice's devices (a malformed entry read as an empty one). A device
+    with no field but its name, attributes and capacity is made here without the rest's reads
+    (260,000 devices at 65,000 nodes): local to the slice's node, untainted, consuming nothing."""
+    text = interning.text
+    out = []
+    for raw in raws:
+        if type(raw) is dict and raw.keys() <= _PLAIN_DEVICE:
+            raw_capacity, raw_attributes = raw.get("capacity"), raw.get("attributes")
+            capacity, attributes = _maps(
+                raw_capacity if isinstance(raw_capacity, dict) else {},
+                raw_attributes if isinstance(raw_attributes, dict) else {},
+                driver,
+            )
+            out.append(
+                Device(
+                    _new(DeviceId, (driver, pool, text(raw.get("name")))), slice_node, attributes, capacity
+                )
+            )
+        else:
+            out.append(_device(as_dict(raw), driver, pool, slice_node))
+    return tuple(out)
 
 
 def _device(raw: Mapping[str, Any], driver: str, pool: str, slice_node: str) -> Device:
