@@ -381,6 +381,14 @@ class CapacityIndex:
         """Write the nodes `_set_node` took since the last read into the arrays, a whole list
         page's at once: ~12 numpy scalar writes a node cost ~2 us each node (65,000 at issue
         53's scale). Every read of the node arrays comes here first."""
+        if not self._nodes_waiting:
+            return
+        # `node_count` is read without the view's lock (group-capacity asks it first); the
+        # nodes are taken under it, so they are written under it too.
+        with self.lock:
+            self._write_nodes()
+
+    def _write_nodes(self) -> None:
         waiting = self._nodes_waiting
         if not waiting:
             return
