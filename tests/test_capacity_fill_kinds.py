@@ -6,13 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from guardhook.capacity import index_for
-from guardhook.cluster import dra
+from guardhook.cluster import dra, drawire
 from guardhook.cluster.dra import ResourceClaimRecord, ResourceSliceRecord
 from guardhook.cluster.model import NodeRecord, as_dict
+from guardhook.cluster.paging import decode
+from guardhook.cluster.podwire import item_versions
 from guardhook.cluster.resources import parse_resource_list
+from guardhook.cluster.view.live import Reflector, page_decoder
 from guardhook.cluster.view.static import view_from_objects
-from guardhook.cluster.view.store import NODES, ClusterView
+from guardhook.cluster.view.store import NODES, ClusterView, object_key
 
 from gpu_cluster import (
     DRIVER,
@@ -258,3 +263,130 @@ def test_nodes_listing_the_same_allocatable_share_one_parsed_map() -> None:
     odd = node_object("c", {"cpu": 4, "memory": "1Gi"})  # a number, not a quantity string
     assert NodeRecord.from_object(odd).allocatable == parse_resource_list({"cpu": 4, "memory": "1Gi"})
     assert NodeRecord.from_object(node_object("d", {})).allocatable == {}
+
+
+# ---- typed list pages: slices and claims decoded straight into their records ----------------------
+
+
+def _page_of(items: list[Any]) -> bytes:
+    return orjson.dumps(
+        {
+            "kind": "List",
+            "apiVersion": "v1",
+            "metadata": {"resourceVersion": "77", "continue": "c"},
+            "items": items,
+        }
+    )
+
+
+def _as_listed(decoder: Any, record: Any, data: bytes) -> tuple[Any, ...]:
+    page = decoder(data)
+    items = page["items"]
+    return (
+        page["metadata"],
+        [record(item) for item in items],
+        [object_key(item) for item in items],
+        item_versions(items),
+        [type(item) for item in items],
+    )
+
+
+def _versioned(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(100 + i), "uid": f"u{i}"}}
+        for i, obj in enumerate(objects)
+    ]
+
+
+def test_a_typed_slice_page_lists_the_records_and_keys_a_dict_page_lists() -> None:
+    odd = resource_slice("n3", gpus=2)
+    odd["spec"]["devices"][1]["attributes"] = "not a map"
+    odd["spec"]["devices"][0]["name"] = 5
+    no_spec = {"kind": "ResourceSlice", "metadata": {"name": "empty"}, "spec": None}
+    network = resource_slice("n4", gpus=1)
+    del network["spec"]["nodeName"]
+    network["spec"]["nodeSelector"] = {"nodeSelectorTerms": []}
+    network["spec"]["sharedCounters"] = [{"name": "set", "counters": {"memory": {"value": "80Gi"}}}]
+    plain = [resource_slice("n0"), resource_slice("n1", generation=3), odd, no_spec, network]
+    data = _page_of(_versioned(plain))
+    typed = _as_listed(drawire.decode_slice_page, ResourceSliceRecord.from_object, data)
+    as_dicts = _as_listed(decode, ResourceSliceRecord.from_object, data)
+    assert typed[:4] == as_dicts[:4]
+    assert typed[4] == [dra.Decoded] * 5 and as_dicts[4] == [dict] * 5
+    # A device the typed shape does not hold (its own taints, v1beta1's `basic`, counters it
+    # consumes): the page is decoded into dicts, and read as before; a slice of shared counters
+    # and no device is read typed.
+    beta = resource_slice("n5", gpus=1)
+    device = beta["spec"]["devices"][0]
+    beta["spec"]["devices"][0] = {"name": device.pop("name"), "basic": device}
+    tainted = resource_slice("n2", taints=[{"key": "xid", "effect": "NoSchedule"}])
+    others = [tainted, beta, *(o for o in mig_cluster(1) if o["kind"] == "ResourceSlice")]
+    assert any(not o["spec"].get("devices") for o in others)
+    for other in others:
+        data = _page_of(_versioned([*plain, other]))
+        typed = _as_listed(drawire.decode_slice_page, ResourceSliceRecord.from_object, data)
+        assert typed[:4] == _as_listed(decode, ResourceSliceRecord.from_object, data)[:4]
+        assert typed[4] == [dict if other["spec"].get("devices") else dra.Decoded] * 6
+
+
+def test_a_typed_claim_page_lists_the_records_and_keys_a_dict_page_lists() -> None:
+    reserved = allocated_claim("r", "n1", range(2))
+    reserved["status"]["reservedFor"] = [{"resource": "pods", "name": "p", "uid": "u"}, "odd"]
+    unallocated = allocated_claim("u", "n2", [])
+    del unallocated["status"]
+    null_status = {**allocated_claim("s", "n2", [0]), "status": None}
+    mistyped = allocated_claim("m", "n3", range(3))
+    mistyped["status"]["allocation"]["devices"]["results"][1]["driver"] = 7
+    claims = [allocated_claim("a", "n0", range(8)), reserved, unallocated, null_status, mistyped]
+    data = _page_of(_versioned(claims))
+    typed = _as_listed(drawire.decode_claim_page, ResourceClaimRecord.from_object, data)
+    as_dicts = _as_listed(decode, ResourceClaimRecord.from_object, data)
+    assert typed[:4] == as_dicts[:4]
+    assert typed[4] == [dra.Decoded] * 5
+    # A result the typed shape does not hold (consumed capacity of a shared device): dicts.
+    shared = allocated_claim("c", "n0", [0])
+    shared["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"] = {"memory": "1Gi"}
+    data = _page_of(_versioned([*claims, shared]))
+    listed = _as_listed(drawire.decode_claim_page, ResourceClaimRecord.from_object, data)
+    assert listed == _as_listed(decode, ResourceClaimRecord.from_object, data)
+    assert listed[4] == [dict] * 6
+
+
+def test_a_relist_of_typed_pages_fills_the_view_as_dict_pages_do() -> None:
+    objects = _versioned(
+        [node(f"n{i}") for i in range(4)]
+        + [resource_slice(f"n{i}") for i in range(4)]
+        + [device_class(), allocated_claim("a", "n1", range(3)), allocated_claim("b", "n2", [1])]
+    )
+    fresh = view_from_objects(objects)
+    view = ClusterView("test")
+    index_for(view)
+    for kind in ("nodes", "resourceslices", "deviceclasses", "resourceclaims"):
+        listed = [
+            o for o in objects if o["kind"].lower() + ("es" if o["kind"].endswith("ss") else "s") == kind
+        ]
+        reflector = Reflector(kind, view, _Pages({kind: listed}))
+        reflector.relist()
+        assert reflector.versions.get(object_key(listed[0])) is not None
+    assert _counts(view) == _counts(fresh)
+    assert view.resource_claims() == fresh.resource_claims()
+
+
+class _Pages:
+    """A transport listing each kind's objects in pages of two, decoded as the live view decodes."""
+
+    def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
+        self.objects = objects
+
+    def list_page(self, kind: str, continue_token: str | None, limit: int) -> dict[str, Any]:
+        start = int(continue_token or 0)
+        items = self.objects.get(kind, [])[start : start + 2]
+        more = start + 2 < len(self.objects.get(kind, []))
+        meta = {"resourceVersion": "500", **({"continue": str(start + 2)} if more else {})}
+        return page_decoder(kind)(orjson.dumps({"metadata": meta, "items": items}))
+
+    def watch(self, kind: str, resource_version: str, timeout_seconds: int) -> Any:
+        return iter(())
+
+    def close(self) -> None:
+        pass

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import msgspec
 
@@ -155,6 +155,19 @@ def _counter_set(raw: Mapping[str, Any], name_field: str) -> CounterSet:
     return CounterSet(str(raw.get(name_field) or ""), tuple(sorted(counters)))
 
 
+class Decoded(dict[str, Any]):
+    """A list page's ResourceSlice or ResourceClaim whose record the typed page decoder already
+    made (guardhook.cluster.drawire): a dict of the item's `metadata` (name, namespace,
+    resourceVersion: what the list path asks of an item), with the `record`, which
+    `from_object` returns."""
+
+    __slots__ = ("record",)
+
+    def __init__(self, fields: dict[str, Any], record: Any) -> None:
+        super().__init__(fields)
+        self.record = record
+
+
 class ResourceSliceRecord(msgspec.Struct, frozen=True, gc=False):
     """A ResourceSlice: `devices` of one `driver` in one `pool` (pool `generation`); `node_name`
     when the whole slice is local to one node, `all_nodes` / `node_selector` for devices reachable
@@ -187,7 +200,10 @@ class ResourceSliceRecord(msgspec.Struct, frozen=True, gc=False):
     @staticmethod
     def from_object(obj: KubeObject) -> ResourceSliceRecord:
         """The record of a decoded ResourceSlice (resource.k8s.io v1, v1beta2 or v1beta1);
-        malformed fields become empty values (never raises)."""
+        malformed fields become empty values (never raises). A typed list page's item
+        (`Decoded`) carries its record already."""
+        if type(obj) is Decoded:
+            return cast(ResourceSliceRecord, obj.record)
         spec = as_dict(obj.get("spec"))
         # Interned: a fleet's slices repeat the driver, and the pool and node name are those its pods
         # and claims name (guardhook.cluster.interning).
@@ -416,7 +432,10 @@ class ResourceClaimRecord(msgspec.Struct, frozen=True, gc=False):
     @staticmethod
     def from_object(obj: KubeObject) -> ResourceClaimRecord:
         """The record of a decoded ResourceClaim (resource.k8s.io v1, v1beta2 or v1beta1);
-        malformed fields become empty values (never raises)."""
+        malformed fields become empty values (never raises). A typed list page's item
+        (`Decoded`) carries its record already."""
+        if type(obj) is Decoded:
+            return cast(ResourceClaimRecord, obj.record)
         meta = metadata(obj)
         status = as_dict(obj.get("status"))
         allocation = as_dict(status.get("allocation"))
