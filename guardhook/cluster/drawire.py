@@ -173,7 +173,8 @@ def _maps_of(capacity: msgspec.Raw, attributes: msgspec.Raw, driver: str) -> tup
         raw_attributes if isinstance(raw_attributes, dict) else {},
         driver,
     )
-    _last_texts = (driver, capacity, attributes, *maps)
+    # Copies: a decoded Raw is a view of the whole page, which the last texts would keep alive.
+    _last_texts = (driver, capacity.copy(), attributes.copy(), *maps)
     return maps
 
 
