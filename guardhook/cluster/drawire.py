@@ -27,6 +27,7 @@ from guardhook.cluster.dra import (
     Decoded,
     Device,
     DeviceId,
+    DeviceRequest,
     ResourceClaimRecord,
     ResourceSliceRecord,
     _claim_requests,
@@ -95,7 +96,7 @@ class _ClaimStatus(msgspec.Struct, gc=False):
 
 class _Claim(msgspec.Struct, gc=False):
     metadata: _Meta = msgspec.field(default_factory=_Meta)
-    spec: Any = None
+    spec: msgspec.Raw = _NULL
     status: _ClaimStatus | None = None
 
 
@@ -217,7 +218,7 @@ def _claim_record(item: _Claim) -> ResourceClaimRecord:
         str(meta.namespace or ""),
         str(meta.name or ""),
         str(meta.uid or ""),
-        _claim_requests(as_dict(item.spec)),
+        _requests_of(item.spec),
         _results(devices.results or []) if devices is not None else (),
         _single_node(as_dict(allocation.nodeSelector)) if allocation is not None else "",
         tuple(
@@ -225,6 +226,22 @@ def _claim_record(item: _Claim) -> ResourceClaimRecord:
             for c in map(as_dict, as_list(status.reservedFor if status is not None else None))
         ),
     )
+
+
+_last_spec: tuple[msgspec.Raw, tuple[DeviceRequest, ...]] = (_NULL, ())
+"""The claim spec text `_requests_of` read last, and its requests."""
+
+
+def _requests_of(spec: msgspec.Raw) -> tuple[DeviceRequest, ...]:
+    """`dra._claim_requests` of a claim's spec given as JSON text: the requests of the claim read
+    before when the text is the same (one template's claims), the spec not decoded again."""
+    global _last_spec
+    last = _last_spec  # one read: another reflector's thread may replace it (whole)
+    if last[0] == spec and spec is not _NULL:
+        return last[1]
+    requests = _claim_requests(as_dict(orjson.loads(memoryview(spec))))
+    _last_spec = (spec.copy(), requests)  # a copy: a decoded Raw is a view of its whole page
+    return requests
 
 
 def _results(results: list[_Result]) -> tuple[AllocatedDevice, ...]:
