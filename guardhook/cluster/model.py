@@ -522,13 +522,38 @@ class NodeRecord(msgspec.Struct, frozen=True, gc=False):
         return NodeRecord(
             str(meta.get("name") or ""),
             str_map(meta.get("labels")),
-            parse_resource_list(as_dict(status.get("allocatable"))),
+            _allocatable(status.get("allocatable")),
             node_taints(obj),
             spec.get("unschedulable") is True,
             condition_true(status, "Ready", found),
             tuple(true),
             tuple([timestamp_seconds(found[t].get("lastTransitionTime")) for t in true]) if true else (),
         )
+
+
+ALLOCATABLE_KEPT = 256
+"""Distinct node `allocatable` lists `_allocatable` remembers (a fleet has a few node shapes)."""
+
+_allocatables: dict[tuple[tuple[str, str], ...], Resources] = {}
+
+
+def _allocatable(raw: Any) -> Resources:
+    """`parse_resource_list` of a node's `status.allocatable`, one map shared by the nodes that
+    list the very same quantities (a node pool's): parsed once, not per node, and held once
+    (records never mutate their maps). Anything but quantities written as strings is parsed
+    afresh."""
+    if not isinstance(raw, dict) or not raw:
+        return parse_resource_list(as_dict(raw))
+    for value in raw.values():
+        if type(value) is not str:
+            return parse_resource_list(raw)
+    key = tuple(raw.items())
+    found = _allocatables.get(key)
+    if found is None:
+        if len(_allocatables) >= ALLOCATABLE_KEPT:
+            _allocatables.clear()
+        found = _allocatables[key] = parse_resource_list(raw)
+    return found
 
 
 def node_taints(obj: KubeObject) -> tuple[Taint, ...]:

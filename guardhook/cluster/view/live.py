@@ -30,6 +30,7 @@ from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from guardhook.cluster.drawire import decode_claim_page, decode_slice_page
 from guardhook.cluster.giveway import chunks, giving_way
 from guardhook.cluster.model import as_dict, digits, metadata
 from guardhook.cluster.paging import Page, decode, pages
@@ -46,6 +47,8 @@ from guardhook.cluster.view.store import (
     PODDISRUPTIONBUDGETS,
     PODGROUPS,
     PODS,
+    RESOURCECLAIMS,
+    RESOURCESLICES,
     SERVICES,
     WORKLOADS,
     ClusterView,
@@ -161,10 +164,18 @@ def resource_version(obj: dict[str, Any]) -> str:
     return str(metadata(obj).get("resourceVersion") or "")
 
 
+_PAGE_DECODERS: dict[str, Callable[[bytes], Page]] = {
+    PODS: decode_pod_page,
+    RESOURCESLICES: decode_slice_page,
+    RESOURCECLAIMS: decode_claim_page,
+}
+
+
 def page_decoder(kind: str) -> Callable[[bytes], Page]:
     """How a list page of `kind` is decoded from the API server's JSON bytes: pods into typed
-    structs (guardhook.cluster.podwire: the bulk of a relist), every other kind into dicts."""
-    return decode_pod_page if kind == PODS else decode
+    structs (guardhook.cluster.podwire: the bulk of a relist), ResourceSlices and ResourceClaims
+    into their records (guardhook.cluster.drawire), every other kind into dicts."""
+    return _PAGE_DECODERS.get(kind, decode)
 
 
 def _as_int(version: str) -> int | None:
