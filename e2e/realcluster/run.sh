@@ -80,12 +80,15 @@ trap finish EXIT
 # a run stopped by a signal fails (finish exits with $failed)
 trap 'summary+=("realcluster: interrupted by a signal"); failed=1; exit 130' INT TERM
 
+HOST_PATH=$PATH
 eval "$("$RC/env.sh")"   # KUBECONFIG, KUBEBUILDER_ASSETS, PATH with the cluster's kubectl first
 step deps 900 "$RC/install-deps.sh"
 # what an interrupted earlier run left in podman's store (a killed build's working container) would
 # fail the drain suite's image build at its `podman rmi` (tidy-podman.sh says why)
 step tidy 120 "$PROJECT/e2e/realcluster/tidy-podman.sh"
-[ "${REALCLUSTER_BUILT:-0}" = 1 ] || step build 2700 "$RC/build.sh"
+# build.sh on the host's PATH, not env.sh's: it links bin/etcdctl to the first etcdctl on PATH, which
+# with the cluster's bin first is that link itself (a loop, and up.sh then finds no etcdctl)
+[ "${REALCLUSTER_BUILT:-0}" = 1 ] || step build 2700 env PATH="$HOST_PATH" "$RC/build.sh"
 [ "$failed" = 0 ] || exit 1
 if [ ! -s "$REALCLUSTER_WORK/images/pause.tar" ] || [ ! -s "$REALCLUSTER_WORK/images/py.tar" ]; then
   step images 900 "$RC/images.sh"
