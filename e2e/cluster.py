@@ -106,7 +106,7 @@ class Cluster:
     def wait_budget_free(self) -> None:
         """Until every group's worker may be evicted (dry runs, recording nothing): an earlier
         test's real eviction counts until the LWS controller's replacement is visible, or for the
-        ledger's TTL (120 s)."""
+        ledger's TTL (120 s by default; 30 s as e2e/realcluster/install.sh configures guardhook)."""
 
         def free() -> bool:
             return all(self.evict(self.worker(g), dry_run=True).returncode == 0 for g in range(self.groups))

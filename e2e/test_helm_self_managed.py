@@ -14,6 +14,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -22,6 +24,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from test_helm import (
     CALL_FAILED,
     CHART,
@@ -43,11 +47,13 @@ pytestmark = [
     # the install (with the first mount of the certificate) and the rotation window take minutes
     pytest.mark.timeout(900),
 ]
-# Short enough to rotate during the test: the serving certificate every 90 s, the CA once (at 3.5
-# minutes), each well before it expires, with room for the kubelet's refresh of the mounted Secret.
+# Short enough to rotate during the test: the serving certificate every 45 s (renewed at 45 s of its
+# 3m15s), the CA every minute (at 1 minute of its 3.5); each with 2.5 minutes left when renewed, as
+# much room for the kubelet's refresh of the mounted Secret (its sync period, 1 minute) as the
+# 4m/6m/2m30s this test first used, and each CA still valid 2.5 minutes after the next replaces it.
 SHORT = [
-    "--set", "certs.selfManaged.validity=4m",
-    "--set", "certs.selfManaged.caValidity=6m",
+    "--set", "certs.selfManaged.validity=3m15s",
+    "--set", "certs.selfManaged.caValidity=3m30s",
     "--set", "certs.selfManaged.renewBefore=2m30s",
 ]  # fmt: skip
 
@@ -68,19 +74,87 @@ def test_install_makes_the_certificates_and_sets_every_ca_bundle(release: Helm) 
     assert release.cluster.kubectl("get", "job", "guardhook-startup-check", "-n", NAMESPACE).returncode != 0
 
 
+ROTATION_BOUND_SECONDS = 330.0
+"""The rotation window's bound (the fixed window this test watched before it ended on the events): a
+CA rotation (at 1 minute) and the replicas' reload of its serving certificate (the kubelet's refresh
+of the mount, about a minute) well within it."""
+
+
+def _ca(pem_data: bytes) -> bytes:
+    """The first (current) certificate of a CA bundle, as PEM."""
+    return pem_data.split(b"-----END CERTIFICATE-----")[0]
+
+
+def _served(pod_ip: str, port: int) -> bytes | None:
+    """The serving certificate (DER) the replica at `pod_ip` presents, or None when it does not
+    answer (the host reaches pod IPs on the one-node real cluster)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection((pod_ip, port), timeout=5) as raw, context.wrap_socket(raw) as tls:
+            return tls.getpeercert(binary_form=True)
+    except OSError:
+        return None
+
+
+def _every_replica_serves_a_certificate_of(release: Helm, ca_pems: set[bytes]) -> bool:
+    """Whether every running guardhook replica presents a serving certificate signed by one of
+    `ca_pems` (it has reloaded the mounted Secret since the first of them was made)."""
+    cas = [x509.load_pem_x509_certificate(pem + b"-----END CERTIFICATE-----\n") for pem in ca_pems]
+    pods = release.json("get", "pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/name=guardhook")["items"]
+    running = [p for p in pods if not p["metadata"].get("deletionTimestamp") and p["status"].get("podIP")]
+    if not running:
+        return False
+    for pod in running:
+        port = next(
+            c["containerPort"]
+            for container in pod["spec"]["containers"]
+            for c in container.get("ports") or []
+            if c.get("name") == "https"
+        )
+        der = _served(pod["status"]["podIP"], port)
+        if der is None:
+            return False
+        if not any(_issued_by(x509.load_der_x509_certificate(der), ca) for ca in cas):
+            return False
+    return True
+
+
+def _issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
 def test_rotation_under_evictions_refuses_none_for_a_certificate_reason(release: Helm) -> None:
     cluster = release.cluster
     stop, answers = threading.Event(), []  # type: ignore[var-annotated]
     drain = threading.Thread(target=_drain, args=(cluster, stop, answers), daemon=True)
     seen: list[dict[str, bytes]] = [release.secret()]
+    first_ca = _ca(seen[0]["ca.crt"])
     drain.start()
     try:
-        deadline = time.monotonic() + 330  # past one CA rotation and several serving ones
+        # Evictions go on until the CA has rotated, the serving certificate at least twice, and every
+        # replica presents a serving certificate of a new CA (it reloaded the mount), then for a few
+        # more answers: the waits end on the events, bounded by the old fixed window.
+        deadline = time.monotonic() + ROTATION_BOUND_SECONDS
         while time.monotonic() < deadline:
             time.sleep(5)
             current = release.secret()
             if current != seen[-1]:
                 seen.append(current)
+            rotated_cas = {_ca(s["ca.crt"]) for s in seen} - {first_ca}
+            if (
+                len({s["tls.crt"] for s in seen}) >= 3
+                and rotated_cas
+                and _every_replica_serves_a_certificate_of(release, rotated_cas)
+            ):
+                break
+        reloaded_at = len(answers)
+        eventually(lambda: len(answers) >= reloaded_at + 10, 60, "evictions answered after the reload")
     finally:
         stop.set()
         drain.join(timeout=120)
@@ -88,11 +162,13 @@ def test_rotation_under_evictions_refuses_none_for_a_certificate_reason(release:
     assert answers and not failed, failed[:5]
     assert {"evicted", "refused by guardhook"} & set(answers)  # guardhook judged them meanwhile
     serving = {s["tls.crt"] for s in seen}
-    cas = {s["ca.crt"].split(b"-----END CERTIFICATE-----")[0] for s in seen}
+    cas = {_ca(s["ca.crt"]) for s in seen}
     assert len(serving) >= 3, f"{len(serving)} serving certificates seen"
     assert len(cas) >= 2, "no CA rotation seen"
-    first_ca = seen[0]["ca.crt"].split(b"-----END CERTIFICATE-----")[0]
-    rotated = next(s for s in seen if s["ca.crt"].split(b"-----END CERTIFICATE-----")[0] != first_ca)
+    # (with the CA now in the Secret: one that rotated meanwhile may be served already)
+    later = (cas | {_ca(release.secret()["ca.crt"])}) - {first_ca}
+    assert _every_replica_serves_a_certificate_of(release, later), "a replica kept the first CA's"
+    rotated = next(s for s in seen if _ca(s["ca.crt"]) != first_ca)
     assert rotated["ca.crt"].count(b"BEGIN CERTIFICATE") == 2  # the previous CA kept in the bundle
     eventually(
         lambda: set(release.bundles().values()) == {base64.b64encode(release.secret()["ca.crt"]).decode()},

@@ -132,6 +132,24 @@ def test_a_service_created_before_its_lws_is_narrowed_within_the_bound(cluster: 
         delete(cluster, name)
 
 
+CONSECUTIVE = 10
+"""Dry-run answers in a row that must say LeaderWorkerSets are not served: with 2 replicas behind
+the Service, a replica that has not found it yet answers one of 10 with odds 1 - 2**-10."""
+UNSERVED = "the API server did not serve LeaderWorkerSets"  # guardhook.policies.leader_service
+
+
+def lws_unserved_in_a_row(cluster: Cluster, times: int) -> bool:
+    """Whether `times` dry-run creates of a Service in a row are each warned that LeaderWorkerSets
+    are not served (guardhook.policies.leader_service.unknown_lws): the replicas' views have
+    found the CRD gone."""
+    probe = json.dumps(service("ls38-unserved-probe"))
+    for _ in range(times):
+        done = cluster.kubectl("create", "-n", cluster.namespace, "--dry-run=server", "-f", "-", stdin=probe)
+        if done.returncode != 0 or UNSERVED not in done.stderr:
+            return False
+    return True
+
+
 def _crd(cluster: Cluster) -> dict[str, Any]:
     crd = json.loads(cluster.must("get", "crd", LWS_CRD, "-o", "json"))
     crd.pop("status", None)
@@ -149,7 +167,15 @@ def test_with_the_crd_installed_after_guardhook_started_services_are_narrowed(
     saved = tmp_path / "crd.json"
     saved.write_text(json.dumps(crd))
     cluster.must("delete", "crd", LWS_CRD, "--wait=true", timeout=180)
-    time.sleep(CRD_PROBE_SECONDS + 5.0)  # guardhook's view has found LeaderWorkerSets not served
+    # guardhook's view has found LeaderWorkerSets not served: admission says so in its warning, on
+    # every replica (CONSECUTIVE answers in a row, the Service spreading them over the replicas);
+    # bounded as the fixed sleep this replaces was (one CRD probe period and slack), twice.
+    eventually(
+        lambda: lws_unserved_in_a_row(cluster, CONSECUTIVE),
+        2 * (CRD_PROBE_SECONDS + 5.0),
+        "guardhook's view to find LeaderWorkerSets not served",
+        0.5,
+    )
     try:
         cluster.must("create", "-f", str(saved))
         eventually(

@@ -20,11 +20,14 @@ from collections import Counter
 
 import pytest
 
-from cluster import Cluster
+from cluster import Cluster, eventually
 
 EVICTORS = 4
-SETTLE_SECONDS = 15.0
-"""Evictions go on this long after the rollout is complete (the last old pod's shutdown)."""
+SHUTDOWN_BOUND_SECONDS = 60.0
+"""Evictions go on after the rollout is complete until the last old pod has shut down (its pod
+object gone: preStop delay, stop accepting, answer what was read), at most this long (its
+terminationGracePeriodSeconds is 45), then AFTER_SECONDS more."""
+AFTER_SECONDS = 2.0
 GUARDHOOK = ("-n", "guardhook-system")
 
 
@@ -43,6 +46,13 @@ def evict_dry_run(cluster: Cluster, pod: str) -> str:
     if "TooManyRequests" in done.stderr or "(429)" in done.stderr:
         return "429"
     return done.stderr.strip()[:400] or f"exit {done.returncode}"
+
+
+def terminating(cluster: Cluster) -> list[str]:
+    """The guardhook pods being deleted (the rollout's old ones still shutting down)."""
+    listed = cluster.must("get", "pods", *GUARDHOOK, "-l", "app.kubernetes.io/name=guardhook", "-o", "json")
+    pods = json.loads(listed)
+    return [p["metadata"]["name"] for p in pods["items"] if p["metadata"].get("deletionTimestamp")]
 
 
 def test_a_rolling_upgrade_under_a_concurrent_drain_has_no_non_429_eviction_error(cluster: Cluster) -> None:
@@ -70,7 +80,8 @@ def test_a_rolling_upgrade_under_a_concurrent_drain_has_no_non_429_eviction_erro
         time.sleep(5)  # evictions flowing before the first pod is replaced
         cluster.must("rollout", "restart", "deployment/guardhook", *GUARDHOOK)
         cluster.must("rollout", "status", "deployment/guardhook", *GUARDHOOK, "--timeout=300s", timeout=320)
-        time.sleep(SETTLE_SECONDS)
+        eventually(lambda: not terminating(cluster), SHUTDOWN_BOUND_SECONDS, "the old pods to be gone")
+        time.sleep(AFTER_SECONDS)
     finally:
         stop.set()
         for thread in threads:

@@ -5,6 +5,7 @@
 # archive image/build.sh saved) with its own self-managed overlay plus the opt-in components named in
 # COMPONENTS (default: group-readiness pdb-sync), certificates from `guardhook certs --patch-manifests`.
 # Waits (bounded) until both controllers' pods are Ready and guardhook answers a dry-run request.
+# guardhook's configuration: GUARDHOOK_E2E_CONFIG (default e2e/realcluster/config.yaml; empty: the manifests').
 # Needs: REALCLUSTER_WORK, KUBECONFIG (eval "$(../shared/realcluster/env.sh)"), PYTHON (with guardhook).
 set -euo pipefail
 ARCHIVE=${1:?usage: install.sh GUARDHOOK_IMAGE_ARCHIVE}
@@ -74,6 +75,19 @@ doc = yaml.safe_load(open(path))
 doc["components"] = list(doc.get("components") or []) + [f"../../components/{c}" for c in wanted]
 open(path, "w").write(yaml.safe_dump(doc, sort_keys=False))
 PY
+# guardhook's configuration for the e2e suite (GUARDHOOK_E2E_CONFIG, default e2e/realcluster/config.yaml:
+# the eviction ledger's TTL short, see there; empty: the manifests' own, every default), validated first.
+E2E_CONFIG=${GUARDHOOK_E2E_CONFIG-$PROJECT/e2e/realcluster/config.yaml}
+if [ -n "$E2E_CONFIG" ]; then
+  "$PYTHON" -m guardhook config validate "$E2E_CONFIG" > /dev/null
+  "$PYTHON" - "$W/m/base/configmap.yaml" "$E2E_CONFIG" <<'PY'
+import sys, yaml
+path, config = sys.argv[1], sys.argv[2]
+doc = yaml.safe_load(open(path))
+doc["data"]["config.yaml"] = open(config).read()
+open(path, "w").write(yaml.safe_dump(doc, sort_keys=False))
+PY
+fi
 "$PYTHON" -m guardhook certs --force --patch-manifests "$W/m" > "$W/certs.log"
 kubectl kustomize "$W/m/overlays/self-managed" > "$W/rendered.yaml"
 if [ -n "${GUARDHOOK_CLIENT_CA:-}" ]; then

@@ -23,7 +23,8 @@
 # python with guardhook and the test extras, default .venv/bin/python), GUARDHOOK_IMAGE_ARCHIVE (default
 # dist/image/guardhook-<version>.oci.tar), DRAINS (default 3), SUITES (default "drain hash e2e helm"),
 # REALCLUSTER_BUILT=1 (build.sh already ran), KEEP_CLUSTER=1 (leave it up), E2E_ARGS (extra pytest arguments for the e2e suite),
-# HELM_TESTS (the helm suite's test files, default e2e/test_helm.py e2e/test_helm_self_managed.py).
+# HELM_TESTS (the helm suite's test files, default e2e/test_helm.py e2e/test_helm_self_managed.py),
+# DRAIN_REUSE=0 (the drain suite makes its own venv and image instead of PYTHON's venv and the archive).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PROJECT=$PWD
@@ -79,12 +80,15 @@ trap finish EXIT
 # a run stopped by a signal fails (finish exits with $failed)
 trap 'summary+=("realcluster: interrupted by a signal"); failed=1; exit 130' INT TERM
 
+HOST_PATH=$PATH
 eval "$("$RC/env.sh")"   # KUBECONFIG, KUBEBUILDER_ASSETS, PATH with the cluster's kubectl first
 step deps 900 "$RC/install-deps.sh"
 # what an interrupted earlier run left in podman's store (a killed build's working container) would
 # fail the drain suite's image build at its `podman rmi` (tidy-podman.sh says why)
 step tidy 120 "$PROJECT/e2e/realcluster/tidy-podman.sh"
-[ "${REALCLUSTER_BUILT:-0}" = 1 ] || step build 2700 "$RC/build.sh"
+# build.sh on the host's PATH, not env.sh's: it links bin/etcdctl to the first etcdctl on PATH, which
+# with the cluster's bin first is that link itself (a loop, and up.sh then finds no etcdctl)
+[ "${REALCLUSTER_BUILT:-0}" = 1 ] || step build 2700 env PATH="$HOST_PATH" "$RC/build.sh"
 [ "$failed" = 0 ] || exit 1
 if [ ! -s "$REALCLUSTER_WORK/images/pause.tar" ] || [ ! -s "$REALCLUSTER_WORK/images/py.tar" ]; then
   step images 900 "$RC/images.sh"
@@ -109,7 +113,24 @@ step up 300 "$RC/up.sh"
 for suite in $SUITES; do
   case $suite in
     drain)
-      step drain 1200 env PROJECT="$PROJECT" DOWN=0 "$RC/install_and_drain.sh" "$DRAINS"
+      # install_and_drain.sh pip-installs guardhook into a venv of its own and builds guardhook's image
+      # a second time (about a minute warm, several cold) where this run's are at hand: its scratch dir
+      # gets PYTHON's venv (it skips its pip install when venv/bin/guardhook is there), and its
+      # REALCLUSTER a folder of wrappers whose build-image.sh (drain-image.sh) imports $ARCHIVE when
+      # that holds the tag it would build. DRAIN_REUSE=0: the script's own venv and build, as before.
+      drain_env=(PROJECT="$PROJECT" DOWN=0)
+      if [ "${DRAIN_REUSE:-1}" = 1 ]; then
+        drain_dir=$(mktemp -d "${TMPDIR:-/tmp}/install_and_drain.XXXXXX")
+        venv=$(cd "$(dirname "$PYTHON")/.." && pwd)
+        [ -x "$venv/bin/guardhook" ] && ln -s "$venv" "$drain_dir/venv"
+        mkdir "$drain_dir/rc"
+        for s in env.sh up.sh down.sh; do
+          printf '#!/bin/sh\nexec "%s/%s" "$@"\n' "$RC" "$s" > "$drain_dir/rc/$s"; chmod +x "$drain_dir/rc/$s"
+        done
+        ln -s "$PROJECT/e2e/realcluster/drain-image.sh" "$drain_dir/rc/build-image.sh"
+        drain_env+=(GI_WORK="$drain_dir" REALCLUSTER="$drain_dir/rc" REAL_REALCLUSTER="$RC" REUSE_IMAGE_ARCHIVE="$ARCHIVE")
+      fi
+      step drain 1200 env "${drain_env[@]}" "$RC/install_and_drain.sh" "$DRAINS"
       # the stand-in's LWS must not meet the real controller
       kubectl delete namespace serve --wait=true --timeout=120s > /dev/null 2>&1 || true ;;
     hash)
