@@ -15,6 +15,7 @@ item: its key and resourceVersion) carrying the record made here, which `from_ob
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -128,33 +129,31 @@ def _listed(meta: _Meta, record: Any) -> Decoded:
     )
 
 
-def _page(metadata: Any, items: list[Decoded]) -> Page:
-    page: Page = {"items": items}
-    if metadata is not None:
-        page["metadata"] = metadata
-    return page
+def _typed_page(data: bytes | str, pages: msgspec.json.Decoder[Any], record: Callable[[Any], Any]) -> Page:
+    """`data` decoded by `pages` with each item made by `record`, or by `paging.decode` (items as
+    dicts) when the typed decoder refuses it. Raises ValueError when `data` is not JSON."""
+    try:
+        page = pages.decode(data)
+    except msgspec.DecodeError:
+        return decode(data)
+    out: Page = {"items": [_listed(item.metadata, record(item)) for item in page.items or ()]}
+    if page.metadata is not None:
+        out["metadata"] = page.metadata
+    return out
 
 
 def decode_slice_page(data: bytes | str) -> Page:
     """A ResourceSliceList page (JSON bytes) as a `Page` of `Decoded` items; a page the typed
     decoder refuses is `paging.decode(data)` (items as dicts). Raises ValueError when `data` is
     not JSON."""
-    try:
-        page = _slice_pages.decode(data)
-    except msgspec.DecodeError:
-        return decode(data)
-    return _page(page.metadata, [_listed(item.metadata, _slice_record(item)) for item in page.items or ()])
+    return _typed_page(data, _slice_pages, _slice_record)
 
 
 def decode_claim_page(data: bytes | str) -> Page:
     """A ResourceClaimList page (JSON bytes) as a `Page` of `Decoded` items; a page the typed
     decoder refuses is `paging.decode(data)` (items as dicts). Raises ValueError when `data` is
     not JSON."""
-    try:
-        page = _claim_pages.decode(data)
-    except msgspec.DecodeError:
-        return decode(data)
-    return _page(page.metadata, [_listed(item.metadata, _claim_record(item)) for item in page.items or ()])
+    return _typed_page(data, _claim_pages, _claim_record)
 
 
 _last_texts: tuple[Any, ...] = ("", b"", b"", interning.EMPTY, interning.EMPTY)
