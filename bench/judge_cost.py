@@ -13,7 +13,14 @@ log on): judge per review as the minimum of 20 judgements of the same review (ho
 stream of the captured reviews, and the same stream with `--pollute` KiB read through the caches
 between requests (hashed), as a request's TLS, socket, HTTP parsing and decoding do in the server.
 
+By thread (`--by-thread`): `guardhook serve` and bench/bare.py's WSGI callable, each saturated in
+turn with no probe, and each server thread's CPU a request from /proc: the main thread (the worker's
+event loop: accepting, the TLS handshake and records, reading whole requests), the request pool
+threads (the app: decode, judge, answer) and any other thread (guardhook's log writer), so the gap
+between the two servers is split by where it is spent.
+
     .venv/bin/python bench/judge_cost.py [--seconds 4] [--threads 1,8] [--pollute 128,512] [--loop-only]
+    .venv/bin/python bench/judge_cost.py --by-thread [--seconds 8]
 """
 
 from __future__ import annotations
@@ -143,6 +150,49 @@ def in_loop(pollute: list[int], requests: int) -> None:
         print(f"in a loop: {label}: {spent / len(decoded) * 1e6:.1f} us a request")
 
 
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) of each thread of process `pid` and of its children (gunicorn's
+    master and its worker), by thread id, from /proc."""
+    with open(f"/proc/{pid}/task/{pid}/children") as children:
+        pids = [pid, *map(int, children.read().split())]
+    spent = {}
+    for each in pids:
+        for tid in os.listdir(f"/proc/{each}/task"):
+            try:
+                with open(f"/proc/{each}/task/{tid}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:  # the thread ended between the listing and the read
+                continue
+            spent[int(tid)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return spent
+
+
+def by_thread(seconds: float, clients: int) -> None:
+    """Saturate `guardhook serve` and the WSGI callable in turn (no probe) and print each one's CPU
+    a request by thread role: main (the worker's first thread, its event loop), pool (threads that
+    answered requests: at least a quarter of the busiest other thread's CPU), other (the gunicorn
+    master, guardhook's log writer and background threads)."""
+    print(f"\nby thread, {clients} keep-alive clients saturating each server for {seconds:g} s:")
+    print(f"  {'server':<10} {'req/s':>7} {'main':>7} {'pool':>7} {'other':>7} {'total':>7}  (us a request)")
+    for kind in ("guardhook", "wsgi"):
+        with serve(kind) as server, multiprocessing.Pool(clients) as pool:
+            load.run_phase(pool, [server], "saturated", "keepalive", clients, 1.0, 0.0)  # warm
+            before = thread_cpu(server.pid)
+            [result] = load.run_phase(pool, [server], "saturated", "keepalive", clients, seconds, 0.0)
+            after = thread_cpu(server.pid)
+            with open(f"/proc/{server.pid}/task/{server.pid}/children") as children:
+                worker = int(children.read().split()[0])
+        spent = {tid: after[tid] - before.get(tid, 0.0) for tid in after}
+        requests = max(1, len(result.latencies))
+        main_thread = spent.pop(worker, 0.0)
+        busiest = max(spent.values(), default=0.0)
+        pool_threads = sum(cpu for cpu in spent.values() if cpu >= busiest / 4)
+        other = sum(spent.values()) - pool_threads
+        figures = [main_thread, pool_threads, other, main_thread + pool_threads + other]
+        columns = " ".join(f"{cpu / requests * 1e6:7.1f}" for cpu in figures)
+        print(f"  {kind:<10} {result.rate:7.0f} {columns}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="saturated seconds per --threads")
@@ -151,8 +201,12 @@ def main() -> None:
     parser.add_argument("--pollute", default="128,512", help="KiB read between requests in the loop")
     parser.add_argument("--requests", type=int, default=4000, help="requests in each loop stream")
     parser.add_argument("--loop-only", action="store_true", help="skip the server")
+    parser.add_argument("--by-thread", action="store_true", help="only each server's CPU by thread")
     args = parser.parse_args()
     print(f"guardhook code: {served_code()}")
+    if args.by_thread:
+        by_thread(args.seconds, args.clients)
+        return
     if not args.loop_only:
         for threads in (int(t) for t in args.threads.split(",")):
             in_server(threads, args.seconds, args.clients)
