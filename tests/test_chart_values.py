@@ -4,7 +4,10 @@ makes the release artifact that renders as the chart folder does."""
 
 from __future__ import annotations
 
+import argparse
 import itertools
+import json
+import re
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -98,6 +101,10 @@ BAD_VALUES = [
     ({"monitoring": {"serviceMonitor": {"enabled": True, "interval": "often"}}}, "interval"),
     ({"components": {"policyReports": {"schedule": "every hour"}}}, "schedule"),  # was taken
     ({"replica": 2}, "replica"),
+    # a flag `guardhook serve` does not take would crash-loop the pod: refused at render
+    ({"extraArgs": ["--enforcment=audit"]}, "extraArgs"),
+    ({"extraArgs": ["--version"]}, "extraArgs"),
+    ({"extraArgs": ["-x"]}, "extraArgs"),
     # issue 49: guardhook's own configuration, checked by the generated configuration schema
     ({"policies": {"group-eviction": {"budgett": 2}}}, "budgett"),
     ({"policies": {"worker-delete": {"actions": ["Deny", "Warn"]}}}, "actions"),
@@ -227,3 +234,37 @@ def test_a_rule_across_values_fails_the_render_with_one_line(
         said in error
         for said in ("guardhook export admission-policies", "group-readiness", "certs.", "ports.")
     )
+
+
+def _serve_flags() -> set[str]:
+    """Every option string of `guardhook serve` (its own and the global flags after the command)."""
+    from guardhook.commands.main import build_parser
+
+    parser = build_parser()
+    [commands] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return {option for action in commands.choices["serve"]._actions for option in action.option_strings}
+
+
+def test_extra_args_schema_names_every_flag_of_serve() -> None:
+    """values.schema.json's extraArgs pattern lists exactly serve's flags but --help and --version
+    (which would print and exit, restarting the pod): a flag added to serve must be added there."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    choices = schema["properties"]["extraArgs"]["items"]["anyOf"]
+    [flag_pattern] = [choice["pattern"] for choice in choices if "pattern" in choice]
+    parts = re.fullmatch(r"\^\((.*)\|--\((.*)\)\(=\.\*\)\?\)\$", flag_pattern)
+    assert parts is not None, flag_pattern
+    shorts, longs = parts.groups()
+    listed = {*shorts.split("|"), *(f"--{name}" for name in longs.split("|"))}
+    assert listed == _serve_flags() - {"--help", "-h", "--version"}
+
+
+@pytest.mark.parametrize(
+    "extra_args",
+    [["--enforcement=audit"], ["--enforcement", "audit"], ["--log-level=DEBUG", "-v"], ["--threads", "16"]],
+    ids=str,
+)
+def test_extra_args_of_serve_render_in_order(tmp_path: Path, extra_args: list[str]) -> None:
+    objects = template(tmp_path, {"extraArgs": extra_args})
+    [deployment] = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "guardhook"]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[-len(extra_args) :] == extra_args
