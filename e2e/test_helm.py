@@ -278,6 +278,35 @@ def webhooks_answering_or_warning(cluster: Cluster) -> bool:
     return done.returncode == 0 and "[worker-delete]" in done.stderr
 
 
+def release_state(release: Helm) -> tuple[Any, ...]:
+    """What a refused upgrade must leave as it was: the Deployment's generation, the configuration,
+    the certificate Secret (type and data) and the release's history."""
+    deployment = release.json("get", "deployment", "guardhook", "-n", NAMESPACE)
+    config = release.json("get", "configmap", "guardhook-config", "-n", NAMESPACE)
+    secret = release.json("get", "secret", SECRET, "-n", NAMESPACE)
+    history = release.must("history", RELEASE, "-n", NAMESPACE, "-o", "json")
+    return deployment["metadata"]["generation"], config["data"], secret["type"], secret.get("data"), history
+
+
+def refused_source_switch(release: Helm, source: str) -> None:
+    """`helm upgrade` to certs.source=`source` over the Secret the release's own source made fails
+    naming the delete to run, with nothing changed, and guardhook still answers."""
+    before = release_state(release)
+    done = release.run(
+        "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values",
+        "--set", f"certs.source={source}", "--wait", "--timeout", "3m",
+    )  # fmt: skip
+    assert done.returncode != 0, done.stdout
+    assert "a Secret's type cannot change" in done.stderr, done.stderr
+    assert f"kubectl -n {NAMESPACE} delete secret {SECRET}" in done.stderr, done.stderr
+    assert release_state(release) == before
+    assert webhooks_answering_or_warning(release.cluster)
+
+
+def test_switching_to_self_managed_certificates_is_refused_naming_the_secret_to_delete(release: Helm) -> None:
+    refused_source_switch(release, "self-managed")
+
+
 def test_helm_uninstall_leaves_nothing_behind(release: Helm) -> None:
     cluster = release.cluster
     release.must("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "5m")

@@ -21,7 +21,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from cryptography import x509
@@ -36,6 +35,8 @@ from test_helm import (
     _drain,
     _skip_reason,
     installed,
+    refused_source_switch,
+    release_state,
 )
 
 from cluster import REQUIRE_ENV, eventually, webhooks_answering
@@ -184,22 +185,18 @@ def test_helm_test_sends_a_review_to_the_installed_webhook(release: Helm) -> Non
 
 
 def test_an_upgrade_with_a_mistyped_value_is_refused_before_anything_changes(release: Helm) -> None:
-    cluster = release.cluster
-
-    def state() -> tuple[Any, ...]:
-        deployment = release.json("get", "deployment", "guardhook", "-n", NAMESPACE)
-        config = release.json("get", "configmap", "guardhook-config", "-n", NAMESPACE)
-        history = release.must("history", RELEASE, "-n", NAMESPACE, "-o", "json")
-        return deployment["metadata"]["generation"], config["data"], history
-
-    before = state()
+    before = release_state(release)
     done = release.run(
         "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values",
         "--set", "policies.group-eviction.budgett=2", "--wait", "--timeout", "3m",
     )  # fmt: skip
     assert done.returncode != 0 and "budgett" in done.stderr, done.stderr
-    assert state() == before
-    assert webhooks_answering(cluster)
+    assert release_state(release) == before
+    assert webhooks_answering(release.cluster)
+
+
+def test_switching_to_self_signed_certificates_is_refused_naming_the_secret_to_delete(release: Helm) -> None:
+    refused_source_switch(release, "self-signed")
 
 
 def test_uninstall_without_hooks_then_guardhook_uninstall_leaves_nothing(release: Helm) -> None:
