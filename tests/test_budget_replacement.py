@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import group_shapes as shapes
+import maker_shapes as makers
 import pytest
 from eviction_helpers import engine, eviction, find, fleet_objects, judge
 
@@ -227,6 +228,45 @@ def test_a_gang_pod_replaced_under_another_name_frees_the_budget() -> None:
     replacement["metadata"].update(name="train-0-x7k2p", uid="uid-train-0-x7k2p", creationTimestamp=SECOND)
     view.upsert(PODS, replacement)
     assert evict("train-2-1")["allowed"] is True
+
+
+@pytest.mark.parametrize(
+    ("pods", "namespace", "evicted", "renamed", "other"),
+    [
+        (
+            makers.grove_pods,
+            "infer",
+            "disagg-0-prefill-aaaaa",
+            "disagg-0-prefill-zzzzz",
+            "disagg-2-decode-aaaaa",
+        ),
+        (
+            makers.jobset_pods,
+            "batch",
+            "train-workers-0-0-xk2p9",
+            "train-workers-0-0-r7t4q",
+            "train-workers-2-1-xk2p9",
+        ),
+    ],
+    ids=["grove", "jobset"],
+)
+def test_grove_and_jobset_pods_replaced_under_another_name_free_the_budget(
+    pods: Any, namespace: str, evicted: str, renamed: str, other: str
+) -> None:
+    objects = [o for o in shapes.fleet() if o["kind"] == "Node"] + pods()
+    view = shapes.view(objects)
+    eng = Engine(view, build_config({}), ledger=MemoryLedger(clock=lambda: RECORDED))
+
+    def evict(name: str) -> dict[str, Any]:
+        return dict(eng.judge(shapes.eviction_request(name, namespace), "validate").response)
+
+    assert evict(evicted)["allowed"] is True
+    assert evict(other)["status"]["code"] == 429
+    replacement = copy.deepcopy(makers.named(objects, evicted))
+    view.remove(PODS, (namespace, evicted))
+    replacement["metadata"].update(name=renamed, uid=f"uid-{renamed}", creationTimestamp=SECOND)
+    view.upsert(PODS, replacement)
+    assert evict(other)["allowed"] is True
 
 
 # ---- the rules themselves -------------------------------------------------------------------------
