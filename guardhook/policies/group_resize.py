@@ -220,6 +220,7 @@ class GroupResize(Policy):
             f"{what} ({consequence})",
             advisory,
             cause="resize",
+            exact=True,  # oldObject: the pod resized, which the group's recreation replaces
         )
 
 
