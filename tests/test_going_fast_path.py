@@ -5,7 +5,9 @@ disruption condition, terminal or not) and random DRA device taints (a ResourceS
 DeviceTaintRules by driver / pool / device, with and without a selector or a DeviceClass), the
 answer is `"marked <disruption>"` for a marked pod and otherwise `node_doom(pod) or
 device_doom(pod)`, which `doomed` skips for a pod on a node with no condition and no taint that
-holds no claim."""
+holds no claim. A fast path that skipped on a node with a condition but no taint, with a taint but
+no condition, or for a claim held on a clean or missing node fails it (the explicit example, and
+the random cases alone)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from guardhook.cluster.going import GRACEFUL_SHUTDOWN, MAINTENANCE_CONDITIONS, G
 from guardhook.cluster.model import PodRecord
 from guardhook.cluster.view.static import view_from_objects
 
-from gpu_cluster import DRIVER, device_class
+from gpu_cluster import DRIVER, allocated_claim, device_class, node_object, pod, resource_slice, taint_rule
 
 NAMESPACE = "batch"
 NODES = ("n0", "n1", "n2")
@@ -52,49 +54,42 @@ tolerations = st.lists(
 )
 
 
+def _set_condition(node: dict[str, Any], kind: str, status: str) -> dict[str, Any]:
+    """`node` with a condition `kind` of `status` added, set at a fixed time."""
+    entry = {"type": kind, "status": status, "lastTransitionTime": "2026-12-01T00:00:00Z"}
+    node["status"]["conditions"].append(entry)
+    return node
+
+
+def _holding(obj: dict[str, Any], claims: list[str]) -> dict[str, Any]:
+    """Pod `obj` using `claims`, named as the API server names a template's claims."""
+    if claims:
+        obj["status"]["resourceClaimStatuses"] = [
+            {"name": f"r{i}", "resourceClaimName": claim} for i, claim in enumerate(claims)
+        ]
+    return obj
+
+
 @st.composite
 def node_objects(draw: st.DrawFn, name: str) -> dict[str, Any]:
-    conditions = [{"type": "Ready", "status": draw(st.sampled_from(["True", "False"]))}]
+    allocatable = {"cpu": "96", "pods": "110"}
+    found = node_object(
+        name, allocatable, taints=draw(taints), unschedulable=draw(st.booleans()), ready=draw(st.booleans())
+    )
     for kind in draw(st.lists(st.sampled_from(CONDITIONS), unique=True, max_size=2)):
-        conditions.append(
-            {
-                "type": kind,
-                "status": draw(st.sampled_from(["True", "False", "Unknown"])),
-                "lastTransitionTime": "2026-12-01T00:00:00Z",
-            }
-        )
-    spec: dict[str, Any] = {"taints": draw(taints)}
-    if draw(st.booleans()):
-        spec["unschedulable"] = True
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "spec": spec,
-        "status": {"allocatable": {"cpu": "96", "pods": "110"}, "conditions": conditions},
-    }
+        _set_condition(found, kind, draw(st.sampled_from(["True", "False", "Unknown"])))
+    return found
 
 
 @st.composite
 def resource_slices(draw: st.DrawFn, node: str) -> dict[str, Any]:
-    devices = []
-    for name in DEVICES:
-        device: dict[str, Any] = {"name": name, "attributes": {"type": {"string": "gpu"}}}
-        found = draw(st.lists(st.sampled_from(["NoSchedule", "NoExecute"]), max_size=2))
-        if found:
-            device["taints"] = [{"key": "example.com/xid", "value": "79", "effect": e} for e in found]
-        devices.append(device)
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-{DRIVER}"},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
+    """`node`'s slice of DEVICES, each with its own NoSchedule / NoExecute taints or none."""
+    found = resource_slice(node, gpus=len(DEVICES))
+    for device in found["spec"]["devices"]:
+        effects = draw(st.lists(st.sampled_from(["NoSchedule", "NoExecute"]), max_size=2))
+        if effects:
+            device["taints"] = [{"key": "example.com/xid", "value": "79", "effect": e} for e in effects]
+    return found
 
 
 @st.composite
@@ -120,51 +115,25 @@ def taint_rules(draw: st.DrawFn, index: int) -> dict[str, Any]:
 @st.composite
 def claims(draw: st.DrawFn, name: str) -> dict[str, Any]:
     pool = draw(st.sampled_from((*NODES, MISSING_NODE)))
-    devices = draw(st.lists(st.sampled_from(DEVICES), min_size=1, unique=True))
-    request = {"deviceClassName": DRIVER, "count": len(devices), "tolerations": draw(tolerations)}
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {"devices": {"requests": [{"name": "gpus", "exactly": request}]}},
-        "status": {
-            "allocation": {
-                "devices": {
-                    "results": [
-                        {"request": "gpus", "driver": DRIVER, "pool": pool, "device": d} for d in devices
-                    ]
-                }
-            }
-        },
-    }
+    devices = draw(st.lists(st.sampled_from(range(len(DEVICES))), min_size=1, unique=True))
+    found = allocated_claim(name, pool, devices, NAMESPACE)
+    found["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] = draw(tolerations)
+    return found
 
 
 @st.composite
 def pods(draw: st.DrawFn, index: int) -> dict[str, Any]:
     node = draw(st.sampled_from((*NODES, MISSING_NODE, "")))
-    phase = (
-        draw(st.sampled_from(["Running", "Running", "Pending", "Succeeded", "Failed"])) if node else "Pending"
-    )
-    status: dict[str, Any] = {"phase": phase}
+    found = pod(f"p{index}", gpus=0, node_name=node, namespace=NAMESPACE)
+    found["spec"]["tolerations"] = draw(tolerations)
+    status = found["status"]
+    if node:
+        status["phase"] = draw(st.sampled_from(["Running", "Running", "Pending", "Succeeded", "Failed"]))
     if draw(st.integers(0, 5)) == 0:
         status["conditions"] = [
             {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
         ]
-    held = draw(st.lists(st.sampled_from(CLAIMS), unique=True, max_size=2))
-    if held:
-        status["resourceClaimStatuses"] = [
-            {"name": f"r{i}", "resourceClaimName": c} for i, c in enumerate(held)
-        ]
-    spec: dict[str, Any] = {"containers": [{"name": "c"}], "tolerations": draw(tolerations)}
-    if node:
-        spec["nodeName"] = node
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": f"p{index}", "namespace": NAMESPACE},
-        "spec": spec,
-        "status": status,
-    }
+    return _holding(found, draw(st.lists(st.sampled_from(CLAIMS), unique=True, max_size=2)))
 
 
 @st.composite
@@ -181,65 +150,28 @@ def clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
     return objects
 
 
-def _slow_rule(going: Going, pod: PodRecord) -> str:
+def _slow_rule(going: Going, record: PodRecord) -> str:
     """`doomed` without its fast path: the disruption condition, else the node's doom, else the
     devices'."""
-    if pod.disruption:
-        return f"marked {pod.disruption}"
-    return going.node_doom(pod) or going.device_doom(pod)
+    if record.disruption:
+        return f"marked {record.disruption}"
+    return going.node_doom(record) or going.device_doom(record)
 
 
-# A pod on a node whose only reason is a graceful shutdown (no taint), and one on an untainted node
-# holding a claim whose device a rule taints: each doomed, each outside a fast path missing that case.
+# Four pods each doomed for a reason only the slow rule sees unless the fast path checks it: a node's
+# graceful shutdown (no taint), a node's NoExecute taint (no condition), a DeviceTaintRule on the
+# device a pod holds on an untainted node, and the same on a node the view lacks.
 @example(
     [
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": "n0"},
-            "spec": {},
-            "status": {"conditions": [{"type": GRACEFUL_SHUTDOWN, "status": "True"}]},
-        },
-        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, "spec": {}, "status": {}},
-        {
-            "apiVersion": "resource.k8s.io/v1alpha3",
-            "kind": "DeviceTaintRule",
-            "metadata": {"name": "rule-0"},
-            "spec": {
-                "deviceSelector": {"driver": DRIVER, "pool": "n1"},
-                "taint": {"key": "example.com/xid", "effect": "NoExecute"},
-            },
-        },
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": "c0", "namespace": NAMESPACE},
-            "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": DRIVER}}]}},
-            "status": {
-                "allocation": {
-                    "devices": {
-                        "results": [{"request": "gpus", "driver": DRIVER, "pool": "n1", "device": "gpu-0"}]
-                    }
-                }
-            },
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "p0", "namespace": NAMESPACE},
-            "spec": {"nodeName": "n0"},
-            "status": {"phase": "Running"},
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "p1", "namespace": NAMESPACE},
-            "spec": {"nodeName": "n1"},
-            "status": {
-                "phase": "Running",
-                "resourceClaimStatuses": [{"name": "r", "resourceClaimName": "c0"}],
-            },
-        },
+        _set_condition(node_object("n0", {}), GRACEFUL_SHUTDOWN, "True"),
+        node_object("n1", {}),
+        taint_rule("n1"),
+        allocated_claim("c0", "n1", [0], NAMESPACE),
+        node_object("n2", {}, taints=[{"key": "example.com/maintenance", "effect": "NoExecute"}]),
+        pod("p0", gpus=0, node_name="n0", namespace=NAMESPACE),
+        _holding(pod("p1", gpus=0, node_name="n1", namespace=NAMESPACE), ["c0"]),
+        pod("p2", gpus=0, node_name="n2", namespace=NAMESPACE),
+        _holding(pod("p3", gpus=0, node_name=MISSING_NODE, namespace=NAMESPACE), ["c0"]),
     ]
 )
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -247,5 +179,5 @@ def _slow_rule(going: Going, pod: PodRecord) -> str:
 def test_doomed_answers_as_the_slow_rule_for_every_pod(objects: list[dict[str, Any]]) -> None:
     view = view_from_objects(objects)
     fast, slow = Going(view), Going(view)
-    for pod in view.all_pods():
-        assert fast.doomed(pod) == _slow_rule(slow, pod), (pod.name, pod.node_name, pod.claims)
+    for record in view.all_pods():
+        assert fast.doomed(record) == _slow_rule(slow, record), (record.name, record.node_name, record.claims)
