@@ -1,8 +1,8 @@
 """The one certificate builder: a self-signed CA and an ECDSA P-256 serving certificate it signs,
-with their PEM forms and whether a key is a certificate's. Both the certificates written into a
-folder (`guardhook.server.certs`: `serve`'s first run, `guardhook certs`) and those guardhook keeps
-in a Secret (`guardhook.certsync`) are built here, so they cannot drift apart; the two packages sit
-on one layer and may not import each other.
+with their PEM forms, whether a key is a certificate's and whether a CA signed a certificate. Both
+the certificates written into a folder (`guardhook.server.certs`: `serve`'s first run, `guardhook
+certs`) and those guardhook keeps in a Secret (`guardhook.certsync`) are built here, so they cannot
+drift apart; the two packages sit on one layer and may not import each other.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import ipaddress
 from collections.abc import Sequence
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
@@ -109,3 +110,18 @@ def same_key(cert: x509.Certificate, key: PrivateKeyTypes) -> bool:
     return cert.public_key().public_bytes(serialization.Encoding.PEM, spki) == key.public_key().public_bytes(
         serialization.Encoding.PEM, spki
     )
+
+
+def issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    """Whether `ca` directly signed `cert` (its issuer is `ca`'s subject and `ca`'s key verifies its
+    signature); False, never an exception, for any other pair, a key type that cannot sign
+    included. Only the signature: not the validity dates, names or key usages.
+
+    The check the API server makes of a webhook's serving certificate against its caBundle, one
+    link deep (guardhook's serving certificates are signed by the bundle's CA itself).
+    """
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True

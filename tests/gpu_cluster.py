@@ -1,11 +1,15 @@
 """Builders for the GPU clusters of the capacity-model tests: nodes, DRA objects as a DRA driver
 and the scheduler write them (resource.k8s.io/v1), gated pods, Karpenter NodePools, and
-LeaderWorkerSet CREATE / scale reviews edited from the captured s33 / s29 reviews."""
+LeaderWorkerSet CREATE / scale reviews edited from the captured s33 / s29 reviews; and what the
+capacity index's DRA device table counts for such a cluster (`device_counts`)."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
+
+from guardhook.capacity import index_for
+from guardhook.cluster.view.store import ClusterView
 
 from conftest import load_review
 
@@ -359,3 +363,24 @@ def shared_slice(node_name: str, devices: int = 1, **capacity: Any) -> dict[str,
         device["allowMultipleAllocations"] = True
         device["capacity"] = capacity
     return piece
+
+
+def device_counts(view: ClusterView) -> dict[str, Any]:
+    """Everything the capacity index's DRA device table of `view` counts, as plain data to compare
+    (the table built first if it is not): per class column the devices free and published per
+    node, those a device taint keeps out, those of partitioned pools and those held because the
+    counters they consume are taken; and the classes whose selectors were left unjudged."""
+    index = index_for(view)
+    with view.lock:
+        devices = index.devices()
+        names = index.names(range(index.rows))
+        return {
+            "free": {c: dict(zip(names, devices.free[c].tolist(), strict=True)) for c in devices.free},
+            "published": {
+                c: dict(zip(names, devices.published[c].tolist(), strict=True)) for c in devices.published
+            },
+            "tainted": dict(devices.tainted),
+            "partitioned": dict(devices.partitioned),
+            "held": dict(devices.held),
+            "unjudged": sorted(devices.unjudged),
+        }

@@ -19,22 +19,7 @@ from guardhook.cluster.view.store import NODES, ClusterView
 from guardhook.cluster.view.store import PODS as POD_KIND
 from guardhook.groups.index import group_index
 
-from gpu_cluster import GPU, allocated_claim, device_class, node, resource_slice, taint_rule
-
-
-def _counts(view: ClusterView) -> dict[str, Any]:
-    index = index_for(view)
-    with view.lock:
-        devices = index.devices()
-        names = index.names(range(index.rows))
-        return {
-            "free": {c: dict(zip(names, devices.free[c].tolist(), strict=True)) for c in devices.free},
-            "published": {
-                c: dict(zip(names, devices.published[c].tolist(), strict=True)) for c in devices.published
-            },
-            "tainted": dict(devices.tainted),
-            "unjudged": sorted(devices.unjudged),
-        }
+from gpu_cluster import GPU, allocated_claim, device_class, device_counts, node, resource_slice, taint_rule
 
 
 def _nic_slice(node_name: str) -> dict[str, Any]:
@@ -62,7 +47,7 @@ def test_identical_devices_are_judged_once_per_table_and_other_devices_on_their_
     index = index_for(view)
     index._matcher = Counting()
     index._devices = None  # rebuilt with the counting matcher
-    counts = _counts(view)
+    counts = device_counts(view)
     # 48 GPUs and 2 NICs, two distinct kinds of device: two judgements, not 50.
     assert len(judged) == 2
     assert counts["published"][GPU] == {n: 8 for n in nodes}
@@ -78,15 +63,15 @@ def test_slices_listed_before_their_device_class_are_counted_when_it_arrives() -
     for n in nodes:
         view.upsert("resourceslices", resource_slice(n))
     view.upsert("resourceslices", _nic_slice("n0"))
-    assert _counts(view)["published"] == {}
+    assert device_counts(view)["published"] == {}
     view.upsert("deviceclasses", later[0])
     view.upsert("resourceclaims", later[1])
     view.upsert("devicetaintrules", later[2])
     fresh = view_from_objects(
         [node(n) for n in nodes] + [resource_slice(n) for n in nodes] + [_nic_slice("n0"), *later]
     )
-    assert _counts(view) == _counts(fresh)
-    assert _counts(view)["free"][GPU] == {"n0": 8, "n1": 6, "n2": 8, "n3": 0}
+    assert device_counts(view) == device_counts(fresh)
+    assert device_counts(view)["free"][GPU] == {"n0": 8, "n1": 6, "n2": 8, "n3": 0}
 
 
 # ---- the view's pod changes a slice at a time ----------------------------------------------------

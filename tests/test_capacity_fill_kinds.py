@@ -24,30 +24,13 @@ from gpu_cluster import (
     GPU,
     allocated_claim,
     device_class,
+    device_counts,
     mig_cluster,
     node,
     node_object,
     resource_slice,
     taint_rule,
 )
-
-
-def _counts(view: ClusterView) -> dict[str, Any]:
-    index = index_for(view)
-    with view.lock:
-        devices = index.devices()
-        names = index.names(range(index.rows))
-        return {
-            "free": {c: dict(zip(names, devices.free[c].tolist(), strict=True)) for c in devices.free},
-            "published": {
-                c: dict(zip(names, devices.published[c].tolist(), strict=True)) for c in devices.published
-            },
-            "tainted": dict(devices.tainted),
-            "partitioned": dict(devices.partitioned),
-            "held": dict(devices.held),
-            "unjudged": sorted(devices.unjudged),
-        }
-
 
 # ---- ResourceClaims: a claim's results read together ----------------------------------------------
 
@@ -154,13 +137,13 @@ def test_a_rebuilt_device_table_counts_what_one_kept_slice_by_slice_counts() -> 
     listed, rest = _dra_objects()
     fresh = view_from_objects(listed + rest)  # built at once (build_counts)
     kept = view_from_objects([o for o in listed if o["kind"] == "Node"] + rest)
-    _counts(kept)  # the table built, then every slice applied to it one by one
+    device_counts(kept)  # the table built, then every slice applied to it one by one
     for obj in listed:
         if obj["kind"] == "ResourceSlice":
             kept.upsert("resourceslices", obj)
-    assert _counts(kept) == _counts(fresh)
-    assert _counts(fresh)["free"][GPU] == {"n0": 8, "n1": 5, "n2": 0, "n3": 8, "n4": 0, "n5": 7}
-    assert _counts(fresh)["tainted"] == {GPU: 16}
+    assert device_counts(kept) == device_counts(fresh)
+    assert device_counts(fresh)["free"][GPU] == {"n0": 8, "n1": 5, "n2": 0, "n3": 8, "n4": 0, "n5": 7}
+    assert device_counts(fresh)["tainted"] == {GPU: 16}
     # A slice republished and one removed move the kept table as a rebuild would.
     kept.upsert("resourceslices", resource_slice("n3", gpus=4, generation=2))
     kept.remove("resourceslices", ("", f"n0-{DRIVER}-x2v9k"))
@@ -168,30 +151,31 @@ def test_a_rebuilt_device_table_counts_what_one_kept_slice_by_slice_counts() -> 
         [o for o in listed if o["metadata"]["name"] not in (f"n0-{DRIVER}-x2v9k", f"n3-{DRIVER}-x2v9k")]
         + [resource_slice("n3", gpus=4, generation=2), *rest]
     )
-    assert _counts(kept) == _counts(rebuilt)
+    assert device_counts(kept) == device_counts(rebuilt)
 
 
 def test_a_partitioned_pools_table_rebuilt_at_once_counts_as_kept_slice_by_slice() -> None:
     objects = mig_cluster(nodes=3)
     fresh = view_from_objects(objects)
     kept = view_from_objects([o for o in objects if o["kind"] != "ResourceSlice"])
-    _counts(kept)
+    device_counts(kept)
     for obj in objects:
         if obj["kind"] == "ResourceSlice":
             kept.upsert("resourceslices", obj)
-    assert _counts(kept) == _counts(fresh)
-    assert any(_counts(fresh)["partitioned"].values())
+    assert device_counts(kept) == device_counts(fresh)
+    assert any(device_counts(fresh)["partitioned"].values())
 
 
 def test_claims_told_after_a_class_change_count_as_a_fresh_build() -> None:
     listed, rest = _dra_objects()
     view = view_from_objects(listed + [device_class()])
-    _counts(view)  # built for the class as it was
+    device_counts(view)  # built for the class as it was
     view.upsert("devicetaintrules", taint_rule("n2"))  # the table is now behind the view ...
     for claim in rest:
         if claim["kind"] == "ResourceClaim":
             view.upsert("resourceclaims", claim)  # ... so claims only move the allocation
-    assert _counts(view) == _counts(view_from_objects(listed + [device_class(), taint_rule("n2"), *rest[3:]]))
+    rebuilt = view_from_objects(listed + [device_class(), taint_rule("n2"), *rest[3:]])
+    assert device_counts(view) == device_counts(rebuilt)
 
 
 # ---- nodes: a page's nodes written at once -------------------------------------------------------
@@ -368,7 +352,7 @@ def test_a_relist_of_typed_pages_fills_the_view_as_dict_pages_do() -> None:
         reflector = Reflector(kind, view, _Pages({kind: listed}))
         reflector.relist()
         assert reflector.versions.get(object_key(listed[0])) is not None
-    assert _counts(view) == _counts(fresh)
+    assert device_counts(view) == device_counts(fresh)
     assert view.resource_claims() == fresh.resource_claims()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import ssl
 import time
@@ -12,6 +13,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from guardhook.commands.main import main
+from guardhook.pki import issued_by, new_ca, new_serving
 from guardhook.server.certs import (
     CertificateError,
     RotatingServerContext,
@@ -39,6 +41,17 @@ def test_generated_set_is_an_ecdsa_p256_chain_for_the_names(tmp_path: Path) -> N
     # The standard library accepts the pair and trusts the chain.
     client = ssl.create_default_context(cafile=str(paths.ca))
     assert client.cert_store_stats()["x509_ca"] == 1
+
+
+def test_issued_by_checks_the_signature_not_only_the_issuer_name() -> None:
+    now = datetime.datetime.now(datetime.UTC)
+    day = datetime.timedelta(days=1)
+    ca, ca_key = new_ca(now, day)
+    other, _ = new_ca(now, day)  # the same subject (CN guardhook-ca), another key
+    serving, _ = new_serving(ca, ca_key, ["guardhook"], now, day)
+    assert serving.issuer == other.subject
+    assert issued_by(serving, ca) and issued_by(ca, ca)
+    assert not issued_by(serving, other) and not issued_by(ca, other) and not issued_by(ca, serving)
 
 
 def test_missing_certificates_are_generated_outside_a_cluster(tmp_path: Path) -> None:

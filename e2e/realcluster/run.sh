@@ -24,7 +24,9 @@
 # dist/image/guardhook-<version>.oci.tar), DRAINS (default 3), SUITES (default "drain hash e2e helm"),
 # REALCLUSTER_BUILT=1 (build.sh already ran), KEEP_CLUSTER=1 (leave it up), E2E_ARGS (extra pytest arguments for the e2e suite),
 # HELM_TESTS (the helm suite's test files, default e2e/test_helm.py e2e/test_helm_self_managed.py),
-# DRAIN_REUSE=0 (the drain suite makes its own venv and image instead of PYTHON's venv and the archive).
+# DRAIN_REUSE=0 (the drain suite makes its own venv and image instead of PYTHON's venv and the archive),
+# KEEP_DRAIN_WORK=1 (keep the drain suite's scratch dir, $TMPDIR/install_and_drain.*: its logs, manifests
+# and wrappers; otherwise removed on exit, as it holds the certificates and keys it generated).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PROJECT=$PWD
@@ -40,6 +42,7 @@ LOGS=$REALCLUSTER_WORK/guardhook-logs
 mkdir -p "$LOGS"
 summary=()
 failed=0
+drain_dir=   # the drain suite's scratch dir, once made (removed by finish)
 
 step() { # step NAME TIMEOUT_SECONDS COMMAND...: run with a bound, log to $LOGS/NAME.log, record the result
   local name=$1 limit=$2; shift 2
@@ -69,6 +72,13 @@ detail() { # the line of a step's log worth repeating in the summary
 }
 
 finish() {
+  if [ -n "$drain_dir" ]; then
+    if [ "${KEEP_DRAIN_WORK:-0}" = 1 ]; then
+      summary+=("realcluster: drain scratch dir kept: $drain_dir")
+    else
+      rm -rf -- "$drain_dir"   # its venv is a link to PYTHON's venv: rm removes the link, not the venv
+    fi
+  fi
   if [ "${KEEP_CLUSTER:-0}" != 1 ]; then
     "$RC/down.sh" --wipe > "$LOGS/down.log" 2>&1 || { summary+=("realcluster: down: FAILED (see $LOGS/down.log)"); failed=1; }
   fi
@@ -118,9 +128,10 @@ for suite in $SUITES; do
       # gets PYTHON's venv (it skips its pip install when venv/bin/guardhook is there), and its
       # REALCLUSTER a folder of wrappers whose build-image.sh (drain-image.sh) imports $ARCHIVE when
       # that holds the tag it would build. DRAIN_REUSE=0: the script's own venv and build, as before.
-      drain_env=(PROJECT="$PROJECT" DOWN=0)
+      # Its scratch dir (GI_WORK) is made here either way, so finish removes it (KEEP_DRAIN_WORK=1 keeps it).
+      drain_dir=$(mktemp -d "${TMPDIR:-/tmp}/install_and_drain.XXXXXX")
+      drain_env=(PROJECT="$PROJECT" DOWN=0 GI_WORK="$drain_dir")
       if [ "${DRAIN_REUSE:-1}" = 1 ]; then
-        drain_dir=$(mktemp -d "${TMPDIR:-/tmp}/install_and_drain.XXXXXX")
         venv=$(cd "$(dirname "$PYTHON")/.." && pwd)
         [ -x "$venv/bin/guardhook" ] && ln -s "$venv" "$drain_dir/venv"
         mkdir "$drain_dir/rc"
@@ -128,7 +139,7 @@ for suite in $SUITES; do
           printf '#!/bin/sh\nexec "%s/%s" "$@"\n' "$RC" "$s" > "$drain_dir/rc/$s"; chmod +x "$drain_dir/rc/$s"
         done
         ln -s "$PROJECT/e2e/realcluster/drain-image.sh" "$drain_dir/rc/build-image.sh"
-        drain_env+=(GI_WORK="$drain_dir" REALCLUSTER="$drain_dir/rc" REAL_REALCLUSTER="$RC" REUSE_IMAGE_ARCHIVE="$ARCHIVE")
+        drain_env+=(REALCLUSTER="$drain_dir/rc" REAL_REALCLUSTER="$RC" REUSE_IMAGE_ARCHIVE="$ARCHIVE")
       fi
       step drain 1200 env "${drain_env[@]}" "$RC/install_and_drain.sh" "$DRAINS"
       # the stand-in's LWS must not meet the real controller

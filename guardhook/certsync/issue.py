@@ -18,11 +18,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from guardhook.pki import CA_FILE, CERT_FILE, KEY_FILE, new_ca, new_serving, pem, pem_key, same_key
+from guardhook.pki import CA_FILE, CERT_FILE, KEY_FILE, issued_by, new_ca, new_serving, pem, pem_key, same_key
 
 CA_KEY_FILE = "ca.key"
 KEYS = (CA_FILE, CA_KEY_FILE, CERT_FILE, KEY_FILE)
@@ -95,9 +94,7 @@ def _serving_problem(
         return "no serving certificate" if not data.get(CERT_FILE) else "tls.crt or tls.key does not load"
     if not same_key(certs[0], key):
         return "tls.key is not the serving certificate's key"
-    try:
-        certs[0].verify_directly_issued_by(ca)
-    except (ValueError, TypeError, InvalidSignature):
+    if not issued_by(certs[0], ca):
         return "the serving certificate is not signed by the current CA"
     if _names(certs[0]) != settings.names:
         return f"the serving certificate names {list(_names(certs[0]))}, not {list(settings.names)}"

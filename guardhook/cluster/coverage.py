@@ -289,6 +289,8 @@ def unreachable_because(
     # cryptography only here: group-spec imports this module, and `review` stays light (test_cli_startup).
     from cryptography import x509
 
+    from guardhook.pki import issued_by
+
     if not entry.ca_bundle:
         if CERT_MANAGER_INJECT in configuration.annotations:
             return "no caBundle (cert-manager's cainjector has not filled it in)"
@@ -297,19 +299,9 @@ def unreachable_because(
         cas = x509.load_pem_x509_certificates(base64.b64decode(entry.ca_bundle, validate=True))
     except (ValueError, binascii.Error):
         return "a caBundle that holds no PEM certificate"
-    if serving_cert is not None and not any(_issued_by(serving_cert, ca) for ca in cas):
+    if serving_cert is not None and not any(issued_by(serving_cert, ca) for ca in cas):
         return "a caBundle that does not verify the serving certificate"
     return ""
-
-
-def _issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
-    from cryptography.exceptions import InvalidSignature
-
-    try:
-        cert.verify_directly_issued_by(ca)
-    except (ValueError, TypeError, InvalidSignature):
-        return False
-    return True
 
 
 FLOOR_UNCHECKED = "unchecked"
