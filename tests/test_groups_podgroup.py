@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import group_shapes as shapes
+import pytest
+from test_manifests import MANIFESTS, _called
 
 from guardhook.admission.engine import Engine
 from guardhook.cluster.model import PodRecord
@@ -15,6 +17,8 @@ from guardhook.config import build_config
 from guardhook.groups import resolve, resolve_object
 from guardhook.groups.ref import POD_GROUP
 from guardhook.ledger import MemoryLedger
+
+from kustomize_lite import render
 
 
 def engine(objects: list, ledger: MemoryLedger | None = None) -> Engine:
@@ -146,6 +150,47 @@ def test_deleting_one_member_of_a_whole_gang_is_denied_with_advice() -> None:
     )
     assert "evict its pods through the Eviction API" in message
     assert "through its controller (Job train/train-1)" in message
+
+
+def _bare_gang(workload: str | None) -> list:
+    """gang_objects with bare pods (no labels, no ownerReferences: made by hand, not by a Job),
+    and without `workload` PodGroups of no owner either (each its own set)."""
+    objects = shapes.gang_objects(workload=workload)
+    for obj in objects:
+        obj["metadata"].pop("ownerReferences", None)
+        if obj["kind"] == "Pod":
+            obj["metadata"].pop("labels", None)
+    return objects
+
+
+@pytest.mark.parametrize(
+    ("workload", "of"),
+    [("train", "of Workload train/train"), (None, "of PodGroup train/train-1")],
+)
+def test_a_bare_member_of_a_whole_gang_reaches_worker_delete_and_is_denied(
+    workload: str | None, of: str
+) -> None:
+    """A bare pod (no controller, no LWS label) naming a `disruptionMode: all` PodGroup is a gang
+    member as any other (docs/policies.md, Workload API gangs): the API server sends its DELETE
+    (worker-delete's matchConditions in manifests/base) and worker-delete denies it while the gang
+    is whole, with no controller to name; once the gang is broken it is allowed."""
+    objects = _bare_gang(workload)
+    request = shapes.delete_request(shapes.pod(objects, "train-1-0"))
+    (configuration,) = [
+        o for o in render(MANIFESTS / "base") if o["kind"] == "ValidatingWebhookConfiguration"
+    ]
+    hook = next(h for h in configuration["webhooks"] if h["name"] == "worker-delete.guardhook.io")
+    assert _called(hook, {"request": request}, identity_only=False)
+    denied = dict(engine(objects).judge(request, "validate").response)
+    assert denied["allowed"] is False and denied["status"]["code"] == 403
+    message = denied["status"]["message"]
+    assert (
+        f"pod train/train-1-0 is a member of PodGroup train/train-1 (disruptionMode all, 2 pods) {of}, "
+        "which is whole; deleting one member breaks the whole gang" in message
+    )
+    assert "evict its pods through the Eviction API" in message and "through its controller" not in message
+    shapes.pod(objects, "train-1-1")["metadata"]["deletionTimestamp"] = "2026-11-29T17:00:00Z"
+    assert dict(engine(objects).judge(request, "validate").response)["allowed"] is True
 
 
 def test_members_of_a_broken_gang_and_of_single_mode_groups_may_be_deleted() -> None:
