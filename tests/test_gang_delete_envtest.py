@@ -124,3 +124,16 @@ def test_deleting_a_bare_member_of_a_whole_gang_is_denied(api: ApiServer, guarde
         "which is whole" in answer["message"]
     )
     assert _delete(api, LONER).status_code == 200  # a bare pod of no gang
+
+
+def test_once_its_pod_group_is_deleted_the_gang_may_be_deleted(api: ApiServer, guarded: Server) -> None:
+    """`kubectl delete -f` of the gang: the PodGroup first, kept terminating by the API server's
+    PodGroupProtection finalizer until its pods are gone; then its pods, which guardhook allows
+    (the gang is going as a whole). Last in the module: the PodGroup stays terminating."""
+    _eventually(lambda: _delete(api, "train-0-0").status_code == 403, "worker-delete to deny")
+    assert api.request("DELETE", f"{POD_GROUPS}/train-0").status_code == 200
+    group = api.get(f"{POD_GROUPS}/train-0")
+    assert group["metadata"]["deletionTimestamp"]
+    assert group["metadata"]["finalizers"] == ["scheduling.k8s.io/podgroup-protection"]
+    _eventually(lambda: _delete(api, "train-0-0").status_code == 200, "the view to see the PodGroup go")
+    assert _delete(api, "train-0-1").status_code == 200

@@ -193,6 +193,39 @@ def test_a_bare_member_of_a_whole_gang_reaches_worker_delete_and_is_denied(
     assert dict(engine(objects).judge(request, "validate").response)["allowed"] is True
 
 
+def _deleted(objects: list, group: str) -> None:
+    """PodGroup `group` of `objects` deleted: terminating, kept by the finalizer 1.37's
+    PodGroupProtection admission puts on every PodGroup until its pods are gone."""
+    meta = next(o for o in objects if o["kind"] == "PodGroup" and o["metadata"]["name"] == group)["metadata"]
+    meta.update(
+        deletionTimestamp="2026-11-29T17:00:00Z", finalizers=["scheduling.k8s.io/podgroup-protection"]
+    )
+
+
+@pytest.mark.parametrize("workload", ["train", None])
+def test_the_members_of_a_gang_whose_pod_group_is_being_deleted_may_be_deleted(workload: str | None) -> None:
+    """`kubectl delete -f` of a bare gang deletes its PodGroup (kept, terminating, by its finalizer)
+    and then its pods: the gang is going as a whole, so its members' DELETEs are that removal, not
+    one member breaking it; the other, whole gangs stay guarded."""
+    objects = _bare_gang(workload)
+    _deleted(objects, "train-1")
+    eng = engine(objects)
+    assert delete(eng, objects, "train-1-0")["allowed"] is True
+    assert delete(eng, objects, "train-0-0")["allowed"] is False
+
+
+def test_a_gang_whose_pod_group_is_being_deleted_fills_the_budget() -> None:
+    objects = shapes.gang_objects()
+    _deleted(objects, "train-1")
+    eng = engine(objects)
+    assert evict(eng, "train-1-0")["allowed"] is True  # from the gang going anyway
+    denied = evict(eng, "train-0-0")
+    assert (
+        denied["allowed"] is False
+        and "PodGroup train-1 (PodGroup being deleted)" in denied["status"]["message"]
+    )
+
+
 def test_members_of_a_broken_gang_and_of_single_mode_groups_may_be_deleted() -> None:
     objects = shapes.gang_objects()
     shapes.pod(objects, "train-1-1")["metadata"]["deletionTimestamp"] = "2026-11-29T17:00:00Z"

@@ -37,7 +37,10 @@ judged as a worker of a whole group: deleting one breaks the whole gang (KEP-571
 be disrupted together). From a draining node the delete is judged by the same budget per set
 (guardhook.budget); otherwise it is denied while the gang is whole, with advice: disrupt it through the
 Eviction API (budgeted by `group-eviction`) or through its controller. Nothing names a pod whose
-deletion restarts a gang, so there is no "delete this pod instead". A gang controller that deletes
+deletion restarts a gang, so there is no "delete this pod instead". A gang whose PodGroup is being
+deleted is broken (guardhook.groups.podgroup.gang_health): its members may be deleted. The entry's
+matchConditions send every pod DELETE naming a PodGroup, so a bare member (no controller) is
+judged too. A gang controller that deletes
 its own pods is allowed when it is a kube-system controller (`system:serviceaccount:kube-system:*`,
 e.g. the Job controller on a suspend by Kueue or on failure, which stops the gang as a whole) or one
 of `gangControllers` (default: the Grove operator and the JobSet controller as their manifests
