@@ -23,6 +23,7 @@ from cryptography import x509
 
 from guardhook.cluster.listing import LISTS
 from guardhook.config import DEFAULT_EXEMPT_USERS
+from guardhook.floor.cost import PER_CALL_LIMIT, estimated_cost
 
 from conftest import REPO, load_review
 from kustomize_lite import UnsupportedKustomization, render, user_overlay
@@ -453,6 +454,19 @@ def _called(hook: Object, review: Object, identity_only: bool = True) -> bool:
     }
     conditions = [c for c in hook["matchConditions"] if not identity_only or c["name"].startswith("not-")]
     return all(bool(_program(condition["expression"]).evaluate(activation)) for condition in conditions)
+
+
+def test_every_match_condition_is_far_under_the_api_servers_cost_limit(webhooks: list[Object]) -> None:
+    """The API server refuses a matchCondition whose estimated cost exceeds its per-call limit and
+    evaluates every one on every request it matches: guardhook's estimate (guardhook.floor.cost,
+    generous bounds) keeps each a tenth of the limit (worker-delete's DELETE branch, three
+    alternatives, is the largest)."""
+    costs = {
+        (hook["name"], c["name"]): estimated_cost(c["expression"])
+        for hook in webhooks
+        for c in hook.get("matchConditions") or []
+    }
+    assert costs and max(costs.values()) < PER_CALL_LIMIT // 10, max(costs.items(), key=lambda kv: kv[1])
 
 
 def _as_user(username: str) -> Object:
