@@ -189,4 +189,21 @@ def test_a_pod_group_gang_is_evicted_group_by_group(cluster: Cluster) -> None:
             interval=5,
         )
     finally:
-        cluster.kubectl("delete", "-n", cluster.namespace, "-f", "-", "--wait=false", stdin=manifest)
+        # The PodGroups first: a gang whose PodGroup is being deleted is broken, so worker-delete
+        # (which the bare pods reach by their schedulingGroup) allows their DELETEs once the view
+        # has seen it; until then a whole gang's are denied, hence the retries.
+        pod_groups = {"apiVersion": "v1", "kind": "List", "items": [_pod_group(g) for g in groups]}
+        cluster.kubectl(
+            "delete", "-n", cluster.namespace, "-f", "-", "--wait=false", stdin=json.dumps(pod_groups)
+        )
+        eventually(
+            lambda: (
+                cluster.kubectl(
+                    "delete", "pods", "-n", cluster.namespace, "-l", "app=e2e-gangs", "--wait=false"
+                ).returncode
+                == 0
+            ),
+            60,
+            "the gangs' pods deleted",
+            interval=2,
+        )

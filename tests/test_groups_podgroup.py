@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import group_shapes as shapes
+import pytest
+from test_manifests import MANIFESTS, _called
 
 from guardhook.admission.engine import Engine
 from guardhook.cluster.model import PodRecord
@@ -15,6 +17,8 @@ from guardhook.config import build_config
 from guardhook.groups import resolve, resolve_object
 from guardhook.groups.ref import POD_GROUP
 from guardhook.ledger import MemoryLedger
+
+from kustomize_lite import render
 
 
 def engine(objects: list, ledger: MemoryLedger | None = None) -> Engine:
@@ -146,6 +150,80 @@ def test_deleting_one_member_of_a_whole_gang_is_denied_with_advice() -> None:
     )
     assert "evict its pods through the Eviction API" in message
     assert "through its controller (Job train/train-1)" in message
+
+
+def _bare_gang(workload: str | None) -> list:
+    """gang_objects with bare pods (no labels, no ownerReferences: made by hand, not by a Job),
+    and without `workload` PodGroups of no owner either (each its own set)."""
+    objects = shapes.gang_objects(workload=workload)
+    for obj in objects:
+        obj["metadata"].pop("ownerReferences", None)
+        if obj["kind"] == "Pod":
+            obj["metadata"].pop("labels", None)
+    return objects
+
+
+@pytest.mark.parametrize(
+    ("workload", "of"),
+    [("train", " of Workload train/train"), (None, "")],  # a PodGroup alone is its own set
+)
+def test_a_bare_member_of_a_whole_gang_reaches_worker_delete_and_is_denied(
+    workload: str | None, of: str
+) -> None:
+    """A bare pod (no controller, no LWS label) naming a `disruptionMode: all` PodGroup is a gang
+    member as any other (docs/policies.md, Workload API gangs): the API server sends its DELETE
+    (worker-delete's matchConditions in manifests/base) and worker-delete denies it while the gang
+    is whole, with no controller to name; once the gang is broken it is allowed."""
+    objects = _bare_gang(workload)
+    request = shapes.delete_request(shapes.pod(objects, "train-1-0"))
+    (configuration,) = [
+        o for o in render(MANIFESTS / "base") if o["kind"] == "ValidatingWebhookConfiguration"
+    ]
+    hook = next(h for h in configuration["webhooks"] if h["name"] == "worker-delete.guardhook.io")
+    assert _called(hook, {"request": request}, identity_only=False)
+    denied = dict(engine(objects).judge(request, "validate").response)
+    assert denied["allowed"] is False and denied["status"]["code"] == 403
+    message = denied["status"]["message"]
+    assert (
+        f"pod train/train-1-0 is a member of PodGroup train/train-1 (disruptionMode all, 2 pods){of}, "
+        "which is whole; deleting one member breaks the whole gang" in message
+    )
+    assert "evict its pods through the Eviction API" in message and "through its controller" not in message
+    shapes.pod(objects, "train-1-1")["metadata"]["deletionTimestamp"] = "2026-11-29T17:00:00Z"
+    assert dict(engine(objects).judge(request, "validate").response)["allowed"] is True
+
+
+def _deleted(objects: list, group: str) -> None:
+    """PodGroup `group` of `objects` deleted: terminating, kept by the finalizer 1.37's
+    PodGroupProtection admission puts on every PodGroup until its pods are gone."""
+    meta = next(o for o in objects if o["kind"] == "PodGroup" and o["metadata"]["name"] == group)["metadata"]
+    meta.update(
+        deletionTimestamp="2026-11-29T17:00:00Z", finalizers=["scheduling.k8s.io/podgroup-protection"]
+    )
+
+
+@pytest.mark.parametrize("workload", ["train", None])
+def test_the_members_of_a_gang_whose_pod_group_is_being_deleted_may_be_deleted(workload: str | None) -> None:
+    """`kubectl delete -f` of a bare gang deletes its PodGroup (kept, terminating, by its finalizer)
+    and then its pods: the gang is going as a whole, so its members' DELETEs are that removal, not
+    one member breaking it; the other, whole gangs stay guarded."""
+    objects = _bare_gang(workload)
+    _deleted(objects, "train-1")
+    eng = engine(objects)
+    assert delete(eng, objects, "train-1-0")["allowed"] is True
+    assert delete(eng, objects, "train-0-0")["allowed"] is False
+
+
+def test_a_gang_whose_pod_group_is_being_deleted_fills_the_budget() -> None:
+    objects = shapes.gang_objects()
+    _deleted(objects, "train-1")
+    eng = engine(objects)
+    assert evict(eng, "train-1-0")["allowed"] is True  # from the gang going anyway
+    denied = evict(eng, "train-0-0")
+    assert (
+        denied["allowed"] is False
+        and "PodGroup train-1 (PodGroup being deleted)" in denied["status"]["message"]
+    )
 
 
 def test_members_of_a_broken_gang_and_of_single_mode_groups_may_be_deleted() -> None:

@@ -23,6 +23,7 @@ from cryptography import x509
 
 from guardhook.cluster.listing import LISTS
 from guardhook.config import DEFAULT_EXEMPT_USERS
+from guardhook.floor.cost import PER_CALL_LIMIT, estimated_cost
 
 from conftest import REPO, load_review
 from kustomize_lite import UnsupportedKustomization, render, user_overlay
@@ -292,6 +293,46 @@ def test_a_gang_member_delete_reaches_worker_delete(
     assert _called(hook, gang, identity_only=False) is called
 
 
+def _bare(review: Object, scheduling_group: Object | None) -> Object:
+    """`review` (a captured pod DELETE) with its pod made bare: no labels, no ownerReferences, and
+    `spec.schedulingGroup` (core/v1 PodSpec, Kubernetes 1.37) set to `scheduling_group` if given."""
+    old = review["request"]["oldObject"]
+    old["metadata"].pop("labels", None)
+    old["metadata"].pop("ownerReferences", None)
+    if scheduling_group is not None:
+        old["spec"]["schedulingGroup"] = scheduling_group
+    return review
+
+
+@pytest.mark.parametrize(
+    ("scheduling_group", "called"),
+    [
+        ({"podGroupName": "train-0"}, True),  # a bare member of a Workload API gang
+        ({}, False),  # a schedulingGroup naming no PodGroup
+        (None, False),  # a bare pod of no group
+    ],
+)
+def test_a_bare_workload_api_gang_member_delete_reaches_worker_delete(
+    webhooks: list[Object], scheduling_group: Object | None, called: bool
+) -> None:
+    """A pod naming a PodGroup in `spec.schedulingGroup.podGroupName` is a gang member whatever
+    controls it (guardhook.groups.podgroup): a bare one (no controller, no LWS label) must reach
+    worker-delete too, or deleting it breaks its gang unguarded."""
+    hook = _hook(webhooks, "worker-delete.guardhook.io")
+    review = _bare(load_review("s01-worker-delete.validating"), scheduling_group)
+    assert _called(hook, review, identity_only=False) is called
+
+
+def test_only_deletes_of_a_bare_gang_member_are_sent_not_its_updates(webhooks: list[Object]) -> None:
+    """The schedulingGroup widens the DELETE branch only: an UPDATE of a bare gang member (which
+    carries no LWS label to remove) stays unsent."""
+    hook = _hook(webhooks, "worker-delete.guardhook.io")
+    review = _bare(load_review("s01-worker-delete.validating"), {"podGroupName": "train-0"})
+    review["request"]["oldObject"]["metadata"]["labels"] = {"app": "train"}
+    assert not _called(hook, _update(review, app="other"), identity_only=False)
+    assert not _called(hook, _update(review, app=None), identity_only=False)
+
+
 def _update(review: Object, **labels: str | None) -> Object:
     request = review["request"]
     request["operation"] = "UPDATE"
@@ -413,6 +454,19 @@ def _called(hook: Object, review: Object, identity_only: bool = True) -> bool:
     }
     conditions = [c for c in hook["matchConditions"] if not identity_only or c["name"].startswith("not-")]
     return all(bool(_program(condition["expression"]).evaluate(activation)) for condition in conditions)
+
+
+def test_every_match_condition_is_far_under_the_api_servers_cost_limit(webhooks: list[Object]) -> None:
+    """The API server refuses a matchCondition whose estimated cost exceeds its per-call limit and
+    evaluates every one on every request it matches: guardhook's estimate (guardhook.floor.cost,
+    generous bounds) keeps each a tenth of the limit (worker-delete's DELETE branch, three
+    alternatives, is the largest)."""
+    costs = {
+        (hook["name"], c["name"]): estimated_cost(c["expression"])
+        for hook in webhooks
+        for c in hook.get("matchConditions") or []
+    }
+    assert costs and max(costs.values()) < PER_CALL_LIMIT // 10, max(costs.items(), key=lambda kv: kv[1])
 
 
 def _as_user(username: str) -> Object:

@@ -26,7 +26,10 @@ WORKLOAD_KIND = "Workload"
 class PodGroupRecord:
     """A PodGroup: `workload` is `spec.workloadRef.workloadName` ("" without one), `all_mode`
     whether `spec.disruptionMode.all` is set, `min_count` the gang's `minCount` (None for a basic
-    policy or an unset count), `owners` its ownerReferences, `annotations` its annotations."""
+    policy or an unset count), `owners` its ownerReferences, `annotations` its annotations,
+    `terminating` whether it carries a deletionTimestamp (1.37's PodGroupProtection admission puts
+    the finalizer `scheduling.k8s.io/podgroup-protection` on every PodGroup, so a deleted one
+    stays, terminating, until its pods are gone)."""
 
     namespace: str
     name: str
@@ -35,6 +38,7 @@ class PodGroupRecord:
     min_count: int | None
     owners: tuple[OwnerRef, ...]
     annotations: dict[str, str]
+    terminating: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -55,6 +59,7 @@ class PodGroupRecord:
             min_count=count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else None,
             owners=OwnerRef.parse_all(meta),
             annotations=str_map(meta.get("annotations")),
+            terminating=bool(meta.get("deletionTimestamp")),
         )
 
 

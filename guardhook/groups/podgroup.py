@@ -1,7 +1,8 @@
 """Gangs of the Workload API (Kubernetes 1.37, scheduling.k8s.io/v1beta1; KEP-5710 disruptionMode):
 a pod whose PodGroup (`spec.schedulingGroup.podGroupName`) says `disruptionMode: all` is a group
 member, since one evicted pod costs the whole group. PodGroups with `single` or no disruption mode
-are not groups for disruption.
+are not groups for disruption. A gang whose PodGroup is being deleted is broken: it is going as
+a whole.
 
 The set whose groups share one budget is the PodGroup's Workload (`spec.workloadRef.workloadName`),
 else its controller owner (the JobSet, LWS, ... that made it), else the PodGroup alone. A gang's
@@ -12,6 +13,7 @@ on guardhook's behalf (its controller may), so a denial names no pod to delete i
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from guardhook.cluster.annotations import BUDGET_ANNOTATION, count, smallest_budget
 from guardhook.cluster.going import Going
@@ -61,12 +63,22 @@ def set_groups(view: ClusterView, target: SetRef) -> list[PodGroupRecord]:
     return sorted(found, key=lambda g: g.name)
 
 
+PODGROUP_DELETED = "PodGroup being deleted"
+"""The problem of a gang whose PodGroup is terminating."""
+
+
 def gang_health(
     view: ClusterView, group: PodGroupRecord, pods: list[PodRecord] | None = None, doomed=None
 ) -> GroupHealth:
-    """Whole or broken, as for an LWS group (guardhook.groups.health.group_health)."""
+    """Whole or broken, as for an LWS group (guardhook.groups.health.group_health); broken too
+    while its PodGroup is being deleted: the gang is going as a whole (the PodGroup waits, by its
+    protection finalizer, for its pods), so deleting its pods is that group-level removal, as
+    deleting a leader is an LWS group's."""
     pods = members(view, group) if pods is None else pods
-    return group_health(group.name, size_of(group, pods), pods, doomed)
+    health = group_health(group.name, size_of(group, pods), pods, doomed)
+    if group.terminating:
+        return replace(health, whole=False, problems=(*health.problems, PODGROUP_DELETED))
+    return health
 
 
 def podgroup_ref(view: ClusterView, pod: PodRecord) -> GroupRef | None:

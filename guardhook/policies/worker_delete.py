@@ -37,7 +37,10 @@ judged as a worker of a whole group: deleting one breaks the whole gang (KEP-571
 be disrupted together). From a draining node the delete is judged by the same budget per set
 (guardhook.budget); otherwise it is denied while the gang is whole, with advice: disrupt it through the
 Eviction API (budgeted by `group-eviction`) or through its controller. Nothing names a pod whose
-deletion restarts a gang, so there is no "delete this pod instead". A gang controller that deletes
+deletion restarts a gang, so there is no "delete this pod instead". A gang whose PodGroup is being
+deleted is broken (guardhook.groups.podgroup.gang_health): its members may be deleted. The entry's
+matchConditions send every pod DELETE naming a PodGroup, so a bare member (no controller) is
+judged too. A gang controller that deletes
 its own pods is allowed when it is a kube-system controller (`system:serviceaccount:kube-system:*`,
 e.g. the Job controller on a suspend by Kueue or on failure, which stops the gang as a whole) or one
 of `gangControllers` (default: the Grove operator and the JobSet controller as their manifests
@@ -74,6 +77,7 @@ from guardhook.budget import default_budget, group_disruption, min_budget
 from guardhook.cluster.going import DRAIN_CONDITIONS, draining
 from guardhook.cluster.lws import GROUP_KEY_LABEL, LWS_KIND, PREFIX, RECREATING_POLICIES, WORKER_INDEX_LABEL
 from guardhook.cluster.model import NodeRecord, PodRecord, metadata, str_map
+from guardhook.cluster.podgroups import POD_GROUP_KIND
 from guardhook.groups import GroupRef, gang_controllers, resolve, resolve_object
 from guardhook.groups.counts import ref_group_health
 from guardhook.groups.ref import KTHENA, LWS_HASH, NO_RECREATOR, POD_GROUP
@@ -349,12 +353,15 @@ def _message(group: GroupRef, name: str) -> str:
 
 def _gang_message(group: GroupRef, pod: PodRecord) -> str:
     """The denial for deleting one member of a whole `disruptionMode: all` gang: which PodGroup
-    and set, that the whole gang goes, and the ways to disrupt it that are judged as a group."""
+    and set (unless the PodGroup is its own set), that the whole gang goes, and the ways to
+    disrupt it that are judged as a group."""
     ns = group.set.namespace
     owner = next((o for o in pod.owners if o.controller), None)
     by_owner = f" or through its controller ({owner.kind} {ns}/{owner.name})" if owner is not None else ""
     if group.maker == POD_GROUP:
-        which = f"PodGroup {ns}/{group.key} (disruptionMode all, {group.size} pods) of {group.set}"
+        which = f"PodGroup {ns}/{group.key} (disruptionMode all, {group.size} pods)"
+        if group.set.kind != POD_GROUP_KIND:  # a PodGroup of no Workload or owner is its own set
+            which += f" of {group.set}"
         recreated = NO_RECREATOR.describe()
     else:
         which = f"group {group.key} ({group.size} pods) of {group.set}"

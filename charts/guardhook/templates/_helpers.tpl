@@ -160,7 +160,8 @@ objectSelector:
 {{/* Which objects an entry that must see every LWS member is called for: by any
      leaderworkerset.sigs.k8s.io/ label or by its controller ownerReference, never by the name
      label alone, which a tenant may remove (issue 48). A DELETE is also sent for a pod a Job
-     (JobSet Jobs, Workload API gangs of Jobs) or a Grove PodClique controls: gang members. */}}
+     (JobSet Jobs, Workload API gangs of Jobs) or a Grove PodClique controls, and for a pod with a
+     spec.schedulingGroup.podGroupName (a Workload API gang member, a bare pod too): gang members. */}}
 {{- define "guardhook.condition.lwsPodDeleteOrRelabel" -}}
 - name: lws-pod-delete-or-relabel
   expression: >-
@@ -168,7 +169,8 @@ objectSelector:
     (has(oldObject.metadata.labels) &&
     oldObject.metadata.labels.exists(k, k.startsWith('leaderworkerset.sigs.k8s.io/'))) ||
     (has(oldObject.metadata.ownerReferences) && oldObject.metadata.ownerReferences.exists(r,
-    has(r.controller) && r.controller && r.kind in ['StatefulSet', 'ReplicaSet', 'Job', 'PodClique'])) :
+    has(r.controller) && r.controller && r.kind in ['StatefulSet', 'ReplicaSet', 'Job', 'PodClique'])) ||
+    (has(oldObject.spec.schedulingGroup) && has(oldObject.spec.schedulingGroup.podGroupName)) :
     has(oldObject.metadata.labels) && oldObject.metadata.labels.exists(k,
     k.startsWith('leaderworkerset.sigs.k8s.io/') && !(has(object.metadata.labels) &&
     k in object.metadata.labels && object.metadata.labels[k] == oldObject.metadata.labels[k]))
