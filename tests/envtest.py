@@ -13,6 +13,8 @@ nothing of either suite's conftest.
 
 from __future__ import annotations
 
+import base64
+import copy
 import json
 import os
 import secrets
@@ -198,6 +200,32 @@ def api_server(folder: Path, extra_args: Sequence[str] = ()) -> Iterator[ApiServ
         _wait(ready, START_SECONDS, f"kube-apiserver /readyz (logs in {folder})")
         install_crds(api)
         yield api
+
+
+WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+
+
+@contextmanager
+def base_webhooks_calling(api: ApiServer, url: str, ca: Path) -> Iterator[dict[str, Any]]:
+    """manifests/base's ValidatingWebhookConfiguration registered with `api`, every entry calling
+    `url` plus its path and trusting the CA file `ca` (a guardhook the test serves), deleted at
+    the end. Yields the configuration created; the API server compiles and cost-checks every
+    matchCondition when it creates it."""
+    from kustomize_lite import render  # the tests' kustomize; only the tests that register need it
+
+    (configuration,) = [
+        o for o in render(REPO / "manifests" / "base") if o["kind"] == "ValidatingWebhookConfiguration"
+    ]
+    configuration = copy.deepcopy(configuration)
+    bundle = base64.b64encode(ca.read_bytes()).decode()
+    for hook in configuration["webhooks"]:
+        path = hook["clientConfig"]["service"]["path"]
+        hook["clientConfig"] = {"url": url + path, "caBundle": bundle}
+    api.create(WEBHOOKS, configuration)
+    try:
+        yield configuration
+    finally:
+        api.request("DELETE", f"{WEBHOOKS}/{configuration['metadata']['name']}")
 
 
 def install_crds(api: ApiServer, folder: Path = FIXTURES / "crds") -> None:

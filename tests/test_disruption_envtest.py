@@ -10,8 +10,6 @@ terminating, and the fleet's statuses are the captured ones (created by test_env
 
 from __future__ import annotations
 
-import base64
-import copy
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,16 +19,14 @@ import requests
 from kubernetes import client
 from test_envtest import _create_fleet
 
-from conftest import REPO, Server
-from envtest import ApiServer, api_server, requires_api_server
-from kustomize_lite import render
+from conftest import Server
+from envtest import ApiServer, api_server, base_webhooks_calling, requires_api_server
 
 # One worker runs the whole module (pytest-xdist's loadgroup), so its module-scoped API server
 # starts once, not once per worker.
 pytestmark = [pytest.mark.envtest, requires_api_server, pytest.mark.xdist_group("test_disruption_envtest")]
 
 OWN_NAMESPACE = "guardhook-system"
-WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 MAINTENANCE = {"key": "example.com/maintenance", "value": "true", "effect": "NoExecute"}
 
 
@@ -46,19 +42,8 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
 def guarded(api: ApiServer, fresh_server: Callable[..., Server]) -> Iterator[Server]:
     """guardhook serving the API server's view, registered with it as manifests/base says."""
     server = fresh_server("--kubeconfig", str(api.kubeconfig), "--namespace", OWN_NAMESPACE)
-    (configuration,) = [
-        o for o in render(REPO / "manifests" / "base") if o["kind"] == "ValidatingWebhookConfiguration"
-    ]
-    configuration = copy.deepcopy(configuration)
-    bundle = base64.b64encode(server.ca.read_bytes()).decode()
-    for hook in configuration["webhooks"]:
-        path = hook["clientConfig"]["service"]["path"]
-        hook["clientConfig"] = {"url": server.url + path, "caBundle": bundle}
-    api.create(WEBHOOKS, configuration)
-    try:
+    with base_webhooks_calling(api, server.url, server.ca):
         yield server
-    finally:
-        api.request("DELETE", f"{WEBHOOKS}/{configuration['metadata']['name']}")
 
 
 def _eventually(check: Callable[[], bool], what: str, seconds: float = 30) -> None:

@@ -13,7 +13,6 @@ kept), made bare. A bare API server runs no scheduler or kubelet: pods keep the 
 
 from __future__ import annotations
 
-import base64
 import copy
 import time
 from collections.abc import Callable, Iterator
@@ -24,9 +23,8 @@ import pytest
 import requests
 from test_envtest import _fresh
 
-from conftest import REPO, Server
-from envtest import ApiServer, api_server, requires_api_server
-from kustomize_lite import render
+from conftest import Server
+from envtest import ApiServer, api_server, base_webhooks_calling, requires_api_server
 
 # One worker runs the whole module (pytest-xdist's loadgroup), so its module-scoped API server
 # starts once, not once per worker.
@@ -34,7 +32,6 @@ pytestmark = [pytest.mark.envtest, requires_api_server, pytest.mark.xdist_group(
 
 OWN_NAMESPACE = "guardhook-system"
 NAMESPACE = "train"
-WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 POD_GROUPS = f"/apis/scheduling.k8s.io/v1beta1/namespaces/{NAMESPACE}/podgroups"
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 WORKLOAD_API = ("--feature-gates=GenericWorkload=true", "--runtime-config=scheduling.k8s.io/v1beta1=true")
@@ -77,19 +74,8 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
 def guarded(api: ApiServer, fresh_server: Callable[..., Server]) -> Iterator[Server]:
     """guardhook serving the API server's view, registered with it as manifests/base says."""
     server = fresh_server("--kubeconfig", str(api.kubeconfig), "--namespace", OWN_NAMESPACE)
-    (configuration,) = [
-        o for o in render(REPO / "manifests" / "base") if o["kind"] == "ValidatingWebhookConfiguration"
-    ]
-    configuration = copy.deepcopy(configuration)
-    bundle = base64.b64encode(server.ca.read_bytes()).decode()
-    for hook in configuration["webhooks"]:
-        path = hook["clientConfig"]["service"]["path"]
-        hook["clientConfig"] = {"url": server.url + path, "caBundle": bundle}
-    api.create(WEBHOOKS, configuration)  # the API server compiles and cost-checks every matchCondition
-    try:
+    with base_webhooks_calling(api, server.url, server.ca):
         yield server
-    finally:
-        api.request("DELETE", f"{WEBHOOKS}/{configuration['metadata']['name']}")
 
 
 def _delete(api: ApiServer, pod: str) -> requests.Response:
