@@ -12,6 +12,15 @@ Read from the cluster view only (Namespaces, guardhook's own webhook configurati
   Ignore` such a policy silently never runs; with Fail its requests are refused.
 - `webhook-fails-open`: a guardhook entry with `failurePolicy: Ignore`: its policy does not apply
   while guardhook cannot be called (down, or unreachable as above).
+- `webhook-conditions-differ`: a guardhook entry whose request-selecting matchConditions are not
+  the ones this guardhook version ships (guardhook.cluster.entry_conditions): one named as
+  guardhook's has another expression (whitespace aside), or one is missing. Such an entry sends
+  another set of requests than guardhook expects: an older install, or a GitOps tool that kept an
+  older configuration (e.g. a `lws-pod-delete-or-relabel` before bare Workload API gang pods were
+  sent: their deletes go unjudged). The exempt-identity conditions are not compared: naming
+  another LWS or Kueue install there is a documented configuration choice.
+- `webhook-conditions-added`: a guardhook entry with a matchCondition guardhook does not ship (an
+  operator's): it narrows what is sent, so what it leaves out is admitted unjudged. Maybe meant.
 - `annotation-unreadable`: an LWS guardhook annotation that cannot be read, so a default is used
   (`max-disrupted-groups`/`spare-groups`: not a non-negative integer; `serving-pods`: neither
   "leaders" nor "all").
@@ -47,6 +56,7 @@ from guardhook.cluster.annotations import (
     count_unreadable,
     switch_unreadable,
 )
+from guardhook.cluster.entry_conditions import IDENTITY_CONDITIONS, SHIPPED_CONDITIONS, normalized
 from guardhook.cluster.lws import SERVING_PODS_ANNOTATION, LeaderWorkerSet
 from guardhook.cluster.view.store import FLOOR_KINDS, NAMESPACES, WEBHOOK_KINDS, ClusterView
 from guardhook.cluster.webhooks import (
@@ -75,18 +85,30 @@ BUILTIN_SPARE_GROUPS = 0
 EVICTIONS_UNGUARDED = "evictions-unguarded"
 WEBHOOK_UNREACHABLE = "webhook-unreachable"
 WEBHOOK_FAILS_OPEN = "webhook-fails-open"
+WEBHOOK_CONDITIONS_DIFFER = "webhook-conditions-differ"
+WEBHOOK_CONDITIONS_ADDED = "webhook-conditions-added"
 ANNOTATION_UNREADABLE = "annotation-unreadable"
 NOT_INSTALLED = "not-installed"
 GAP_KINDS = (
     EVICTIONS_UNGUARDED,
     WEBHOOK_UNREACHABLE,
     WEBHOOK_FAILS_OPEN,
+    WEBHOOK_CONDITIONS_DIFFER,
+    WEBHOOK_CONDITIONS_ADDED,
     ANNOTATION_UNREADABLE,
     NOT_INSTALLED,
 )
-SEVERE = frozenset({EVICTIONS_UNGUARDED, WEBHOOK_UNREACHABLE, ANNOTATION_UNREADABLE, NOT_INSTALLED})
+SEVERE = frozenset(
+    {
+        EVICTIONS_UNGUARDED,
+        WEBHOOK_UNREACHABLE,
+        WEBHOOK_CONDITIONS_DIFFER,
+        ANNOTATION_UNREADABLE,
+        NOT_INSTALLED,
+    }
+)
 """Gaps that mean a protection is off now (PolicyReport `fail`); the others only while guardhook is
-down (`warn`)."""
+down, or by an operator's choice (`warn`)."""
 
 
 NOT_VISIBLE_SENTENCE = (
@@ -279,6 +301,44 @@ def _webhook_gaps(view: ClusterView, serving_cert: x509.Certificate | None) -> l
                 "while guardhook cannot be called"
             )
             gaps.append(Gap(WEBHOOK_FAILS_OPEN, configuration.kind, "", name, message))
+        gaps += condition_gaps(configuration, entry)
+    return gaps
+
+
+def condition_gaps(configuration: WebhookConfigurationRecord, entry: WebhookEntry) -> list[Gap]:
+    """The `webhook-conditions-differ` and `webhook-conditions-added` gaps of one guardhook entry:
+    its matchConditions against the request-selecting ones this version ships for its name
+    (SHIPPED_CONDITIONS; none for a name it does not ship), expressions compared normalized
+    (whitespace aside); the exempt-identity conditions (IDENTITY_CONDITIONS) are not compared."""
+    shipped = SHIPPED_CONDITIONS.get(entry.name)
+    if shipped is None:
+        return []
+    live = dict(entry.conditions)
+    name = f"{configuration.name}/{entry.name}"
+    differ = []
+    for condition, expression in shipped.items():
+        if condition not in live:
+            differ.append(f"matchCondition {condition} is missing")
+        elif normalized(live[condition]) != normalized(expression):
+            differ.append(f"matchCondition {condition} is not the one guardhook ships")
+    gaps = []
+    if differ:
+        message = (
+            f"{configuration.kind} {name}: {'; '.join(differ)}: it sends a different set of requests "
+            "than this guardhook version expects; re-apply the manifests or upgrade the chart"
+        )
+        gaps.append(Gap(WEBHOOK_CONDITIONS_DIFFER, configuration.kind, "", name, message))
+    added = [c for c, _ in entry.conditions if c not in shipped and c not in IDENTITY_CONDITIONS]
+    if added:
+        several = len(added) > 1
+        message = (
+            f"{configuration.kind} {name}: matchCondition{'s' if several else ''} {', '.join(added)} "
+            f"{'are' if several else 'is'} not guardhook's (added to the entry): "
+            f"{'they narrow' if several else 'it narrows'} the requests sent to guardhook, and what "
+            f"{'they leave' if several else 'it leaves'} out is admitted unjudged; remove "
+            f"{'them' if several else 'it'} unless that is meant"
+        )
+        gaps.append(Gap(WEBHOOK_CONDITIONS_ADDED, configuration.kind, "", name, message))
     return gaps
 
 

@@ -36,13 +36,15 @@ class NamespaceRecord:
 class WebhookEntry:
     """One entry of a webhook configuration: name, failurePolicy (API default Fail), the caBundle
     as given (base64, "" when unset), where it calls (`service` "namespace/name:port path", or
-    the `url`) and what its `rules` match: (API group, resource, operation) triples, "*" as given."""
+    the `url`), what its `rules` match: (API group, resource, operation) triples, "*" as given, and
+    its `matchConditions` as (name, expression) pairs in order."""
 
     name: str
     failure_policy: str
     ca_bundle: str
     target: str
     matches: frozenset[tuple[str, str, str]] = frozenset()
+    conditions: tuple[tuple[str, str], ...] = ()
 
     @property
     def own(self) -> bool:
@@ -96,7 +98,20 @@ def _entry(hook: KubeObject) -> WebhookEntry:
         str(config.get("caBundle") or ""),
         target,
         rule_matches(as_list(hook.get("rules"))),
+        match_conditions(as_list(hook.get("matchConditions"))),
     )
+
+
+def match_conditions(conditions: list[object]) -> tuple[tuple[str, str], ...]:
+    """The (name, expression) pairs of a webhook's `matchConditions` (MatchCondition), in order;
+    entries that are not mappings or lack a string name are skipped, a missing expression is ""."""
+    found = []
+    for raw in conditions:
+        condition = as_dict(raw)
+        name, expression = condition.get("name"), condition.get("expression")
+        if isinstance(name, str) and name:
+            found.append((name, expression if isinstance(expression, str) else ""))
+    return tuple(found)
 
 
 def rule_matches(rules: list[object]) -> frozenset[tuple[str, str, str]]:

@@ -57,7 +57,8 @@ class CoverageCollector(Collector):
         counts = GaugeMetricFamily(
             "guardhook_protection_gaps",
             "Gaps in protection the cluster view shows, by kind (evictions-unguarded, webhook-unreachable, "
-            "webhook-fails-open, annotation-unreadable, not-installed: no *.guardhook.io entry visible "
+            "webhook-fails-open, webhook-conditions-differ, webhook-conditions-added, annotation-unreadable, "
+            "not-installed: no *.guardhook.io entry visible "
             "through the API and no review answered yet, so either not installed or installed from the API "
             "server's configuration, *.static.k8s.io, KEP-5793).",
             labels=["gap"],
