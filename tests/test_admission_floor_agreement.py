@@ -10,6 +10,7 @@ import copy
 import functools
 from typing import Any
 
+import group_shapes as shapes
 import pytest
 
 from guardhook.admission.engine import Engine
@@ -321,6 +322,16 @@ def test_a_pdb_reaching_the_lws_by_template_labels_is_left_to_the_webhook() -> N
     request = pdb_with({"matchLabels": {"app": "llm-xl"}})
     assert "group-pdb" in webhook_denials(request)
     assert "group-pdb" not in floor_denials(request)  # documented: not covered by the floor
+
+
+def test_a_workload_api_gang_member_delete_is_left_to_the_webhook() -> None:
+    """worker-delete's floor knows LWS workers only (documented in its `not_covered`): the delete
+    of a member of a whole `disruptionMode: all` gang is denied by the webhook, allowed by the floor."""
+    objects = shapes.gang_objects()
+    request = shapes.delete_request(shapes.pod(objects, "train-1-0"))
+    request["userInfo"] = {"username": "kubernetes-admin", "groups": ["system:authenticated"]}
+    assert "worker-delete" in webhook_denials(request, shapes.view(objects))
+    assert "worker-delete" not in floor_denials(request)
 
 
 # --- group-spec variants built from s35 (an LWS CREATE).

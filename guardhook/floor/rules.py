@@ -220,6 +220,9 @@ def worker_delete(params: Mapping[str, Any]) -> Rule:
             "passes it",
             "a DELETE that carries no oldObject (API servers before 1.15, hand-written reviews) is "
             "judged by the webhook from its view; the floor sees no pod and allows it",
+            "a member of a Workload API gang (a disruptionMode: all PodGroup), a Grove PodCliqueSet "
+            "replica or a JobSet gang: the webhook judges its delete as a worker's of a whole gang from "
+            "its view; the floor knows LWS workers only, sees no PodGroup or gang, and allows it",
         ),
     )
 
