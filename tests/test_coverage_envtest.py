@@ -18,14 +18,21 @@ import yaml
 from cryptography import x509
 from test_manifests import MANIFESTS
 
-from guardhook.cluster.coverage import EVICTIONS_UNGUARDED, WEBHOOK_UNREACHABLE, coverage_gaps, unchecked
+from guardhook.cluster.coverage import (
+    EVICTIONS_UNGUARDED,
+    WEBHOOK_CONDITIONS_ADDED,
+    WEBHOOK_CONDITIONS_DIFFER,
+    WEBHOOK_UNREACHABLE,
+    coverage_gaps,
+    unchecked,
+)
 from guardhook.cluster.kube_transport import KubeTransport
 from guardhook.cluster.view.live import LiveView
 from guardhook.cluster.view.store import NAMESPACES, WEBHOOK_KINDS, ClusterView
 from guardhook.commands.main import main
 
 from conftest import FIXTURES
-from envtest import ApiServer, api_server, requires_api_server
+from envtest import WEBHOOKS, ApiServer, api_server, requires_api_server
 from kustomize_lite import render
 
 # One worker runs the whole module (pytest-xdist's loadgroup), so its module-scoped API server
@@ -136,6 +143,42 @@ def test_the_shipped_cluster_role_lets_the_view_read_what_coverage_needs(
         assert len(view.webhook_configurations()) == 2
     finally:
         live.stop()
+
+
+def test_stored_match_conditions_compare_as_shipped_and_an_older_one_is_a_gap(
+    cluster: tuple[ApiServer, x509.Certificate],
+) -> None:
+    """The API server stores the configuration as given (folded CEL): the shipped one gives no
+    condition gap, nor does a reformatted copy; a copy with the older lws-pod-delete-or-relabel
+    (before bare gang pods were sent) gives one, naming the entry."""
+    from test_coverage_conditions import CONDITION, OLD_EXPRESSION, WORKER_DELETE
+
+    api, serving = cluster
+    stored = api.get(f"{WEBHOOKS}/guardhook")
+    (hook,) = [h for h in stored["webhooks"] if h["name"] == WORKER_DELETE]
+    names = {"guardhook-old": OLD_EXPRESSION}
+    for condition in hook["matchConditions"]:
+        if condition["name"] == CONDITION:
+            names["guardhook-reformatted"] = "\n  ".join(condition["expression"].split(" "))
+    for name, expression in names.items():
+        copied = copy.deepcopy(hook)
+        for condition in copied["matchConditions"]:
+            if condition["name"] == CONDITION:
+                condition["expression"] = expression
+        copied["namespaceSelector"] = {"matchLabels": {"guardhook.io/never": "true"}}  # calls nothing
+        api.create(WEBHOOKS, {"metadata": {"name": name}, "webhooks": [copied]})
+    view, live = _synced_view(_service_account_client(api, "guardhook"))
+    try:
+        deadline = time.monotonic() + 30
+        while len(view.webhook_configurations()) < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        kinds = (WEBHOOK_CONDITIONS_DIFFER, WEBHOOK_CONDITIONS_ADDED)
+        gaps = [(g.kind, g.name) for g in coverage_gaps(view, serving_cert=serving) if g.kind in kinds]
+        assert gaps == [(WEBHOOK_CONDITIONS_DIFFER, f"guardhook-old/{WORKER_DELETE}")]
+    finally:
+        live.stop()
+        for name in names:
+            api.request("DELETE", f"{WEBHOOKS}/{name}")
 
 
 def test_without_the_coverage_rules_the_view_syncs_and_says_what_it_did_not_check(
