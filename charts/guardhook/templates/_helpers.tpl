@@ -161,7 +161,8 @@ objectSelector:
      leaderworkerset.sigs.k8s.io/ label or by its controller ownerReference, never by the name
      label alone, which a tenant may remove (issue 48). A DELETE is also sent for a pod a Job
      (JobSet Jobs, Workload API gangs of Jobs) or a Grove PodClique controls, and for a pod with a
-     spec.schedulingGroup.podGroupName (a Workload API gang member, a bare pod too): gang members. */}}
+     spec.schedulingGroup.podGroupName (a Workload API gang member, a bare pod too): gang members.
+     The request-selecting conditions are also in guardhook/cluster/entry_conditions.py (audit). */}}
 {{- define "guardhook.condition.lwsPodDeleteOrRelabel" -}}
 - name: lws-pod-delete-or-relabel
   expression: >-
