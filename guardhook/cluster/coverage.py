@@ -56,7 +56,7 @@ from guardhook.cluster.annotations import (
     count_unreadable,
     switch_unreadable,
 )
-from guardhook.cluster.entry_conditions import IDENTITY_CONDITIONS, SHIPPED_CONDITIONS, normalized
+from guardhook.cluster.entry_conditions import IDENTITY_CONDITIONS, SHIPPED_CONDITIONS, same_expression
 from guardhook.cluster.lws import SERVING_PODS_ANNOTATION, LeaderWorkerSet
 from guardhook.cluster.view.store import FLOOR_KINDS, NAMESPACES, WEBHOOK_KINDS, ClusterView
 from guardhook.cluster.webhooks import (
@@ -308,8 +308,8 @@ def _webhook_gaps(view: ClusterView, serving_cert: x509.Certificate | None) -> l
 def condition_gaps(configuration: WebhookConfigurationRecord, entry: WebhookEntry) -> list[Gap]:
     """The `webhook-conditions-differ` and `webhook-conditions-added` gaps of one guardhook entry:
     its matchConditions against the request-selecting ones this version ships for its name
-    (SHIPPED_CONDITIONS; none for a name it does not ship), expressions compared normalized
-    (whitespace aside); the exempt-identity conditions (IDENTITY_CONDITIONS) are not compared."""
+    (SHIPPED_CONDITIONS; none for a name it does not ship), expressions compared as CEL
+    parse trees (whitespace aside); the exempt-identity conditions (IDENTITY_CONDITIONS) are not compared."""
     shipped = SHIPPED_CONDITIONS.get(entry.name)
     if shipped is None:
         return []
@@ -319,7 +319,7 @@ def condition_gaps(configuration: WebhookConfigurationRecord, entry: WebhookEntr
     for condition, expression in shipped.items():
         if condition not in live:
             differ.append(f"matchCondition {condition} is missing")
-        elif normalized(live[condition]) != normalized(expression):
+        elif not same_expression(live[condition], expression):
             differ.append(f"matchCondition {condition} is not the one guardhook ships")
     gaps = []
     if differ:

@@ -15,6 +15,9 @@ reported as added by the operator.
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 IDENTITY_CONDITIONS = frozenset(
     {
         "not-lws-controller",
@@ -77,36 +80,22 @@ with none ships only exempt-identity conditions. An entry not named here (anothe
 version's) is not compared."""
 
 
-def normalized(expression: str) -> str:
-    """`expression` with whitespace outside string literals dropped, except one space between two
-    word characters (`k in labels`): how the manifests fold their lines (YAML `>-`), or how an
-    operator reformats them, does not change what it means. Quotes (' or ", backslash escapes) are
-    kept as written."""
-    out: list[str] = []
-    quote = ""
-    pending_space = False
-    escaped = False
-    for char in expression:
-        if quote:
-            out.append(char)
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == quote:
-                quote = ""
-            continue
-        if char.isspace():
-            pending_space = True
-            continue
-        if pending_space and out and _word(out[-1]) and _word(char):
-            out.append(" ")
-        pending_space = False
-        out.append(char)
-        if char in "'\"":
-            quote = char
-    return "".join(out)
+def same_expression(first: str, second: str) -> bool:
+    """Whether two CEL expressions are the same expression: equal parse trees (cel-python's parser,
+    as guardhook.floor.cost uses it), so how the manifests fold their lines (YAML `>-`) or how an
+    operator reformats them does not count, while any change of a token, string literals' insides
+    included, does. An expression that does not parse is compared as text."""
+    from celpy.celparser import CELParseError
+
+    try:
+        return bool(_parser().parse(first) == _parser().parse(second))
+    except CELParseError:
+        return first == second
 
 
-def _word(char: str) -> bool:
-    return char.isalnum() or char == "_"
+@functools.cache
+def _parser() -> Any:
+    """cel-python's CEL parser, built once (its grammar takes ~0.2 s)."""
+    from celpy.celparser import CELParser
+
+    return CELParser()
