@@ -73,13 +73,7 @@ def test_entries_written_under_the_old_keys_still_count(
     assert denied["allowed"] is False and denied["status"]["code"] == 429
     assert f"disruption of {recorded_pod} recorded, not visible yet" in denied["status"]["message"]
     assert evict(eng, recorded_pod, namespace)["allowed"] is True  # a retry of the recorded pod
-    # The old entry is kept: the retry's entry knows the pod it removes (pod_created), so it may
-    # not supersede one that does not (guardhook.budget.superseded); it is added once, and the
-    # next retry supersedes it rather than adding a third.
-    assert evict(eng, recorded_pod, namespace)["allowed"] is True
-    kept = ledger.entries(old_key)
-    assert [(e.pod, e.recorded) for e in kept] == [(recorded_pod, NOW - 1), (recorded_pod, NOW)]
-    assert not kept[0].pod_created and kept[1].pod_created
+    assert [e.pod for e in ledger.entries(old_key)] == [recorded_pod]
 
 
 def test_lws_groups_and_gangs_go_through_the_one_decision(monkeypatch: pytest.MonkeyPatch) -> None:

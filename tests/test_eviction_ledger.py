@@ -229,30 +229,6 @@ def test_an_entry_keeps_what_it_recorded_through_the_lease(tmp_path: Path) -> No
     assert "cause" not in Disruption("0", "llm-0", "u", 4e9).to_json()  # read as before by older replicas
 
 
-def test_the_removed_pods_creation_time_is_optional_in_the_lease_both_ways(tmp_path: Path) -> None:
-    """`podCreated` (Disruption.pod_created: the entry knows the pod it removed) goes through the
-    Lease and back; an entry without it is written as before (no key), an older replica's entry
-    (no key) reads as not knowing it, and so does what an older replica's rewrite leaves of a new
-    entry (it drops the key it does not know): the time rule, the safe side."""
-    knows = Disruption("0", "llm-0", "u0", 4e9, 1e9, "eviction", 1.7e9)
-    blind = Disruption("1", "llm-1", "u1", 4e9, 1e9, "delete")
-    with running_fake() as fake:
-        ledger = open_ledger(Source(KUBECONFIG, (str(fake.write_kubeconfig(tmp_path / "kc")),)), "gh")
-        ledger.update(LWS, lambda e: (None, (knows, blind)))
-        assert ledger.entries(LWS) == (knows, blind)
-        lease = fake.get("leases", "gh", lease_name(LWS))
-        assert lease is not None
-        stored = json.loads(lease["metadata"]["annotations"][ENTRIES_ANNOTATION])
-        assert [raw.get("podCreated") for raw in stored] == [1.7e9, None]
-        assert set(stored[1]) == {"group", "pod", "uid", "expires", "recorded", "cause"}
-    older = {"group": 0, "pod": "llm-0", "uid": "u0", "expires": 4e9, "recorded": 1e9, "cause": "eviction"}
-    assert Disruption.from_json(older) == Disruption("0", "llm-0", "u0", 4e9, 1e9, "eviction")
-    rewritten = {k: v for k, v in knows.to_json().items() if k != "podCreated"}
-    assert Disruption.from_json(rewritten) == Disruption("0", "llm-0", "u0", 4e9, 1e9, "eviction")
-    for bad in ("1.7e9", True, None, -5, [1]):
-        assert Disruption.from_json({**older, "podCreated": bad}).pod_created == 0.0  # type: ignore[union-attr]
-
-
 def test_sweep_deletes_leases_whose_entries_all_expired_and_keeps_the_rest() -> None:
     # A Lease cannot be owned by an LWS in another namespace: one whose LWS is gone (an e2e
     # namespace deleted) would stay for good. The sweep removes it once its entries expired.

@@ -151,7 +151,6 @@ def decide(
     cause: str,
     stuck_after: float,
     going: Going | None = None,
-    exact: bool = False,
 ) -> Verdict:
     """Allow or refuse removing `disruption.pod` by the budget and the ledger and, when allowed,
     record it (also from a broken group; an entry of the same pod it supersedes leaves) — in one
@@ -161,9 +160,7 @@ def decide(
     a write conflict makes the ledger re-plan. `what` starts the refusal ("evicting pod ns/name");
     `cause` (guardhook.ledger.CAUSES) is what the entry records; `stuck_after` (the configured
     `stuckAfterSeconds`) is when a refusal names a gated group down for good; `going` judges going
-    pods on a re-read snapshot; `exact`: the pod's uid is the one the removal takes (the request
-    names it, or the view holds the pod, not terminating), so the entry records its creation time
-    and is seen through by uid (guardhook.ledger.Disruption.pod_created)."""
+    pods on a re-read snapshot."""
     first = [disruption.snapshot]
 
     def plan(entries: Entries) -> tuple[Verdict, Entries | None]:
@@ -182,8 +179,7 @@ def decide(
         now = ledger.now() if ledger is not None else time.time()
         # Recorded also from a group that counts as broken: a lagging view can show a group broken
         # that has healed since, and the pod removed is then its replacement, which breaks it again.
-        born = pod.created if exact and pod.uid else 0.0
-        record = Disruption(key, pod.name, pod.uid, now + ttl, now, cause, born)
+        record = Disruption(key, pod.name, pod.uid, now + ttl, now, cause)
         # Entries leave storage only by expiry (a replica whose view lags still counts them), or
         # when this record supersedes them (a retried eviction of the same pod is one disruption),
         # or when their group is no longer one of the set's (scaled away).

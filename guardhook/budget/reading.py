@@ -27,9 +27,9 @@ def reading(snapshot: SetSnapshot, entries: Entries) -> BrokenGroups:
       allowed as from a broken one);
     - an entry stops counting only when this same snapshot shows its disruption seen through:
       its group broken (it counts through the view then), or its group whole again with the
-      removed pod replaced (`replaced`: gone, and the view past its creation). A pod the
-      snapshot does not hold, or holds terminating, never frees an entry by itself, and no
-      second read of the view is ever combined with this one;
+      evicted pod replaced (a pod of that name with another uid, created after the entry was
+      recorded). A pod the snapshot does not hold, or holds terminating, never frees an entry
+      by itself, and no second read of the view is ever combined with this one;
     - entries leave the ledger's storage only by expiry, so a replica whose view lags counts
       them until its own snapshot shows them seen through;
     - a decision that allows a disruption (of a whole group, or of one that counts as broken: the
@@ -43,12 +43,9 @@ def reading(snapshot: SetSnapshot, entries: Entries) -> BrokenGroups:
     broken watch makes the view stale, which answers 429). A group the snapshot shows broken is
     then broken or still healing, and removing from it breaks nothing more.
 
-    Clocks: an entry that knows its removed pod (`Disruption.pod_created`) compares only the API
-    server's creationTimestamps (whole seconds) with each other, so a replacement created within
-    the second of the recording frees it; the API servers' clocks are taken to agree to well
-    within a replacement's time to Ready. An entry that does not falls back to comparing the
-    ledger's clock (`recorded`) with the API server's: a replacement created within the second of
-    the recording, or an entry with no `recorded`, counts until its TTL (the safe side)."""
+    Clocks: the entry's `recorded` is the ledger's clock and `created` the API server's (whole
+    seconds); a replacement created within the second of the recording, or an entry with no
+    `recorded`, counts until its TTL (the safe side)."""
     merged = snapshot.broken
     for entry in entries:
         if not snapshot.counts(entry.group) or entry.group in snapshot.broken:
@@ -71,45 +68,23 @@ def recorded_as(entry: Disruption) -> str:
 
 def superseded(entry: Disruption, record: Disruption) -> bool:
     """Whether `record` (a new entry) makes `entry` redundant: the same group, pod name and uid,
-    recorded (known time) no later and expiring no later, and `record` knowing its removed pod
-    (`pod_created`) only if `entry` does. `record` then counts its group whenever `entry` would
-    (`replaced`: a replacement created after `record` was recorded is also created after `entry`
-    was, and the uid rule holds for both or for `entry` alone), so dropping `entry` keeps every
-    count; without it each retry of one pod's eviction (kubectl drain retries every 5 s while a
-    PodDisruptionBudget refuses it after guardhook allowed it) added an entry to the Lease until
-    its TTL."""
+    recorded (known time) no later and expiring no later. `record` then counts its group whenever
+    `entry` would (`reading`: a replacement created after `record` was recorded is also
+    created after `entry` was), so dropping `entry` keeps every count; without it each retry of
+    one pod's eviction (kubectl drain retries every 5 s while a PodDisruptionBudget refuses it
+    after guardhook allowed it) added an entry to the Lease until its TTL."""
     return (
         (entry.group, entry.pod, entry.uid) == (record.group, record.pod, record.uid)
         and 0.0 < entry.recorded <= record.recorded
         and entry.expires <= record.expires
-        and (bool(entry.pod_created) or not record.pod_created)
     )
 
 
 def replaced(entry: Disruption, pods: Sequence[PodRecord]) -> bool:
-    """Whether `pods` (the entry's group, whole in the same snapshot) show the entry's pod
-    replaced. Either rule frees it:
-
-    - by uid, for an entry that knows the pod it removed (`pod_created`, its uid exact): no pod
-      of that uid remains (one that is merely terminating still counts), and a pod of the group
-      was created in a later second than the removed one, so the view is past the removed pod's
-      creation and its absence is its removal, not a lag (a replica whose view has not seen the
-      pod yet holds only older pods of the group);
-    - by time, for any entry with a recording time: a pod of the same name with another uid,
-      created (whole seconds) after the entry was recorded.
-
-    The group's health (every pod there and Ready, none terminating: `reading` asks only for a
-    group the snapshot shows whole) is what makes it seen through; the replacement merely proves
-    the snapshot is recent enough to judge it."""
-    if entry.pod_created and entry.uid and _gone_and_followed(entry, pods):
-        return True
+    """Whether `pods` (the entry's group, whole) hold a replacement of the entry's pod: same name,
+    another uid, created after the entry was recorded."""
     if not entry.recorded:
         return False
     return any(
         pod.name == entry.pod and pod.uid != entry.uid and pod.created > entry.recorded for pod in pods
     )
-
-
-def _gone_and_followed(entry: Disruption, pods: Sequence[PodRecord]) -> bool:
-    """No pod of `entry.uid` among `pods`, and one created in a later second than it."""
-    return all(pod.uid != entry.uid for pod in pods) and any(pod.created > entry.pod_created for pod in pods)

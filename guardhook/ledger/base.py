@@ -23,16 +23,8 @@ class Disruption:
     """One recorded disruption of a group: the group, the pod it removes (name and uid; for a taint,
     a pod of the group the taint evicts), when the entry expires and when it was recorded
     (wall-clock Unix seconds, since several replicas share it; `recorded` 0.0: unknown, as in
-    entries written before it existed), its `cause`, one of CAUSES ("" in entries written
-    before it existed, or naming a cause this version does not know), and `pod_created`.
-
-    `pod_created`: the removed pod's `metadata.creationTimestamp` (Unix seconds, API server clock)
-    when `uid` is known to be the very pod the disruption removes (the request names it, or the
-    view held it, not terminating); 0.0 when not known (a pod the view holds terminating or not at
-    all, whose uid may be a predecessor's of the pod removed, or an entry written before the field
-    existed). guardhook.budget.reading sees an entry with it through by uid, without comparing
-    clocks. Optional on the wire ("podCreated"): an older replica ignores it and, rewriting the
-    Lease, drops it, which only brings back the time rule (the safe side)."""
+    entries written before it existed), and its `cause`, one of CAUSES ("" in entries written
+    before it existed, or naming a cause this version does not know)."""
 
     group: GroupKey
     """The group's key, a string: its ordinal ("3") or a Hash group's 40-character key
@@ -42,7 +34,6 @@ class Disruption:
     expires: float
     recorded: float = 0.0
     cause: str = ""
-    pod_created: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         # An ordinal stays a JSON number on the wire: the Lease format every replica (and every
@@ -54,15 +45,12 @@ class Disruption:
             raw["recorded"] = self.recorded
         if self.cause:
             raw["cause"] = self.cause
-        if self.pod_created:
-            raw["podCreated"] = self.pod_created
         return raw
 
     @staticmethod
     def from_json(raw: Any) -> Disruption | None:
         """An entry from its JSON form; None for a malformed one (dropped, never fatal). An unknown
-        `cause` (a newer replica's) reads as "": the entry still counts, only its wording is lost;
-        a missing or malformed `podCreated` reads as 0.0 (the time rule: the safe side)."""
+        `cause` (a newer replica's) reads as "": the entry still counts, only its wording is lost."""
         if not isinstance(raw, dict):
             return None
         group, expires = raw.get("group"), raw.get("expires")
@@ -72,21 +60,14 @@ class Disruption:
             or not isinstance(expires, int | float)
         ):
             return None
-        at, born = _seconds(raw.get("recorded")), _seconds(raw.get("podCreated"))
+        recorded = raw.get("recorded")
+        at = float(recorded) if isinstance(recorded, int | float) and not isinstance(recorded, bool) else 0.0
         cause = raw.get("cause")
         known = cause if isinstance(cause, str) and cause in CAUSES else ""
         key = ordinal_key(group) if isinstance(group, int) else group
         return Disruption(
-            key, str(raw.get("pod") or ""), str(raw.get("uid") or ""), float(expires), at, known, born
+            key, str(raw.get("pod") or ""), str(raw.get("uid") or ""), float(expires), at, known
         )
-
-
-def _seconds(value: Any) -> float:
-    """An optional non-negative number of seconds from the wire; 0.0 (unknown) when missing or
-    not a number."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return 0.0
-    return max(float(value), 0.0)
 
 
 Entries = tuple[Disruption, ...]

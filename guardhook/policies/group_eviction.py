@@ -75,7 +75,6 @@ __all__ = [
     "Eviction",
     "eviction_context",
     "pdb_refusal",
-    "precondition_uid",
     "view_pdb_refusal",
     "within_budget",
 ]
@@ -146,13 +145,8 @@ class GroupEviction(Policy):
                 f"evicting pod {pod.namespace}/{pod.name}: {refused}; the API server would refuse it"
             )
         what = f"evicting pod {pod.namespace}/{pod.name}{eviction.ref.note()}"
-        # The uid the eviction takes: the one its precondition names (the API server evicts no
-        # other), else the view's pod when it holds it, not terminating (a terminating or unseen
-        # pod's name may already be its replacement's, which the view has not seen).
-        precondition = precondition_uid(ctx.object)
-        exact = precondition == pod.uid if precondition else seen
         return judge_budget(
-            ctx.view, eviction, ctx.ledger, ctx.may_record, ctx.params, what, cause="eviction", exact=exact
+            ctx.view, eviction, ctx.ledger, ctx.may_record, ctx.params, what, cause="eviction"
         )
 
 
@@ -175,15 +169,6 @@ def _evicted_pod(ctx: PolicyContext) -> tuple[str, str]:
     meta = metadata(ctx.object)
     namespace = ctx.namespace or str(meta.get("namespace") or "")
     return namespace, ctx.name
-
-
-def precondition_uid(body: KubeObject) -> str:
-    """The Eviction's `deleteOptions.preconditions.uid` (meta/v1 DeleteOptions: the API server
-    evicts the pod only while it has that uid); "" when absent or malformed."""
-    options = body.get("deleteOptions")
-    preconditions = options.get("preconditions") if isinstance(options, dict) else None
-    uid = preconditions.get("uid") if isinstance(preconditions, dict) else None
-    return uid if isinstance(uid, str) else ""
 
 
 def eviction_context(

@@ -220,7 +220,6 @@ class GroupResize(Policy):
             f"{what} ({consequence})",
             advisory,
             cause="resize",
-            exact=True,  # oldObject: the pod resized, which the group's recreation replaces
         )
 
 

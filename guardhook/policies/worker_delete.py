@@ -195,9 +195,8 @@ class WorkerDelete(Policy):
         node, why = _draining_node(ctx, pod)
         if node is not None and why:
             what = f"deleting pod {pod.namespace}/{pod.name} from draining node {node.name} ({why})"
-            # The DELETE's oldObject (else the view's pod, not terminating) is the pod deleted.
             return judge_budget(
-                ctx.view, disruption, ctx.ledger, ctx.may_record, ctx.params, what, cause="delete", exact=True
+                ctx.view, disruption, ctx.ledger, ctx.may_record, ctx.params, what, cause="delete"
             )
         if not disruption.snapshot.whole(gang.key):
             return ALLOW  # already broken: removing more of it costs nothing more
@@ -226,17 +225,8 @@ class WorkerDelete(Policy):
         )
         how = "a group restart on a draining node" if leader else "a drain without evictions"
         what = f"deleting {where} ({how})"
-        # The DELETE's oldObject (else the view's pod, not terminating) is the pod deleted.
         return judge_budget(
-            ctx.view,
-            disruption,
-            ctx.ledger,
-            ctx.may_record,
-            ctx.params,
-            what,
-            advisory,
-            cause="delete",
-            exact=True,
+            ctx.view, disruption, ctx.ledger, ctx.may_record, ctx.params, what, advisory, cause="delete"
         )
 
 

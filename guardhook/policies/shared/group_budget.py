@@ -33,25 +33,16 @@ def judge_budget(
     recorded_advisory: str = "",
     *,
     cause: str,
-    exact: bool = False,
 ) -> Judgement:
     """Allow or deny (429) removing `disruption.pod` by the group budget
     (guardhook.budget.decide, which records an allowed removal unless `may_record` is False), with
     the policy's `params` (`ledgerTTLSeconds`, `stuckAfterSeconds`: group-eviction's, shared).
     `what` starts the denial ("evicting pod ns/name"); `recorded_advisory`, when given, is the
     warning an allowed removal of a whole group carries; `cause` (guardhook.ledger.CAUSES) is what
-    the entry records; `exact`: the pod's uid is the one the removal takes (guardhook.budget.decide)."""
+    the entry records."""
     ttl = float(params.get("ledgerTTLSeconds", 120))
     verdict = decide(
-        view,
-        disruption,
-        ledger,
-        may_record,
-        ttl,
-        what,
-        cause=cause,
-        stuck_after=stuck_after(params),
-        exact=exact,
+        view, disruption, ledger, may_record, ttl, what, cause=cause, stuck_after=stuck_after(params)
     )
     if not verdict.allowed:
         return too_many(verdict.message)

@@ -132,7 +132,10 @@ class _SetBlast:
             if now is None:
                 return "", None
             kept = tuple(e for e in entries if snap.counts(e.group))
-            doomed = tuple(_doomed(group, found[0].pod, now, ttl) for group, found in sorted(lost.items()))
+            doomed = tuple(
+                Disruption(group, found[0].pod.name, found[0].pod.uid, now + ttl, now, "taint")
+                for group, found in sorted(lost.items())
+            )
             return "", (*kept, *doomed)
         label, unit = snap.wording.label, snap.wording.unit
         groups = "; ".join(f"{label} {key} ({_pods(found)})" for key, found in sorted(lost.items()))
@@ -142,14 +145,6 @@ class _SetBlast:
             f"{self.budget} may be broken at a time ({budget_source(snap, self.budget)})"
         )
         return line, None
-
-
-def _doomed(group: str, pod: PodRecord, now: float, ttl: float) -> Disruption:
-    """The entry of a group the taint dooms, naming `pod` (a pod of it the taint evicts): a pod
-    the view holds not terminating is the one the taint manager will evict, so the entry knows it
-    (Disruption.pod_created: seen through by uid)."""
-    born = 0.0 if pod.terminating else pod.created
-    return Disruption(group, pod.name, pod.uid, now + ttl, now, "taint", born)
 
 
 def _pods(victims: Iterable[Victim]) -> str:
