@@ -5,6 +5,7 @@ the PodGroups' common controller owner). Pods are the sample fleet's, moved into
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import group_shapes as shapes
@@ -263,6 +264,21 @@ def test_a_gang_pod_whose_pod_group_the_view_does_not_hold_is_judged_as_any_pod(
     objects = shapes.gang_objects()
     pods_only = [o for o in objects if o["kind"] == "Pod"]
     assert delete(engine(pods_only), objects, "train-1-0")["allowed"] is True
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+def test_a_finished_pod_of_a_whole_gang_may_be_deleted(phase: str) -> None:
+    """`kubectl delete pod` of a gang's finished pod is clean-up: the gang's health does not count
+    it, so the gang stays whole, and its running members stay guarded."""
+    objects = shapes.gang_objects()
+    finished = copy.deepcopy(shapes.pod(objects, "train-1-0"))
+    finished["metadata"]["name"] = "train-1-9"
+    finished["metadata"]["uid"] = "0d2c3b5e-9f1a-4c8e-b7d6-5a4e3f2d1c09"
+    finished["status"]["phase"] = phase
+    objects.append(finished)
+    eng = engine(objects)
+    assert delete(eng, objects, "train-1-9")["allowed"] is True
+    assert delete(eng, objects, "train-1-0")["allowed"] is False
 
 
 def test_a_gang_member_marked_for_disruption_may_be_deleted() -> None:

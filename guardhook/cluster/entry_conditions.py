@@ -85,12 +85,22 @@ def same_expression(first: str, second: str) -> bool:
     as guardhook.floor.cost uses it), so how the manifests fold their lines (YAML `>-`) or how an
     operator reformats them does not count, while any change of a token, string literals' insides
     included, does. An expression that does not parse is compared as text."""
+    first_tree, second_tree = _tree(first), _tree(second)
+    if first_tree is None or second_tree is None:
+        return first == second
+    return bool(first_tree == second_tree)
+
+
+@functools.lru_cache(maxsize=256)
+def _tree(expression: str) -> Any:
+    """`expression`'s parse tree (None when it does not parse), kept per text: `serve` compares
+    the same few expressions at every /metrics scrape (a parse costs ~1 ms)."""
     from celpy.celparser import CELParseError
 
     try:
-        return bool(_parser().parse(first) == _parser().parse(second))
+        return _parser().parse(expression)
     except CELParseError:
-        return first == second
+        return None
 
 
 @functools.cache

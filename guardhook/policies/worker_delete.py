@@ -172,10 +172,13 @@ class WorkerDelete(Policy):
         """A DELETE of a member of gang `gang` (GroupRef.is_gang: a `disruptionMode: all` PodGroup,
         a Grove replica, a JobSet Job), judged as a worker delete of a whole group: from a draining
         node budgeted per set as an eviction is (guardhook.budget), otherwise denied while the gang
-        is whole in its set's snapshot. Allowed: pods marked for disruption, gangs already broken,
-        and (`gang` None) a pod naming a PodGroup the view does not hold or that is not `all`."""
+        is whole in its set's snapshot. Allowed: pods marked for disruption, finished pods (phase
+        Succeeded or Failed: a user's clean-up), gangs already broken, and (`gang` None) a pod
+        naming a PodGroup the view does not hold or that is not `all`."""
         if pod.disruption:
             return allowed_disruption_target(pod.disruption, ctx.user)
+        if pod.terminal:
+            return ALLOW  # Succeeded or Failed: no running member, its gang's health does not count it
         username = ctx.user.get("username") or ""
         if username.startswith(KUBE_SYSTEM_SERVICE_ACCOUNTS):
             # The Job controller deletes a gang's pods on suspend (Kueue) or failure, as a whole:
